@@ -1,0 +1,5 @@
+import sys
+
+from wardian.cli import main
+
+sys.exit(main())

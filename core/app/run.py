@@ -1,0 +1,147 @@
+"""`wardian app run`: own one home, serve its control socket until SIGTERM/SIGINT or `app/stop`.
+
+Startup order: secure `run/`, take the home lock (one app per home), open and migrate the store, bind the
+socket (0600) replacing a stale one, then report readiness. Shutdown: stop accepting, let in-flight store
+operations commit, close the store, remove the socket.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable
+from contextlib import suppress
+from typing import IO
+
+import anyio
+from wardian import errors
+from wardian.app.server import ControlServer
+from wardian.app.service import AppService
+from wardian.app.signals import MailboxSignals
+from wardian.app.writer import StoreWriter
+from wardian.home import Home, prepare_runtime_dir
+from wardian.store import InteractionStore
+
+log = logging.getLogger("wardian.app")
+
+
+class HomeLock:
+    """An exclusive flock on `run/app.lock`, held for the app's lifetime; the kernel drops it on death."""
+
+    def __init__(self, home: Home) -> None:
+        self._home = home
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        fd = os.open(self._home.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            pid = ""
+            with suppress(OSError):
+                pid = self._home.pid_path.read_text(encoding="utf-8").strip()
+            raise errors.AlreadyRunning(
+                f"an app is already running for {self._home.root}" + (f" (pid {pid})" if pid else ""),
+                pid=int(pid) if pid.isdigit() else None) from None
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def configure_logging(home: Home, stream: IO[str] | None) -> None:
+    root = logging.getLogger("wardian")
+    root.setLevel(logging.INFO)
+    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    handler = logging.FileHandler(home.log_dir / "app.log", encoding="utf-8")
+    handler.setFormatter(fmt)
+    root.addHandler(handler)
+    if stream is not None:
+        console = logging.StreamHandler(stream)
+        console.setFormatter(fmt)
+        root.addHandler(console)
+
+
+def run_app(home: Home, *, on_ready: Callable[[], None] | None = None, log_stream: IO[str] | None = None) -> None:
+    """Run the app in the foreground until it is told to stop.
+
+    Raises:
+        HomeError (AlreadyRunning, InsecureRuntimeDir, HomePathTooLong), StorageError.
+    """
+    prepare_runtime_dir(home)
+    lock = HomeLock(home)
+    lock.acquire()
+    try:
+        configure_logging(home, log_stream)
+        store = InteractionStore.open(home.db_path)
+        try:
+            anyio.run(_serve, home, store, on_ready)
+        finally:
+            store.close()
+    finally:
+        with suppress(OSError):
+            home.pid_path.unlink()
+        lock.release()
+
+
+async def _serve(home: Home, store: InteractionStore, on_ready: Callable[[], None] | None) -> None:
+    writer = StoreWriter(store)
+    stopping = anyio.Event()
+    service = AppService(home, writer, MailboxSignals(), stopping.set)
+    server = ControlServer(service)
+    # The lock is ours, so a socket file left here belongs to a dead app: replace it.
+    with suppress(FileNotFoundError):
+        os.unlink(home.socket_path)
+    old_umask = os.umask(0o177)
+    try:
+        listener = await anyio.create_unix_listener(home.socket_path, mode=0o600)
+    finally:
+        os.umask(old_umask)
+    home.pid_path.write_text(f"{os.getpid()}\n", encoding="utf-8")
+    async with anyio.create_task_group() as outer:
+        await outer.start(writer.run)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_watch_signals, stopping)
+            tg.start_soon(listener.serve, server.handle_connection)
+            log.info("app ready: home %s, pid %d, socket %s", home.root, os.getpid(), home.socket_path)
+            if on_ready is not None:
+                on_ready()
+            await stopping.wait()
+            log.info("app stopping")
+            tg.cancel_scope.cancel()
+        with suppress(OSError):
+            await listener.aclose()
+        with suppress(FileNotFoundError):
+            os.unlink(home.socket_path)
+        writer.close()
+
+
+async def _watch_signals(stopping: anyio.Event) -> None:
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for _ in signals:
+            stopping.set()
+            return
+
+
+def main_run(home: Home, ready_fd: int | None) -> int:
+    """Entry for `wardian app run`; reports readiness or the startup error on `ready_fd` when given."""
+    def report(line: str) -> None:
+        if ready_fd is not None:
+            with suppress(OSError):
+                os.write(ready_fd, line.encode("utf-8") + b"\n")
+                os.close(ready_fd)
+
+    try:
+        run_app(home, on_ready=lambda: report("ready"), log_stream=sys.stderr)
+    except errors.WardianError as exc:
+        import orjson
+
+        report(orjson.dumps(exc.to_data()).decode("utf-8"))
+        raise
+    return 0

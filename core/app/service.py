@@ -1,0 +1,192 @@
+"""The app's operations: validated params in, store operations through the group-commit writer, wire out.
+
+Attribution is decided here and only here: every operation acts for the caller its session token
+resolves to inside the same store transaction; no parameter can name a sender (DESIGN.md §4).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+from wardian import __version__, errors
+from wardian.app.signals import MailboxSignals
+from wardian.app.writer import StoreWriter
+from wardian.home import Home
+from wardian.model import (
+    DEFAULT_RECEIVE_LIMIT,
+    DEFAULT_WAIT_MS,
+    PROTOCOL_VERSION,
+    Caller,
+    InteractionKind,
+    ReceivePage,
+    ReplyStatus,
+)
+from wardian.protocol import app as proto
+from wardian.store import InteractionStore
+from wardian.store.store import now_ms
+
+log = logging.getLogger("wardian.app")
+
+Handler = Callable[[Any], Awaitable[dict[str, Any]]]
+
+
+class AppService:
+    def __init__(self, home: Home, writer: StoreWriter, signals: MailboxSignals,
+                 stop: Callable[[], None]) -> None:
+        self.home = home
+        self.writer = writer
+        self.signals = signals
+        self.started_at = now_ms()
+        self._stop = stop
+        self.stop_requested = False
+        self._handlers: dict[str, Handler] = {
+            "message/send": self._send,
+            "task/followup": self._followup,
+            "mailbox/receive": self._receive,
+            "mailbox/wait": self._wait,
+            "task/reply": self._reply,
+            "agent/interrupt": self._interrupt,
+            "agent/list": self._list_agents,
+            "agent/add": self._add_agent,
+            "agent/session": self._session,
+            "mailbox/records": self._records,
+            "app/status": self._status,
+            "app/stop": self._app_stop,
+        }
+
+    async def handle(self, method: str, raw_params: Any) -> dict[str, Any]:
+        """Run one method.
+
+        Raises:
+            WardianError: the method's own error, with its code and delivery state.
+        """
+        params = proto.parse_params(method, raw_params)
+        return await self._handlers[method](params)
+
+    # --- operations -----------------------------------------------------------------------------------
+
+    async def _admit(self, p: proto.MessageSendParams, kind: InteractionKind) -> dict[str, Any]:
+        def op(s: InteractionStore) -> Any:
+            caller = s.authenticate(p.session)
+            target = s.resolve_target(caller, p.target)
+            return s.admit(caller, target, kind, p.message)
+
+        receipt = await self.writer.call(op)
+        self.signals.notify(receipt.recipient.uuid)
+        return proto.receipt_wire(receipt)
+
+    async def _send(self, p: Any) -> dict[str, Any]:
+        return await self._admit(p, InteractionKind.INFORMATION)
+
+    async def _followup(self, p: Any) -> dict[str, Any]:
+        return await self._admit(p, InteractionKind.TASK)
+
+    async def _authenticate(self, token: str) -> Caller:
+        return await self.writer.call(lambda s: s.authenticate(token))
+
+    async def _receive(self, p: proto.MailboxReceiveParams) -> dict[str, Any]:
+        limit = p.limit if p.limit is not None else DEFAULT_RECEIVE_LIMIT
+        timeout_ms = p.timeout_ms or 0
+
+        def read(ack: str | None) -> Callable[[InteractionStore], ReceivePage]:
+            return lambda s: s.receive(s.authenticate(p.session), cursor=p.cursor, ack_cursor=ack,
+                                       limit=limit)
+
+        def wire(page: ReceivePage, timed_out: bool, reason: str | None) -> dict[str, Any]:
+            out = proto.page_wire(page, timed_out=timed_out, wake_reason=reason)
+            if out["cursor"] is None:
+                out["cursor"] = p.cursor  # an empty page leaves the reading position where it was
+            return out
+
+        if timeout_ms == 0:
+            return wire(await self.writer.call(read(p.ack_cursor)), False, None)
+        caller = await self._authenticate(p.session)
+        ack, acked, reason = p.ack_cursor, 0, None
+        with anyio.move_on_after(timeout_ms / 1000):
+            while True:
+                with self.signals.subscribe(caller.agent.uuid) as event:
+                    # Subscribed before reading, so a record committed after the read still wakes us.
+                    page = await self.writer.call(read(ack))
+                    ack, acked = None, acked + page.acked  # acknowledged once; later reads only look
+                    if page.records:
+                        return wire(ReceivePage(page.records, page.cursor, acked, page.more), False, reason)
+                    await event.wait()
+                    reason = "mailbox_activity"
+        # Expired: an empty wait cancels nothing; later messages and replies remain available.
+        return wire(ReceivePage(records=(), cursor=None, acked=acked, more=False), True, None)
+
+    async def _wait(self, p: proto.MailboxWaitParams) -> dict[str, Any]:
+        timeout_ms = DEFAULT_WAIT_MS if p.timeout_ms is None else p.timeout_ms
+        caller = await self._authenticate(p.session)
+        me = caller.agent.id
+        with self.signals.subscribe(caller.agent.uuid) as event:
+            # Subscribed first, then look at durable state, then wait: no lost wake-up.
+            if await self.writer.call(lambda s: s.has_unacked(me)):
+                return {"woke": True, "timed_out": False, "wake_reason": "mailbox_activity"}
+            if timeout_ms > 0:
+                with anyio.move_on_after(timeout_ms / 1000):
+                    await event.wait()
+                    return {"woke": True, "timed_out": False, "wake_reason": "mailbox_activity"}
+        return {"woke": False, "timed_out": True, "wake_reason": None}
+
+    async def _reply(self, p: proto.TaskReplyParams) -> dict[str, Any]:
+        status = ReplyStatus(p.status)
+        receipt = await self.writer.call(
+            lambda s: s.reply(s.authenticate(p.session), p.request_id, status, p.message))
+        self.signals.notify(receipt.requester.uuid)
+        return proto.reply_wire(receipt)
+
+    async def _interrupt(self, p: proto.AgentInterruptParams) -> dict[str, Any]:
+        def op(s: InteractionStore) -> Any:
+            caller = s.authenticate(p.session)
+            return s.record_interrupt(caller, s.resolve_target(caller, p.target))
+
+        return proto.interrupt_wire(await self.writer.call(op))
+
+    async def _list_agents(self, p: proto.AgentListParams) -> dict[str, Any]:
+        def op(s: InteractionStore) -> Any:
+            caller = s.authenticate(p.session) if p.session is not None else None
+            return caller, s.list_agents()
+
+        caller, agents = await self.writer.call(op)
+        return {"agents": [proto.agent_wire(a) for a in agents],
+                "caller": proto.party_wire(caller.agent) if caller else None}
+
+    async def _add_agent(self, p: proto.AgentAddParams) -> dict[str, Any]:
+        workspace = p.workspace  # the CLI sends an absolute path
+        agent = await self.writer.call(lambda s: s.add_agent(p.name, p.provider, workspace))
+        log.info("agent added: %s %s", agent.name, agent.uuid)
+        return proto.agent_wire(agent)
+
+    async def _session(self, p: proto.AgentSessionParams) -> dict[str, Any]:
+        def op(s: InteractionStore) -> Any:
+            agent = s.resolve_agent(p.agent)
+            return agent, s.create_session(agent.id)
+
+        agent, token = await self.writer.call(op)
+        log.info("session issued for agent %s", agent.uuid)  # never the token itself
+        return {"agent": proto.agent_wire(agent), "session_id": token, "home": str(self.home.root)}
+
+    async def _records(self, p: proto.MailboxRecordsParams) -> dict[str, Any]:
+        records = await self.writer.call(lambda s: s.interactions(limit=p.limit))
+        return {"records": [proto.interaction_wire(i, acked=i.acked) for i in records]}
+
+    async def _status(self, p: Any) -> dict[str, Any]:
+        agents = await self.writer.call(lambda s: len(s.list_agents()))
+        return {"running": True, "version": __version__, "protocol": PROTOCOL_VERSION, "pid": os.getpid(),
+                "home": str(self.home.root), "started_at": self.started_at, "agents": agents}
+
+    async def _app_stop(self, p: Any) -> dict[str, Any]:
+        # The answer is written first; the server stops the app right after (see ControlServer).
+        self.stop_requested = True
+        return {"ok": True}
+
+    def stop(self) -> None:
+        self._stop()
+
+
+__all__ = ["AppService", "errors"]

@@ -1,0 +1,491 @@
+"""`wardian`: argument parsing and printing only; every operation is a call to the running app.
+
+Exit codes (documented in README):
+  0 ok · 1 internal error · 2 bad input (usage, invalid arguments) · 3 app not running or incompatible
+  4 not found (unknown target, agent, request or session) · 5 delivery uncertain (do not resend)
+  6 storage refused the change · 7 the home cannot host an app (already running, insecure run/ dir)
+  8 nothing to do (interrupt: no active turn; wait: timed out)
+
+Cold start matters (`wardian message wait --timeout-ms 0` is a benchmark figure): this module imports
+only the stdlib, orjson and the client at module level; the app, pydantic and anyio load only for
+`wardian app run`, and `mcp` only for `wardian mcp serve`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+import orjson
+from wardian import __version__, errors
+from wardian.home import ENV_SESSION, Home, resolve_home
+
+EXIT_OK = 0
+EXIT_INTERNAL = 1
+EXIT_USAGE = 2
+EXIT_APP = 3
+EXIT_NOT_FOUND = 4
+EXIT_UNCERTAIN = 5
+EXIT_STORAGE = 6
+EXIT_HOME = 7
+EXIT_NOTHING = 8
+
+_NOT_FOUND = (errors.UnknownTarget, errors.UnknownAgent, errors.UnknownRequest, errors.UnknownSession,
+              errors.SessionHomeMismatch)
+
+
+def exit_code_for(exc: errors.WardianError) -> int:
+    if isinstance(exc, _NOT_FOUND):
+        return EXIT_NOT_FOUND
+    if isinstance(exc, errors.NotActive):
+        return EXIT_NOTHING
+    if isinstance(exc, errors.RequestError):
+        return EXIT_USAGE
+    if isinstance(exc, errors.TransportError):
+        return EXIT_APP
+    if isinstance(exc, errors.DeliveryUncertain):
+        return EXIT_UNCERTAIN
+    if isinstance(exc, errors.StorageError):
+        return EXIT_STORAGE
+    if isinstance(exc, errors.HomeError):
+        return EXIT_HOME
+    return EXIT_INTERNAL
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"wardian: error: {message}\n")
+
+
+def _dump(value: Any) -> str:
+    return orjson.dumps(value, option=orjson.OPT_INDENT_2).decode("utf-8")
+
+
+def _out(text: str) -> None:
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+# --- helpers -----------------------------------------------------------------------------------------------
+
+
+def _client(args: argparse.Namespace) -> Any:
+    from wardian.client import AppClient
+
+    return AppClient(resolve_home(args.home))
+
+
+def _session() -> str:
+    token = os.environ.get(ENV_SESSION, "")
+    if not token:
+        raise errors.MissingSession(
+            f"no managed caller: set {ENV_SESSION} (print it with `wardian agent env NAME`)", field="session")
+    return token
+
+
+def _text(args: argparse.Namespace) -> str:
+    if args.stdin and args.text is not None:
+        raise errors.InvalidArguments("give the text as an argument or with --stdin, not both", field="text")
+    if args.stdin:
+        data = sys.stdin.buffer.read()
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise errors.InvalidText(f"standard input is not UTF-8 (byte {exc.start})", field="message",
+                                     allowed="UTF-8 text") from None
+    if args.text is None:
+        raise errors.EmptyMessage("no text: give it as an argument or pass --stdin", field="message")
+    return str(args.text)
+
+
+def _party(p: dict[str, Any] | None) -> str:
+    return "wardian" if p is None else f"{p['name']} ({p['uuid']})"
+
+
+def _print_records(records: list[dict[str, Any]]) -> None:
+    for r in records:
+        head = f"[{r['kind']}] {r['id']} from {_party(r['sender'])} to {_party(r['recipient'])}"
+        if r.get("request_id") and r["kind"] != "task":
+            head += f" re {r['request_id']}"
+        if r.get("status"):
+            head += f" status={r['status']}"
+        if r["kind"] == "task" and r.get("new_work"):
+            head += " NEW WORK"
+        elif r.get("task"):
+            head += f" (task {r['task']['state']})"
+        if r.get("acked") is not None:
+            head += " acked" if r["acked"] else " unacked"
+        _out(head)
+        for line in r["text"].splitlines() or [""]:
+            _out(f"    {line}")
+
+
+# --- commands ----------------------------------------------------------------------------------------------
+
+
+def cmd_app_run(args: argparse.Namespace) -> int:
+    from wardian.app.run import main_run
+
+    return main_run(resolve_home(args.home), args.ready_fd)
+
+
+def cmd_app_start(args: argparse.Namespace) -> int:
+    import select
+    import subprocess
+
+    home = resolve_home(args.home)
+    read_fd, write_fd = os.pipe()
+    cmd = [*_self_command(), "app", "run", "--home", str(home.root), "--ready-fd", str(write_fd)]
+    home.root.mkdir(parents=True, exist_ok=True)
+    log_path = home.root / "app.out"
+    with open(log_path, "ab") as log_file:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file,
+                                pass_fds=(write_fd,), start_new_session=True, close_fds=True)
+    os.close(write_fd)
+    try:
+        ready, _, _ = select.select([read_fd], [], [], args.timeout)
+        line = os.read(read_fd, 65536).decode("utf-8", "replace").strip() if ready else ""
+    finally:
+        os.close(read_fd)
+    if line == "ready":
+        if args.json:
+            _out(_dump({"running": True, "pid": proc.pid, "home": str(home.root)}))
+        else:
+            _out(f"app running for {home.root} (pid {proc.pid})")
+        return EXIT_OK
+    if line.startswith("{"):
+        raise errors.from_data(orjson.loads(line))
+    if proc.poll() is None:
+        proc.kill()
+    raise errors.InternalError(f"the app did not become ready in {args.timeout:g} s; see {log_path}")
+
+
+def _self_command() -> list[str]:
+    if getattr(sys, "frozen", False):
+        return [sys.executable]
+    return [sys.executable, "-m", "wardian"]
+
+
+def cmd_app_stop(args: argparse.Namespace) -> int:
+    import time
+
+    home = resolve_home(args.home)
+    with _client(args) as client:
+        try:
+            status = client.call("app/status")
+        except errors.AppNotRunning:
+            _out("app not running")
+            return EXIT_OK
+        client.call("app/stop")
+    deadline = time.monotonic() + args.timeout
+    while time.monotonic() < deadline:
+        if not home.socket_path.exists():
+            break
+        time.sleep(0.02)
+    _wait_lock_free(home, deadline)
+    if args.json:
+        _out(_dump({"stopped": True, "pid": status["pid"]}))
+    else:
+        _out(f"app stopped (pid {status['pid']})")
+    return EXIT_OK
+
+
+def _wait_lock_free(home: Home, deadline: float) -> None:
+    import fcntl
+    import time
+
+    try:
+        fd = os.open(home.lock_path, os.O_RDWR)
+    except OSError:
+        return
+    try:
+        while time.monotonic() < deadline:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                return
+            except BlockingIOError:
+                time.sleep(0.02)
+        raise errors.InternalError("the app accepted stop but has not exited yet")
+    finally:
+        os.close(fd)
+
+
+def cmd_app_status(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        try:
+            status = client.call("app/status")
+        except errors.AppNotRunning as exc:
+            if args.json:
+                _out(_dump({"running": False, "home": str(client.home.root), "message": exc.message}))
+            else:
+                _out(f"app not running for {client.home.root}")
+            return EXIT_APP
+    if args.json:
+        _out(_dump(status))
+    else:
+        _out(f"app running for {status['home']} (pid {status['pid']}, version {status['version']}, "
+             f"{status['agents']} agents)")
+    return EXIT_OK
+
+
+def cmd_agent_add(args: argparse.Namespace) -> int:
+    params: dict[str, Any] = {"name": args.name, "provider": args.provider}
+    if args.workspace is not None:
+        params["workspace"] = os.path.abspath(args.workspace)
+    with _client(args) as client:
+        agent = client.call("agent/add", params)
+    _out(_dump(agent) if args.json else f"added {agent['name']} ({agent['uuid']}, {agent['provider']})")
+    return EXIT_OK
+
+
+def cmd_agent_list(args: argparse.Namespace) -> int:
+    params: dict[str, Any] = {}
+    if os.environ.get(ENV_SESSION):
+        params["session"] = os.environ[ENV_SESSION]
+    with _client(args) as client:
+        result = client.call("agent/list", params)
+    if args.json:
+        _out(_dump(result))
+        return EXIT_OK
+    rows = [("NAME", "UUID", "PROVIDER", "STATUS")]
+    for a in result["agents"]:
+        status = a["status"] + (f" (turn {a['active_turn_id']})" if a.get("active_turn_id") else "")
+        rows.append((a["name"], a["uuid"], a["provider"], status))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    for r in rows:
+        _out("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    return EXIT_OK
+
+
+def cmd_agent_env(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        result = client.call("agent/session", {"agent": args.name})
+    if args.json:
+        _out(_dump({"WARDIAN_HOME": result["home"], "WARDIAN_SESSION_ID": result["session_id"]}))
+    else:
+        _out(f"export WARDIAN_HOME={shlex.quote(result['home'])}")
+        _out(f"export WARDIAN_SESSION_ID={shlex.quote(result['session_id'])}")
+    return EXIT_OK
+
+
+def _send(args: argparse.Namespace, method: str) -> int:
+    params = {"session": _session(), "target": args.to, "message": _text(args)}
+    with _client(args) as client:
+        receipt = client.call(method, params)
+    if args.json:
+        _out(_dump(receipt))
+    elif receipt["kind"] == "task":
+        _out(f"task {receipt['request_id']} admitted for {_party(receipt['target'])}")
+    else:
+        _out(f"information {receipt['interaction_id']} admitted for {_party(receipt['target'])}")
+    return EXIT_OK
+
+
+def cmd_message_send(args: argparse.Namespace) -> int:
+    return _send(args, "message/send")
+
+
+def cmd_message_task(args: argparse.Namespace) -> int:
+    return _send(args, "task/followup")
+
+
+def cmd_message_receive(args: argparse.Namespace) -> int:
+    params: dict[str, Any] = {"session": _session()}
+    for key in ("cursor", "ack_cursor", "limit", "timeout_ms"):
+        value = getattr(args, key)
+        if value is not None:
+            params[key] = value
+    with _client(args) as client:
+        page = client.call_wait("mailbox/receive", params, args.timeout_ms or 0)
+    if args.json:
+        _out(_dump(page))
+        return EXIT_OK
+    _print_records(page["records"])
+    if page["acked"]:
+        _out(f"acknowledged {page['acked']} records")
+    if page["records"]:
+        _out(f"cursor: {page['cursor']}")
+        if page["more"]:
+            _out("more records follow: pass --cursor to continue")
+    else:
+        _out("no records" + (" (timed out)" if page["timed_out"] else ""))
+    return EXIT_OK
+
+
+def cmd_message_wait(args: argparse.Namespace) -> int:
+    params: dict[str, Any] = {"session": _session()}
+    if args.timeout_ms is not None:
+        params["timeout_ms"] = args.timeout_ms
+    timeout = 60_000 if args.timeout_ms is None else args.timeout_ms
+    with _client(args) as client:
+        result = client.call_wait("mailbox/wait", params, max(0, timeout))
+    if args.json:
+        _out(_dump(result))
+    else:
+        _out("mailbox activity" if result["woke"] else "timed out")
+    return EXIT_OK if result["woke"] else EXIT_NOTHING
+
+
+def cmd_message_reply(args: argparse.Namespace) -> int:
+    params = {"session": _session(), "request_id": args.request_id, "status": args.status,
+              "message": _text(args)}
+    with _client(args) as client:
+        receipt = client.call("task/reply", params)
+    if args.json:
+        _out(_dump(receipt))
+    else:
+        _out(f"reply {receipt['reply_id']} ({receipt['status']}) admitted for {_party(receipt['requester'])}")
+    return EXIT_OK
+
+
+def cmd_message_interrupt(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        result = client.call("agent/interrupt", {"session": _session(), "target": args.target})
+    _out(_dump(result) if args.json else
+         f"interrupt requested for {_party(result['target'])} turn {result['turn_id']}")
+    return EXIT_OK
+
+
+def cmd_message_log(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        result = client.call("mailbox/records", {"limit": args.limit})
+    if args.json:
+        _out(_dump(result))
+    else:
+        _print_records(result["records"])
+    return EXIT_OK
+
+
+def cmd_retired(args: argparse.Namespace) -> int:
+    raise errors.RetiredOperation(
+        f"`wardian {args.retired}` is a retired v1 operation and delivers nothing; use `wardian message "
+        "send` for information or `wardian message task` for work")
+
+
+def cmd_mcp_serve(args: argparse.Namespace) -> int:
+    try:
+        from wardian.mcp.server import main as mcp_main  # type: ignore[import-not-found]
+    except ImportError:
+        raise errors.Unsupported("`wardian mcp serve` is not part of this build yet") from None
+    return int(mcp_main())
+
+
+# --- parser ------------------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--home", default=argparse.SUPPRESS,
+                        help="the Wardian home (default: $WARDIAN_HOME)")
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                        help="print the app's result as JSON")
+
+    parser = _Parser(prog="wardian", description="Durable messaging between coding agents.",
+                     parents=[common])
+    parser.add_argument("--version", action="version", version=f"wardian {__version__}")
+    groups = parser.add_subparsers(dest="group", required=True, metavar="COMMAND", parser_class=_Parser)
+
+    def sub(group: Any, name: str, func: Callable[[argparse.Namespace], int], help_: str) -> Any:
+        p = group.add_parser(name, help=help_, description=help_, parents=[common])
+        p.set_defaults(func=func)
+        return p
+
+    def text_args(p: Any) -> None:
+        p.add_argument("text", nargs="?", help="the text (kept exactly)")
+        p.add_argument("--stdin", action="store_true", help="read the text from standard input")
+
+    app = groups.add_parser("app", help="run and control the app").add_subparsers(
+        dest="cmd", required=True, metavar="ACTION", parser_class=_Parser)
+    p = sub(app, "run", cmd_app_run, "run the app in the foreground")
+    p.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
+    p = sub(app, "start", cmd_app_start, "start the app in the background; returns once it accepts calls")
+    p.add_argument("--timeout", type=float, default=15.0, help="seconds to wait for readiness")
+    p = sub(app, "stop", cmd_app_stop, "stop the running app")
+    p.add_argument("--timeout", type=float, default=15.0, help="seconds to wait for the app to exit")
+    sub(app, "status", cmd_app_status, "show whether the app runs")
+
+    agent = groups.add_parser("agent", help="manage agents").add_subparsers(
+        dest="cmd", required=True, metavar="ACTION", parser_class=_Parser)
+    p = sub(agent, "add", cmd_agent_add, "register a managed agent")
+    p.add_argument("name")
+    p.add_argument("--provider", required=True, help="the agent's provider (codex)")
+    p.add_argument("--workspace", default=None, help="the agent's workspace directory")
+    sub(agent, "list", cmd_agent_list, "list agents (name, UUID, provider, status)")
+    p = sub(agent, "env", cmd_agent_env, "print shell exports of WARDIAN_HOME and a new WARDIAN_SESSION_ID")
+    p.add_argument("name", help="agent name or UUID")
+
+    message = groups.add_parser("message", help="send, receive and reply").add_subparsers(
+        dest="cmd", required=True, metavar="ACTION", parser_class=_Parser)
+    p = sub(message, "send", cmd_message_send, "send information (starts no work)")
+    p.add_argument("--to", required=True, help="exact agent name or UUID")
+    text_args(p)
+    p = sub(message, "task", cmd_message_task, "assign a task; prints its request id")
+    p.add_argument("--to", required=True, help="exact agent name or UUID")
+    text_args(p)
+    p = sub(message, "receive", cmd_message_receive, "read (and acknowledge) mailbox records")
+    p.add_argument("--cursor", default=None, help="continue after the batch this cursor names")
+    p.add_argument("--ack-cursor", dest="ack_cursor", default=None,
+                   help="acknowledge the batch this cursor names")
+    p.add_argument("--limit", type=int, default=None, help="records per page, 1..100 (default 20)")
+    p.add_argument("--timeout-ms", dest="timeout_ms", type=int, default=None,
+                   help="wait up to this long for a record, 0..60000 (default 0)")
+    p = sub(message, "wait", cmd_message_wait, "wait for mailbox activity without reading it")
+    p.add_argument("--timeout-ms", dest="timeout_ms", type=int, default=None,
+                   help="0..60000, default 60000; 0 checks at once")
+    p = sub(message, "reply", cmd_message_reply, "reply to a task you were assigned")
+    p.add_argument("request_id")
+    p.add_argument("--status", required=True, help="done, blocked or failed")
+    text_args(p)
+    p = sub(message, "interrupt", cmd_message_interrupt, "interrupt an agent's active turn")
+    p.add_argument("target", help="exact agent name or UUID")
+    p = sub(message, "log", cmd_message_log, "print every record of the home (operator view)")
+    p.add_argument("--limit", type=int, default=1000)
+
+    mcp = groups.add_parser("mcp", help="the MCP server").add_subparsers(
+        dest="cmd", required=True, metavar="ACTION", parser_class=_Parser)
+    sub(mcp, "serve", cmd_mcp_serve, "serve the seven tools over stdio MCP")
+
+    for retired in ("send", "ask"):
+        p = groups.add_parser(retired, help=argparse.SUPPRESS, parents=[common])
+        p.add_argument("rest", nargs=argparse.REMAINDER)
+        p.set_defaults(func=cmd_retired, retired=retired)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        # argparse fills an optional positional (TEXT) before it sees options placed in between
+        # (`reply ID --status done TEXT`); take a single leftover word as that text.
+        if getattr(args, "text", "") is None and len(extras) == 1 and not extras[0].startswith("-"):
+            args.text = extras[0]
+        else:
+            parser.error(f"unrecognized arguments: {' '.join(extras)}")
+    if not hasattr(args, "home"):
+        args.home = None
+    if not hasattr(args, "json"):
+        args.json = False
+    try:
+        return args.func(args)
+    except errors.WardianError as exc:
+        if args.json:
+            _out(_dump({"error": exc.to_data()}))
+        sys.stderr.write(f"wardian: {exc.code}: {exc.message}\n")
+        candidates = exc.details.get("candidates")
+        if candidates:
+            sys.stderr.write("candidates: " + ", ".join(candidates) + "\n")
+        return exit_code_for(exc)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

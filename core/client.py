@@ -1,0 +1,144 @@
+"""The app client used by the CLI and the MCP server: one blocking request/response exchange per call.
+
+It is deliberately synchronous and stdlib-plus-orjson: the CLI's cold start is a product figure (the
+event-loop start of anyio alone costs ~100 ms here), and the MCP server runs calls in worker threads.
+
+Whether a byte of the request was written decides the error: nothing written -> `TransportError`
+(`AppNotRunning`, `AppIncompatible`: certainly no effect); anything after the first byte left ->
+`DeliveryUncertain` (the app may have admitted it). The client never sends a request twice.
+"""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import time
+from typing import Any
+
+import orjson
+from wardian import errors
+from wardian.home import Home
+from wardian.model import CONTROL_GRACE_MS, MAX_RESPONSE_FRAME_BYTES
+from wardian.protocol.jsonrpc import error_from_object
+
+# Calls that do not wait are still bounded: a store stalled on a full disk must not hang a caller.
+DEFAULT_CALL_TIMEOUT_S = 30.0
+_ids = itertools.count(1)
+
+
+class AppClient:
+    """A connection to the running app of one home (opened lazily, reused across calls)."""
+
+    def __init__(self, home: Home, *, connect_timeout_s: float = 5.0) -> None:
+        self.home = home
+        self._connect_timeout_s = connect_timeout_s
+        self._sock: socket.socket | None = None
+        self._buf = bytearray()
+        self.requests_written = 0  # frames this client has put on the wire (tests count retries with it)
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        self._buf.clear()
+
+    def __enter__(self) -> AppClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _connect(self) -> socket.socket:
+        if self._sock is not None:
+            return self._sock
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self._connect_timeout_s)
+        try:
+            sock.connect(str(self.home.socket_path))
+        except (FileNotFoundError, ConnectionRefusedError, PermissionError, OSError) as exc:
+            sock.close()
+            others = self.home.other_version_sockets()
+            if isinstance(exc, FileNotFoundError) and others:
+                raise errors.AppIncompatible(
+                    f"the app running for {self.home.root} speaks another control protocol "
+                    f"({others[0].name}); use the wardian that started it", field="home") from None
+            if isinstance(exc, PermissionError):
+                raise errors.AppNotRunning(
+                    f"the app's socket for {self.home.root} refused this user ({exc.strerror})",
+                    field="home") from None
+            raise errors.AppNotRunning(
+                f"no app is running for WARDIAN_HOME={self.home.root}; start it with `wardian app start`",
+                field="home") from None
+        self._sock = sock
+        return sock
+
+    def call(self, method: str, params: dict[str, Any] | None = None, *,
+             timeout_s: float = DEFAULT_CALL_TIMEOUT_S) -> Any:
+        """Send one request and return its result.
+
+        Raises:
+            TransportError: nothing was written (the app is not running or is incompatible).
+            DeliveryUncertain: the request left, but its answer did not arrive in time or intact.
+            WardianError: the app's own error for this request.
+        """
+        sock = self._connect()
+        frame = orjson.dumps({"jsonrpc": "2.0", "id": next(_ids), "method": method,
+                              "params": params or {}}) + b"\n"
+        deadline = time.monotonic() + timeout_s
+        sent = 0
+        try:
+            sock.settimeout(max(0.001, deadline - time.monotonic()))
+            view = memoryview(frame)
+            while sent < len(frame):
+                sent += sock.send(view[sent:])
+        except OSError as exc:
+            self.close()
+            if sent == 0:
+                raise errors.AppNotRunning(f"the app closed the connection before the request was sent "
+                                           f"({exc.__class__.__name__})", field="home") from None
+            raise self._uncertain(method, f"the connection failed while sending ({exc.__class__.__name__})") from None
+        finally:
+            if sent:
+                self.requests_written += 1
+        try:
+            line = self._read_line(sock, deadline)
+        except (OSError, EOFError) as exc:
+            self.close()
+            reason = "no answer in time" if isinstance(exc, TimeoutError) else "the connection was lost"
+            raise self._uncertain(method, reason) from None
+        try:
+            response = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            self.close()
+            raise self._uncertain(method, "the answer was not valid JSON") from None
+        if "error" in response:
+            raise error_from_object(response["error"])
+        return response.get("result")
+
+    def call_wait(self, method: str, params: dict[str, Any], timeout_ms: int) -> Any:
+        """A call whose own timeout is `timeout_ms`: the exchange is bounded by it plus a grace period."""
+        return self.call(method, params, timeout_s=(timeout_ms + CONTROL_GRACE_MS) / 1000)
+
+    def _read_line(self, sock: socket.socket, deadline: float) -> bytes:
+        while True:
+            nl = self._buf.find(b"\n")
+            if nl >= 0:
+                line = bytes(self._buf[:nl])
+                del self._buf[:nl + 1]
+                return line
+            if len(self._buf) > MAX_RESPONSE_FRAME_BYTES:
+                raise EOFError("response frame too large")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            sock.settimeout(remaining)
+            chunk = sock.recv(1 << 20)
+            if not chunk:
+                raise EOFError
+            self._buf += chunk
+
+    @staticmethod
+    def _uncertain(method: str, reason: str) -> errors.DeliveryUncertain:
+        return errors.DeliveryUncertain(
+            f"{reason}: the app may or may not have carried out {method}; do not resend it automatically "
+            "(check with `wardian message receive` or the recipient)", method=method)

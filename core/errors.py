@@ -1,0 +1,308 @@
+"""The one exception tree of wardian, branched by what the caller may do next.
+
+```
+WardianError                      code: a stable snake_case string; delivery: what happened to the input
+├── RequestError                  the caller's input was wrong; never retry it unchanged (delivery: not_admitted)
+│   ├── InvalidArguments          unknown field or wrong JSON type
+│   ├── InvalidTarget, UnknownTarget, AmbiguousTarget, BroadcastNotAllowed
+│   ├── EmptyMessage, MessageTooLarge, InvalidText
+│   ├── InvalidLimit, InvalidTimeout, InvalidCursor, StaleCursor, InvalidStatus
+│   ├── UnknownRequest, NotATask, NotRecipient, AlreadyCompleted
+│   ├── MissingSession, UnknownSession, SessionHomeMismatch, Unauthenticated
+│   ├── NotActive, Unsupported, RetiredOperation, InvalidAgentName, UnknownAgent
+├── Rejected                      definitely not admitted; the app may offer the work again (StaleTurn, ...)
+├── DeliveryUncertain             the outcome is unknown: never replay (delivery: uncertain)
+├── TransportError                failed before any byte of the request was written (delivery: not_admitted)
+│   ├── AppNotRunning, AppIncompatible
+├── StorageError                  the store refused the write; nothing was committed (delivery: not_admitted)
+│   ├── StorageFull, StorageUnavailable
+└── HomeError                     the home cannot host an app (AlreadyRunning, InsecureRuntimeDir, ...)
+```
+
+Whether a byte of a request was written decides between `TransportError` and `DeliveryUncertain`; the
+type encodes it, so no caller ever has to guess (DESIGN.md §4, STYLE.md §4).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, ClassVar
+
+
+class Delivery(StrEnum):
+    """What happened to the caller's input when an operation ended."""
+
+    NOT_ADMITTED = "not_admitted"
+    ADMITTED = "admitted"
+    UNCERTAIN = "uncertain"
+
+
+class WardianError(Exception):
+    """Base of every error wardian raises on purpose."""
+
+    code: ClassVar[str] = "internal_error"
+    delivery: ClassVar[Delivery] = Delivery.NOT_ADMITTED
+
+    def __init__(self, message: str, *, field: str | None = None, allowed: str | None = None,
+                 **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        self.allowed = allowed
+        self.details = details
+
+    def to_data(self) -> dict[str, Any]:
+        """The structured form used on every wire (app JSON-RPC `data`, MCP `structuredContent.error`)."""
+        data: dict[str, Any] = {"code": self.code, "message": self.message, "delivery": str(self.delivery)}
+        if self.field is not None:
+            data["field"] = self.field
+        if self.allowed is not None:
+            data["allowed"] = self.allowed
+        data.update(self.details)
+        return data
+
+
+class InternalError(WardianError):
+    """A bug or an unexpected failure inside the app; the operation did not complete."""
+
+    code = "internal_error"
+
+
+# --- caller's fault -------------------------------------------------------------------------------------
+
+
+class RequestError(WardianError):
+    """The request was wrong; nothing was changed. Fix the input before trying again."""
+
+    code = "invalid_request"
+
+
+class InvalidArguments(RequestError):
+    code = "invalid_arguments"
+
+
+class InvalidTarget(RequestError):
+    code = "invalid_target"
+
+
+class UnknownTarget(RequestError):
+    code = "unknown_target"
+
+
+class AmbiguousTarget(RequestError):
+    code = "ambiguous_target"
+
+
+class BroadcastNotAllowed(RequestError):
+    code = "broadcast_not_allowed"
+
+
+class EmptyMessage(RequestError):
+    code = "empty_message"
+
+
+class MessageTooLarge(RequestError):
+    code = "message_too_large"
+
+
+class InvalidText(RequestError):
+    code = "invalid_text"
+
+
+class InvalidLimit(RequestError):
+    code = "invalid_limit"
+
+
+class InvalidTimeout(RequestError):
+    code = "invalid_timeout"
+
+
+class InvalidCursor(RequestError):
+    code = "invalid_cursor"
+
+
+class StaleCursor(RequestError):
+    code = "stale_cursor"
+
+
+class InvalidStatus(RequestError):
+    code = "invalid_status"
+
+
+class UnknownRequest(RequestError):
+    code = "unknown_request"
+
+
+class NotATask(RequestError):
+    code = "not_a_task"
+
+
+class NotRecipient(RequestError):
+    code = "not_recipient"
+
+
+class AlreadyCompleted(RequestError):
+    code = "already_completed"
+
+
+class MissingSession(RequestError):
+    code = "missing_session"
+
+
+class UnknownSession(RequestError):
+    code = "unknown_session"
+
+
+class SessionHomeMismatch(RequestError):
+    code = "session_home_mismatch"
+
+
+class Unauthenticated(RequestError):
+    code = "unauthenticated"
+
+
+class NotActive(RequestError):
+    code = "not_active"
+
+
+class Unsupported(RequestError):
+    code = "unsupported"
+
+
+class RetiredOperation(RequestError):
+    code = "retired_operation"
+
+
+class InvalidAgentName(RequestError):
+    code = "invalid_agent_name"
+
+
+class InvalidProvider(RequestError):
+    code = "invalid_provider"
+
+
+class UnknownAgent(RequestError):
+    code = "unknown_agent"
+
+
+class MethodNotFound(RequestError):
+    code = "method_not_found"
+
+
+# --- definitely not admitted; may be offered again -------------------------------------------------------
+
+
+class Rejected(WardianError):
+    """The provider definitely did not admit the work; the app may offer it again."""
+
+    code = "rejected"
+
+
+class StaleTurn(Rejected):
+    code = "stale_turn"
+
+
+class WriterFenceChanged(Rejected):
+    code = "writer_fence_changed"
+
+
+# --- outcome unknown: never replay -----------------------------------------------------------------------
+
+
+class DeliveryUncertain(WardianError):
+    """The request may or may not have taken effect. Do not send it again automatically."""
+
+    code = "uncertain"
+    delivery = Delivery.UNCERTAIN
+
+
+# --- transport: nothing was written ----------------------------------------------------------------------
+
+
+class TransportError(WardianError):
+    """The request was never written to the app, so it certainly had no effect."""
+
+    code = "transport_error"
+
+
+class AppNotRunning(TransportError):
+    code = "app_not_running"
+
+
+class AppIncompatible(TransportError):
+    code = "app_incompatible"
+
+
+# --- storage ---------------------------------------------------------------------------------------------
+
+
+class StorageError(WardianError):
+    """The store refused the change; it was rolled back and nothing was admitted."""
+
+    code = "storage_unavailable"
+
+
+class StorageFull(StorageError):
+    code = "storage_full"
+
+
+class StorageUnavailable(StorageError):
+    code = "storage_unavailable"
+
+
+class StoreCorrupt(StorageError):
+    code = "store_corrupt"
+
+
+# --- the home --------------------------------------------------------------------------------------------
+
+
+class HomeError(WardianError):
+    """The home cannot host a running app."""
+
+    code = "home_error"
+
+
+class AlreadyRunning(HomeError):
+    code = "already_running"
+
+
+class InsecureRuntimeDir(HomeError):
+    code = "insecure_runtime_dir"
+
+
+class HomePathTooLong(HomeError):
+    code = "home_path_too_long"
+
+
+class UnsupportedFilesystem(HomeError):
+    code = "unsupported_filesystem"
+
+
+def _all_subclasses(cls: type[WardianError]) -> list[type[WardianError]]:
+    out: list[type[WardianError]] = []
+    for sub in cls.__subclasses__():
+        out.append(sub)
+        out.extend(_all_subclasses(sub))
+    return out
+
+
+def error_class_for(code: str) -> type[WardianError]:
+    """The most specific error class whose code is `code` (InternalError when unknown)."""
+    return _BY_CODE.get(code, InternalError)
+
+
+def from_data(data: dict[str, Any]) -> WardianError:
+    """Rebuild an error from its wire form (the inverse of `WardianError.to_data`)."""
+    known = {"code", "message", "delivery", "field", "allowed"}
+    cls = error_class_for(str(data.get("code", "internal_error")))
+    err = cls(str(data.get("message", "")), field=data.get("field"), allowed=data.get("allowed"),
+              **{k: v for k, v in data.items() if k not in known})
+    return err
+
+
+_BY_CODE: dict[str, type[WardianError]] = {}
+for _cls in [WardianError, *_all_subclasses(WardianError)]:
+    # The most derived class wins for a shared code (e.g. StorageError and StorageUnavailable).
+    if _cls.code not in _BY_CODE or issubclass(_cls, _BY_CODE[_cls.code]):
+        _BY_CODE[_cls.code] = _cls

@@ -1,0 +1,24 @@
+"""Named crash points for the reliability suites (reliability-matrix D3).
+
+`WARDIAN_CRASHPOINT=<name>` makes the process exit at once (status 137, as after SIGKILL, with no cleanup
+and no flush) when it reaches that point. Unset, a crash point costs one dict lookup.
+"""
+
+from __future__ import annotations
+
+import os
+
+ENV = "WARDIAN_CRASHPOINT"
+POINTS = frozenset({
+    "before_begin",
+    "after_insert_before_commit",
+    "after_commit_before_reply_write",
+    "after_reply_write",
+})
+_ACTIVE = os.environ.get(ENV, "")
+
+
+def crashpoint(name: str) -> None:
+    """Die here when WARDIAN_CRASHPOINT names this point."""
+    if _ACTIVE and name == _ACTIVE:
+        os._exit(137)

@@ -1,0 +1,181 @@
+"""Domain records and limits shared by every layer (stdlib only).
+
+Limits live here, one constant each, so the store, the app protocol and the MCP tool schemas all refer to
+the same numbers (STYLE.md §3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+MAX_RECEIVE_LIMIT = 100
+DEFAULT_RECEIVE_LIMIT = 20
+MAX_WAIT_MS = 60_000
+DEFAULT_WAIT_MS = 60_000
+MAX_MESSAGE_BYTES = 64 * 1024
+MAX_TARGET_CHARS = 256
+MAX_AGENT_NAME_CHARS = 64
+MAX_CURSOR_CHARS = 512
+MAX_REQUEST_ID_CHARS = 128
+# A receive page stops adding records once their text passes this many bytes (at least one record is
+# always returned), so a page of 100 records of 64 KiB each cannot build a 6 MiB response.
+MAX_PAGE_TEXT_BYTES = 1024 * 1024
+# The largest NDJSON frame the app reads from a client; larger frames get a JSON-RPC error.
+MAX_REQUEST_FRAME_BYTES = 1024 * 1024
+# The largest frame a client accepts from the app (a page is bounded by MAX_PAGE_TEXT_BYTES).
+MAX_RESPONSE_FRAME_BYTES = 16 * 1024 * 1024
+# Extra time the client allows beyond a wait's own timeout before the exchange counts as lost.
+CONTROL_GRACE_MS = 5_000
+# The control socket's protocol version. It is part of the socket's file name, so a client of another
+# version finds no socket it can speak to and reports app_incompatible instead of sending a byte.
+PROTOCOL_VERSION = 1
+
+
+class InteractionKind(StrEnum):
+    INFORMATION = "information"
+    TASK = "task"
+    REPLY = "reply"
+    NOTICE = "notice"
+
+
+class ReplyStatus(StrEnum):
+    DONE = "done"
+    BLOCKED = "blocked"
+    FAILED = "failed"
+
+
+class ClaimKind(StrEnum):
+    """Who exposed a task as new work: manual receive or automatic dispatch (they share one claim)."""
+
+    RECEIVE = "receive"
+    DISPATCH = "dispatch"
+    REPLY = "reply"
+
+
+class TaskState(StrEnum):
+    """Where a task stands. The facts behind it (claimed, submitted, ...) are kept apart in `TaskFacts`."""
+
+    PENDING = "pending"
+    CLAIMED = "claimed"
+    SUBMITTED = "submitted"
+    UNCERTAIN = "uncertain"
+    COMPLETED = "completed"
+
+
+class AgentStatus(StrEnum):
+    OFF = "off"
+    STARTING = "starting"
+    IDLE = "idle"
+    ACTIVE = "active"
+    ERRORED = "errored"
+
+
+PROVIDERS = ("codex",)
+
+ID_PREFIX = {
+    InteractionKind.INFORMATION: "msg",
+    InteractionKind.TASK: "ask",
+    InteractionKind.REPLY: "rep",
+    InteractionKind.NOTICE: "ntc",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Agent:
+    id: int
+    uuid: str
+    name: str
+    provider: str
+    workspace: str | None
+    status: AgentStatus
+    generation: int
+    active_turn_id: str | None
+    created_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """The managed agent a session token resolved to; the app attributes everything to it."""
+
+    agent: Agent
+    session_id: int
+    generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class Party:
+    name: str
+    uuid: str
+
+
+@dataclass(frozen=True, slots=True)
+class TaskFacts:
+    """The delivery facts of one task, each recorded separately (all times are Unix ms)."""
+
+    state: TaskState
+    claimed_by: ClaimKind | None
+    claim_generation: int | None
+    claimed_at: int | None
+    submitted_at: int | None
+    thread_id: str | None
+    turn_id: str | None
+    uncertain_at: int | None
+    completed_at: int | None
+    reply_status: ReplyStatus | None
+    reply_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Interaction:
+    id: str
+    kind: InteractionKind
+    sender: Party | None  # None: Wardian itself (notices)
+    recipient: Party
+    text: str
+    created_at: int
+    request_id: str | None  # tasks: their own ask_ id; replies and notices: the task they answer
+    status: ReplyStatus | None  # replies only
+    acked: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ReceivedRecord:
+    interaction: Interaction
+    new_work: bool  # a task exposed as new work by this very receive (once per task, ever)
+    task: TaskFacts | None
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    interaction_id: str
+    kind: InteractionKind
+    request_id: str | None
+    sender: Party
+    recipient: Party
+    created_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReceivePage:
+    records: tuple[ReceivedRecord, ...]
+    cursor: str | None  # continue after this page; None when the page is empty
+    acked: int  # records newly acknowledged by the ack_cursor of this call
+    more: bool  # further unacknowledged records follow this page
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyReceipt:
+    reply_id: str
+    request_id: str
+    status: ReplyStatus
+    requester: Party
+    created_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class InterruptReceipt:
+    interrupt_id: int
+    target: Party
+    turn_id: str
+    created_at: int

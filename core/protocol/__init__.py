@@ -1,0 +1,1 @@
+"""Wire models and method tables (no I/O)."""

@@ -1,0 +1,487 @@
+"""The app's control protocol: one entry per method in `METHODS`, name -> (Params, Result).
+
+Params are strict pydantic models (`extra="forbid"`, no coercion: `true` is not an int, `"10"` is not an
+int). `parse_params` turns a validation failure into the one wardian error that names the field and what
+is allowed, so the CLI, the MCP server and raw socket clients all get the same answer for the same mistake.
+The validators below are also what the MCP tool schemas are built from, so the bounds exist once.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from wardian import errors
+from wardian.model import (
+    DEFAULT_RECEIVE_LIMIT,
+    DEFAULT_WAIT_MS,
+    MAX_AGENT_NAME_CHARS,
+    MAX_CURSOR_CHARS,
+    MAX_MESSAGE_BYTES,
+    MAX_RECEIVE_LIMIT,
+    MAX_REQUEST_ID_CHARS,
+    MAX_TARGET_CHARS,
+    MAX_WAIT_MS,
+    PROVIDERS,
+    Agent,
+    Interaction,
+    InterruptReceipt,
+    Party,
+    Receipt,
+    ReceivedRecord,
+    ReceivePage,
+    ReplyReceipt,
+    TaskFacts,
+)
+
+# Names that address everyone; a target must name exactly one agent (seed: "broadcasts fail").
+BROADCAST_NAMES = frozenset({"*", "all", "@all", "everyone", "@everyone", "@here", "here", "broadcast"})
+_BROADCAST_CHARS = re.compile(r"[\s,;*?\[\]{}|]")
+AGENT_NAME_RE = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_AGENT_NAME_CHARS - 1}}}$")
+_UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+
+
+# --- field checks (each raises the precise wardian error) -------------------------------------------------
+
+
+def check_target(value: str) -> str:
+    if not value.strip():
+        raise errors.InvalidTarget("target is empty; give one agent's exact name or UUID", field="target",
+                                   allowed="one agent name or UUID")
+    if len(value) > MAX_TARGET_CHARS:
+        raise errors.InvalidTarget(f"target is longer than {MAX_TARGET_CHARS} characters", field="target",
+                                   allowed=f"1..{MAX_TARGET_CHARS} characters")
+    if value.lower() in BROADCAST_NAMES or _BROADCAST_CHARS.search(value.strip()):
+        raise errors.BroadcastNotAllowed(
+            "target addresses more than one agent; broadcasts and lists are not allowed, address exactly "
+            "one agent by name or UUID", field="target", allowed="one agent name or UUID")
+    if value != value.strip():
+        raise errors.InvalidTarget("target has leading or trailing whitespace", field="target",
+                                   allowed="one agent name or UUID")
+    return value
+
+
+def check_text(value: str, field: str = "message") -> str:
+    if not value.strip():
+        raise errors.EmptyMessage(f"{field} is empty or only whitespace; write the text to send",
+                                  field=field, allowed=f"1..{MAX_MESSAGE_BYTES} UTF-8 bytes")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise errors.InvalidText(f"{field} contains a lone surrogate, which is not valid Unicode text",
+                                 field=field, allowed="valid Unicode text without NUL") from None
+    if size > MAX_MESSAGE_BYTES:
+        raise errors.MessageTooLarge(
+            f"{field} is {size} UTF-8 bytes; the limit is {MAX_MESSAGE_BYTES}", field=field,
+            allowed=f"1..{MAX_MESSAGE_BYTES} UTF-8 bytes", limit_bytes=MAX_MESSAGE_BYTES, size_bytes=size)
+    if "\x00" in value:
+        # Our choice (reliability-matrix §3.5): NUL has no meaning in peer prose and truncates C strings
+        # and terminals downstream, so it is refused rather than stored.
+        raise errors.InvalidText(f"{field} contains a NUL character (U+0000), which is not allowed",
+                                 field=field, allowed="valid Unicode text without NUL")
+    return value
+
+
+def check_agent_name(value: str) -> str:
+    if (not AGENT_NAME_RE.match(value) or value.lower() in BROADCAST_NAMES or _UUID_RE.match(value)
+            or value.lower() == "wardian"):
+        raise errors.InvalidAgentName(
+            f"agent name {value[:80]!r} is not allowed", field="name",
+            allowed=f"1..{MAX_AGENT_NAME_CHARS} characters of A-Z a-z 0-9 . _ -, starting with a letter or "
+            "digit; not a UUID and not all/everyone/wardian")
+    return value
+
+
+# --- models ------------------------------------------------------------------------------------------------
+
+_STRICT = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+Session = Annotated[str, Field(min_length=1, max_length=256)]
+TargetField = Annotated[str, Field(description="Exact agent name or UUID.")]
+MessageField = Annotated[str, Field(description="Text, kept exactly.")]
+LimitField = Annotated[int, Field(ge=1, le=MAX_RECEIVE_LIMIT)]
+TimeoutField = Annotated[int, Field(ge=0, le=MAX_WAIT_MS)]
+CursorField = Annotated[str, Field(max_length=MAX_CURSOR_CHARS)]
+
+
+class _Params(BaseModel):
+    model_config = _STRICT
+
+
+class _SessionParams(_Params):
+    session: Session
+
+
+class MessageSendParams(_SessionParams):
+    target: TargetField
+    message: MessageField
+
+    @field_validator("target")
+    @classmethod
+    def _target(cls, v: str) -> str:
+        return check_target(v)
+
+    @field_validator("message")
+    @classmethod
+    def _message(cls, v: str) -> str:
+        return check_text(v)
+
+
+class TaskFollowupParams(MessageSendParams):
+    pass
+
+
+class MailboxReceiveParams(_SessionParams):
+    cursor: CursorField | None = None
+    ack_cursor: CursorField | None = None
+    limit: LimitField | None = None
+    timeout_ms: TimeoutField | None = None
+
+
+class MailboxWaitParams(_SessionParams):
+    timeout_ms: TimeoutField | None = None
+
+
+class TaskReplyParams(_SessionParams):
+    request_id: Annotated[str, Field(min_length=1, max_length=MAX_REQUEST_ID_CHARS)]
+    status: Literal["done", "blocked", "failed"]
+    message: MessageField
+
+    @field_validator("message")
+    @classmethod
+    def _message(cls, v: str) -> str:
+        return check_text(v)
+
+
+class AgentInterruptParams(_SessionParams):
+    target: TargetField
+
+    @field_validator("target")
+    @classmethod
+    def _target(cls, v: str) -> str:
+        return check_target(v)
+
+
+class AgentListParams(_Params):
+    session: Session | None = None
+
+
+class AgentAddParams(_Params):
+    name: str
+    provider: str
+    workspace: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        return check_agent_name(v)
+
+    @field_validator("provider")
+    @classmethod
+    def _provider(cls, v: str) -> str:
+        if v not in PROVIDERS:
+            raise errors.InvalidProvider(f"provider {v[:40]!r} is not supported", field="provider",
+                                         allowed=", ".join(PROVIDERS))
+        return v
+
+
+class AgentSessionParams(_Params):
+    agent: Annotated[str, Field(min_length=1, max_length=MAX_TARGET_CHARS)]
+
+
+class EmptyParams(_Params):
+    pass
+
+
+class MailboxRecordsParams(_Params):
+    limit: Annotated[int, Field(ge=1, le=100_000)] = 1000
+
+
+# Results are produced as plain dicts by the functions at the end of this module (a hot path); these
+# models describe them for schemas and contract tests.
+
+
+class _Result(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PartyModel(_Result):
+    name: str
+    uuid: str
+
+
+class TaskFactsModel(_Result):
+    state: Literal["pending", "claimed", "submitted", "uncertain", "completed"]
+    claimed_by: Literal["receive", "dispatch", "reply"] | None
+    claim_generation: int | None
+    claimed_at: int | None
+    submitted_at: int | None
+    thread_id: str | None
+    turn_id: str | None
+    uncertain_at: int | None
+    completed_at: int | None
+    reply_status: Literal["done", "blocked", "failed"] | None
+    reply_id: str | None
+
+
+class RecordModel(_Result):
+    id: str
+    kind: Literal["information", "task", "reply", "notice"]
+    sender: PartyModel | None
+    sender_kind: Literal["agent", "wardian"]
+    recipient: PartyModel
+    text: str
+    created_at: int
+    request_id: str | None
+    status: Literal["done", "blocked", "failed"] | None
+    new_work: bool
+    task: TaskFactsModel | None
+
+
+class SendResult(_Result):
+    interaction_id: str
+    kind: Literal["information", "task"]
+    request_id: str | None
+    sender: PartyModel
+    target: PartyModel
+    delivery: Literal["admitted"]
+    created_at: int
+
+
+class ReceiveResult(_Result):
+    records: list[RecordModel]
+    cursor: str | None
+    acked: int
+    more: bool
+    timed_out: bool
+    wake_reason: Literal["mailbox_activity", "provider_context_available"] | None
+
+
+class WaitResult(_Result):
+    woke: bool
+    timed_out: bool
+    wake_reason: Literal["mailbox_activity", "provider_context_available"] | None
+
+
+class ReplyResult(_Result):
+    reply_id: str
+    request_id: str
+    status: Literal["done", "blocked", "failed"]
+    requester: PartyModel
+    delivery: Literal["admitted"]
+    created_at: int
+
+
+class InterruptResult(_Result):
+    interrupt_id: int
+    target: PartyModel
+    turn_id: str
+    state: Literal["requested"]
+    created_at: int
+
+
+class AgentModel(_Result):
+    name: str
+    uuid: str
+    provider: str
+    status: Literal["off", "starting", "idle", "active", "errored"]
+    active_turn_id: str | None
+    generation: int
+    workspace: str | None
+    created_at: int
+
+
+class AgentListResult(_Result):
+    agents: list[AgentModel]
+    caller: PartyModel | None
+
+
+class AgentSessionResult(_Result):
+    agent: AgentModel
+    session_id: str
+    home: str
+
+
+class AppStatusResult(_Result):
+    running: bool
+    version: str
+    protocol: int
+    pid: int
+    home: str
+    started_at: int
+    agents: int
+
+
+class MailboxRecordsResult(_Result):
+    records: list[RecordModel]
+
+
+class OkResult(_Result):
+    ok: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Method:
+    params: type[_Params]
+    result: type[_Result]
+    needs_session: bool
+    doc: str
+
+
+METHODS: dict[str, Method] = {
+    "message/send": Method(MessageSendParams, SendResult, True, "Send information to one agent."),
+    "task/followup": Method(TaskFollowupParams, SendResult, True, "Assign a task; returns its request id."),
+    "mailbox/receive": Method(MailboxReceiveParams, ReceiveResult, True, "Read and acknowledge records."),
+    "mailbox/wait": Method(MailboxWaitParams, WaitResult, True, "Wait for mailbox activity (no body)."),
+    "task/reply": Method(TaskReplyParams, ReplyResult, True, "Complete an assigned task."),
+    "agent/interrupt": Method(AgentInterruptParams, InterruptResult, True, "Interrupt an active turn."),
+    "agent/list": Method(AgentListParams, AgentListResult, False, "List agents."),
+    "agent/add": Method(AgentAddParams, AgentModel, False, "Register a managed agent."),
+    "agent/session": Method(AgentSessionParams, AgentSessionResult, False, "Issue a session token."),
+    "mailbox/records": Method(MailboxRecordsParams, MailboxRecordsResult, False, "Every record (operator)."),
+    "app/status": Method(EmptyParams, AppStatusResult, False, "The app's status."),
+    "app/stop": Method(EmptyParams, OkResult, False, "Stop the app."),
+}
+
+# The v1 control operations the seed retires ("Legacy delivery retirement"): they answer with
+# `retired_operation` and never deliver.
+RETIRED_METHODS = frozenset({"send", "ask", "message/ask", "mailbox/send", "terminal/send", "surface/send"})
+
+# The error a wrong value of each field stands for (reliability-matrix §3.5).
+_FIELD_ERRORS: dict[str, type[errors.RequestError]] = {
+    "target": errors.InvalidTarget,
+    "limit": errors.InvalidLimit,
+    "timeout_ms": errors.InvalidTimeout,
+    "cursor": errors.InvalidCursor,
+    "ack_cursor": errors.InvalidCursor,
+    "status": errors.InvalidStatus,
+    "request_id": errors.UnknownRequest,
+    "name": errors.InvalidAgentName,
+    "provider": errors.InvalidProvider,
+    "session": errors.MissingSession,
+}
+_ALLOWED: dict[str, str] = {
+    "limit": f"an integer 1..{MAX_RECEIVE_LIMIT}, or null for {DEFAULT_RECEIVE_LIMIT}",
+    "timeout_ms": f"an integer 0..{MAX_WAIT_MS} (milliseconds)",
+    "status": "done, blocked, failed",
+    "target": "one agent name or UUID",
+    "cursor": "a cursor returned by an earlier receive",
+    "ack_cursor": "a cursor returned by an earlier receive",
+    "message": f"a string of 1..{MAX_MESSAGE_BYTES} UTF-8 bytes",
+    "request_id": "an ask_ request id",
+}
+_MISSING: dict[str, type[errors.RequestError]] = {
+    "message": errors.EmptyMessage,
+    "target": errors.InvalidTarget,
+    "status": errors.InvalidStatus,
+    "session": errors.MissingSession,
+}
+
+
+def parse_params(method: str, params: Any) -> _Params:
+    """Validate `params` for `method`.
+
+    Raises:
+        MethodNotFound, RetiredOperation, InvalidArguments or the field's own error.
+    """
+    if method in RETIRED_METHODS:
+        raise errors.RetiredOperation(
+            f"{method!r} is a retired v1 control operation and delivers nothing; use message/send for "
+            "information or task/followup for work")
+    spec = METHODS.get(method)
+    if spec is None:
+        raise errors.MethodNotFound(f"unknown method {method[:80]!r}", allowed=", ".join(METHODS))
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise errors.InvalidArguments("params must be a JSON object", field="params")
+    if spec.needs_session and not params.get("session"):
+        raise errors.MissingSession(
+            "no managed caller: set WARDIAN_SESSION_ID (print it with `wardian agent env NAME`) in the "
+            "environment of the CLI or MCP server", field="session")
+    try:
+        return spec.params.model_validate(params)
+    except ValidationError as exc:
+        raise _translate(exc) from None
+
+
+def _translate(exc: ValidationError) -> errors.WardianError:
+    problems = exc.errors(include_url=False)
+    # Unknown fields first: "sender" on a send is the one mistake the caller must hear about.
+    problems.sort(key=lambda e: e["type"] != "extra_forbidden")
+    first = problems[0]
+    field = str(first["loc"][0]) if first["loc"] else "params"
+    ctx = first.get("ctx") or {}
+    original = ctx.get("error")
+    if isinstance(original, errors.WardianError):
+        return original
+    if first["type"] == "extra_forbidden":
+        return errors.InvalidArguments(f"unknown argument {field!r}", field=field)
+    if first["type"] == "missing":
+        cls = _MISSING.get(field, errors.InvalidArguments)
+        return cls(f"{field} is required", field=field, allowed=_ALLOWED.get(field))
+    cls = _FIELD_ERRORS.get(field, errors.InvalidArguments)
+    return cls(f"{field} is invalid: {first['msg']}", field=field, allowed=_ALLOWED.get(field))
+
+
+# --- records -> wire -----------------------------------------------------------------------------------
+
+
+def party_wire(p: Party) -> dict[str, Any]:
+    return {"name": p.name, "uuid": p.uuid}
+
+
+def agent_wire(a: Agent) -> dict[str, Any]:
+    return {"name": a.name, "uuid": a.uuid, "provider": a.provider, "status": a.status.value,
+            "active_turn_id": a.active_turn_id, "generation": a.generation, "workspace": a.workspace,
+            "created_at": a.created_at}
+
+
+def receipt_wire(r: Receipt) -> dict[str, Any]:
+    return {"interaction_id": r.interaction_id, "kind": r.kind.value, "request_id": r.request_id,
+            "sender": party_wire(r.sender), "target": party_wire(r.recipient), "delivery": "admitted",
+            "created_at": r.created_at}
+
+
+def facts_wire(f: TaskFacts) -> dict[str, Any]:
+    return {"state": f.state.value, "claimed_by": f.claimed_by.value if f.claimed_by else None,
+            "claim_generation": f.claim_generation, "claimed_at": f.claimed_at,
+            "submitted_at": f.submitted_at, "thread_id": f.thread_id, "turn_id": f.turn_id,
+            "uncertain_at": f.uncertain_at, "completed_at": f.completed_at,
+            "reply_status": f.reply_status.value if f.reply_status else None, "reply_id": f.reply_id}
+
+
+def interaction_wire(i: Interaction, *, new_work: bool = False, task: TaskFacts | None = None,
+                     acked: bool | None = None) -> dict[str, Any]:
+    out = {"id": i.id, "kind": i.kind.value, "sender": party_wire(i.sender) if i.sender else None,
+           "sender_kind": "agent" if i.sender else "wardian", "recipient": party_wire(i.recipient),
+           "text": i.text, "created_at": i.created_at, "request_id": i.request_id,
+           "status": i.status.value if i.status else None, "new_work": new_work,
+           "task": facts_wire(task) if task else None}
+    if acked is not None:
+        out["acked"] = acked
+    return out
+
+
+def record_wire(r: ReceivedRecord) -> dict[str, Any]:
+    return interaction_wire(r.interaction, new_work=r.new_work, task=r.task)
+
+
+def page_wire(p: ReceivePage, *, timed_out: bool, wake_reason: str | None) -> dict[str, Any]:
+    return {"records": [record_wire(r) for r in p.records], "cursor": p.cursor, "acked": p.acked,
+            "more": p.more, "timed_out": timed_out, "wake_reason": wake_reason}
+
+
+def reply_wire(r: ReplyReceipt) -> dict[str, Any]:
+    return {"reply_id": r.reply_id, "request_id": r.request_id, "status": r.status.value,
+            "requester": party_wire(r.requester), "delivery": "admitted", "created_at": r.created_at}
+
+
+def interrupt_wire(r: InterruptReceipt) -> dict[str, Any]:
+    return {"interrupt_id": r.interrupt_id, "target": party_wire(r.target), "turn_id": r.turn_id,
+            "state": "requested", "created_at": r.created_at}
+
+
+DEFAULTS = {"receive_limit": DEFAULT_RECEIVE_LIMIT, "wait_ms": DEFAULT_WAIT_MS}

@@ -1,0 +1,63 @@
+"""JSON-RPC 2.0 envelope constants and the mapping between wardian errors and error objects.
+
+Code bands: -32700..-32600 are the spec's own. Wardian allocates -32000..-32099 by what the caller may
+do next (the branches of `wardian.errors`), one number per branch; the precise, stable error is the
+string `data.code`, which round-trips to its exception class through `wardian.errors.from_data`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from wardian import errors
+
+PARSE_ERROR = -32700
+"""The frame is not JSON (or not UTF-8)."""
+INVALID_REQUEST = -32600
+"""Valid JSON that is not a JSON-RPC request object, or a frame over the size cap."""
+METHOD_NOT_FOUND = -32601
+"""No such method."""
+INVALID_PARAMS = -32602
+"""Params are not an object."""
+INTERNAL_ERROR = -32603
+"""An unexpected failure inside the app."""
+
+REQUEST_ERROR = -32001
+"""The caller's input was wrong (`errors.RequestError`); nothing changed."""
+REJECTED = -32002
+"""Definitely not admitted (`errors.Rejected`)."""
+DELIVERY_UNCERTAIN = -32003
+"""The outcome is unknown (`errors.DeliveryUncertain`): never replay."""
+STORAGE_ERROR = -32005
+"""The store refused the change (`errors.StorageError`); nothing was admitted."""
+HOME_ERROR = -32006
+"""The home cannot serve the request (`errors.HomeError`)."""
+
+_BRANCHES: tuple[tuple[type[errors.WardianError], int], ...] = (
+    (errors.RequestError, REQUEST_ERROR),
+    (errors.Rejected, REJECTED),
+    (errors.DeliveryUncertain, DELIVERY_UNCERTAIN),
+    (errors.StorageError, STORAGE_ERROR),
+    (errors.HomeError, HOME_ERROR),
+)
+
+
+def rpc_code_for(exc: errors.WardianError) -> int:
+    for cls, code in _BRANCHES:
+        if isinstance(exc, cls):
+            return code
+    return INTERNAL_ERROR
+
+
+def error_object(exc: errors.WardianError) -> dict[str, Any]:
+    return {"code": rpc_code_for(exc), "message": exc.message, "data": exc.to_data()}
+
+
+def error_from_object(obj: Any) -> errors.WardianError:
+    """Rebuild the exception an app error object stands for."""
+    if isinstance(obj, dict):
+        data = obj.get("data")
+        if isinstance(data, dict) and isinstance(data.get("code"), str):
+            return errors.from_data(data)
+        return errors.InternalError(f"app error {obj.get('code')}: {obj.get('message')}")
+    return errors.InternalError(f"malformed app error: {obj!r}")

@@ -1,0 +1,86 @@
+"""Versioned schema migrations for the interaction store.
+
+Invariant: migration N runs in the same transaction that sets `PRAGMA user_version = N`, so a crash leaves
+the store at version N-1 or N, never in between (the sqlite-utils habit).
+"""
+
+from __future__ import annotations
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: the canonical interaction store.
+    """
+    CREATE TABLE meta (
+        key TEXT PRIMARY KEY,
+        value BLOB NOT NULL
+    ) STRICT;
+
+    CREATE TABLE agents (
+        id INTEGER PRIMARY KEY,
+        uuid TEXT NOT NULL UNIQUE,
+        name TEXT NOT NULL,
+        provider TEXT NOT NULL,
+        workspace TEXT,
+        status TEXT NOT NULL DEFAULT 'off',
+        generation INTEGER NOT NULL DEFAULT 0,
+        active_turn_id TEXT,
+        thread_id TEXT,
+        created_at INTEGER NOT NULL,
+        removed_at INTEGER
+    ) STRICT;
+    CREATE INDEX agents_by_name ON agents(name) WHERE removed_at IS NULL;
+
+    CREATE TABLE sessions (
+        id INTEGER PRIMARY KEY,
+        agent_id INTEGER NOT NULL REFERENCES agents(id),
+        generation INTEGER NOT NULL,
+        secret_hash BLOB NOT NULL,
+        created_at INTEGER NOT NULL,
+        revoked_at INTEGER
+    ) STRICT;
+
+    -- One row per information, task, reply or notice. The mailbox order of a recipient is `id`.
+    CREATE TABLE interactions (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        public_id TEXT NOT NULL UNIQUE,
+        kind TEXT NOT NULL CHECK (kind IN ('information', 'task', 'reply', 'notice')),
+        sender_id INTEGER REFERENCES agents(id),
+        recipient_id INTEGER NOT NULL REFERENCES agents(id),
+        body TEXT NOT NULL,
+        request_id TEXT,
+        status TEXT CHECK (status IS NULL OR status IN ('done', 'blocked', 'failed')),
+        created_at INTEGER NOT NULL,
+        acked_at INTEGER
+    ) STRICT;
+    CREATE INDEX interactions_unacked ON interactions(recipient_id, id) WHERE acked_at IS NULL;
+
+    -- The delivery facts of each task, kept apart from one another (DESIGN.md §4 "Records").
+    CREATE TABLE tasks (
+        interaction_id INTEGER PRIMARY KEY REFERENCES interactions(id),
+        request_id TEXT NOT NULL UNIQUE,
+        requester_id INTEGER NOT NULL REFERENCES agents(id),
+        recipient_id INTEGER NOT NULL REFERENCES agents(id),
+        state TEXT NOT NULL
+            CHECK (state IN ('pending', 'claimed', 'submitted', 'uncertain', 'completed')),
+        claimed_by TEXT CHECK (claimed_by IS NULL OR claimed_by IN ('receive', 'dispatch', 'reply')),
+        claim_generation INTEGER,
+        claimed_at INTEGER,
+        submitted_at INTEGER,
+        thread_id TEXT,
+        turn_id TEXT,
+        uncertain_at INTEGER,
+        completed_at INTEGER,
+        reply_status TEXT,
+        reply_id TEXT
+    ) STRICT;
+    CREATE INDEX tasks_pending ON tasks(recipient_id, interaction_id) WHERE state = 'pending';
+
+    CREATE TABLE interrupts (
+        id INTEGER PRIMARY KEY,
+        caller_id INTEGER NOT NULL REFERENCES agents(id),
+        target_id INTEGER NOT NULL REFERENCES agents(id),
+        turn_id TEXT NOT NULL,
+        state TEXT NOT NULL,
+        created_at INTEGER NOT NULL
+    ) STRICT;
+    """,
+)
