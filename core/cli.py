@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 import orjson
+
 from wardian import __version__, errors
 from wardian.home import ENV_SESSION, Home, resolve_home
 
@@ -368,11 +369,15 @@ def cmd_retired(args: argparse.Namespace) -> int:
 
 
 def cmd_mcp_serve(args: argparse.Namespace) -> int:
-    try:
-        from wardian.mcp.server import main as mcp_main  # type: ignore[import-not-found]
-    except ImportError:
-        raise errors.Unsupported("`wardian mcp serve` is not part of this build yet") from None
+    from wardian.mcp.server import main as mcp_main  # imports mcp: only this command pays for it
+
     return int(mcp_main())
+
+
+def cmd_codex_register(args: argparse.Namespace) -> int:
+    from wardian.providers.codex.registration import main_register
+
+    return int(main_register(args))
 
 
 # --- parser ------------------------------------------------------------------------------------------------
@@ -449,6 +454,15 @@ def build_parser() -> argparse.ArgumentParser:
     mcp = groups.add_parser("mcp", help="the MCP server").add_subparsers(
         dest="cmd", required=True, metavar="ACTION", parser_class=_Parser)
     sub(mcp, "serve", cmd_mcp_serve, "serve the seven tools over stdio MCP")
+
+    codex = groups.add_parser("codex", help="Codex integration").add_subparsers(
+        dest="cmd", required=True, metavar="ACTION", parser_class=_Parser)
+    p = sub(codex, "register", cmd_codex_register,
+            "register `wardian mcp serve` for one managed agent in a private CODEX_HOME")
+    p.add_argument("--codex-home", dest="codex_home", required=True, help="the agent's private CODEX_HOME")
+    p.add_argument("--agent", required=True, help="the managed agent's name or UUID")
+    p.add_argument("--approve-tools", dest="approve_tools", default=None,
+                   help="comma-separated tool names to grant approval_mode = \"approve\"")
 
     for retired in ("send", "ask"):
         p = groups.add_parser(retired, help=argparse.SUPPRESS, parents=[common])

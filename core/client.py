@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 import orjson
+
 from wardian import errors
 from wardian.home import Home
 from wardian.model import CONTROL_GRACE_MS, MAX_RESPONSE_FRAME_BYTES

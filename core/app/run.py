@@ -17,6 +17,7 @@ from contextlib import suppress
 from typing import IO
 
 import anyio
+
 from wardian import errors
 from wardian.app.server import ControlServer
 from wardian.app.service import AppService

@@ -21,6 +21,7 @@ import anyio
 import anyio.abc
 import orjson
 from anyio.abc import SocketAttribute
+
 from wardian import errors
 from wardian.app.service import AppService
 from wardian.faults import crashpoint

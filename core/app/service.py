@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
+
 from wardian import __version__, errors
 from wardian.app.signals import MailboxSignals
 from wardian.app.writer import StoreWriter

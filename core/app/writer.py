@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import anyio
+
 from wardian import errors
 from wardian.store import InteractionStore
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
 from wardian import errors
 from wardian.model import (
     DEFAULT_RECEIVE_LIMIT,

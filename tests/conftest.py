@@ -1,0 +1,128 @@
+"""Shared fixtures: a real `wardian app run` process on a private, short-pathed temporary home."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from wardian.client import AppClient
+from wardian.home import Home
+
+_names = itertools.count(1)
+
+
+def short_home(prefix: str = "wh") -> Path:
+    """A fresh home under /tmp: pytest's tmp paths can exceed a Unix socket's 108-byte address."""
+    return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+
+
+def wardian_cmd() -> list[str]:
+    """The CLI under test: WARDIAN_TEST_CLI selects a frozen executable, else this interpreter's module."""
+    exe = os.environ.get("WARDIAN_TEST_CLI")
+    return [exe] if exe else [sys.executable, "-m", "wardian"]
+
+
+@dataclass
+class AppHandle:
+    home: Home
+    proc: subprocess.Popen[bytes]
+    client: AppClient
+    agents: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def call(self, method: str, params: dict[str, Any] | None = None, **kw: Any) -> Any:
+        with AppClient(self.home) as c:
+            return c.call(method, params, **kw)
+
+    def add_agent(self, name: str | None = None, provider: str = "codex") -> tuple[dict[str, Any], str]:
+        """Register an agent (a unique name unless given) and issue it a session token."""
+        name = name or f"agent{next(_names)}"
+        agent = self.call("agent/add", {"name": name, "provider": provider})
+        token = self.call("agent/session", {"agent": agent["uuid"]})["session_id"]
+        self.agents[agent["uuid"]] = agent
+        return agent, token
+
+    def env(self, token: str | None = None) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("WARDIAN_")}
+        env["WARDIAN_HOME"] = str(self.home.root)
+        if token is not None:
+            env["WARDIAN_SESSION_ID"] = token
+        return env
+
+    def cli(self, *args: str, token: str | None = None, input: bytes | None = None,
+            check: bool = False) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run([*wardian_cmd(), *args], env=self.env(token), input=input,
+                              capture_output=True, timeout=90, check=check)
+
+
+def start_app(root: Path, extra_env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """Start `wardian app run` and return once it accepts connections."""
+    read_fd, write_fd = os.pipe()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARDIAN_")}
+    env.update(extra_env or {})
+    proc = subprocess.Popen([*wardian_cmd(), "app", "run", "--home", str(root), "--ready-fd", str(write_fd)],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            pass_fds=(write_fd,), env=env, start_new_session=True)
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as ready:
+        line = ready.readline().strip()
+    if line != b"ready":
+        proc.kill()
+        _, err = proc.communicate(timeout=10)
+        raise RuntimeError(f"app did not start: {line!r} {err.decode(errors='replace')[-2000:]}")
+    return proc
+
+
+def stop_app(proc: subprocess.Popen[bytes]) -> int:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+    if proc.stderr is not None:
+        proc.stderr.close()
+    return proc.returncode
+
+
+@pytest.fixture
+def app() -> Iterator[AppHandle]:
+    """A fresh app on its own home, stopped (and its home removed) after the test."""
+    root = short_home()
+    proc = start_app(root)
+    handle = AppHandle(Home(root), proc, AppClient(Home(root)))
+    try:
+        yield handle
+    finally:
+        handle.client.close()
+        stop_app(proc)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def shared_app() -> Iterator[AppHandle]:
+    """One app for a whole module; tests isolate themselves by registering their own agents."""
+    root = short_home()
+    proc = start_app(root)
+    handle = AppHandle(Home(root), proc, AppClient(Home(root)))
+    try:
+        yield handle
+    finally:
+        handle.client.close()
+        stop_app(proc)
+        shutil.rmtree(root, ignore_errors=True)
