@@ -22,7 +22,7 @@ import struct
 import time
 import uuid as uuidlib
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -71,6 +71,12 @@ class BatchResult:
 
     value: Any
     error: BaseException | None
+
+
+class _BatchAborted(Exception):
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
 
 
 @contextmanager
@@ -158,15 +164,25 @@ class InteractionStore:
                 yield conn
             except BaseException:
                 self._depth -= 1
-                if self._depth == 0:
-                    conn.execute("ROLLBACK")
-                else:
-                    conn.execute(f"ROLLBACK TO sp{self._depth}")
-                    conn.execute(f"RELEASE sp{self._depth}")
+                # SQLite may already have rolled the whole transaction back (SQLITE_FULL, IOERR): then
+                # there is nothing left to undo, and the original error is the one that matters.
+                if conn.in_transaction:
+                    with suppress(sqlite3.Error):
+                        if self._depth == 0:
+                            conn.execute("ROLLBACK")
+                        else:
+                            conn.execute(f"ROLLBACK TO sp{self._depth}")
+                            conn.execute(f"RELEASE sp{self._depth}")
                 raise
             self._depth -= 1
             if self._depth == 0:
-                conn.execute("COMMIT")
+                try:
+                    conn.execute("COMMIT")
+                except sqlite3.Error:
+                    if conn.in_transaction:
+                        with suppress(sqlite3.Error):
+                            conn.execute("ROLLBACK")
+                    raise
             else:
                 conn.execute(f"RELEASE sp{self._depth}")
 
@@ -183,12 +199,15 @@ class InteractionStore:
                     try:
                         with self.atomic():
                             value = op(self)
-                    except errors.WardianError as exc:
-                        results.append(BatchResult(None, exc))
                     except Exception as exc:
+                        if not self._conn.in_transaction:
+                            # SQLite rolled the whole batch back (e.g. SQLITE_FULL): nothing of it stands.
+                            raise _BatchAborted(exc) from exc
                         results.append(BatchResult(None, exc))
                     else:
                         results.append(BatchResult(value, None))
+        except _BatchAborted as aborted:
+            return [BatchResult(None, aborted.cause) for _ in ops]
         except errors.WardianError as exc:
             return [BatchResult(None, exc) for _ in ops]
         return results

@@ -1,0 +1,235 @@
+"""The interaction store on its own: transactions, claims, cursors, replies, text exactness."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from wardian import errors
+from wardian.model import Caller, ClaimKind, InteractionKind, ReplyStatus, TaskState
+from wardian.store import InteractionStore
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> InteractionStore:
+    s = InteractionStore.open(tmp_path / "wardian.db")
+    yield s
+    s.close()
+
+
+def caller_for(store: InteractionStore, name: str) -> Caller:
+    agent = store.add_agent(name, "codex", None)
+    return store.authenticate(store.create_session(agent.id))
+
+
+def test_store_uses_wal_with_full_sync(store: InteractionStore, tmp_path: Path) -> None:
+    """DESIGN.md §2: SQLite in WAL mode with synchronous=FULL (receipts survive power loss)."""
+    conn = store._conn
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+
+
+def test_reopening_keeps_epoch_and_records(tmp_path: Path) -> None:
+    """A reopened store is the same store: same epoch (cursors stay valid), same records."""
+    s = InteractionStore.open(tmp_path / "w.db")
+    a, b = caller_for(s, "a"), caller_for(s, "b")
+    receipt = s.admit(a, b.agent, InteractionKind.TASK, "hello")
+    epoch = s.epoch
+    s.close()
+    s2 = InteractionStore.open(tmp_path / "w.db")
+    assert s2.epoch == epoch
+    assert s2.task(receipt.interaction_id).state is TaskState.PENDING
+    s2.close()
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
+@given(text=st.text(alphabet=st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"),
+                    min_size=1, max_size=400))
+def test_text_is_stored_exactly(store: InteractionStore, text: str) -> None:
+    """Seed: "Message text retains Unicode, line breaks, and punctuation." Byte-exact round trip."""
+    a = caller_for(store, "s" + os.urandom(4).hex())
+    b = caller_for(store, "r" + os.urandom(4).hex())
+    store.admit(a, b.agent, InteractionKind.INFORMATION, text)
+    page = store.receive(b, cursor=None, ack_cursor=None, limit=1)
+    assert page.records[0].interaction.text.encode("utf-8") == text.encode("utf-8")
+
+
+def test_claim_is_won_exactly_once(store: InteractionStore) -> None:
+    """Seed: manual receive and automatic dispatch share a durable claim: only one exposes the task."""
+    a, b = caller_for(store, "a"), caller_for(store, "b")
+    rid = store.admit(a, b.agent, InteractionKind.TASK, "work").request_id
+    assert rid is not None
+    assert store.claim_task(rid, ClaimKind.DISPATCH, 0) is True
+    assert store.claim_task(rid, ClaimKind.DISPATCH, 0) is False
+    page = store.receive(b, cursor=None, ack_cursor=None, limit=10)
+    assert page.records[0].new_work is False
+    assert page.records[0].task is not None and page.records[0].task.claimed_by is ClaimKind.DISPATCH
+
+
+def test_receive_claim_blocks_dispatch(store: InteractionStore) -> None:
+    """A task exposed by receive can no longer be claimed by dispatch."""
+    a, b = caller_for(store, "a"), caller_for(store, "b")
+    rid = store.admit(a, b.agent, InteractionKind.TASK, "work").request_id
+    assert rid is not None
+    first = store.receive(b, cursor=None, ack_cursor=None, limit=10)
+    assert first.records[0].new_work is True
+    assert store.claim_task(rid, ClaimKind.DISPATCH, 0) is False
+    again = store.receive(b, cursor=None, ack_cursor=None, limit=10)
+    assert [r.interaction.id for r in again.records] == [rid]
+    assert again.records[0].new_work is False
+
+
+def test_cursor_of_another_recipient_is_invalid(store: InteractionStore) -> None:
+    """reliability-matrix §3.5: another recipient's valid cursor is invalid_cursor; 0 records acked."""
+    a, b = caller_for(store, "a"), caller_for(store, "b")
+    store.admit(a, b.agent, InteractionKind.INFORMATION, "x")
+    store.admit(b, a.agent, InteractionKind.INFORMATION, "y")
+    cur_b = store.receive(b, cursor=None, ack_cursor=None, limit=10).cursor
+    assert cur_b is not None
+    with pytest.raises(errors.InvalidCursor):
+        store.receive(a, cursor=None, ack_cursor=cur_b, limit=10)
+    with pytest.raises(errors.InvalidCursor):
+        store.receive(a, cursor=cur_b, ack_cursor=None, limit=10)
+    assert store.has_unacked(b.agent.id) and store.has_unacked(a.agent.id)
+
+
+@pytest.mark.parametrize("mutate", ["flip_mac", "truncate", "garbage", "prefix_only", "flip_payload"])
+def test_forged_cursors_are_invalid(store: InteractionStore, mutate: str) -> None:
+    """reliability-matrix §3.5: malformed, truncated or bad-MAC cursors are invalid_cursor."""
+    a, b = caller_for(store, "a"), caller_for(store, "b")
+    store.admit(a, b.agent, InteractionKind.INFORMATION, "x")
+    cur = store.receive(b, cursor=None, ack_cursor=None, limit=10).cursor
+    assert cur is not None
+    forged = {
+        "flip_mac": cur[:-2] + ("A" if cur[-2] != "A" else "B") + cur[-1],
+        "truncate": cur[:-5],
+        "garbage": "cur1_!!!!",
+        "prefix_only": "cur1_",
+        "flip_payload": cur[:20] + ("A" if cur[20] != "A" else "B") + cur[21:],
+    }[mutate]
+    with pytest.raises(errors.InvalidCursor):
+        store.receive(b, cursor=None, ack_cursor=forged, limit=10)
+    assert store.has_unacked(b.agent.id)
+
+
+def test_cursor_of_a_recreated_store_is_stale(tmp_path: Path) -> None:
+    """reliability-matrix §3.5: a cursor from a previous store epoch is stale_cursor."""
+    s = InteractionStore.open(tmp_path / "w.db")
+    a, b = caller_for(s, "a"), caller_for(s, "b")
+    s.admit(a, b.agent, InteractionKind.INFORMATION, "x")
+    cur = s.receive(b, cursor=None, ack_cursor=None, limit=10).cursor
+    s.close()
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(tmp_path / "w.db") + suffix).unlink(missing_ok=True)
+    s2 = InteractionStore.open(tmp_path / "w.db")
+    b2 = caller_for(s2, "b")
+    assert cur is not None
+    with pytest.raises(errors.StaleCursor):
+        s2.receive(b2, cursor=cur, ack_cursor=None, limit=10)
+    s2.close()
+
+
+def test_ack_is_idempotent_and_exact(store: InteractionStore) -> None:
+    """Part 4 decision 5: re-acking succeeds with 0 changes; an ack covers exactly its batch."""
+    a, b = caller_for(store, "a"), caller_for(store, "b")
+    for i in range(5):
+        store.admit(a, b.agent, InteractionKind.INFORMATION, f"m{i}")
+    first = store.receive(b, cursor=None, ack_cursor=None, limit=2)
+    assert first.more is True
+    second = store.receive(b, cursor=first.cursor, ack_cursor=None, limit=2)
+    assert [r.interaction.text for r in second.records] == ["m2", "m3"]
+    acked = store.receive(b, cursor=None, ack_cursor=first.cursor, limit=10)
+    assert acked.acked == 2
+    assert [r.interaction.text for r in acked.records] == ["m2", "m3", "m4"]
+    again = store.receive(b, cursor=None, ack_cursor=first.cursor, limit=10)
+    assert again.acked == 0
+
+
+def test_batch_isolates_a_failing_operation(store: InteractionStore) -> None:
+    """Group commit: one failing operation is rolled back alone; its neighbours commit."""
+    a, b = caller_for(store, "a"), caller_for(store, "b")
+
+    def ok(text: str):
+        return lambda s: s.admit(a, b.agent, InteractionKind.INFORMATION, text)
+
+    def bad(s: InteractionStore):
+        s.admit(a, b.agent, InteractionKind.INFORMATION, "rolled back")
+        raise errors.InvalidTarget("boom")
+
+    results = store.run_batch([ok("one"), bad, ok("two")])
+    assert results[0].error is None and results[2].error is None
+    assert isinstance(results[1].error, errors.InvalidTarget)
+    texts = [r.interaction.text for r in store.receive(b, cursor=None, ack_cursor=None, limit=10).records]
+    assert texts == ["one", "two"]
+
+
+def test_storage_full_admits_nothing(store: InteractionStore) -> None:
+    """reliability-matrix D5: SQLITE_FULL is storage_full with nothing admitted; the store stays usable."""
+    a, b = caller_for(store, "a"), caller_for(store, "b")
+    pages = store._conn.execute("PRAGMA page_count").fetchone()[0]
+    store.set_max_page_count(pages)
+    results = store.run_batch([lambda s: s.admit(a, b.agent, InteractionKind.INFORMATION, "x" * 60000)])
+    assert isinstance(results[0].error, errors.StorageFull)
+    assert not store.has_unacked(b.agent.id)
+    store.set_max_page_count(1 << 30)
+    store.admit(a, b.agent, InteractionKind.INFORMATION, "after")
+    assert store.integrity_check() == "ok"
+
+
+def test_reply_rules(store: InteractionStore) -> None:
+    """Seed: reply completes the request as its authorized recipient, once; the request picks the destination."""
+    a, b, c = caller_for(store, "a"), caller_for(store, "b"), caller_for(store, "c")
+    rid = store.admit(a, b.agent, InteractionKind.TASK, "do it").request_id
+    info = store.admit(a, b.agent, InteractionKind.INFORMATION, "fyi").interaction_id
+    assert rid is not None
+    with pytest.raises(errors.NotRecipient):
+        store.reply(c, rid, ReplyStatus.DONE, "not mine")
+    with pytest.raises(errors.NotATask):
+        store.reply(b, info, ReplyStatus.DONE, "x")
+    with pytest.raises(errors.UnknownRequest):
+        store.reply(b, "ask_nope", ReplyStatus.DONE, "x")
+    receipt = store.reply(b, rid, ReplyStatus.BLOCKED, "need input")
+    assert receipt.requester.uuid == a.agent.uuid
+    with pytest.raises(errors.AlreadyCompleted) as exc:
+        store.reply(b, rid, ReplyStatus.DONE, "again")
+    assert exc.value.details == {"status": "blocked", "reply_id": receipt.reply_id}
+    page = store.receive(a, cursor=None, ack_cursor=None, limit=10)
+    assert [(r.interaction.kind, r.interaction.request_id) for r in page.records] == [
+        (InteractionKind.REPLY, rid)]
+
+
+def test_a_session_token_is_bound_to_its_store_and_secret(store: InteractionStore, tmp_path: Path) -> None:
+    """reliability-matrix S5 / §3.5: wrong secret, missing secret, unknown id, other home."""
+    a = caller_for(store, "a")
+    token = store.create_session(a.agent.id)
+    prefix, tag, sid, secret = token.split("_", 3)
+    with pytest.raises(errors.Unauthenticated):
+        store.authenticate(f"{prefix}_{tag}_{sid}_{'A' * len(secret)}")
+    with pytest.raises(errors.Unauthenticated):
+        store.authenticate(f"{prefix}_{tag}_{sid}")
+    with pytest.raises(errors.UnknownSession):
+        store.authenticate(f"{prefix}_{tag}_99999_{secret}")
+    with pytest.raises(errors.UnknownSession):
+        store.authenticate("not-a-session")
+    other = InteractionStore.open(tmp_path / "other.db")
+    with pytest.raises(errors.SessionHomeMismatch):
+        other.authenticate(token)
+    other.close()
+
+
+def test_only_hashes_of_session_secrets_are_stored(store: InteractionStore, tmp_path: Path) -> None:
+    """reliability-matrix S6: the secret never reaches the database file."""
+    a = caller_for(store, "a")
+    token = store.create_session(a.agent.id)
+    secret = token.split("_", 3)[3]
+    store.close()
+    raw = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("wardian.db"))
+    assert secret.encode() not in raw
+    conn = sqlite3.connect(tmp_path / "wardian.db")
+    assert all(len(r[0]) == 32 for r in conn.execute("SELECT secret_hash FROM sessions"))
+    conn.close()
