@@ -68,7 +68,8 @@ def test_claim_is_won_exactly_once(store: InteractionStore) -> None:
     assert store.claim_task(rid, ClaimKind.DISPATCH, 0) is False
     page = store.receive(b, cursor=None, ack_cursor=None, limit=10)
     assert page.records[0].new_work is False
-    assert page.records[0].task is not None and page.records[0].task.claimed_by is ClaimKind.DISPATCH
+    assert page.records[0].task is not None
+    assert page.records[0].task.claimed_by is ClaimKind.DISPATCH
 
 
 def test_receive_claim_blocks_dispatch(store: InteractionStore) -> None:
@@ -95,7 +96,8 @@ def test_cursor_of_another_recipient_is_invalid(store: InteractionStore) -> None
         store.receive(a, cursor=None, ack_cursor=cur_b, limit=10)
     with pytest.raises(errors.InvalidCursor):
         store.receive(a, cursor=cur_b, ack_cursor=None, limit=10)
-    assert store.has_unacked(b.agent.id) and store.has_unacked(a.agent.id)
+    assert store.has_unacked(b.agent.id)
+    assert store.has_unacked(a.agent.id)
 
 
 @pytest.mark.parametrize("mutate", ["flip_mac", "truncate", "garbage", "prefix_only", "flip_payload"])
@@ -162,7 +164,8 @@ def test_batch_isolates_a_failing_operation(store: InteractionStore) -> None:
         raise errors.InvalidTarget("boom")
 
     results = store.run_batch([ok("one"), bad, ok("two")])
-    assert results[0].error is None and results[2].error is None
+    assert results[0].error is None
+    assert results[2].error is None
     assert isinstance(results[1].error, errors.InvalidTarget)
     texts = [r.interaction.text for r in store.receive(b, cursor=None, ack_cursor=None, limit=10).records]
     assert texts == ["one", "two"]
