@@ -1,0 +1,46 @@
+"""`scripts/bench.py --quick` runs end to end and prints only JSON lines with the expected metrics (#2).
+
+Figures are not checked: tests never assert wall-clock numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "scripts" / "bench.py"
+
+EXPECTED = {
+    "roundtrip_mailbox_wait",
+    "roundtrip_agent_list",
+    "wake_1_waiter",
+    "wake_100_waiters",
+    "wake_100_waiters_same_recipient",
+    "durable_sends_per_s_32_senders",
+    "receive_100_at_1m",
+    "receive_100_at_1m_cursor",
+    "cli_cold_start_message_wait",
+    "python_start_floor",
+    "cli_import_time",
+}
+
+
+@pytest.mark.timeout(600)
+def test_bench_quick_prints_one_json_object_per_line_for_every_metric():
+    """Issue 2 "Done means": the benchmark prints JSON lines with each named figure."""
+    proc = subprocess.run([sys.executable, str(BENCH), "--quick"], capture_output=True, timeout=580,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr.decode("utf-8", "replace")[-4000:]
+    lines = proc.stdout.decode("utf-8").splitlines()
+    records = [json.loads(line) for line in lines]
+    assert all(isinstance(r, dict) and isinstance(r.get("metric"), str) for r in records)
+    assert {r["metric"] for r in records} == EXPECTED
+    assert len(records) == len(EXPECTED)
+    for r in records:
+        assert "unit" in r
+        assert r["n"] > 0
+        assert ("value" in r) or ("p50_ms" in r and "p99_ms" in r)
