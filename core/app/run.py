@@ -12,11 +12,12 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import suppress
 from typing import IO
 
 import anyio
+import anyio.abc
 
 from wardian import errors
 from wardian.app.server import ControlServer
@@ -105,10 +106,18 @@ async def _serve(home: Home, store: InteractionStore, on_ready: Callable[[], Non
     finally:
         os.umask(old_umask)
     home.pid_path.write_text(f"{os.getpid()}\n", encoding="utf-8")
+    # The handlers are installed before readiness is reported, so a SIGTERM right after start is clean.
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        await _serve_until_stopped(home, writer, server, listener, stopping, signals, on_ready)
+
+
+async def _serve_until_stopped(home: Home, writer: StoreWriter, server: ControlServer,
+                               listener: anyio.abc.Listener[anyio.abc.SocketStream], stopping: anyio.Event,
+                               signals: AsyncIterator[int], on_ready: Callable[[], None] | None) -> None:
     async with anyio.create_task_group() as outer:
         await outer.start(writer.run)
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_watch_signals, stopping)
+            tg.start_soon(_watch_signals, signals, stopping)
             tg.start_soon(listener.serve, server.handle_connection)
             log.info("app ready: home %s, pid %d, socket %s", home.root, os.getpid(), home.socket_path)
             if on_ready is not None:
@@ -123,11 +132,10 @@ async def _serve(home: Home, store: InteractionStore, on_ready: Callable[[], Non
         writer.close()
 
 
-async def _watch_signals(stopping: anyio.Event) -> None:
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async for _ in signals:
-            stopping.set()
-            return
+async def _watch_signals(signals: AsyncIterator[int], stopping: anyio.Event) -> None:
+    async for _ in signals:
+        stopping.set()
+        return
 
 
 def main_run(home: Home, ready_fd: int | None) -> int:
