@@ -474,7 +474,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, extras = parser.parse_known_args(argv)
-    if extras:
+    if extras and getattr(args, "func", None) is not cmd_retired:
         # argparse fills an optional positional (TEXT) before it sees options placed in between
         # (`reply ID --status done TEXT`); take a single leftover word as that text.
         if getattr(args, "text", "") is None and len(extras) == 1 and not extras[0].startswith("-"):
@@ -490,7 +490,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except errors.WardianError as exc:
         if args.json:
             _out(_dump({"error": exc.to_data()}))
-        sys.stderr.write(f"wardian: {exc.code}: {exc.message}\n")
+        allowed = f" (allowed: {exc.allowed})" if exc.allowed else ""
+        sys.stderr.write(f"wardian: {exc.code}: {exc.message}{allowed}\n")
         candidates = exc.details.get("candidates")
         if candidates:
             sys.stderr.write("candidates: " + ", ".join(candidates) + "\n")
