@@ -1,0 +1,120 @@
+"""Strict decoding of the stdio MCP stream, one newline-delimited JSON-RPC message per line (no `mcp` import).
+
+The SDK's own stdio transport leaves some parse failures unanswered (python-sdk #2751) and replaces bad
+UTF-8; this layer sits in front of it and answers every malformed line itself, so a host's request never
+hangs and the server keeps serving (reliability-matrix Part 2, M2).
+
+Invariants:
+- A line is one message of at most MAX_MCP_FRAME_BYTES; a longer line is discarded up to its newline and
+  answered with INVALID_REQUEST.
+- Not JSON, invalid UTF-8, a byte order mark, NaN/Infinity or nesting deeper than MAX_MCP_JSON_DEPTH ->
+  PARSE_ERROR with `id: null`.
+- Valid JSON that is not one JSON-RPC 2.0 message (a batch array, no `"jsonrpc": "2.0"`, an id that is not
+  a string or integer, a non-string method) -> INVALID_REQUEST, with the id when it can be recovered.
+- Blank lines are ignored; a trailing CR (CRLF line endings) is JSON whitespace and accepted.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+
+from wardian.protocol.jsonrpc import INVALID_REQUEST, PARSE_ERROR
+from wardian.protocol.tools import MAX_MCP_FRAME_BYTES, MAX_MCP_JSON_DEPTH
+
+JsonId = str | int
+
+
+class FrameError(Exception):
+    """A line that cannot be handed to the MCP session; `response()` is what the host gets instead."""
+
+    def __init__(self, code: int, message: str, id_: JsonId | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.id = id_
+
+    def response(self) -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "id": self.id, "error": {"code": self.code, "message": self.message}}
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _parse(line: bytes) -> Any:
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        pass
+    # orjson refuses what the JSON grammar allows in one case: a lone surrogate escape ("\ud800"). Parse
+    # such a line again with the standard library; the tool validators then refuse the text as
+    # invalid_text (reliability-matrix §3.5) instead of the whole line being called unparseable.
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FrameError(PARSE_ERROR, f"Parse error: the line is not valid UTF-8 (byte {exc.start})") from None
+    if text.startswith("\ufeff"):
+        raise FrameError(PARSE_ERROR, "Parse error: a byte order mark is not allowed")
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise FrameError(PARSE_ERROR, "Parse error: JSON nested too deeply") from None
+    except ValueError as exc:
+        raise FrameError(PARSE_ERROR, f"Parse error: {str(exc)[:120]}") from None
+
+
+def _too_deep(value: Any) -> bool:
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_MCP_JSON_DEPTH:
+            return True
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1) for v in node)
+    return False
+
+
+def _valid_id(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def decode_line(line: bytes) -> dict[str, Any] | None:
+    """One stdio line as a JSON-RPC message object, or None for a blank line.
+
+    Raises:
+        FrameError: the line is not one JSON-RPC 2.0 message; answer it with `FrameError.response()`.
+    """
+    if not line.strip():
+        return None
+    if len(line) > MAX_MCP_FRAME_BYTES:
+        raise FrameError(INVALID_REQUEST, f"Invalid request: the line is longer than {MAX_MCP_FRAME_BYTES} bytes")
+    message = _parse(line)
+    if _too_deep(message):
+        raise FrameError(PARSE_ERROR, f"Parse error: JSON nested deeper than {MAX_MCP_JSON_DEPTH} levels")
+    if isinstance(message, list):
+        raise FrameError(INVALID_REQUEST, "Invalid request: JSON-RPC batches are not supported by MCP")
+    if not isinstance(message, dict):
+        raise FrameError(INVALID_REQUEST, "Invalid request: a message must be a JSON object")
+    raw_id = message.get("id")
+    id_ = raw_id if _valid_id(raw_id) else None
+    if message.get("jsonrpc") != "2.0":
+        raise FrameError(INVALID_REQUEST, 'Invalid request: "jsonrpc" must be "2.0"', id_)
+    if "id" in message and not _valid_id(raw_id):
+        raise FrameError(INVALID_REQUEST, "Invalid request: id must be a string or an integer")
+    if "method" in message:
+        if not isinstance(message["method"], str):
+            raise FrameError(INVALID_REQUEST, "Invalid request: method must be a string", id_)
+    elif "id" not in message or ("result" not in message and "error" not in message):
+        raise FrameError(INVALID_REQUEST, "Invalid request: neither a request, a notification nor a response",
+                         id_)
+    return message
+
+
+def encode_message(message: dict[str, Any]) -> bytes:
+    """One message as a stdio line (UTF-8 JSON, no embedded newline)."""
+    return orjson.dumps(message) + b"\n"

@@ -1,0 +1,252 @@
+"""The seven MCP tools of `wardian mcp serve`: names, model-facing descriptions, input schemas, annotations.
+
+Everything here is constant data (no I/O, no `mcp` import), so `tools/list` costs nothing and a test can
+check every schema statically (reliability-matrix M8). Each tool maps onto one app method; its arguments
+are that method's params without `session`, which the server adds from `WARDIAN_SESSION_ID`. Bounds refer
+to the limits in `wardian.model`; the app's `parse_params` enforces the same limits at run time.
+
+Invariants:
+- Every `inputSchema` is `{"type": "object", "additionalProperties": false}` with bounded fields.
+- No property names a sender or a session: the app attributes everything to the caller's session (seed,
+  "Tool contract": "The tool does not accept an arbitrary sender argument").
+- Descriptions are constants: no peer-controlled text ever reaches `tools/list` (no tool poisoning).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from wardian.model import (
+    DEFAULT_RECEIVE_LIMIT,
+    DEFAULT_WAIT_MS,
+    MAX_CURSOR_CHARS,
+    MAX_MESSAGE_BYTES,
+    MAX_RECEIVE_LIMIT,
+    MAX_REQUEST_FRAME_BYTES,
+    MAX_REQUEST_ID_CHARS,
+    MAX_TARGET_CHARS,
+    MAX_WAIT_MS,
+)
+
+# The largest stdio line the MCP server reads. A message of MAX_MESSAGE_BYTES whose every character
+# needs a \uXXXX escape is 6 x 64 KiB = 384 KiB of JSON, well inside this cap.
+MAX_MCP_FRAME_BYTES = MAX_REQUEST_FRAME_BYTES
+# Deeper JSON than this is refused as a parse error before any model sees it (python-sdk #2751: deep
+# nesting used to crash the SDK's parser and leave the request unanswered).
+MAX_MCP_JSON_DEPTH = 64
+# Codex's per-server tool timeout that registration writes (seed, "Codex configuration"). It must exceed
+# the longest wait (MAX_WAIT_MS) plus the client's grace, so an expired wait is a result, not a timeout.
+CODEX_TOOL_TIMEOUT_SEC = 70
+
+SERVER_NAME = "wardian"
+SERVER_INSTRUCTIONS = (
+    "Wardian lets you exchange information and work with peer coding agents. Use list_agents to find peers, "
+    "send_message for information (no work, no reply expected), followup_task to assign work (you get a "
+    "request_id; the peer answers with reply). To collect what others send you: wait_agent, then "
+    "receive_messages, handle the records, then receive_messages with ack_cursor to acknowledge them. "
+    "Complete a task assigned to you with reply and its request_id. If a result says delivery "
+    "\"uncertain\", do not resend it automatically."
+)
+
+_TARGET: dict[str, Any] = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": MAX_TARGET_CHARS,
+    "description": "The exact name or UUID of one peer agent (see list_agents). Broadcasts, lists and your "
+                   "own name are refused.",
+}
+_MESSAGE: dict[str, Any] = {
+    "type": "string",
+    "minLength": 1,
+    # A string of at most MAX_MESSAGE_BYTES UTF-8 bytes has at most that many characters; the byte limit
+    # itself is stated in the description and enforced by the app.
+    "maxLength": MAX_MESSAGE_BYTES,
+    "description": f"The text, kept exactly (Unicode, line breaks, punctuation); at most {MAX_MESSAGE_BYTES} "
+                   "UTF-8 bytes.",
+}
+_TIMEOUT_WAIT: dict[str, Any] = {
+    "type": "integer",
+    "minimum": 0,
+    "maximum": MAX_WAIT_MS,
+    "default": DEFAULT_WAIT_MS,
+    "description": f"How long to wait in milliseconds, 0..{MAX_WAIT_MS} (default {DEFAULT_WAIT_MS}); 0 "
+                   "checks once and returns at once.",
+}
+_TIMEOUT_RECEIVE: dict[str, Any] = {
+    "type": "integer",
+    "minimum": 0,
+    "maximum": MAX_WAIT_MS,
+    "default": 0,
+    "description": f"If no record is pending, wait up to this many milliseconds for one, 0..{MAX_WAIT_MS} "
+                   "(default 0: return at once).",
+}
+_CURSOR_DESCRIPTIONS = {
+    "cursor": "Continue reading after the batch this cursor (from an earlier receive_messages result) "
+              "names, without acknowledging it.",
+    "ack_cursor": "Acknowledge the batch this cursor (from an earlier receive_messages result) names, "
+                  "once you have handled its records; acknowledged records are not returned again.",
+}
+
+
+def _cursor(name: str) -> dict[str, Any]:
+    return {"type": "string", "minLength": 1, "maxLength": MAX_CURSOR_CHARS,
+            "description": _CURSOR_DESCRIPTIONS[name]}
+
+
+def _object(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": list(required),
+            "additionalProperties": False}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """One MCP tool and the app method it forwards to."""
+
+    name: str
+    method: str
+    title: str
+    description: str
+    input_schema: dict[str, Any]
+    # MCP tool annotations (hints for hosts). Codex runs a tool under approval_policy = "never" without an
+    # operator grant only when it is read-only, or neither destructive nor open-world (codex-offline.md §7).
+    read_only: bool
+    destructive: bool
+    idempotent: bool
+    open_world: bool
+    # The argument that bounds how long the app may hold the call (its exchange gets that plus a grace).
+    wait_argument: str | None = None
+    wait_default_ms: int = 0
+
+    def annotations(self) -> dict[str, Any]:
+        return {"title": self.title, "readOnlyHint": self.read_only, "destructiveHint": self.destructive,
+                "idempotentHint": self.idempotent, "openWorldHint": self.open_world}
+
+    def definition(self) -> dict[str, Any]:
+        """The tool as `tools/list` shows it (MCP wire names)."""
+        return {"name": self.name, "title": self.title, "description": self.description,
+                "inputSchema": self.input_schema, "annotations": self.annotations()}
+
+
+TOOLS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        name="wait_agent",
+        method="mailbox/wait",
+        title="Wait for mailbox activity",
+        description=(
+            "Wait until your Wardian mailbox has unacknowledged activity (information, tasks or replies "
+            "addressed to you), without reading, claiming or acknowledging anything. Returns at once if "
+            f"activity is already waiting; otherwise waits up to timeout_ms (default and maximum {MAX_WAIT_MS}; "
+            "0 checks immediately). The result carries no message body: call receive_messages next to read "
+            "the records. An expired wait (timed_out: true) is a normal result and cancels nothing. Waiting "
+            "never starts or interrupts any agent."
+        ),
+        input_schema=_object({"timeout_ms": _TIMEOUT_WAIT}),
+        read_only=True, destructive=False, idempotent=True, open_world=False,
+        wait_argument="timeout_ms", wait_default_ms=DEFAULT_WAIT_MS,
+    ),
+    ToolSpec(
+        name="send_message",
+        method="message/send",
+        title="Send information to a peer",
+        description=(
+            "Send information to one peer agent: facts, status, answers. It does not start or interrupt the "
+            "peer's turn and creates no obligation to reply. To ask a peer to do work, use followup_task "
+            "instead. The receipt names the interaction id, the resolved target and delivery \"admitted\". "
+            "If an error says delivery \"uncertain\", the message may have arrived: do not resend it "
+            "automatically."
+        ),
+        input_schema=_object({"target": _TARGET, "message": _MESSAGE}, ("target", "message")),
+        read_only=False, destructive=False, idempotent=False, open_world=True,
+    ),
+    ToolSpec(
+        name="followup_task",
+        method="task/followup",
+        title="Assign a task to a peer",
+        description=(
+            "Assign work to one peer agent. Returns at once with a receipt whose request_id (ask_...) "
+            "identifies the task; it does not wait for the work. The peer completes the task with reply, "
+            "and that reply reaches your mailbox as a record of kind \"reply\" with the same request_id: "
+            "collect it with wait_agent, then receive_messages. Use send_message instead for information "
+            "that needs no work. If an error says delivery \"uncertain\", the task may have been assigned: "
+            "do not resend it automatically."
+        ),
+        input_schema=_object({"target": _TARGET, "message": _MESSAGE}, ("target", "message")),
+        read_only=False, destructive=False, idempotent=False, open_world=True,
+    ),
+    ToolSpec(
+        name="receive_messages",
+        method="mailbox/receive",
+        title="Receive mailbox records",
+        description=(
+            "Read a batch of records addressed to you, oldest first: information (kind \"information\"), "
+            "tasks (kind \"task\", with a request_id; new_work is true the one time a task is handed to you "
+            "as new work) and replies to tasks you assigned (kind \"reply\", with the task's request_id and "
+            "a status). Each result has a cursor. After handling the records, call receive_messages again "
+            "with ack_cursor set to that cursor to acknowledge them; pass cursor instead to read further "
+            "without acknowledging. Replaying a cursor returns the same records and repeats no work. "
+            f"limit is 1..{MAX_RECEIVE_LIMIT} records (default {DEFAULT_RECEIVE_LIMIT}). An empty result "
+            "cancels nothing; later messages and replies stay available."
+        ),
+        input_schema=_object({
+            "cursor": _cursor("cursor"),
+            "ack_cursor": _cursor("ack_cursor"),
+            "limit": {"type": "integer", "minimum": 1, "maximum": MAX_RECEIVE_LIMIT,
+                      "default": DEFAULT_RECEIVE_LIMIT,
+                      "description": f"The most records to return, 1..{MAX_RECEIVE_LIMIT}."},
+            "timeout_ms": _TIMEOUT_RECEIVE,
+        }),
+        # Acknowledging and claiming change durable state, so this is not read-only; both only add facts
+        # inside the caller's own mailbox (nothing is deleted, nothing leaves Wardian).
+        read_only=False, destructive=False, idempotent=False, open_world=False,
+        wait_argument="timeout_ms", wait_default_ms=0,
+    ),
+    ToolSpec(
+        name="reply",
+        method="task/reply",
+        title="Reply to an assigned task",
+        description=(
+            "Complete a task that was assigned to you: give its request_id (ask_..., from the task record), "
+            "a status of done, blocked or failed, and the result as message. The reply goes to the agent "
+            "that assigned the task; a task takes one reply. Only tasks have a request_id: informational "
+            "messages need no reply."
+        ),
+        input_schema=_object({
+            "request_id": {"type": "string", "minLength": 1, "maxLength": MAX_REQUEST_ID_CHARS,
+                           "description": "The request_id (ask_...) of the task you are completing."},
+            "status": {"type": "string", "enum": ["done", "blocked", "failed"],
+                       "description": "done: finished; blocked: cannot proceed without help; failed: gave up."},
+            "message": _MESSAGE,
+        }, ("request_id", "status", "message")),
+        read_only=False, destructive=False, idempotent=False, open_world=True,
+    ),
+    ToolSpec(
+        name="interrupt_agent",
+        method="agent/interrupt",
+        title="Interrupt a peer's current turn",
+        description=(
+            "Request interruption of one peer agent's current turn; the peer keeps its session and "
+            "conversation. It fails with not_active when the peer has no active turn. It does not send a "
+            "correction, pause the agent or stop its process: to change what a peer does, send_message or "
+            "followup_task after interrupting."
+        ),
+        input_schema=_object({"target": _TARGET}, ("target",)),
+        # Interrupting abandons the peer's turn in progress: that work is lost.
+        read_only=False, destructive=True, idempotent=False, open_world=True,
+    ),
+    ToolSpec(
+        name="list_agents",
+        method="agent/list",
+        title="List peer agents",
+        description=(
+            "List the Wardian agents you can address: name, UUID, provider and status (off, starting, "
+            "idle, active, errored), and which of them is you (caller). Use a name or UUID from here as "
+            "target. Reading the list changes nothing."
+        ),
+        input_schema=_object({}),
+        read_only=True, destructive=False, idempotent=True, open_world=False,
+    ),
+)
+
+TOOLS_BY_NAME: dict[str, ToolSpec] = {t.name: t for t in TOOLS}
+TOOL_NAMES: tuple[str, ...] = tuple(TOOLS_BY_NAME)
