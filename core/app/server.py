@@ -123,7 +123,12 @@ class ControlServer:
                 buf += piece
                 line = bytes(buf)
                 buf.clear()
-                response = await self.handle_line(line)
+                if len(line) > MAX_REQUEST_FRAME_BYTES:
+                    # Completed in the same read that crossed the cap: refused all the same.
+                    response: bytes | None = encode_frame(_error(
+                        None, jsonrpc.INVALID_REQUEST, f"frame exceeds {MAX_REQUEST_FRAME_BYTES} bytes"))
+                else:
+                    response = await self.handle_line(line)
                 if response is not None:
                     await stream.send(response)
                 if self.service.stop_requested:
