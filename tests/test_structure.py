@@ -1,0 +1,88 @@
+"""Project structure rules from STYLE.md §2 and §4: dependency direction and the error-code mapping."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from wardian import errors
+from wardian.protocol import jsonrpc
+
+CORE = Path(__file__).resolve().parents[1] / "core"
+
+
+def imports_of(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def modules(folder: str) -> list[Path]:
+    return sorted((CORE / folder).rglob("*.py")) if (CORE / folder).is_dir() else [CORE / folder]
+
+
+@pytest.mark.parametrize(("room", "forbidden"), [
+    ("model.py", ("wardian.", "pydantic", "anyio", "sqlite3")),
+    ("errors.py", ("wardian.", "pydantic", "anyio")),
+    ("store", ("pydantic", "anyio", "wardian.protocol", "wardian.app", "wardian.client", "wardian.mcp")),
+    ("protocol", ("anyio", "sqlite3", "wardian.store", "wardian.app", "wardian.client")),
+    ("client.py", ("pydantic", "anyio", "mcp", "wardian.store", "wardian.app")),
+    ("cli.py", ("mcp", "wardian.store")),
+    ("mcp", ("wardian.store", "wardian.app", "sqlite3")),
+])
+def test_dependency_direction(room: str, forbidden: tuple[str, ...]) -> None:
+    """STYLE.md §2: who may import whom; the app alone opens the store."""
+    for path in modules(room):
+        bad = {name for name in imports_of(path) for f in forbidden if name == f.rstrip(".") or
+               name.startswith(f if f.endswith(".") else f + ".") or name == f}
+        assert not bad, f"{path.relative_to(CORE)} imports {sorted(bad)}"
+
+
+def test_core_never_imports_the_harness() -> None:
+    """DESIGN.md §3: core never imports the harness, e2e_native or tests."""
+    for path in CORE.rglob("*.py"):
+        names = imports_of(path)
+        assert not any(n.split(".")[0] in {"wardian_harness", "e2e_native", "tests"} for n in names), path
+
+
+def all_error_classes() -> list[type[errors.WardianError]]:
+    out: list[type[errors.WardianError]] = []
+    todo: list[type[errors.WardianError]] = [errors.WardianError]
+    while todo:
+        cls = todo.pop()
+        out.append(cls)
+        todo.extend(cls.__subclasses__())
+    return out
+
+
+@pytest.mark.parametrize("cls", all_error_classes(), ids=lambda c: c.__name__)
+def test_every_error_round_trips_through_its_wire_form(cls: type[errors.WardianError]) -> None:
+    """STYLE.md §4: each class maps to one code and back."""
+    exc = cls("message", field="f", allowed="a..b", extra=1)
+    back = jsonrpc.error_from_object(jsonrpc.error_object(exc))
+    assert back.code == exc.code
+    assert isinstance(back, errors.error_class_for(exc.code))
+    assert isinstance(exc, type(back)) or type(back) is errors.error_class_for(exc.code)
+    assert (back.field, back.allowed, back.details, back.delivery) == ("f", "a..b", {"extra": 1}, exc.delivery)
+
+
+def test_error_codes_are_unique_per_leaf() -> None:
+    """A stable code names one kind of failure."""
+    leaves = [c for c in all_error_classes() if not c.__subclasses__()]
+    codes = [c.code for c in leaves]
+    assert len(codes) == len(set(codes))
+
+
+def test_uncertain_and_transport_errors_are_distinct_types() -> None:
+    """STYLE.md §4: whether a byte was written decides between TransportError and DeliveryUncertain."""
+    assert not issubclass(errors.DeliveryUncertain, errors.TransportError)
+    assert not issubclass(errors.TransportError, errors.DeliveryUncertain)
+    assert errors.DeliveryUncertain.delivery == "uncertain"
+    assert errors.AppNotRunning.delivery == "not_admitted"
