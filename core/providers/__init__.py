@@ -1,0 +1,1 @@
+"""Provider adapters: how the app reaches each kind of agent (Codex first)."""

@@ -1,0 +1,1 @@
+"""The Codex provider: app-server client, version gates, delivery and MCP registration."""
