@@ -1,0 +1,225 @@
+"""The stdio transport of `wardian mcp serve`, spoken to line by line (reliability-matrix M1, M2, M3, M5).
+
+These are the process-boundary tests: what the SDK client never sends (malformed lines), what reaches the
+real stdout, what the server leaves on disk, and how it ends.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from tests.conftest import AppHandle
+from tests.mcp.conftest import Peers
+from tests.mcp.mcp_harness import RawServer, raw_server, server_env
+from wardian.protocol.tools import TOOL_NAMES
+
+PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
+
+
+def _ping_after(server: RawServer, ping_id: int) -> list[dict[str, Any]]:
+    """Send a ping and return every message that came before its answer (the answer must come)."""
+    server.send({"jsonrpc": "2.0", "id": ping_id, "method": "ping"})
+    before = []
+    while True:
+        message = server.read()
+        if message.get("id") == ping_id and "result" in message:
+            assert message["result"] == {}
+            return before
+        before.append(message)
+
+
+CALL = '{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":%s}'
+MALFORMED: list[tuple[str, bytes, int | None, Any]] = [
+    # (case, line without its newline, expected JSON-RPC error code or None for no answer, expected id)
+    ("not-json", b"not json", PARSE_ERROR, None),
+    ("truncated", b'{"jsonrpc":"2.0","id":1,', PARSE_ERROR, None),
+    ("bom", b'\xef\xbb\xbf{"jsonrpc":"2.0","id":2,"method":"ping"}', PARSE_ERROR, None),
+    ("invalid-utf8", b'{"jsonrpc":"2.0","id":3,"method":"ping","params":{"x":"\xff\xfe"}}', PARSE_ERROR, None),
+    ("nan", (CALL % (4, '{"name":"wait_agent","arguments":{"timeout_ms":NaN}}')).encode(), PARSE_ERROR, None),
+    ("infinity", (CALL % (5, '{"name":"wait_agent","arguments":{"timeout_ms":Infinity}}')).encode(), PARSE_ERROR,
+     None),
+    ("deep-nesting", b'{"jsonrpc":"2.0","id":6,"method":"ping","params":{"x":' + b"[" * 10_000 + b"]" * 10_000
+     + b"}}", PARSE_ERROR, None),
+    ("batch", b'[{"jsonrpc":"2.0","id":7,"method":"ping"}]', INVALID_REQUEST, None),
+    ("missing-jsonrpc", b'{"id":8,"method":"ping"}', INVALID_REQUEST, 8),
+    ("object-id", b'{"jsonrpc":"2.0","id":{},"method":"ping"}', INVALID_REQUEST, None),
+    ("not-an-object", b"42", INVALID_REQUEST, None),
+    ("params-null", (CALL % (9, "null")).encode(), INVALID_PARAMS, 9),
+    ("missing-tool-name", (CALL % (10, '{"arguments":{}}')).encode(), INVALID_PARAMS, 10),
+    ("unknown-tool", (CALL % (11, '{"name":"post_message","arguments":{}}')).encode(), INVALID_PARAMS, 11),
+    ("unknown-method", b'{"jsonrpc":"2.0","id":12,"method":"tools/destroy"}', METHOD_NOT_FOUND, 12),
+    ("notification-bad-method", b'{"jsonrpc":"2.0","method":"notifications/bogus"}', None, None),
+    ("crlf", b'{"jsonrpc":"2.0","id":13,"method":"tools/list"}\r', None, None),
+    ("over-the-line-cap", b'{"jsonrpc":"2.0","id":14,"method":"ping","params":{"x":"' + b"a" * (2 * 1024 * 1024)
+     + b'"}}', INVALID_REQUEST, None),
+]
+
+
+@pytest.fixture(scope="module")
+def bare_server() -> Any:
+    """One server with no home and no session: malformed lines need neither."""
+    with raw_server(server_env()) as server:
+        server.initialize()
+        yield server
+
+
+@pytest.mark.parametrize(("line", "code", "id_"), [m[1:] for m in MALFORMED], ids=[m[0] for m in MALFORMED])
+def test_a_malformed_line_gets_its_json_rpc_error_and_the_next_ping_is_answered(
+        bare_server: RawServer, line: bytes, code: int | None, id_: Any) -> None:
+    """Matrix M2 and Part 2: each malformed line gets the Part 2 code (or, for a notification, nothing) and the
+    server keeps serving."""
+    ping_id = 1000 + len(bare_server.stdout_lines)
+    bare_server.send_raw(line + b"\n")
+    before = _ping_after(bare_server, ping_id)
+    if code is None:
+        assert all("error" not in m for m in before), before
+        return
+    errors = [m for m in before if "error" in m]
+    assert len(errors) == 1, before
+    assert errors[0]["error"]["code"] == code
+    assert errors[0]["id"] == id_
+
+
+def test_a_crlf_terminated_request_is_answered_normally(bare_server: RawServer) -> None:
+    """Matrix M2: a CRLF line ending is accepted (CR is JSON whitespace)."""
+    bare_server.send_raw(b'{"jsonrpc":"2.0","id":"crlf","method":"tools/list"}\r\n')
+    answer = bare_server.read()
+    assert answer["id"] == "crlf"
+    assert len(answer["result"]["tools"]) == len(TOOL_NAMES)
+
+
+def test_a_lone_surrogate_in_a_message_is_a_tool_error_invalid_text(peers: Peers) -> None:
+    """Matrix §3.5 row 14: a lone surrogate via the "\\ud800" escape -> invalid_text (valid JSON, invalid text)."""
+    _, token = peers.app.add_agent()
+    with raw_server(server_env(str(peers.app.home.root), token)) as server:
+        server.initialize()
+        for tool in ("send_message", "followup_task"):
+            server.send_raw(b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"%s","arguments":'
+                            b'{"target":"%s","message":"bad \\ud800 text"}}}\n' % (tool.encode(),
+                                                                                    peers.bob.name.encode()))
+            result = server.read()["result"]
+            assert result["isError"] is True
+            assert result["structuredContent"]["error"]["code"] == "invalid_text"
+
+
+def test_every_stdout_line_is_json_rpc_even_when_modules_print_and_logging_is_verbose(
+        peers: Peers, tmp_path: Path) -> None:
+    """Matrix M1: every tool and error path, DEBUG logging, a module that prints on import -> 0 non-JSON lines on
+    stdout; logs only on stderr."""
+    # A module imported after startup (the MCP SDK) prints to stdout and writes to fd 1 directly.
+    (tmp_path / "sitecustomize.py").write_text(
+        "import os, sys\n"
+        "class _Noisy:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'mcp_types':\n"
+        "            print('BANNER printed on import')\n"
+        "            os.write(1, b'RAW banner on fd 1\\n')\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, _Noisy())\n", encoding="utf-8")
+    _, token = peers.app.add_agent()
+    env = server_env(str(peers.app.home.root), token, WARDIAN_LOG_LEVEL="DEBUG", PYTHONPATH=str(tmp_path))
+    with raw_server(env) as server:
+        server.initialize()
+        server.request(1, "tools/list")
+        calls = {"wait_agent": {"timeout_ms": 0}, "send_message": {"target": peers.bob.name, "message": "hi"},
+                 "followup_task": {"target": peers.bob.name, "message": "do"}, "receive_messages": {},
+                 "reply": {"request_id": "ask_nope", "status": "done", "message": "x"},
+                 "interrupt_agent": {"target": peers.bob.name}, "list_agents": {}}
+        for n, (tool, arguments) in enumerate(calls.items()):
+            server.request(10 + n, "tools/call", {"name": tool, "arguments": arguments})
+            server.request(20 + n, "tools/call", {"name": tool, "arguments": {**arguments, "sender": "x"}})
+        server.send_raw(b"not json\n")
+        server.read()
+        code, rest, stderr = server.close()
+    assert code == 0
+    lines = server.stdout_lines + [line for line in rest.split(b"\n") if line]
+    assert len(lines) >= 2 + 2 * len(calls) + 1
+    for line in lines:
+        message = orjson.loads(line)
+        assert message["jsonrpc"] == "2.0"
+        assert ("result" in message) != ("error" in message)
+    if not os.environ.get("WARDIAN_TEST_CLI"):  # a frozen executable ignores PYTHONPATH
+        assert b"BANNER printed on import" in stderr
+        assert b"RAW banner on fd 1" in stderr
+    assert b"Traceback" not in stderr
+    assert token.encode() not in stderr  # matrix S6: the session secret is never logged
+
+
+def _tree(root: Path) -> list[tuple[str, int, int]]:
+    return sorted((str(p.relative_to(root)), p.stat().st_mode, p.stat().st_mtime_ns) for p in root.rglob("*"))
+
+
+@pytest.mark.parametrize("home", ["unset", "missing", "existing"])
+def test_discovery_works_without_home_app_or_session_and_touches_no_file(tmp_path: Path, home: str) -> None:
+    """Seed: "Protocol discovery works without launching or modifying a Wardian home"; matrix M3 (0 files)."""
+    work = tmp_path / "cwd"
+    work.mkdir()
+    wardian_home = tmp_path / "home"
+    if home == "existing":
+        wardian_home.mkdir()
+        (wardian_home / "note.txt").write_text("user file", encoding="utf-8")
+    env = server_env(None if home == "unset" else str(wardian_home), None, HOME=str(work), TMPDIR=str(work))
+    before = _tree(tmp_path)
+    with raw_server(env, cwd=str(work)) as server:
+        init = server.initialize()["result"]
+        assert init["serverInfo"]["name"] == "wardian"
+        assert "wait_agent" in init["instructions"]
+        tools = server.request(1, "tools/list")["result"]["tools"]
+        assert sorted(t["name"] for t in tools) == sorted(TOOL_NAMES)
+        call = server.request(2, "tools/call", {"name": "list_agents", "arguments": {}})["result"]
+        assert call["isError"] is True
+        code, _, _ = server.close()
+    assert code == 0
+    assert _tree(tmp_path) == before
+
+
+def _assert_group_gone(pgid: int) -> None:
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pgid, 0)
+
+
+def test_the_server_exits_on_stdin_eof_even_while_a_wait_is_in_flight(peers: Peers) -> None:
+    """Matrix M5 (a): closing stdin ends the server promptly, a 60 s wait_agent notwithstanding; 0 leftovers."""
+    _, token = peers.app.add_agent()
+    with raw_server(server_env(str(peers.app.home.root), token)) as server:
+        server.initialize()
+        assert server.request(1, "tools/call", {"name": "wait_agent", "arguments": {"timeout_ms": 0}})["result"]
+        server.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                     "params": {"name": "wait_agent", "arguments": {"timeout_ms": 60_000}}})
+        code, _, stderr = server.close(timeout=20)
+        assert code == 0, stderr
+        _assert_group_gone(server.proc.pid)
+
+
+def test_the_server_answers_requests_piped_before_eof_then_exits(tmp_path: Path) -> None:
+    """Matrix M5 (a): requests already read when stdin ends are still answered (a grace), then the server exits."""
+    with raw_server(server_env(), cwd=str(tmp_path)) as server:
+        server.send_raw(b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
+                        b'"capabilities":{},"clientInfo":{"name":"pipe","version":"0"}}}\n'
+                        b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
+                        b'{"jsonrpc":"2.0","id":2,"method":"tools/list"}\n')
+        code, rest, _ = server.close(timeout=20)
+    assert code == 0
+    answers = [orjson.loads(line) for line in rest.split(b"\n") if line]
+    assert [a["id"] for a in answers] == [1, 2]
+    assert len(answers[1]["result"]["tools"]) == len(TOOL_NAMES)
+
+
+def test_the_server_exits_on_sigterm_and_leaves_no_process(app: AppHandle) -> None:
+    """Matrix M5 (b): SIGTERM ends the server promptly, mid-wait, with nothing left in its process group."""
+    _, token = app.add_agent()
+    with raw_server(server_env(str(app.home.root), token)) as server:
+        server.initialize()
+        server.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                     "params": {"name": "wait_agent", "arguments": {"timeout_ms": 60_000}}})
+        server.proc.send_signal(signal.SIGTERM)
+        assert server.proc.wait(timeout=20) == -signal.SIGTERM
+        _assert_group_gone(server.proc.pid)
+    assert app.proc.poll() is None  # the app is not the server's to stop
+
