@@ -12,6 +12,7 @@ WardianError                      code: a stable snake_case string; delivery: wh
 │   ├── NotActive, Unsupported, RetiredOperation, InvalidAgentName, UnknownAgent
 ├── Rejected                      definitely not admitted; the app may offer the work again (StaleTurn, ...)
 ├── DeliveryUncertain             the outcome is unknown: never replay (delivery: uncertain)
+├── ProviderError                 the provider answered with an error (AppServerError)
 ├── TransportError                failed before any byte of the request was written (delivery: not_admitted)
 │   ├── AppNotRunning, AppIncompatible
 ├── StorageError                  the store refused the write; nothing was committed (delivery: not_admitted)
@@ -206,6 +207,12 @@ class WriterFenceChanged(Rejected):
     code = "writer_fence_changed"
 
 
+class ProviderUnavailable(Rejected):
+    """The provider connection failed before the request was written: certainly not admitted."""
+
+    code = "provider_unavailable"
+
+
 # --- outcome unknown: never replay -----------------------------------------------------------------------
 
 
@@ -252,6 +259,21 @@ class StorageUnavailable(StorageError):
 
 class StoreCorrupt(StorageError):
     code = "store_corrupt"
+
+
+# --- provider ----------------------------------------------------------------------------------------------
+
+
+class ProviderError(WardianError):
+    """The provider (Codex app-server) answered a request with an error."""
+
+    code = "provider_error"
+
+
+class AppServerError(ProviderError):
+    """A JSON-RPC error response from `codex app-server` (`rpc_code`, message as Codex wrote it)."""
+
+    code = "app_server_error"
 
 
 # --- the home --------------------------------------------------------------------------------------------

@@ -32,6 +32,8 @@ STORAGE_ERROR = -32005
 """The store refused the change (`errors.StorageError`); nothing was admitted."""
 HOME_ERROR = -32006
 """The home cannot serve the request (`errors.HomeError`)."""
+PROVIDER_ERROR = -32007
+"""The provider answered with an error (`errors.ProviderError`)."""
 
 _BRANCHES: tuple[tuple[type[errors.WardianError], int], ...] = (
     (errors.RequestError, REQUEST_ERROR),
@@ -39,6 +41,7 @@ _BRANCHES: tuple[tuple[type[errors.WardianError], int], ...] = (
     (errors.DeliveryUncertain, DELIVERY_UNCERTAIN),
     (errors.StorageError, STORAGE_ERROR),
     (errors.HomeError, HOME_ERROR),
+    (errors.ProviderError, PROVIDER_ERROR),
 )
 
 

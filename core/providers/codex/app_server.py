@@ -1,0 +1,188 @@
+"""A JSON-RPC client for `codex app-server` (newline-delimited JSON over a byte stream pair).
+
+Invariants (STYLE.md §5):
+- One reader per connection. It routes each response to the one-shot waiter of its id and every
+  notification to the subscriber stream. Server-initiated requests are answered here (wardian never
+  grants approvals from the app: it declines elicitations and refuses the rest).
+- When the reader exits (EOF, a broken pipe, a malformed frame), every pending waiter fails at once.
+- Whether the request was written decides the error: a failed write is `ProviderUnavailable` (certainly
+  not admitted: the peer never read a complete line); a written request whose answer is lost or late is
+  `DeliveryUncertain`; an error answer is `AppServerError` with Codex's code and message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import anyio.abc
+import orjson
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from wardian import errors
+
+log = logging.getLogger("wardian.codex.app_server")
+
+MAX_FRAME_BYTES = 64 * 1024 * 1024
+NOTIFICATION_BUFFER = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    method: str
+    params: dict[str, Any]
+
+
+class _Waiter:
+    __slots__ = ("done", "error", "result")
+
+    def __init__(self) -> None:
+        self.done = anyio.Event()
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+
+class AppServerClient:
+    """One connection to a Codex app-server. Call `run()` in a task group, then `request()` freely."""
+
+    def __init__(self, send: anyio.abc.ByteSendStream, receive: anyio.abc.ByteReceiveStream,
+                 *, name: str = "codex") -> None:
+        self._send = send
+        self._receive = BufferedByteReceiveStream(receive)
+        self._name = name
+        self._ids = itertools.count(1)
+        self._waiters: dict[int, _Waiter] = {}
+        self._write_lock = anyio.Lock()
+        self._closed: BaseException | None = None
+        self._notify_send, self.notifications = anyio.create_memory_object_stream[Notification](
+            NOTIFICATION_BUFFER)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed is not None
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """The reader loop. Returns when the peer closes; every pending waiter then fails."""
+        task_status.started()
+        reason: BaseException = EOFError("the app-server closed its output")
+        try:
+            while True:
+                try:
+                    line = await self._receive.receive_until(b"\n", MAX_FRAME_BYTES)
+                except (anyio.EndOfStream, anyio.IncompleteRead, anyio.ClosedResourceError,
+                        anyio.BrokenResourceError):
+                    return
+                except anyio.DelimiterNotFound:
+                    reason = ValueError("the app-server sent a frame over the size limit")
+                    return
+                if not line.strip():
+                    continue
+                try:
+                    msg = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    log.warning("%s: skipped a frame that is not JSON: %r", self._name, line[:200])
+                    continue
+                await self._route(msg)
+        except BaseException as exc:  # cancellation included: waiters must not hang
+            reason = exc
+            raise
+        finally:
+            self._fail_all(reason)
+            self._notify_send.close()
+
+    async def _route(self, msg: dict[str, Any]) -> None:
+        if "method" in msg and "id" in msg:
+            await self._answer_server_request(msg)
+        elif "method" in msg:
+            params = msg.get("params")
+            note = Notification(str(msg["method"]), params if isinstance(params, dict) else {})
+            try:
+                self._notify_send.send_nowait(note)
+            except anyio.WouldBlock:
+                log.error("%s: notification buffer full; dropping %s", self._name, note.method)
+        elif "id" in msg:
+            waiter = self._waiters.pop(msg["id"], None) if isinstance(msg["id"], int) else None
+            if waiter is None:
+                log.warning("%s: a response for an unknown id %r", self._name, msg.get("id"))
+                return
+            if "error" in msg:
+                err = msg["error"] if isinstance(msg["error"], dict) else {}
+                waiter.error = errors.AppServerError(str(err.get("message", "error")),
+                                                     rpc_code=err.get("code"))
+            else:
+                waiter.result = msg.get("result")
+            waiter.done.set()
+
+    async def _answer_server_request(self, msg: dict[str, Any]) -> None:
+        method = msg["method"]
+        if method == "mcpServer/elicitation/request":
+            # Approvals are the operator's, granted in config; the app never clicks "accept".
+            reply: dict[str, Any] = {"id": msg["id"], "result": {"action": "decline"}}
+        else:
+            reply = {"id": msg["id"], "error": {"code": -32601, "message": f"wardian does not handle {method}"}}
+        log.info("%s: answered server request %s", self._name, method)
+        with contextlib.suppress(errors.ProviderUnavailable):
+            await self._write(reply)
+
+    def _fail_all(self, reason: BaseException) -> None:
+        self._closed = reason
+        waiters, self._waiters = self._waiters, {}
+        for waiter in waiters.values():
+            waiter.error = errors.DeliveryUncertain(
+                f"the Codex app-server connection ended before it answered ({type(reason).__name__})")
+            waiter.done.set()
+
+    async def _write(self, msg: dict[str, Any]) -> None:
+        frame = orjson.dumps(msg) + b"\n"
+        async with self._write_lock:
+            try:
+                await self._send.send(frame)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+                raise errors.ProviderUnavailable(
+                    f"the Codex app-server connection is closed ({type(exc).__name__}); nothing was sent"
+                ) from None
+
+    async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
+        msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            msg["params"] = params
+        await self._write(msg)
+
+    async def request(self, method: str, params: dict[str, Any] | None = None, *,
+                      timeout_s: float = 30.0) -> Any:
+        """Send a request and return its result.
+
+        Raises:
+            ProviderUnavailable: the connection was closed before the request was written.
+            AppServerError: Codex answered with an error.
+            DeliveryUncertain: written, but the answer was lost or did not come in time.
+        """
+        if self._closed is not None:
+            raise errors.ProviderUnavailable("the Codex app-server connection is closed; nothing was sent")
+        request_id = next(self._ids)
+        waiter = _Waiter()
+        self._waiters[request_id] = waiter
+        msg: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            msg["params"] = params
+        try:
+            await self._write(msg)
+        except errors.ProviderUnavailable:
+            self._waiters.pop(request_id, None)
+            raise
+        with anyio.move_on_after(timeout_s):
+            await waiter.done.wait()
+        if not waiter.done.is_set():
+            self._waiters.pop(request_id, None)
+            raise errors.DeliveryUncertain(
+                f"Codex did not answer {method} within {timeout_s:g} s; its outcome is unknown", method=method)
+        if waiter.error is not None:
+            raise waiter.error
+        return waiter.result
+
+    async def aclose(self) -> None:
+        await self._send.aclose()
