@@ -83,4 +83,18 @@ MIGRATIONS: tuple[str, ...] = (
         created_at INTEGER NOT NULL
     ) STRICT;
     """,
+    # 2: the Codex runtime: managed agents' desired state and launch settings, terminal evidence of tasks,
+    # and information pushed into a provider conversation (thread/inject_items).
+    """
+    ALTER TABLE agents ADD COLUMN desired TEXT NOT NULL DEFAULT 'unmanaged'
+        CHECK (desired IN ('unmanaged', 'on', 'off'));
+    ALTER TABLE agents ADD COLUMN mode TEXT;
+    ALTER TABLE agents ADD COLUMN overrides TEXT;
+    ALTER TABLE tasks ADD COLUMN outcome_status TEXT
+        CHECK (outcome_status IS NULL OR outcome_status IN ('done', 'blocked', 'failed'));
+    ALTER TABLE tasks ADD COLUMN outcome_text TEXT;
+    ALTER TABLE tasks ADD COLUMN outcome_at INTEGER;
+    CREATE INDEX tasks_by_turn ON tasks(turn_id) WHERE turn_id IS NOT NULL;
+    ALTER TABLE interactions ADD COLUMN provider_delivered_at INTEGER;
+    """,
 )
