@@ -1,0 +1,257 @@
+"""`wardian codex register`: write `[mcp_servers.wardian]` for one managed agent into its private CODEX_HOME.
+
+Seed, "Codex configuration": registration preserves user-owned entries, disabled state and approval settings;
+an occupied server name or a missing CLI is reported instead of silently replacing configuration; the user's
+global provider home is not modified; registration grants no approval unless asked.
+
+Invariants:
+- Everything is checked before anything changes: the tool names, the target home, the CLI to register, the
+  existing config (parsed, and any `wardian` entry proven ours) and only then is a session issued by the app
+  and the file replaced atomically (same directory, fsync, rename). A failure leaves the file untouched.
+- An entry is "ours" when it launches a wardian executable with `args = ["mcp", "serve"]` for the same
+  WARDIAN_HOME; anything else under `[mcp_servers.wardian]` belongs to the user and is never overwritten.
+- Inside our entry only the keys we own are written (`command`, `args`, `tool_timeout_sec`,
+  `env.WARDIAN_HOME`, `env.WARDIAN_SESSION_ID`, and `tools.<name>.approval_mode` for `--approve-tools`);
+  `enabled`, other env variables, other tools' approval settings and every comment stay as they were.
+- The session secret is written only into the config file (mode 0600) and never printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import tomlkit
+import tomlkit.exceptions
+
+from wardian import errors
+from wardian.client import AppClient
+from wardian.home import ENV_HOME, ENV_SESSION, Home, resolve_home
+from wardian.protocol.tools import CODEX_TOOL_TIMEOUT_SEC, SERVER_NAME, TOOL_NAMES
+
+SERVE_ARGS = ("mcp", "serve")
+# Executable names a registration of ours may launch: the CLI, and the silent Windows launcher.
+WARDIAN_EXECUTABLES = frozenset({"wardian", "wardian.exe", "wardian-cli", "wardian-cli.exe", "wardian-mcp",
+                                 "wardian-mcp.exe"})
+APPROVE = "approve"
+
+
+class RegistrationConflict(errors.RequestError):
+    """`[mcp_servers.wardian]` exists and is not a registration of this home's wardian; nothing was changed."""
+
+    code = "registration_conflict"
+
+
+class CliNotFound(errors.WardianError):
+    """The `wardian` executable to register cannot be found; nothing was changed."""
+
+    code = "cli_not_found"
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    config_path: Path
+    command: str
+    agent: dict[str, Any]
+    home: str
+    approved: tuple[str, ...]
+    created: bool  # the entry was new (False: our earlier entry was updated)
+    enabled: bool
+
+
+def parse_tool_list(raw: str | None) -> tuple[str, ...]:
+    """The tools named by `--approve-tools` (comma-separated), in the seed's order.
+
+    Raises:
+        InvalidArguments: an empty or unknown name.
+    """
+    if raw is None:
+        return ()
+    names = [n.strip() for n in raw.split(",")]
+    unknown = [n for n in names if n not in TOOL_NAMES]
+    if unknown:
+        shown = ", ".join(repr(n[:40]) for n in unknown[:5])
+        raise errors.InvalidArguments(f"--approve-tools names no wardian tool: {shown}", field="approve_tools",
+                                      allowed=", ".join(TOOL_NAMES))
+    return tuple(t for t in TOOL_NAMES if t in names)
+
+
+def wardian_executable() -> Path:
+    """The absolute path of the running wardian CLI (the launcher on Windows).
+
+    Raises:
+        CliNotFound: not frozen and no `wardian` console script beside this interpreter.
+    """
+    if getattr(sys, "frozen", False):
+        exe = Path(sys.executable).absolute()
+        launcher = exe.with_name("wardian-mcp.exe")
+        # Seed: on Windows the silent GUI-subsystem launcher is registered, not the console CLI.
+        return launcher if exe.suffix.lower() == ".exe" and launcher.exists() else exe
+    bindir = Path(sys.executable).absolute().parent
+    for name in ("wardian", "wardian.exe"):
+        candidate = bindir / name
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    raise CliNotFound(f"no `wardian` executable beside {sys.executable}: install wardian into this environment "
+                      "(pip install wardian) so Codex has a command to launch")
+
+
+def _refuse_global_home(codex_home: Path) -> None:
+    global_home = (Path.home() / ".codex").resolve()
+    if codex_home.resolve() == global_home:
+        raise errors.InvalidArguments(
+            f"{codex_home} is the user's global Codex home; register into the agent's private CODEX_HOME (for a "
+            "host you configure yourself, run the printed `codex mcp add` command there)", field="codex_home")
+
+
+def _load(path: Path) -> tomlkit.TOMLDocument:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return tomlkit.document()
+    try:
+        return tomlkit.parse(text)
+    except tomlkit.exceptions.ParseError as exc:
+        raise errors.InvalidArguments(f"{path} is not valid TOML ({exc}); fix it first, nothing was changed",
+                                      field="codex_home") from None
+
+
+def _is_ours(entry: Any, home: Home) -> bool:
+    if not isinstance(entry, dict):
+        return False
+    command, args, env = entry.get("command"), entry.get("args"), entry.get("env")
+    return (isinstance(command, str) and Path(command).name in WARDIAN_EXECUTABLES
+            and list(args or []) == list(SERVE_ARGS) and isinstance(env, dict)
+            and env.get(ENV_HOME) == str(home.root))
+
+
+def _check_entry(doc: tomlkit.TOMLDocument, home: Home, config_path: Path) -> Any:
+    servers = doc.get("mcp_servers")
+    if servers is None:
+        return None
+    if not isinstance(servers, dict):
+        raise RegistrationConflict(f"`mcp_servers` in {config_path} is not a table; nothing was changed",
+                                   field="codex_home")
+    entry = servers.get(SERVER_NAME)
+    if entry is not None and not _is_ours(entry, home):
+        raise RegistrationConflict(
+            f"{config_path} already has an MCP server named {SERVER_NAME!r} that is not this home's wardian "
+            f"(command {str(entry.get('command') if isinstance(entry, dict) else entry)[:200]!r}); remove or rename "
+            "it, then register again. Nothing was changed", field="codex_home")
+    return entry
+
+
+def _write_entry(doc: tomlkit.TOMLDocument, command: str, home: str, session: str,
+                 approved: tuple[str, ...]) -> tuple[bool, bool]:
+    servers = doc.get("mcp_servers")
+    if servers is None:
+        servers = tomlkit.table(is_super_table=True)
+        doc["mcp_servers"] = servers
+    created = SERVER_NAME not in servers
+    if created:
+        entry = tomlkit.table()
+        servers[SERVER_NAME] = entry
+    entry = servers[SERVER_NAME]
+    entry["command"] = command
+    entry["args"] = list(SERVE_ARGS)
+    # Seed: tool_timeout_sec = 70 outlasts the longest wait (60 s) plus the client's grace.
+    entry["tool_timeout_sec"] = CODEX_TOOL_TIMEOUT_SEC
+    if "env" not in entry:
+        entry["env"] = tomlkit.table()
+    entry["env"][ENV_HOME] = home
+    entry["env"][ENV_SESSION] = session
+    if approved:
+        if "tools" not in entry:
+            entry["tools"] = tomlkit.table(is_super_table=True)
+        tools = entry["tools"]
+        for name in approved:
+            if name not in tools:
+                tools[name] = tomlkit.table()
+            tools[name]["approval_mode"] = APPROVE
+    if created:
+        # Keep a blank line between our last table and whatever table follows it in the user's file.
+        last = entry["tools"][approved[-1]] if approved else entry["env"]
+        last.add(tomlkit.nl())
+    enabled = entry.get("enabled", True) is not False
+    return created, enabled
+
+
+def _replace(path: Path, text: str) -> None:
+    mode = path.stat().st_mode & 0o777 if path.exists() else 0o600
+    fd, tmp = tempfile.mkstemp(prefix=".config.", suffix=".toml.tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        # The file holds a session secret: never wider than the user's own access.
+        os.chmod(tmp, mode & 0o700)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def register(codex_home: Path, agent: str, home: Home, approved: tuple[str, ...]) -> Registration:
+    """Register `wardian mcp serve` for `agent` of `home` in `codex_home/config.toml`.
+
+    Raises:
+        InvalidArguments: the global Codex home, or an unreadable config.
+        RegistrationConflict: `[mcp_servers.wardian]` exists and is not ours.
+        CliNotFound: no wardian executable to register.
+        AppNotRunning, UnknownAgent, ...: the app could not issue the agent a session.
+    """
+    codex_home = codex_home.expanduser().absolute()
+    _refuse_global_home(codex_home)
+    command = str(wardian_executable())
+    config_path = codex_home / "config.toml"
+    doc = _load(config_path)
+    _check_entry(doc, home, config_path)
+    with AppClient(home) as client:
+        issued = client.call("agent/session", {"agent": agent})
+    codex_home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    created, enabled = _write_entry(doc, command, str(home.root), issued["session_id"], approved)
+    _replace(config_path, tomlkit.dumps(doc))
+    return Registration(config_path, command, issued["agent"], str(home.root), approved, created, enabled)
+
+
+def equivalent_command(reg: Registration) -> str:
+    """The `codex mcp add` line a separately configured host would run (without the secret itself)."""
+    return (f"codex mcp add {SERVER_NAME} --env {ENV_HOME}={shlex.quote(reg.home)} "
+            f"--env {ENV_SESSION}=\"${ENV_SESSION}\" -- {shlex.quote(reg.command)} {' '.join(SERVE_ARGS)}")
+
+
+def main_register(args: argparse.Namespace) -> int:
+    """`wardian codex register`; returns the exit code (errors are raised for the CLI to print)."""
+    approved = parse_tool_list(args.approve_tools)
+    home = resolve_home(args.home)
+    reg = register(Path(args.codex_home), args.agent, home, approved)
+    summary = {
+        "config": str(reg.config_path), "server": SERVER_NAME, "command": reg.command, "args": list(SERVE_ARGS),
+        "tool_timeout_sec": CODEX_TOOL_TIMEOUT_SEC, "agent": {"name": reg.agent["name"], "uuid": reg.agent["uuid"]},
+        "home": reg.home, "approved_tools": list(reg.approved), "created": reg.created, "enabled": reg.enabled,
+        "equivalent": equivalent_command(reg),
+    }
+    if args.json:
+        sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode("utf-8") + "\n")
+        return 0
+    verb = "registered" if reg.created else "updated"
+    lines = [f"{verb} [mcp_servers.{SERVER_NAME}] for agent {reg.agent['name']} ({reg.agent['uuid']}) in "
+             f"{reg.config_path}",
+             f"  command = {reg.command} {' '.join(SERVE_ARGS)}; tool_timeout_sec = {CODEX_TOOL_TIMEOUT_SEC}"]
+    if reg.approved:
+        lines.append(f"  approval_mode = \"approve\" for: {', '.join(reg.approved)}")
+    if not reg.enabled:
+        lines.append("  note: the entry is disabled (enabled = false) and was left disabled")
+    lines.append("equivalent command for a separately configured host (with its CODEX_HOME; "
+                 f"{ENV_SESSION} from `wardian agent env {reg.agent['name']}`):")
+    lines.append(f"  {equivalent_command(reg)}")
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0
