@@ -263,6 +263,31 @@ def cmd_agent_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_agent_start(args: argparse.Namespace) -> int:
+    params = {"agent": args.name, "mode": args.mode, "config": list(args.config)}
+    with _client(args) as client:
+        # Codex may index a long history before the conversation is ready: no short deadline here.
+        result = client.call("agent/start", params, timeout_s=args.timeout)
+    if args.json:
+        _out(_dump(result))
+    else:
+        agent = result["agent"]
+        _out(f"started {agent['name']} ({agent['status']}, Codex {result['codex_version']}, "
+             f"thread {result['thread_id']}, generation {result['generation']})")
+    return EXIT_OK
+
+
+def cmd_agent_stop(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        result = client.call("agent/stop", {"agent": args.name}, timeout_s=60)
+    if args.json:
+        _out(_dump(result))
+    else:
+        _out(f"stopped {result['agent']['name']}" if result["stopped"] else
+             f"{result['agent']['name']} was not running; it stays off")
+    return EXIT_OK
+
+
 def cmd_agent_env(args: argparse.Namespace) -> int:
     with _client(args) as client:
         result = client.call("agent/session", {"agent": args.name})
@@ -421,6 +446,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--provider", required=True, help="the agent's provider (codex)")
     p.add_argument("--workspace", default=None, help="the agent's workspace directory")
     sub(agent, "list", cmd_agent_list, "list agents (name, UUID, provider, status)")
+    p = sub(agent, "start", cmd_agent_start, "start the agent's Codex (app-owned app-server) and its conversation")
+    p.add_argument("name", help="agent name or UUID")
+    p.add_argument("--mode", choices=("background", "attached"), default="background")
+    p.add_argument("-c", "--config", action="append", default=[], metavar="KEY=VALUE",
+                   help="a Codex config override, exactly as `codex -c` takes it (TOML value); repeatable")
+    p.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for the conversation")
+    p = sub(agent, "stop", cmd_agent_stop, "stop the agent's Codex; new tasks wait for an explicit start")
+    p.add_argument("name", help="agent name or UUID")
     p = sub(agent, "env", cmd_agent_env, "print shell exports of WARDIAN_HOME and a new WARDIAN_SESSION_ID")
     p.add_argument("name", help="agent name or UUID")
 

@@ -20,6 +20,7 @@ import anyio
 import anyio.abc
 
 from wardian import errors
+from wardian.app.runtime import Runtime
 from wardian.app.server import ControlServer
 from wardian.app.service import AppService
 from wardian.app.signals import MailboxSignals
@@ -95,7 +96,9 @@ def run_app(home: Home, *, on_ready: Callable[[], None] | None = None, log_strea
 async def _serve(home: Home, store: InteractionStore, on_ready: Callable[[], None] | None) -> None:
     writer = StoreWriter(store)
     stopping = anyio.Event()
-    service = AppService(home, writer, MailboxSignals(), stopping.set)
+    signals_ = MailboxSignals()
+    runtime = Runtime(home, writer, signals_)
+    service = AppService(home, writer, signals_, stopping.set, runtime)
     server = ControlServer(service)
     # The lock is ours, so a socket file left here belongs to a dead app: replace it.
     with suppress(FileNotFoundError):
@@ -108,28 +111,38 @@ async def _serve(home: Home, store: InteractionStore, on_ready: Callable[[], Non
     home.pid_path.write_text(f"{os.getpid()}\n", encoding="utf-8")
     # The handlers are installed before readiness is reported, so a SIGTERM right after start is clean.
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        await _serve_until_stopped(home, writer, server, listener, stopping, signals, on_ready)
+        await _serve_until_stopped(home, writer, runtime, server, listener, stopping, signals, on_ready)
 
 
-async def _serve_until_stopped(home: Home, writer: StoreWriter, server: ControlServer,
+async def _serve_until_stopped(home: Home, writer: StoreWriter, runtime: Runtime, server: ControlServer,
                                listener: anyio.abc.Listener[anyio.abc.SocketStream], stopping: anyio.Event,
                                signals: AsyncIterator[int], on_ready: Callable[[], None] | None) -> None:
     async with anyio.create_task_group() as outer:
         await outer.start(writer.run)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_watch_signals, signals, stopping)
-            tg.start_soon(listener.serve, server.handle_connection)
-            log.info("app ready: home %s, pid %d, socket %s", home.root, os.getpid(), home.socket_path)
-            if on_ready is not None:
-                on_ready()
-            await stopping.wait()
-            log.info("app stopping")
-            tg.cancel_scope.cancel()
+        async with anyio.create_task_group() as providers:
+            # Recovery (lost bindings -> uncertain, captured outcomes -> published) runs before readiness.
+            await providers.start(runtime.run)
+            await _serve_clients(home, server, listener, stopping, signals, on_ready)
+            providers.cancel_scope.cancel()  # owners stop their app-servers in shielded cleanup
         with suppress(OSError):
             await listener.aclose()
         with suppress(FileNotFoundError):
             os.unlink(home.socket_path)
         writer.close()
+
+
+async def _serve_clients(home: Home, server: ControlServer, listener: anyio.abc.Listener[anyio.abc.SocketStream],
+                         stopping: anyio.Event, signals: AsyncIterator[int],
+                         on_ready: Callable[[], None] | None) -> None:
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_watch_signals, signals, stopping)
+        tg.start_soon(listener.serve, server.handle_connection)
+        log.info("app ready: home %s, pid %d, socket %s", home.root, os.getpid(), home.socket_path)
+        if on_ready is not None:
+            on_ready()
+        await stopping.wait()
+        log.info("app stopping")
+        tg.cancel_scope.cancel()
 
 
 async def _watch_signals(signals: AsyncIterator[int], stopping: anyio.Event) -> None:

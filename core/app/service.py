@@ -14,7 +14,8 @@ from typing import Any
 import anyio
 
 from wardian import __version__, errors
-from wardian.app.signals import MailboxSignals
+from wardian.app.runtime import Runtime
+from wardian.app.signals import PROVIDER_CONTEXT, MailboxSignals
 from wardian.app.writer import StoreWriter
 from wardian.home import Home
 from wardian.model import (
@@ -37,7 +38,8 @@ Handler = Callable[[Any], Awaitable[dict[str, Any]]]
 
 class AppService:
     def __init__(self, home: Home, writer: StoreWriter, signals: MailboxSignals,
-                 stop: Callable[[], None]) -> None:
+                 stop: Callable[[], None], runtime: Runtime | None = None) -> None:
+        self.runtime = runtime
         self.home = home
         self.writer = writer
         self.signals = signals
@@ -55,6 +57,8 @@ class AppService:
             "agent/add": self._add_agent,
             "agent/session": self._session,
             "mailbox/records": self._records,
+            "agent/start": self._start_agent,
+            "agent/stop": self._stop_agent,
             "app/status": self._status,
             "app/stop": self._app_stop,
         }
@@ -78,6 +82,11 @@ class AppService:
 
         receipt = await self.writer.call(op)
         self.signals.notify(receipt.recipient.uuid)
+        if self.runtime is not None:
+            if kind is InteractionKind.TASK:
+                self.runtime.task_admitted(receipt.recipient.uuid)
+            else:
+                self.runtime.push_soon(receipt.recipient.uuid, receipt.interaction_id)
         return proto.receipt_wire(receipt)
 
     async def _send(self, p: Any) -> dict[str, Any]:
@@ -109,14 +118,17 @@ class AppService:
         ack, acked, reason = p.ack_cursor, 0, None
         with anyio.move_on_after(timeout_ms / 1000):
             while True:
-                with self.signals.subscribe(caller.agent.uuid) as event:
+                with self.signals.subscribe(caller.agent.uuid) as waiter:
                     # Subscribed before reading, so a record committed after the read still wakes us.
                     page = await self.writer.call(read(ack))
                     ack, acked = None, acked + page.acked  # acknowledged once; later reads only look
                     if page.records:
                         return wire(ReceivePage(page.records, page.cursor, acked, page.more), False, reason)
-                    await event.wait()
-                    reason = "mailbox_activity"
+                    await waiter.wait()
+                    reason = waiter.reason
+                    if reason == PROVIDER_CONTEXT:
+                        # Already on the provider delivery path: no duplicate body, nothing acknowledged.
+                        return wire(ReceivePage((), None, acked, False), False, reason)
         # Expired: an empty wait cancels nothing; later messages and replies remain available.
         return wire(ReceivePage(records=(), cursor=None, acked=acked, more=False), True, None)
 
@@ -124,14 +136,14 @@ class AppService:
         timeout_ms = DEFAULT_WAIT_MS if p.timeout_ms is None else p.timeout_ms
         caller = await self._authenticate(p.session)
         me = caller.agent.id
-        with self.signals.subscribe(caller.agent.uuid) as event:
+        with self.signals.subscribe(caller.agent.uuid) as waiter:
             # Subscribed first, then look at durable state, then wait: no lost wake-up.
             if await self.writer.call(lambda s: s.has_unacked(me)):
                 return {"woke": True, "timed_out": False, "wake_reason": "mailbox_activity"}
             if timeout_ms > 0:
                 with anyio.move_on_after(timeout_ms / 1000):
-                    await event.wait()
-                    return {"woke": True, "timed_out": False, "wake_reason": "mailbox_activity"}
+                    await waiter.wait()
+                    return {"woke": True, "timed_out": False, "wake_reason": waiter.reason}
         return {"woke": False, "timed_out": True, "wake_reason": None}
 
     async def _reply(self, p: proto.TaskReplyParams) -> dict[str, Any]:
@@ -139,6 +151,8 @@ class AppService:
         receipt = await self.writer.call(
             lambda s: s.reply(s.authenticate(p.session), p.request_id, status, p.message))
         self.signals.notify(receipt.requester.uuid)
+        if self.runtime is not None:
+            self.runtime.push_soon(receipt.requester.uuid, receipt.reply_id)
         return proto.reply_wire(receipt)
 
     async def _interrupt(self, p: proto.AgentInterruptParams) -> dict[str, Any]:
@@ -146,7 +160,26 @@ class AppService:
             caller = s.authenticate(p.session)
             return s.record_interrupt(caller, s.resolve_target(caller, p.target))
 
-        return proto.interrupt_wire(await self.writer.call(op))
+        receipt = await self.writer.call(op)
+        if self.runtime is not None:
+            await self.runtime.interrupt(receipt.target.uuid, receipt.turn_id)
+        return proto.interrupt_wire(receipt)
+
+    async def _start_agent(self, p: proto.AgentStartParams) -> dict[str, Any]:
+        if self.runtime is None:
+            raise errors.Unsupported("this app runs without a provider runtime")
+        agent = await self.writer.call(lambda s: s.resolve_agent(p.agent))
+        started = await self.runtime.start_agent(agent.id, p.mode, p.config)
+        current = await self.writer.call(lambda s: s.agent(agent.id))
+        return {"agent": proto.agent_wire(current), **started}
+
+    async def _stop_agent(self, p: proto.AgentStopParams) -> dict[str, Any]:
+        if self.runtime is None:
+            raise errors.Unsupported("this app runs without a provider runtime")
+        agent = await self.writer.call(lambda s: s.resolve_agent(p.agent))
+        stopped = await self.runtime.stop_agent(agent.id)
+        current = await self.writer.call(lambda s: s.agent(agent.id))
+        return {"agent": proto.agent_wire(current), "stopped": stopped}
 
     async def _list_agents(self, p: proto.AgentListParams) -> dict[str, Any]:
         def op(s: InteractionStore) -> Any:

@@ -192,6 +192,33 @@ class AgentSessionParams(_Params):
     agent: Annotated[str, Field(min_length=1, max_length=MAX_TARGET_CHARS)]
 
 
+_OVERRIDE_RE = re.compile(r"^[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-\"/ ]+)*=.*$", re.DOTALL)
+MAX_OVERRIDES = 64
+
+
+def check_override(value: str) -> str:
+    if not _OVERRIDE_RE.match(value) or len(value) > 4096:
+        raise errors.InvalidArguments(
+            f"config override {value[:80]!r} is not key=value", field="config",
+            allowed="key=value, where key is a dotted Codex config path and value is TOML (as `codex -c`)")
+    return value
+
+
+class AgentStartParams(_Params):
+    agent: Annotated[str, Field(min_length=1, max_length=MAX_TARGET_CHARS)]
+    mode: Literal["background", "attached"] = "background"
+    config: Annotated[list[str], Field(max_length=MAX_OVERRIDES)] = []
+
+    @field_validator("config")
+    @classmethod
+    def _config(cls, v: list[str]) -> list[str]:
+        return [check_override(item) for item in v]
+
+
+class AgentStopParams(_Params):
+    agent: Annotated[str, Field(min_length=1, max_length=MAX_TARGET_CHARS)]
+
+
 class EmptyParams(_Params):
     pass
 
@@ -323,6 +350,18 @@ class OkResult(_Result):
     ok: bool
 
 
+class AgentStartResult(_Result):
+    agent: AgentModel
+    thread_id: str | None
+    generation: int
+    codex_version: str
+
+
+class AgentStopResult(_Result):
+    agent: AgentModel
+    stopped: bool
+
+
 @dataclass(frozen=True, slots=True)
 class Method:
     params: type[_Params]
@@ -342,6 +381,8 @@ METHODS: dict[str, Method] = {
     "agent/add": Method(AgentAddParams, AgentModel, False, "Register a managed agent."),
     "agent/session": Method(AgentSessionParams, AgentSessionResult, False, "Issue a session token."),
     "mailbox/records": Method(MailboxRecordsParams, MailboxRecordsResult, False, "Every record (operator)."),
+    "agent/start": Method(AgentStartParams, AgentStartResult, False, "Start an agent's Codex owner."),
+    "agent/stop": Method(AgentStopParams, AgentStopResult, False, "Stop an agent's Codex owner (explicit off)."),
     "app/status": Method(EmptyParams, AppStatusResult, False, "The app's status."),
     "app/stop": Method(EmptyParams, OkResult, False, "Stop the app."),
 }
@@ -362,6 +403,7 @@ _FIELD_ERRORS: dict[str, type[errors.RequestError]] = {
     "name": errors.InvalidAgentName,
     "provider": errors.InvalidProvider,
     "session": errors.MissingSession,
+    "mode": errors.InvalidArguments,
 }
 _ALLOWED: dict[str, str] = {
     "limit": f"an integer 1..{MAX_RECEIVE_LIMIT}, or null for {DEFAULT_RECEIVE_LIMIT}",
@@ -372,6 +414,8 @@ _ALLOWED: dict[str, str] = {
     "ack_cursor": "a cursor returned by an earlier receive",
     "message": f"a string of 1..{MAX_MESSAGE_BYTES} UTF-8 bytes",
     "request_id": "an ask_ request id",
+    "mode": "background, attached",
+    "config": f"at most {MAX_OVERRIDES} key=value strings",
 }
 _MISSING: dict[str, type[errors.RequestError]] = {
     "message": errors.EmptyMessage,

@@ -1,0 +1,292 @@
+"""The owner of one managed Codex agent: its app-server process, its conversation and its observed state.
+
+The owner never touches the store (STYLE.md §2): it reports what it observes (`StateChange`, `TurnOutcome`)
+and returns the outcome of each delivery (a turn id, or a typed error); the app persists them.
+
+Observed state comes only from Codex's notifications: `turn/started` makes the owner active with that exact
+turn id; `turn/completed` makes it idle and yields the turn's outcome. A steer cancels the in-flight model
+stream, so an agentMessage can start and never complete: only completed items count.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+from collections.abc import Mapping, Sequence
+from contextlib import suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from wardian import __version__, errors
+from wardian.providers.codex.app_server import AppServerClient, Notification
+from wardian.providers.codex.compat import Capabilities
+
+log = logging.getLogger("wardian.codex.owner")
+
+STALE_TURN_MARKERS = ("no active turn to steer", "expected active turn id")
+TASK_ITEM_KIND = "wardian_task_delivery"
+INBOX_ITEM_KIND = "wardian_inbox_delivery"
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerSpec:
+    name: str
+    codex: str
+    codex_home: Path
+    workspace: Path
+    overrides: tuple[str, ...]
+    env: Mapping[str, str]
+    thread_id: str | None
+    capabilities: Capabilities
+    stderr_path: Path
+
+
+@dataclass(frozen=True, slots=True)
+class TurnOutcome:
+    turn_id: str
+    status: str  # completed | interrupted | failed
+    final_text: str | None
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class StateChange:
+    status: str  # idle | active | off | errored
+    active_turn_id: str | None
+    thread_id: str | None
+
+
+@dataclass
+class _TurnItems:
+    final: list[str] = field(default_factory=list)
+    unknown_phase: list[str] = field(default_factory=list)
+
+
+def is_stale_turn(exc: errors.AppServerError) -> bool:
+    """A recognised stale-turn rejection: Codex confirms that nothing was admitted."""
+    return any(marker in exc.message for marker in STALE_TURN_MARKERS)
+
+
+def final_text_of(items: _TurnItems, summary: Sequence[Any]) -> str | None:
+    """The turn's final answer: the last `final_answer` item, else the last completed item with an unknown
+    phase; commentary never (seed: "Commentary is excluded")."""
+    if items.final:
+        return items.final[-1]
+    if items.unknown_phase:
+        return items.unknown_phase[-1]
+    for item in reversed(summary):
+        if isinstance(item, dict) and item.get("type") == "agentMessage" and item.get("phase") != "commentary":
+            return str(item.get("text") or "")
+    return None
+
+
+class CodexOwner:
+    """Run with `await tg.start(owner.run)`: returns once the conversation is ready (thread started/resumed)."""
+
+    def __init__(self, spec: OwnerSpec) -> None:
+        self.spec = spec
+        self.thread_id: str | None = spec.thread_id
+        self.active_turn_id: str | None = None
+        self.ready = False
+        self.client: AppServerClient | None = None
+        self._process: anyio.abc.Process | None = None
+        self._turns: dict[str, _TurnItems] = {}
+        self._outcome_send: MemoryObjectSendStream[TurnOutcome]
+        self.outcomes: MemoryObjectReceiveStream[TurnOutcome]
+        self._outcome_send, self.outcomes = anyio.create_memory_object_stream[TurnOutcome](1000)
+        self._state_send: MemoryObjectSendStream[StateChange]
+        self.states: MemoryObjectReceiveStream[StateChange]
+        self._state_send, self.states = anyio.create_memory_object_stream[StateChange](1000)
+        # Held while a submission's binding is being persisted; the completion observer takes it before
+        # looking up a finished turn's tasks, so no completion is published before its binding exists.
+        self.submit_lock = anyio.Lock()
+        self.idle = anyio.Event()
+        self._stop = anyio.Event()
+
+    # --- lifecycle ------------------------------------------------------------------------------------
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[str] = anyio.TASK_STATUS_IGNORED) -> None:
+        spec = self.spec
+        cmd = [spec.codex, "app-server"]
+        for override in spec.overrides:
+            cmd += ["-c", override]
+        started = False
+        with open(spec.stderr_path, "ab") as stderr:  # noqa: ASYNC230 (a local log file, opened once)
+            process = await anyio.open_process(cmd, env=dict(spec.env), cwd=str(spec.workspace), stderr=stderr,
+                                               start_new_session=True)
+        self._process = process
+        assert process.stdin is not None
+        assert process.stdout is not None
+        client = AppServerClient(process.stdin, process.stdout, name=f"codex:{spec.name}")
+        self.client = client
+        try:
+            async with anyio.create_task_group() as tg:
+                await tg.start(client.run)
+                tg.start_soon(self._watch, client)
+                await client.request("initialize", {
+                    "clientInfo": {"name": "wardian", "title": "Wardian", "version": __version__},
+                    "capabilities": {"experimentalApi": True}}, timeout_s=120)
+                await client.notify("initialized")
+                # No fixed deadline while Codex indexes history (seed); the request itself stays bounded.
+                if self.thread_id:
+                    result = await client.request("thread/resume", {"threadId": self.thread_id}, timeout_s=600)
+                else:
+                    result = await client.request("thread/start", {"cwd": str(spec.workspace)}, timeout_s=600)
+                self.thread_id = str(result["thread"]["id"])
+                self.ready = True
+                self.idle.set()
+                self._state(StateChange("idle", None, self.thread_id))
+                started = True
+                task_status.started(self.thread_id)
+                await self._stop.wait()
+                tg.cancel_scope.cancel()
+        finally:
+            self.ready = False
+            self.active_turn_id = None
+            with anyio.CancelScope(shield=True):
+                await self._terminate()
+            self._state(StateChange("off", None, self.thread_id))
+            self._outcome_send.close()
+            self._state_send.close()
+            if not started:
+                log.error("Codex owner %s failed to start", spec.name)
+
+    async def _watch(self, client: AppServerClient) -> None:
+        async for note in client.notifications:
+            self._observe(note)
+        # The reader ended: the app-server is gone. End the owner so the app sees it.
+        self._stop.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def _terminate(self) -> None:
+        process = self._process
+        if process is None:
+            return
+        if self.client is not None:
+            with suppress(Exception):
+                await self.client.aclose()
+        with anyio.move_on_after(3):
+            await process.wait()
+        if process.returncode is None:
+            _killpg(process.pid, signal.SIGTERM)
+            with anyio.move_on_after(3):
+                await process.wait()
+        if process.returncode is None:
+            _killpg(process.pid, signal.SIGKILL)
+            with anyio.move_on_after(3):
+                await process.wait()
+        # The MCP servers Codex started share the group; a stray one must not outlive the owner.
+        _killpg(process.pid, signal.SIGKILL)
+
+    # --- observation ----------------------------------------------------------------------------------
+
+    def _state(self, change: StateChange) -> None:
+        with suppress(anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._state_send.send_nowait(change)
+
+    def _observe(self, note: Notification) -> None:
+        p = note.params
+        if p.get("threadId") not in (None, self.thread_id):
+            return
+        if note.method == "turn/started":
+            turn = p.get("turn") or {}
+            turn_id = str(turn.get("id"))
+            self.active_turn_id = turn_id
+            self._turns.setdefault(turn_id, _TurnItems())
+            self.idle = anyio.Event()
+            self._state(StateChange("active", turn_id, self.thread_id))
+        elif note.method == "item/completed":
+            item = p.get("item") or {}
+            if item.get("type") == "agentMessage":
+                items = self._turns.setdefault(str(p.get("turnId")), _TurnItems())
+                phase = item.get("phase")
+                text = str(item.get("text") or "")
+                if phase == "final_answer":
+                    items.final.append(text)
+                elif phase is None:
+                    items.unknown_phase.append(text)
+        elif note.method == "turn/completed":
+            turn = p.get("turn") or {}
+            turn_id = str(turn.get("id"))
+            items = self._turns.pop(turn_id, _TurnItems())
+            status = str(turn.get("status"))
+            error = turn.get("error") or {}
+            outcome = TurnOutcome(
+                turn_id=turn_id, status=status,
+                final_text=final_text_of(items, turn.get("items") or []) if status == "completed" else None,
+                error=str(error.get("message")) if isinstance(error, dict) and error.get("message") else None)
+            if self.active_turn_id == turn_id:
+                self.active_turn_id = None
+                self.idle.set()
+                self._state(StateChange("idle", None, self.thread_id))
+            with suppress(anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                self._outcome_send.send_nowait(outcome)
+
+    # --- delivery -------------------------------------------------------------------------------------
+
+    def _client(self) -> AppServerClient:
+        if self.client is None or not self.ready:
+            raise errors.ProviderUnavailable(f"the Codex owner of {self.spec.name} is not running; nothing was sent")
+        return self.client
+
+    async def start_turn(self, payload: str, *, timeout_s: float = 30.0) -> str:
+        """`turn/start` on the existing thread with one structured task item; returns the turn id.
+
+        Raises:
+            ProviderUnavailable, AppServerError, DeliveryUncertain.
+        """
+        result = await self._client().request("turn/start", {
+            "threadId": self.thread_id, "input": [{"type": "text", "text": payload}]}, timeout_s=timeout_s)
+        turn_id = str(result["turn"]["id"])
+        if self.active_turn_id is None:
+            self.active_turn_id = turn_id
+            self.idle = anyio.Event()
+        return turn_id
+
+    async def steer(self, text: str, expected_turn_id: str, context: str, *, timeout_s: float = 30.0) -> str:
+        """`turn/steer` fenced by `expectedTurnId`: the literal peer text as input, routing in additionalContext.
+
+        Raises:
+            StaleTurn: Codex confirmed that no turn with that id is active (nothing was admitted).
+            ProviderUnavailable, AppServerError, DeliveryUncertain.
+        """
+        try:
+            result = await self._client().request("turn/steer", {
+                "threadId": self.thread_id, "expectedTurnId": expected_turn_id,
+                "input": [{"type": "text", "text": text}],
+                "additionalContext": {TASK_ITEM_KIND: {"kind": "application", "value": context}},
+            }, timeout_s=timeout_s)
+        except errors.AppServerError as exc:
+            if is_stale_turn(exc):
+                raise errors.StaleTurn(exc.message, turn_id=expected_turn_id) from None
+            raise
+        return str(result.get("turnId", expected_turn_id))
+
+    async def inject(self, items: list[dict[str, Any]], *, timeout_s: float = 30.0) -> None:
+        """`thread/inject_items`: model-visible history, no turn started."""
+        await self._client().request("thread/inject_items", {"threadId": self.thread_id, "items": items},
+                                     timeout_s=timeout_s)
+
+    async def interrupt(self, turn_id: str, *, timeout_s: float = 30.0) -> None:
+        await self._client().request("turn/interrupt", {"threadId": self.thread_id, "turnId": turn_id},
+                                     timeout_s=timeout_s)
+
+
+def _killpg(pid: int, sig: int) -> None:
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+
+
+def codex_version(codex: str) -> str:
+    """`codex --version` output (bounded)."""
+    out = subprocess.run([codex, "--version"], capture_output=True, text=True, timeout=60, check=False)
+    return out.stdout.strip() or out.stderr.strip()
