@@ -15,7 +15,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from wardian.model import MAX_MESSAGE_BYTES, AgentStatus, InteractionKind, Party, ReplyStatus
+from wardian.model import MAX_MESSAGE_BYTES, AgentStatus, Interaction, InteractionKind, Party, ReplyStatus
 from wardian.store.store import InteractionStore, new_public_id, now_ms
 
 
@@ -189,6 +189,17 @@ def mark_lost_bindings_uncertain(store: InteractionStore) -> list[str]:
         conn.execute("UPDATE tasks SET state = 'uncertain', uncertain_at = ? WHERE state IN ('claimed', "
                      "'submitted') AND claimed_by = 'dispatch' AND outcome_status IS NULL", (now_ms(),))
     return lost
+
+
+def interaction(store: InteractionStore, public_id: str) -> Interaction:
+    with store.atomic() as conn:
+        r = conn.execute(
+            "SELECT i.public_id, i.kind, s.name, s.uuid, r.name, r.uuid, i.body, i.created_at, i.request_id, "
+            "i.status, i.acked_at FROM interactions i LEFT JOIN agents s ON s.id = i.sender_id "
+            "JOIN agents r ON r.id = i.recipient_id WHERE i.public_id = ?", (public_id,)).fetchone()
+    return Interaction(id=r[0], kind=InteractionKind(r[1]), sender=Party(r[2], r[3]) if r[3] else None,
+                       recipient=Party(r[4], r[5]), text=r[6], created_at=r[7], request_id=r[8],
+                       status=ReplyStatus(r[9]) if r[9] else None, acked=r[10] is not None)
 
 
 def mark_provider_delivered(store: InteractionStore, public_ids: Sequence[str]) -> None:
