@@ -88,6 +88,10 @@ _MAX_BODY_BYTES = 64 * 1024 * 1024  # Codex replays the whole history each reque
 class ScriptedModelError(AssertionError):
     """A script or the server misbehaved (a step raised, an unknown agent was addressed, a body was unreadable)."""
 
+    def __init__(self, errors: list[str]) -> None:
+        super().__init__("the scripted model recorded errors:\n" + "\n---\n".join(errors))
+        self.errors = errors
+
 
 # --------------------------------------------------------------------------------------------------- steps
 
@@ -165,7 +169,7 @@ class Hold:
         self._wake_r, self._wake_w = socket.socketpair()
 
     def __repr__(self) -> str:
-        return f"Hold(delta={self.delta!r}, outcome={self.outcome!r})"
+        return f"Hold(delta={self.delta!r})"
 
     @property
     def started(self) -> bool:
@@ -208,7 +212,7 @@ class Hold:
     def _claim(self) -> None:
         with self._lock:
             if self._claimed:
-                raise ScriptedModelError(f"{self!r} was used by a second request; a Hold is single-use")
+                raise RuntimeError(f"{self!r} was used by a second request; a Hold is single-use")
             self._claimed = True
 
     def _wait(self, conn: socket.socket) -> HoldOutcome:
@@ -222,6 +226,9 @@ class Hold:
             if remaining <= 0:
                 return "timed_out"
             readable, _, _ = select.select(watch, [], [], remaining)
+            if self._wake_r in readable:
+                self._wake_r.recv(64)
+                continue  # a release or shutdown wins over a disconnect seen in the same wake-up
             if conn in readable:
                 try:
                     peeked = conn.recv(1, socket.MSG_PEEK)
@@ -230,8 +237,6 @@ class Hold:
                 if not peeked:
                     return "disconnected"
                 watch = [self._wake_r]  # the client pipelined bytes; stop watching rather than spin
-            if self._wake_r in readable:
-                self._wake_r.recv(64)
 
     def _finish(self, outcome: HoldOutcome) -> None:
         self.outcome = outcome
@@ -516,7 +521,7 @@ class _Handler(BaseHTTPRequestHandler):
             while callable(step):
                 step = step(body)
             if step is None:
-                raise ScriptedModelError("a callable step returned None")
+                raise TypeError("a callable step returned None")
         except Exception:
             agent._record(lambda i: self._recorded(agent, i, body, "error"))
             self._fail_request(500, f"agent {name!r}: step raised:\n{traceback.format_exc()}")
@@ -612,7 +617,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif isinstance(step, Hold):
             self._hold(stream, n, step, recorded)
         else:
-            raise ScriptedModelError(f"not a step: {step!r}")
+            raise TypeError(f"not a step: {step!r}")
         stream.end()
 
     def _hold(self, stream: _Stream, n: int, hold: Hold, recorded: RecordedRequest) -> None:
@@ -656,7 +661,7 @@ class _Handler(BaseHTTPRequestHandler):
             stream.event({"type": "response.output_item.added", "output_index": index, "item": call})
             stream.event({"type": "response.output_item.done", "output_index": index, "item": call})
         else:
-            raise ScriptedModelError(f"not an output item: {item!r}")
+            raise TypeError(f"not an output item: {item!r}")
 
     @staticmethod
     def _complete(stream: _Stream) -> None:
@@ -755,6 +760,8 @@ class ScriptedModel:
             holds, connections = list(self._holds), list(self._connections)
         for hold in holds:
             hold._signal("shutdown")
+        for hold in holds:
+            hold._finished.wait(10)  # let each held response end before its connection is cut
         for conn in connections:
             with contextlib.suppress(OSError):  # already closed by the client
                 conn.shutdown(socket.SHUT_RDWR)
@@ -767,8 +774,19 @@ class ScriptedModel:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.stop()
-        if exc_type is None and self.errors:
-            raise ScriptedModelError("the scripted model recorded errors:\n" + "\n---\n".join(self.errors))
+        if exc_type is None:
+            self.check()
+
+    def check(self) -> None:
+        """Raise if the server has recorded any error so far (leaving the `with` block calls this).
+
+        Raises:
+            ScriptedModelError: with `errors` listing every recorded problem.
+        """
+        with self._lock:
+            errors = list(self.errors)
+        if errors:
+            raise ScriptedModelError(errors)
 
     def _next_id(self) -> int:
         with self._lock:

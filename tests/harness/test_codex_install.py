@@ -117,5 +117,4 @@ def test_an_unreadable_version_is_an_error(tmp_path: Path, output: str, exit_cod
 @pytest.mark.codex
 def test_the_real_codex_reports_a_parsable_version(codex: CodexInstall) -> None:
     """The discovered real binary (fixture `codex`) prints a version this module reads."""
-
     assert codex.version >= CodexVersion(0, 154, 0, ("alpha", 6))
