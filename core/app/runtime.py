@@ -46,6 +46,7 @@ log = logging.getLogger("wardian.app.runtime")
 
 ENV_CODEX = "WARDIAN_CODEX"
 MAX_DISPATCH_ROUNDS = 20
+PUSH_TIMEOUT_S = 10.0
 
 
 @dataclass
@@ -266,10 +267,13 @@ class Runtime:
             if published is not None:
                 self.signals.notify(published.requester_uuid)
 
-    def push_soon(self, recipient_uuid: str, record_id: str) -> None:
-        """Push a record into the recipient's live conversation without delaying the caller's receipt."""
-        if self._tg is not None and recipient_uuid in self.owners:
-            self._tg.start_soon(self._push_record, recipient_uuid, record_id)
+    async def push(self, recipient_uuid: str, record_id: str) -> bool:
+        """Push a record into the recipient's live conversation (bounded); True when Codex took it."""
+        if recipient_uuid not in self.owners:
+            return False
+        with anyio.move_on_after(PUSH_TIMEOUT_S, shield=True):
+            return await self._push_record(recipient_uuid, record_id)
+        return False
 
     async def _dispatcher(self, handle: _Handle) -> None:
         while True:
@@ -344,29 +348,28 @@ class Runtime:
                 await self.writer.call(lambda s, r=rid, st=status, tx=text: rt.capture_outcome(s, r, st, tx))
                 crashpoint("after_terminal_evidence_before_reply_publish")
                 published = await self.writer.call(lambda s, r=rid: rt.publish_outcome(s, r))
-                if published is not None and published.record_id is not None:
+                if (published is not None and published.record_id is not None
+                        and not await self.push(published.requester_uuid, published.record_id)):
                     self.signals.notify(published.requester_uuid)
-                    await self._push_record(published.requester_uuid, published.record_id)
             handle.kick.set()  # the turn ended: pending tasks get another chance
 
     # --- information ----------------------------------------------------------------------------------
 
-    async def record_admitted(self, recipient_uuid: str, record_id: str) -> None:
-        """Push an information, reply or notice record into the recipient's live conversation, if any."""
-        await self._push_record(recipient_uuid, record_id)
-
-    async def _push_record(self, recipient_uuid: str, record_id: str) -> None:
+    async def _push_record(self, recipient_uuid: str, record_id: str) -> bool:
         handle = self.owners.get(recipient_uuid)
         if handle is None or not handle.owner.ready or not handle.caps.information_delivery:
-            return
+            return False
         record = await self.writer.call(lambda s: rt.interaction(s, record_id))
         try:
-            await handle.owner.inject([inbox_item(record)])
+            await handle.owner.inject([inbox_item(record)], timeout_s=PUSH_TIMEOUT_S)
         except errors.WardianError as exc:
-            log.info("record %s stays on the receive path (inject failed: %s)", record_id, exc.code)
-            return
+            # Known gap: a lost inject acknowledgement leaves the record on the receive path too, so the
+            # agent may see information twice (never a task: tasks are never injected).
+            log.info("record %s stays on the receive path (inject: %s)", record_id, exc.code)
+            return False
         await self.writer.call(lambda s: rt.mark_provider_delivered(s, [record_id]))
         self.signals.notify(recipient_uuid, "provider_context_available")
+        return True
 
     # --- interruption ---------------------------------------------------------------------------------
 

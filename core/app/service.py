@@ -81,13 +81,14 @@ class AppService:
             return s.admit(caller, target, kind, p.message)
 
         receipt = await self.writer.call(op)
+        out = proto.receipt_wire(receipt)
+        if self.runtime is not None and kind is InteractionKind.TASK:
+            self.runtime.task_admitted(receipt.recipient.uuid)
+        elif self.runtime is not None and await self.runtime.push(receipt.recipient.uuid, receipt.interaction_id):
+            out["delivery"] = "provider_visible"  # already in the peer's live conversation
+            return out
         self.signals.notify(receipt.recipient.uuid)
-        if self.runtime is not None:
-            if kind is InteractionKind.TASK:
-                self.runtime.task_admitted(receipt.recipient.uuid)
-            else:
-                self.runtime.push_soon(receipt.recipient.uuid, receipt.interaction_id)
-        return proto.receipt_wire(receipt)
+        return out
 
     async def _send(self, p: Any) -> dict[str, Any]:
         return await self._admit(p, InteractionKind.INFORMATION)
@@ -150,10 +151,12 @@ class AppService:
         status = ReplyStatus(p.status)
         receipt = await self.writer.call(
             lambda s: s.reply(s.authenticate(p.session), p.request_id, status, p.message))
+        out = proto.reply_wire(receipt)
+        if self.runtime is not None and await self.runtime.push(receipt.requester.uuid, receipt.reply_id):
+            out["delivery"] = "provider_visible"
+            return out
         self.signals.notify(receipt.requester.uuid)
-        if self.runtime is not None:
-            self.runtime.push_soon(receipt.requester.uuid, receipt.reply_id)
-        return proto.reply_wire(receipt)
+        return out
 
     async def _interrupt(self, p: proto.AgentInterruptParams) -> dict[str, Any]:
         def op(s: InteractionStore) -> Any:

@@ -274,7 +274,7 @@ class SendResult(_Result):
     request_id: str | None
     sender: PartyModel
     target: PartyModel
-    delivery: Literal["admitted"]
+    delivery: Literal["admitted", "provider_visible"]
     created_at: int
 
 
@@ -298,7 +298,7 @@ class ReplyResult(_Result):
     request_id: str
     status: Literal["done", "blocked", "failed"]
     requester: PartyModel
-    delivery: Literal["admitted"]
+    delivery: Literal["admitted", "provider_visible"]
     created_at: int
 
 

@@ -152,7 +152,9 @@ TOOLS: tuple[ToolSpec, ...] = (
         description=(
             "Send information to one peer agent: facts, status, answers. It does not start or interrupt the "
             "peer's turn and creates no obligation to reply. To ask a peer to do work, use followup_task "
-            "instead. The receipt names the interaction id, the resolved target and delivery \"admitted\". "
+            "instead. The receipt names the interaction id, the resolved target and the delivery reached: "
+            "\"admitted\" (stored for the peer) or \"provider_visible\" (already in the peer's live "
+            "conversation). "
             "If an error says delivery \"uncertain\", the message may have arrived: do not resend it "
             "automatically."
         ),

@@ -357,7 +357,8 @@ class InteractionStore:
 
     def has_unacked(self, agent_id: int) -> bool:
         row = self._conn.execute(
-            "SELECT 1 FROM interactions WHERE recipient_id = ? AND acked_at IS NULL LIMIT 1", (agent_id,)
+            "SELECT 1 FROM interactions WHERE recipient_id = ? AND acked_at IS NULL "
+            "AND provider_delivered_at IS NULL LIMIT 1", (agent_id,)
         ).fetchone()
         return row is not None
 
@@ -381,11 +382,12 @@ class InteractionStore:
             if ack_range is not None:
                 acked = conn.execute(
                     "UPDATE interactions SET acked_at = ? WHERE recipient_id = ? AND id > ? AND id <= ? "
-                    "AND acked_at IS NULL", (now, me, ack_range[0], ack_range[1]),
+                    "AND acked_at IS NULL AND provider_delivered_at IS NULL", (now, me, ack_range[0], ack_range[1]),
                 ).rowcount
             rows = conn.execute(
                 "SELECT id, public_id, kind, sender_id, body, request_id, status, created_at FROM interactions "
-                "WHERE recipient_id = ? AND acked_at IS NULL AND id > ? ORDER BY id LIMIT ?",
+                "WHERE recipient_id = ? AND acked_at IS NULL AND provider_delivered_at IS NULL AND id > ? "
+                "ORDER BY id LIMIT ?",
                 (me, after, limit + 1),
             ).fetchall()
             more = len(rows) > limit

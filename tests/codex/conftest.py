@@ -1,0 +1,62 @@
+"""Fixtures for the Codex runtime: the real Codex CLI (pinned, from npm) driven by the scripted model."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import AppHandle, short_home, start_app, stop_app
+from wardian.client import AppClient
+from wardian.home import Home
+from wardian_harness.codex_home import ScriptedProvider, codex_overrides
+from wardian_harness.codex_install import CodexNotFound, find_codex
+from wardian_harness.scripted_model import AgentScript, ScriptedModel
+
+
+def codex_or_skip() -> Path:
+    try:
+        return find_codex()
+    except CodexNotFound as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"the pinned Codex CLI is not installed (scripts/setup.sh --with-node): {exc}")
+        pytest.skip(f"Codex CLI not installed: {exc}")
+
+
+@dataclass
+class CodexWorld:
+    app: AppHandle
+    model: ScriptedModel
+    codex: Path
+
+    def agent(self, name: str, *, start: bool = True) -> tuple[dict, str, AgentScript]:
+        """Register an agent with its own script; start its Codex owner when asked."""
+        agent, token = self.app.add_agent(name)
+        script = self.model.agent(name)
+        if start:
+            self.start(name, script)
+        return agent, token, script
+
+    def start(self, name: str, script: AgentScript) -> dict:
+        overrides = codex_overrides(ScriptedProvider(base_url=script.base_url))
+        return self.app.call("agent/start", {"agent": name, "config": overrides}, timeout_s=300)
+
+
+@pytest.fixture
+def codex_world() -> Iterator[CodexWorld]:
+    codex = codex_or_skip()
+    root = short_home("wc")
+    extra = {"WARDIAN_CODEX": str(codex), "WARDIAN_SCRIPTED_MODEL_KEY": "dummy-key"}
+    with ScriptedModel() as model:
+        proc = start_app(root, extra)
+        handle = AppHandle(Home(root), proc, AppClient(Home(root)))
+        try:
+            yield CodexWorld(handle, model, codex)
+        finally:
+            handle.client.close()
+            stop_app(proc)
+            shutil.rmtree(root, ignore_errors=True)
