@@ -15,6 +15,7 @@ import queue
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,12 +56,12 @@ class AppServer:
             self._lines.put(line)
         self._lines.put(_EOF)
 
-    def _pump(self, timeout_s: float) -> None:
-        """Take one line off the queue (waiting up to `timeout_s`) and file it."""
+    def _pump(self, deadline: float) -> None:
+        """Take one line off the queue (waiting until `deadline` on the monotonic clock) and file it."""
         try:
-            line = self._lines.get(timeout=timeout_s)
+            line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
         except queue.Empty:
-            raise TimeoutError(f"codex app-server sent nothing for {timeout_s}s") from None
+            raise TimeoutError(f"no awaited message from codex app-server within {self.timeout_s}s") from None
         if line is _EOF:
             self._lines.put(_EOF)
             raise EOFError(f"codex app-server closed stdout (exit code {self.proc.poll()})")
@@ -84,26 +85,32 @@ class AppServer:
 
         Raises:
             RpcError: the server answered with an error.
-            TimeoutError: no answer within `timeout_s` of any line.
+            TimeoutError: no answer within `timeout_s`.
         """
         request_id = next(self._ids)
+        deadline = time.monotonic() + self.timeout_s
         self.send({"id": request_id, "method": method, "params": dict(params or {})})
         while request_id not in self._responses:
-            self._pump(self.timeout_s)
+            self._pump(deadline)
         response = self._responses.pop(request_id)
         if "error" in response:
             raise RpcError(method, response["error"])
         return response["result"]
 
     def wait_for(self, method: str, where: Callable[[JsonDict], bool] = lambda _: True) -> JsonDict:
-        """Return the params of the next not-yet-matched notification `method` satisfying `where`."""
+        """Return the params of the next not-yet-matched notification `method` satisfying `where`.
+
+        Raises:
+            TimeoutError: none arrived within `timeout_s`.
+        """
+        deadline = time.monotonic() + self.timeout_s
         while True:
             for index in range(self._seen, len(self.notifications)):
                 note = self.notifications[index]
                 if note["method"] == method and where(note.get("params", {})):
                     self._seen = index + 1
                     return note.get("params", {})
-            self._pump(self.timeout_s)
+            self._pump(deadline)
 
     def items_completed(self, turn_id: str) -> list[JsonDict]:
         """The `item/completed` items of a turn received so far, in order."""
