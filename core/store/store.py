@@ -73,12 +73,6 @@ class BatchResult:
     error: BaseException | None
 
 
-class _BatchAborted(Exception):
-    def __init__(self, cause: BaseException) -> None:
-        super().__init__(str(cause))
-        self.cause = cause
-
-
 @contextmanager
 def _map_sqlite_errors() -> Iterator[None]:
     """Translate sqlite3 failures into storage errors; nothing sqlite-specific leaves the store."""
@@ -95,13 +89,17 @@ def _map_sqlite_errors() -> Iterator[None]:
 
 
 class InteractionStore:
-    """Synchronous access to one home's `wardian.db`. Not thread-safe: the app calls it from one thread."""
+    """Synchronous access to one home's `wardian.db`.
+
+    Not thread-safe: one caller at a time (the app's writer, which may run a batch's COMMIT on a worker thread).
+    """
 
     def __init__(self, conn: sqlite3.Connection, epoch: bytes, cursor_key: bytes) -> None:
         self._conn = conn
         self.epoch = epoch
         self._cursor_key = cursor_key
         self._depth = 0
+        self._batch_changes = 0
 
     # --- lifecycle ------------------------------------------------------------------------------------
 
@@ -192,24 +190,69 @@ class InteractionStore:
         If the COMMIT itself fails, every operation of the batch fails with that storage error: nothing of
         the batch was committed, so nothing is reported as admitted.
         """
-        results: list[BatchResult] = []
+        return self.commit_batch(self.begin_batch(ops))
+
+    def begin_batch(self, ops: Sequence[Callable[[InteractionStore], Any]]) -> list[BatchResult]:
+        """`run_batch` up to its COMMIT: BEGIN IMMEDIATE, then each op in its own savepoint.
+
+        The transaction stays open for `commit_batch`, which the app runs on another thread when the batch
+        wrote something (`batch_wrote`), so the fsync does not hold its event loop. The results are final
+        only once `commit_batch` returned them. If SQLite aborted the whole transaction (SQLITE_FULL, IOERR),
+        every result already carries that error and no transaction is left open.
+        """
+        self._batch_changes = self._conn.total_changes
         try:
-            with self.atomic():
-                for op in ops:
-                    try:
-                        with self.atomic():
-                            value = op(self)
-                    except Exception as exc:
-                        if not self._conn.in_transaction:
-                            # SQLite rolled the whole batch back (e.g. SQLITE_FULL): nothing of it stands.
-                            raise _BatchAborted(exc) from exc
-                        results.append(BatchResult(None, exc))
-                    else:
-                        results.append(BatchResult(value, None))
-        except _BatchAborted as aborted:
-            return [BatchResult(None, aborted.cause) for _ in ops]
+            with _map_sqlite_errors():
+                self._conn.execute("BEGIN IMMEDIATE")
         except errors.WardianError as exc:
             return [BatchResult(None, exc) for _ in ops]
+        self._depth = 1
+        results: list[BatchResult] = []
+        try:
+            for op in ops:
+                try:
+                    with self.atomic():
+                        value = op(self)
+                except Exception as exc:
+                    if not self._conn.in_transaction:
+                        # SQLite rolled the whole batch back (e.g. SQLITE_FULL): nothing of it stands.
+                        self._depth = 0
+                        return [BatchResult(None, exc) for _ in ops]
+                    results.append(BatchResult(None, exc))
+                else:
+                    results.append(BatchResult(value, None))
+        except BaseException:
+            self._depth = 0
+            if self._conn.in_transaction:
+                with suppress(sqlite3.Error):
+                    self._conn.execute("ROLLBACK")
+            raise
+        return results
+
+    @property
+    def batch_wrote(self) -> bool:
+        """Whether the open batch changed any row (its COMMIT then appends to the WAL and fsyncs it)."""
+        return self._conn.in_transaction and self._conn.total_changes != self._batch_changes
+
+    def commit_batch(self, results: list[BatchResult]) -> list[BatchResult]:
+        """COMMIT the batch `begin_batch` left open and return its final results.
+
+        If the COMMIT fails, every operation fails with that storage error (nothing of the batch stands).
+        """
+        if self._depth == 0:
+            return results  # begin_batch failed or SQLite aborted the batch: the errors are in `results`
+        self._depth = 0
+        try:
+            with _map_sqlite_errors():
+                try:
+                    self._conn.execute("COMMIT")
+                except sqlite3.Error:
+                    if self._conn.in_transaction:
+                        with suppress(sqlite3.Error):
+                            self._conn.execute("ROLLBACK")
+                    raise
+        except errors.WardianError as exc:
+            return [BatchResult(None, exc) for _ in results]
         return results
 
     # --- agents and sessions --------------------------------------------------------------------------
@@ -315,11 +358,9 @@ class InteractionStore:
             raise errors.SessionHomeMismatch(
                 "WARDIAN_SESSION_ID belongs to another WARDIAN_HOME; set the matching WARDIAN_HOME or "
                 "print this home's session with `wardian agent env NAME`")
-        row = self._conn.execute(
-            "SELECT s.agent_id, s.generation, s.secret_hash, s.revoked_at, a.removed_at "
-            "FROM sessions s JOIN agents a ON a.id = s.agent_id WHERE s.id = ?", (int(parts[2]),),
-        ).fetchone()
-        if row is None or row[3] is not None or row[4] is not None:
+        # One statement for the session and its agent: this runs for every call of a managed caller.
+        row = self._conn.execute(_SESSION_SQL, (int(parts[2]),)).fetchone()
+        if row is None or row[2] is not None or row[3] is not None:
             raise errors.UnknownSession(
                 "WARDIAN_SESSION_ID names no live session of this home; print a valid one with "
                 "`wardian agent env NAME`")
@@ -328,9 +369,9 @@ class InteractionStore:
             secret = base64.urlsafe_b64decode(secret_text + "=" * (-len(secret_text) % 4))
         except (ValueError, TypeError):
             secret = b""
-        if not hmac.compare_digest(hashlib.sha256(secret).digest(), row[2]):
+        if not hmac.compare_digest(hashlib.sha256(secret).digest(), row[1]):
             raise errors.Unauthenticated("the session could not be authenticated")
-        return Caller(agent=self.agent(row[0]), session_id=int(parts[2]), generation=row[1])
+        return Caller(agent=_agent(row[4:]), session_id=int(parts[2]), generation=row[0])
 
     # --- messages and tasks ---------------------------------------------------------------------------
 
@@ -575,7 +616,12 @@ class InteractionStore:
                          reply_status=ReplyStatus(r[9]) if r[9] else None, reply_id=r[10])
 
 
-_AGENT_COLS = "id, uuid, name, provider, workspace, status, generation, active_turn_id, created_at"
+_AGENT_COL_NAMES = ("id", "uuid", "name", "provider", "workspace", "status", "generation", "active_turn_id",
+                    "created_at")
+_AGENT_COLS = ", ".join(_AGENT_COL_NAMES)
+_SESSION_SQL = ("SELECT s.generation, s.secret_hash, s.revoked_at, a.removed_at, "
+                + ", ".join(f"a.{c}" for c in _AGENT_COL_NAMES)
+                + " FROM sessions s JOIN agents a ON a.id = s.agent_id WHERE s.id = ?")
 
 
 def _agent(row: tuple[Any, ...]) -> Agent:
