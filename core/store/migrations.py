@@ -97,4 +97,12 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX tasks_by_turn ON tasks(turn_id) WHERE turn_id IS NOT NULL;
     ALTER TABLE interactions ADD COLUMN provider_delivered_at INTEGER;
     """,
+    # 3: the mailbox index holds exactly what receive and wait look for (#2). A record pushed into a live
+    # provider conversation stays unacknowledged, so with migration 1's index every receive, ack and wait
+    # of its recipient stepped over all such records, in the table, before reaching the first unread one.
+    """
+    DROP INDEX interactions_unacked;
+    CREATE INDEX interactions_inbox ON interactions(recipient_id, id)
+        WHERE acked_at IS NULL AND provider_delivered_at IS NULL;
+    """,
 )
