@@ -264,7 +264,8 @@ def cmd_agent_list(args: argparse.Namespace) -> int:
 
 
 def cmd_agent_start(args: argparse.Namespace) -> int:
-    params = {"agent": args.name, "mode": args.mode, "config": list(args.config)}
+    params = {"agent": args.name, "mode": args.mode, "config": list(args.config),
+              "approve_tools": [t.strip() for t in (args.approve_tools or "").split(",") if t.strip()]}
     with _client(args) as client:
         # Codex may index a long history before the conversation is ready: no short deadline here.
         result = client.call("agent/start", params, timeout_s=args.timeout)
@@ -451,6 +452,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=("background", "attached"), default="background")
     p.add_argument("-c", "--config", action="append", default=[], metavar="KEY=VALUE",
                    help="a Codex config override, exactly as `codex -c` takes it (TOML value); repeatable")
+    p.add_argument("--approve-tools", dest="approve_tools", default=None, metavar="TOOL,...",
+                   help="grant approval_mode = \"approve\" to these wardian tools in the agent's private home")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for the conversation")
     p = sub(agent, "stop", cmd_agent_stop, "stop the agent's Codex; new tasks wait for an explicit start")
     p.add_argument("name", help="agent name or UUID")

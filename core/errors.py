@@ -182,6 +182,18 @@ class InvalidProvider(RequestError):
     code = "invalid_provider"
 
 
+class RegistrationConflict(RequestError):
+    """`[mcp_servers.wardian]` exists and is not a registration of this home's wardian; nothing was changed."""
+
+    code = "registration_conflict"
+
+
+class CliNotFound(RequestError):
+    """The `wardian` executable to register cannot be found; nothing was changed."""
+
+    code = "cli_not_found"
+
+
 class UnknownAgent(RequestError):
     code = "unknown_agent"
 

@@ -40,6 +40,7 @@ from wardian.providers.codex.owner import (
     TurnOutcome,
     codex_version,
 )
+from wardian.providers.codex.registration import register_session
 from wardian.store import runtime as rt
 
 log = logging.getLogger("wardian.app.runtime")
@@ -47,6 +48,9 @@ log = logging.getLogger("wardian.app.runtime")
 ENV_CODEX = "WARDIAN_CODEX"
 MAX_DISPATCH_ROUNDS = 20
 PUSH_TIMEOUT_S = 10.0
+# Launch settings of every managed app-server: thread/start waits until wardian's MCP server is ready, so
+# the first turn already offers its tools (codex-offline.md §2: optional servers are skipped when late).
+LAUNCH_OVERRIDES = ("mcp_servers.wardian.required=true",)
 
 
 @dataclass
@@ -122,7 +126,8 @@ class Runtime:
 
     # --- agent start/stop ----------------------------------------------------------------------------
 
-    async def start_agent(self, agent_id: int, mode: str, overrides: Sequence[str]) -> dict[str, Any]:
+    async def start_agent(self, agent_id: int, mode: str, overrides: Sequence[str],
+                          approve_tools: Sequence[str] = ()) -> dict[str, Any]:
         """Start (or restart with new settings) the agent's owner; returns once its conversation is ready."""
         if mode != "background":
             raise errors.Unsupported("attached mode (a Codex TUI on the app-owned app-server) is not available "
@@ -132,7 +137,7 @@ class Runtime:
         existing = self.owners.get(agent.uuid)
         if existing is not None:
             await self._stop_handle(existing)
-        handle = await self._launch(agent)
+        handle = await self._launch(agent, tuple(approve_tools))
         return {"thread_id": handle.owner.thread_id, "generation": handle.generation,
                 "codex_version": str(handle.caps.version)}
 
@@ -160,7 +165,7 @@ class Runtime:
         except errors.WardianError as exc:
             log.error("could not start agent %s: %s", agent.name, exc.message)
 
-    async def _launch(self, agent: rt.ManagedAgent) -> _Handle:
+    async def _launch(self, agent: rt.ManagedAgent, approve_tools: tuple[str, ...] = ()) -> _Handle:
         assert self._tg is not None
         if agent.uuid in self._starting:
             raise errors.Unsupported(f"agent {agent.name!r} is already starting", field="agent")
@@ -171,10 +176,16 @@ class Runtime:
             generation = await self.writer.call(lambda s: rt.begin_generation(s, agent.id))
             codex_home = self.home.root / "agents" / agent.uuid / "codex"
             await anyio.to_thread.run_sync(prepare_codex_home, codex_home)
+            # Managed startup registers the bundled CLI in the agent's private home, with a session bound
+            # to this generation (seed: "Codex configuration"); grants persist there once given.
+            token = await self.writer.call(lambda s: s.create_session(agent.id))
+            await anyio.to_thread.run_sync(lambda: register_session(
+                codex_home, self.home, token, {"name": agent.name, "uuid": agent.uuid}, approve_tools))
             workspace = Path(agent.workspace) if agent.workspace else codex_home.parent / "workspace"
             workspace.mkdir(parents=True, exist_ok=True)
             spec = OwnerSpec(name=agent.name, codex=codex, codex_home=codex_home, workspace=workspace,
-                             overrides=agent.overrides, env=owner_env(codex_home), thread_id=agent.thread_id,
+                             overrides=(*agent.overrides, *LAUNCH_OVERRIDES), env=owner_env(codex_home),
+                             thread_id=agent.thread_id,
                              capabilities=caps, stderr_path=self.home.log_dir / f"codex-{agent.uuid}.log")
             owner = CodexOwner(spec)
             handle = _Handle(agent.id, agent.uuid, agent.name, generation, owner, caps)

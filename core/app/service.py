@@ -172,7 +172,7 @@ class AppService:
         if self.runtime is None:
             raise errors.Unsupported("this app runs without a provider runtime")
         agent = await self.writer.call(lambda s: s.resolve_agent(p.agent))
-        started = await self.runtime.start_agent(agent.id, p.mode, p.config)
+        started = await self.runtime.start_agent(agent.id, p.mode, p.config, p.approve_tools)
         current = await self.writer.call(lambda s: s.agent(agent.id))
         return {"agent": proto.agent_wire(current), **started}
 

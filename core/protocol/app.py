@@ -36,6 +36,7 @@ from wardian.model import (
     ReplyReceipt,
     TaskFacts,
 )
+from wardian.protocol.tools import TOOL_NAMES
 
 # Names that address everyone; a target must name exactly one agent (seed: "broadcasts fail").
 BROADCAST_NAMES = frozenset({"*", "all", "@all", "everyone", "@everyone", "@here", "here", "broadcast"})
@@ -208,6 +209,16 @@ class AgentStartParams(_Params):
     agent: Annotated[str, Field(min_length=1, max_length=MAX_TARGET_CHARS)]
     mode: Literal["background", "attached"] = "background"
     config: Annotated[list[str], Field(max_length=MAX_OVERRIDES)] = []
+    approve_tools: Annotated[list[str], Field(max_length=16)] = []
+
+    @field_validator("approve_tools")
+    @classmethod
+    def _tools(cls, v: list[str]) -> list[str]:
+        unknown = [t for t in v if t not in TOOL_NAMES]
+        if unknown:
+            raise errors.InvalidArguments(f"approve_tools names no wardian tool: {unknown[0][:40]!r}",
+                                          field="approve_tools", allowed=", ".join(TOOL_NAMES))
+        return v
 
     @field_validator("config")
     @classmethod

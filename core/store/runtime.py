@@ -110,12 +110,21 @@ def release_claim(store: InteractionStore, request_id: str, generation: int) -> 
 
 def bind_submission(store: InteractionStore, request_id: str, generation: int, thread_id: str,
                     turn_id: str) -> bool:
-    """Persist the request/claim/generation/thread/turn binding of an accepted submission."""
+    """Persist the request/claim/generation/thread/turn binding of an accepted submission.
+
+    The task is then on the provider delivery path: it leaves the receive path (no duplicate body) like pushed
+    information, so the agent's own waits are not woken by the task it is already working on.
+    """
     with store.atomic() as conn:
-        return conn.execute(
+        now = now_ms()
+        bound = conn.execute(
             "UPDATE tasks SET state = 'submitted', submitted_at = ?, thread_id = ?, turn_id = ? "
             "WHERE request_id = ? AND state = 'claimed' AND claimed_by = 'dispatch' AND claim_generation = ?",
-            (now_ms(), thread_id, turn_id, request_id, generation)).rowcount == 1
+            (now, thread_id, turn_id, request_id, generation)).rowcount == 1
+        if bound:
+            conn.execute("UPDATE interactions SET provider_delivered_at = ? WHERE public_id = ? "
+                         "AND acked_at IS NULL", (now, request_id))
+        return bound
 
 
 def mark_uncertain(store: InteractionStore, request_id: str) -> None:

@@ -33,17 +33,18 @@ class CodexWorld:
     model: ScriptedModel
     codex: Path
 
-    def agent(self, name: str, *, start: bool = True) -> tuple[dict, str, AgentScript]:
+    def agent(self, name: str, *, start: bool = True, approve: tuple[str, ...] = ()) -> tuple[dict, str, AgentScript]:
         """Register an agent with its own script; start its Codex owner when asked."""
         agent, token = self.app.add_agent(name)
         script = self.model.agent(name)
         if start:
-            self.start(name, script)
+            self.start(name, script, approve)
         return agent, token, script
 
-    def start(self, name: str, script: AgentScript) -> dict:
+    def start(self, name: str, script: AgentScript, approve: tuple[str, ...] = ()) -> dict:
         overrides = codex_overrides(ScriptedProvider(base_url=script.base_url))
-        return self.app.call("agent/start", {"agent": name, "config": overrides}, timeout_s=300)
+        return self.app.call("agent/start", {"agent": name, "config": overrides, "approve_tools": list(approve)},
+                             timeout_s=300)
 
 
 @pytest.fixture

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from tests.codex.conftest import CodexWorld
-from wardian_harness.scripted_model import Fail, Hold, Message, Response
+from wardian_harness.scripted_model import Fail, Hold, Message, Response, ToolCall, function_call_outputs
 
 
 def wait_reply(world: CodexWorld, token: str, timeout_ms: int = 60000) -> list[dict[str, Any]]:
@@ -160,3 +161,39 @@ def test_an_explicit_reply_suppresses_the_automatic_one(codex_world: CodexWorld)
     replies = wait_reply(codex_world, lead_token)
     assert [(r["kind"], r["text"]) for r in replies] == [("reply", "explicit answer")]
     assert wait_reply(codex_world, lead_token, timeout_ms=1500) == []
+
+
+def test_a_sender_agent_assigns_work_with_followup_task_and_consumes_the_reply(codex_world: CodexWorld) -> None:
+    """Seed ("Native acceptance", offline): the sender actually assigns work through followup_task, the
+    receiver's turn answers that request, and the sender consumes the correlated reply before answering."""
+    _, _, lead_script = codex_world.agent("lead", approve=("followup_task",))
+    _, _, worker_script = codex_world.agent("worker")
+    worker_script.add(Message("The capital of France is Paris.", phase="final_answer"))
+    receipts: list[dict[str, Any]] = []
+
+    def after_followup(body: dict[str, Any]) -> Any:
+        out = [o for o in function_call_outputs(body)][-1]
+        receipts.append(json.loads(out.text.split("Output:\n", 1)[-1]) if "Output:" in out.text else
+                        json.loads(out.text))
+        return ToolCall("receive_messages", {"timeout_ms": 60000})
+
+    lead_script.add(ToolCall("followup_task", {"target": "worker", "message": "What is the capital of France?"}),
+                    after_followup,
+                    Message("The worker says: Paris.", phase="final_answer"))
+    _, human_token = codex_world.app.add_agent("human")
+    task = codex_world.app.call("task/followup", {"session": human_token, "target": "lead",
+                                                  "message": "Ask the worker for the capital of France."})
+    replies = wait_reply(codex_world, human_token, timeout_ms=60000)
+    assert [(r["kind"], r["status"], r["request_id"], r["text"]) for r in replies] == [
+        ("reply", "done", task["request_id"], "The worker says: Paris.")]
+    assert lead_script.requests[0].offered_tools()  # the wardian tools were offered on the first turn
+    (receipt,) = receipts
+    ask = receipt["request_id"]
+    assert ask.startswith("ask_")
+    final_request = lead_script.requests[-1]
+    # The sender's receive waited for the reply (the task it is itself working on is not new activity) and
+    # woke when the reply was pushed into its conversation.
+    assert '"wake_reason":"provider_context_available"' in final_request.function_call_outputs()[-1].text
+    seen = "\n".join(final_request.user_texts()) + "\n".join(o.text for o in final_request.function_call_outputs())
+    assert ask in seen
+    assert "The capital of France is Paris." in seen

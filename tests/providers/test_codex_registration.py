@@ -15,8 +15,9 @@ import tomlkit
 
 from tests.conftest import AppHandle, wardian_cmd
 from wardian import errors
+from wardian.errors import CliNotFound
 from wardian.protocol.tools import TOOL_NAMES
-from wardian.providers.codex.registration import CliNotFound, main_register
+from wardian.providers.codex.registration import main_register
 
 REPO = Path(__file__).resolve().parents[2]
 CODEX = REPO / "node_modules" / ".bin" / "codex"

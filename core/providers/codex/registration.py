@@ -43,16 +43,6 @@ WARDIAN_EXECUTABLES = frozenset({"wardian", "wardian.exe", "wardian-cli", "wardi
 APPROVE = "approve"
 
 
-class RegistrationConflict(errors.RequestError):
-    """`[mcp_servers.wardian]` exists and is not a registration of this home's wardian; nothing was changed."""
-
-    code = "registration_conflict"
-
-
-class CliNotFound(errors.WardianError):
-    """The `wardian` executable to register cannot be found; nothing was changed."""
-
-    code = "cli_not_found"
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +89,7 @@ def wardian_executable() -> Path:
         candidate = bindir / name
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return candidate
-    raise CliNotFound(f"no `wardian` executable beside {sys.executable}: install wardian into this environment "
+    raise errors.CliNotFound(f"no `wardian` executable beside {sys.executable}: install wardian into this environment "
                       "(pip install wardian) so Codex has a command to launch")
 
 
@@ -137,11 +127,11 @@ def _check_entry(doc: tomlkit.TOMLDocument, home: Home, config_path: Path) -> An
     if servers is None:
         return None
     if not isinstance(servers, dict):
-        raise RegistrationConflict(f"`mcp_servers` in {config_path} is not a table; nothing was changed",
+        raise errors.RegistrationConflict(f"`mcp_servers` in {config_path} is not a table; nothing was changed",
                                    field="codex_home")
     entry = servers.get(SERVER_NAME)
     if entry is not None and not _is_ours(entry, home):
-        raise RegistrationConflict(
+        raise errors.RegistrationConflict(
             f"{config_path} already has an MCP server named {SERVER_NAME!r} that is not this home's wardian "
             f"(command {str(entry.get('command') if isinstance(entry, dict) else entry)[:200]!r}); remove or rename "
             "it, then register again. Nothing was changed", field="codex_home")
@@ -210,16 +200,30 @@ def register(codex_home: Path, agent: str, home: Home, approved: tuple[str, ...]
     """
     codex_home = codex_home.expanduser().absolute()
     _refuse_global_home(codex_home)
+    wardian_executable()
+    _check_entry(_load(codex_home / "config.toml"), home, codex_home / "config.toml")
+    with AppClient(home) as client:
+        issued = client.call("agent/session", {"agent": agent})
+    return register_session(codex_home, home, issued["session_id"], issued["agent"], approved)
+
+
+def register_session(codex_home: Path, home: Home, session: str, agent: dict[str, Any],
+                     approved: tuple[str, ...]) -> Registration:
+    """Write the entry for an already issued session (the app's managed startup calls this directly).
+
+    Raises:
+        InvalidArguments, RegistrationConflict, CliNotFound: as `register`; nothing was changed.
+    """
+    codex_home = codex_home.expanduser().absolute()
+    _refuse_global_home(codex_home)
     command = str(wardian_executable())
     config_path = codex_home / "config.toml"
     doc = _load(config_path)
     _check_entry(doc, home, config_path)
-    with AppClient(home) as client:
-        issued = client.call("agent/session", {"agent": agent})
     codex_home.mkdir(mode=0o700, parents=True, exist_ok=True)
-    created, enabled = _write_entry(doc, command, str(home.root), issued["session_id"], approved)
+    created, enabled = _write_entry(doc, command, str(home.root), session, approved)
     _replace(config_path, tomlkit.dumps(doc))
-    return Registration(config_path, command, issued["agent"], str(home.root), approved, created, enabled)
+    return Registration(config_path, command, agent, str(home.root), approved, created, enabled)
 
 
 def equivalent_command(reg: Registration) -> str:
