@@ -32,6 +32,13 @@ class CodexWorld:
     app: AppHandle
     model: ScriptedModel
     codex: Path
+    env: dict[str, str]
+
+    def restart_app(self) -> AppHandle:
+        """Stop the app (every owner and its app-server ends) and start a new one on the same home."""
+        stop_app(self.app.proc)
+        self.app.proc = start_app(self.app.home.root, self.env)
+        return self.app
 
     def agent(self, name: str, *, start: bool = True, approve: tuple[str, ...] = ()) -> tuple[dict, str, AgentScript]:
         """Register an agent with its own script; start its Codex owner when asked."""
@@ -56,8 +63,8 @@ def codex_world() -> Iterator[CodexWorld]:
         proc = start_app(root, extra)
         handle = AppHandle(Home(root), proc, AppClient(Home(root)))
         try:
-            yield CodexWorld(handle, model, codex)
+            yield CodexWorld(handle, model, codex, extra)
         finally:
             handle.client.close()
-            stop_app(proc)
+            stop_app(handle.proc)
             shutil.rmtree(root, ignore_errors=True)

@@ -197,3 +197,30 @@ def test_a_sender_agent_assigns_work_with_followup_task_and_consumes_the_reply(c
     seen = "\n".join(final_request.user_texts()) + "\n".join(o.text for o in final_request.function_call_outputs())
     assert ask in seen
     assert "The capital of France is Paris." in seen
+
+
+def test_a_new_generation_resumes_the_same_conversation_after_the_owner_exits(codex_world: CodexWorld) -> None:
+    """Seed (background mode): a later task after owner exit; a new generation resumes the same conversation
+    and the model sees the earlier result without being given it again."""
+    _, lead_token, _ = codex_world.agent("lead", start=False)
+    _, _, script = codex_world.agent("worker")
+    script.add(Message("The secret word is PLUM.", phase="final_answer"),
+               Message("You told me PLUM earlier.", phase="final_answer"))
+    codex_world.app.call("task/followup", {"session": lead_token, "target": "worker", "message": "Pick a word."})
+    wait_reply(codex_world, lead_token)
+    before = agent_row(codex_world, "worker")
+    # The owner exits (an app restart ends every owner); the next app starts a new generation.
+    app = codex_world.restart_app()
+    for _ in range(500):
+        row = agent_row(codex_world, "worker")
+        if row["status"] == "idle" and row["generation"] > before["generation"]:
+            break
+        app.call("mailbox/wait", {"session": lead_token, "timeout_ms": 20})
+    task = app.call("task/followup", {"session": lead_token, "target": "worker", "message": "Which word?"})
+    replies = wait_reply(codex_world, lead_token)
+    assert [(r["request_id"], r["text"]) for r in replies] == [(task["request_id"], "You told me PLUM earlier.")]
+    later = script.requests[-1]
+    assert later.body["prompt_cache_key"] == script.requests[0].body["prompt_cache_key"]  # same thread
+    history = json.dumps(later.body["input"])
+    assert "The secret word is PLUM." in history  # recalled from the resumed conversation, not re-sent
+    assert "The secret word is PLUM." not in "\n".join(t for t in later.user_texts() if "Which word?" in t)
