@@ -10,10 +10,15 @@ import os
 
 ENV = "WARDIAN_CRASHPOINT"
 POINTS = frozenset({
+    # The admission path (app/server.py, store/store.py).
     "before_begin",
     "after_insert_before_commit",
     "after_commit_before_reply_write",
     "after_reply_write",
+    # The provider runtime (app/runtime.py).
+    "after_claim_before_provider_submit",
+    "after_provider_submit_before_ack_persist",
+    "after_terminal_evidence_before_reply_publish",
 })
 _ACTIVE = os.environ.get(ENV, "")
 

@@ -261,6 +261,7 @@ class ControlServer:
                 response = await self.handle_line(frame)
             if response is not None:
                 await conn.write(response)
+                crashpoint("after_reply_write")
             if self.service.stop_requested:
                 self.service.stop()
                 return
@@ -287,6 +288,7 @@ class ControlServer:
         if "id" not in msg:
             return None  # a notification: the app defines none, and answers none
         method: str = msg["method"]
+        crashpoint("before_begin")
         try:
             result = await self.service.handle(method, msg.get("params"))
         except errors.MethodNotFound as exc:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from wardian import errors
+from wardian.faults import crashpoint
 from wardian.model import (
     ID_PREFIX,
     MAX_PAGE_TEXT_BYTES,
@@ -393,6 +394,7 @@ class InteractionStore:
                     "VALUES (?, ?, ?, ?, 'pending')",
                     (cur.lastrowid, public_id, caller.agent.id, recipient.id),
                 )
+            crashpoint("after_insert_before_commit")
         return Receipt(interaction_id=public_id, kind=kind, request_id=request_id,
                        sender=_party(caller.agent), recipient=_party(recipient), created_at=created)
 
