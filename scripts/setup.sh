@@ -11,4 +11,6 @@ UV="$(command -v uv || echo "python3 -m uv")"
 $UV sync --quiet --frozen --extra dev --inexact >&2
 if [ "${1:-}" = "--with-node" ] && [ -f package.json ]; then
   npm ci --no-audit --no-fund --loglevel=error >&2
+  # The oldest supported Codex, apart from the pinned one, for the version-gate tests.
+  npm ci --prefix scripts/npm/codex-0.154.0 --no-audit --no-fund --loglevel=error >&2
 fi

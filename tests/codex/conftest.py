@@ -54,9 +54,25 @@ class CodexWorld:
                              timeout_s=300)
 
 
+OLDEST_CODEX = Path(__file__).resolve().parents[2] / "scripts/npm/codex-0.154.0/node_modules/.bin/codex"
+
+
 @pytest.fixture
 def codex_world() -> Iterator[CodexWorld]:
-    codex = codex_or_skip()
+    yield from _world(codex_or_skip())
+
+
+@pytest.fixture
+def oldest_codex_world() -> Iterator[CodexWorld]:
+    """The oldest stable Codex the seed supports (0.154.0): idle and information delivery, no steering."""
+    if not OLDEST_CODEX.exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"{OLDEST_CODEX} is missing (scripts/setup.sh --with-node installs it)")
+        pytest.skip("Codex 0.154.0 is not installed")
+    yield from _world(OLDEST_CODEX)
+
+
+def _world(codex: Path) -> Iterator[CodexWorld]:
     root = short_home("wc")
     extra = {"WARDIAN_CODEX": str(codex), "WARDIAN_SCRIPTED_MODEL_KEY": "dummy-key"}
     with ScriptedModel() as model:
