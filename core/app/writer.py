@@ -47,6 +47,7 @@ class StoreWriter:
         self._pending: list[_Op] = []
         self._wakeup = anyio.Event()
         self._closed = False
+        self._busy = False  # a batch is between BEGIN and the end of its COMMIT
         self._limiter = anyio.CapacityLimiter(1)
         self.batches = 0
         self.operations = 0
@@ -55,14 +56,25 @@ class StoreWriter:
         """Run `fn(store)` inside the next batch's transaction and return its result after COMMIT."""
         if self._closed:
             raise errors.StorageUnavailable("the app is shutting down; nothing was admitted")
-        # A bare future, not an anyio.Event: one is made per call and the event costs 5x more here.
-        done: asyncio.Future[BatchResult] = asyncio.get_running_loop().create_future()
-        self._pending.append((fn, done))
-        self._wakeup.set()
-        with anyio.CancelScope(shield=True):
-            # Shielded: the operation runs whatever happens to the caller; the caller may still be
-            # cancelled right after, but only after the outcome is final.
-            result = await done
+        if not self._busy and not self._pending:
+            # The writer is idle: this call is a batch of one, run in the caller's own task, which saves
+            # the hand-over to the writer task and back (and, for a read, every await).
+            self._busy = True
+            try:
+                result = (await self._execute([fn]))[0]
+            finally:
+                self._busy = False
+                if self._pending:
+                    self._wakeup.set()
+        else:
+            # A bare future, not an anyio.Event: one is made per call and the event costs 5x more here.
+            done: asyncio.Future[BatchResult] = asyncio.get_running_loop().create_future()
+            self._pending.append((fn, done))
+            self._wakeup.set()
+            with anyio.CancelScope(shield=True):
+                # Shielded: the operation runs whatever happens to the caller; the caller may still be
+                # cancelled right after, but only after the outcome is final.
+                result = await done
         if result.error is not None:
             raise result.error
         return result.value  # type: ignore[no-any-return]
@@ -73,27 +85,36 @@ class StoreWriter:
         while True:
             await self._wakeup.wait()
             self._wakeup = anyio.Event()
-            while self._pending:
+            while self._pending and not self._busy:  # busy: a caller runs a batch of one; it wakes us after
                 batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
-                store = self._store
-                results = store.begin_batch([fn for fn, _ in batch])
-                if store.batch_wrote:
-                    with anyio.CancelScope(shield=True):
-                        results = await anyio.to_thread.run_sync(store.commit_batch, results,
-                                                                 limiter=self._limiter)
-                else:
-                    results = store.commit_batch(results)
-                self.batches += 1
-                self.operations += len(batch)
+                self._busy = True
+                try:
+                    results = await self._execute([fn for fn, _ in batch])
+                finally:
+                    self._busy = False
                 for (_, done), result in zip(batch, results, strict=True):
-                    if result.error is not None and not isinstance(result.error, errors.WardianError):
-                        log.error("store operation failed", exc_info=result.error)
-                        result = BatchResult(None, errors.InternalError(
-                            f"internal store error: {type(result.error).__name__}"))
                     if not done.done():  # a caller cancelled natively (not through anyio) left no one to tell
                         done.set_result(result)
-            if self._closed:
+            if self._closed and not self._pending:
                 return
+
+    async def _execute(self, fns: list[Callable[[InteractionStore], Any]]) -> list[BatchResult]:
+        """One batch: statements here on the loop, a COMMIT that wrote on the worker thread (shielded)."""
+        store = self._store
+        results = store.begin_batch(fns)
+        if store.batch_wrote:
+            with anyio.CancelScope(shield=True):
+                results = await anyio.to_thread.run_sync(store.commit_batch, results, limiter=self._limiter)
+        else:
+            results = store.commit_batch(results)
+        self.batches += 1
+        self.operations += len(fns)
+        for i, result in enumerate(results):
+            if result.error is not None and not isinstance(result.error, errors.WardianError):
+                log.error("store operation failed", exc_info=result.error)
+                results[i] = BatchResult(None, errors.InternalError(
+                    f"internal store error: {type(result.error).__name__}"))
+        return results
 
     def close(self) -> None:
         self._closed = True
