@@ -45,6 +45,7 @@ from wardian.client import AppClient
 from wardian.home import Home
 from wardian.model import InteractionKind
 from wardian.store import InteractionStore
+from wardian.store.store import new_public_id, now_ms
 
 TEXT = "benchmark message: " + "x" * 280  # ~300 bytes, the size perf-baselines.md uses per message
 
@@ -397,13 +398,21 @@ def seed_store(root: Path, recipients: int, per_recipient: int) -> list[str]:
         caller = store.authenticate(store.create_session(sender.id))
         agents = [store.add_agent(f"inbox{i}", "codex", None) for i in range(recipients)]
         tokens = [store.create_session(a.id) for a in agents]
-        total, done, batch = recipients * per_recipient, 0, 50_000
+        # The first record of each recipient goes through admit (the store's own path); the rest are
+        # copies of its row written with executemany in big transactions, ~10x faster than 1M admits.
+        for agent in agents:
+            store.admit(caller, agent, InteractionKind.INFORMATION, TEXT)
+        total, done, batch = recipients * per_recipient, recipients, 100_000
         t0 = time.perf_counter()
         while done < total:
-            with store.atomic():  # big transactions: one fsync per 50k records
-                for i in range(done, min(total, done + batch)):
-                    store.admit(caller, agents[i % recipients], InteractionKind.INFORMATION, TEXT)
-            done = min(total, done + batch)
+            end = min(total, done + batch)
+            with store.atomic() as conn:  # one fsync per 100k records
+                conn.executemany(
+                    "INSERT INTO interactions (public_id, kind, sender_id, recipient_id, body, created_at) "
+                    "VALUES (?, 'information', ?, ?, ?, ?)",
+                    ((new_public_id(InteractionKind.INFORMATION), sender.id, agents[i % recipients].id, TEXT,
+                      now_ms()) for i in range(done, end)))
+            done = end
             if done % 200_000 == 0 or done == total:
                 log(f"seeded {done:,} records in {time.perf_counter() - t0:.1f} s")
     finally:
