@@ -180,6 +180,12 @@ def test_a_home_path_too_long_for_a_socket_is_refused(tmp_path: Path) -> None:
     assert "home_path_too_long" in r.stderr
 
 
+def _peer(cmd: list[str]) -> dict[str, object]:
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=30, cwd="/")
+    assert out.stdout.strip(), f"peer failed: rc={out.returncode} {out.stderr[-2000:]}"
+    return dict(json.loads(out.stdout))
+
+
 # The peer runs as nobody, who cannot read root's pyenv: use a system interpreter.
 PEER_PYTHON = shutil.which("python3", path="/usr/bin:/bin") or sys.executable
 _PEER_SCRIPT = r"""
@@ -189,7 +195,10 @@ try:
     s.connect(sys.argv[1])
 except OSError as e:
     print(json.dumps({"connect": "refused", "errno": e.errno})); sys.exit(0)
-s.sendall(b'{"jsonrpc":"2.0","id":1,"method":"agent/add","params":{"name":"intruder","provider":"codex"}}\n')
+try:
+    s.sendall(b'{"jsonrpc":"2.0","id":1,"method":"agent/add","params":{"name":"intruder","provider":"codex"}}\n')
+except OSError:
+    pass  # the app may already have dropped the connection: that is the rejection
 s.settimeout(10)
 try:
     data = s.recv(65536)
@@ -205,14 +214,14 @@ def test_another_uid_is_rejected_before_any_request_is_read(app: AppHandle) -> N
     by SO_PEERCRED before its request is parsed, and nothing changes."""
     cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", PEER_PYTHON, "-c", _PEER_SCRIPT,
            str(app.home.socket_path)]
-    default = json.loads(subprocess.run(cmd, capture_output=True, text=True, timeout=30, cwd="/").stdout)
+    default = _peer(cmd)
     assert default["connect"] == "refused"
     root_mode = stat.S_IMODE(os.stat(app.home.root).st_mode)
     os.chmod(app.home.root, 0o711)
     os.chmod(app.home.run_dir, 0o711)
     os.chmod(app.home.socket_path, 0o666)
     try:
-        opened = json.loads(subprocess.run(cmd, capture_output=True, text=True, timeout=30, cwd="/").stdout)
+        opened = _peer(cmd)
     finally:
         os.chmod(app.home.socket_path, 0o600)
         os.chmod(app.home.run_dir, 0o700)
