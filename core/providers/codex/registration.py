@@ -34,6 +34,7 @@ import tomlkit.exceptions
 from wardian import errors
 from wardian.client import AppClient
 from wardian.home import ENV_HOME, ENV_SESSION, Home, resolve_home
+from wardian.launcher import MCP_LAUNCHER
 from wardian.protocol.tools import CODEX_TOOL_TIMEOUT_SEC, SERVER_NAME, TOOL_NAMES
 
 SERVE_ARGS = ("mcp", "serve")
@@ -73,23 +74,35 @@ def parse_tool_list(raw: str | None) -> tuple[str, ...]:
     return tuple(t for t in TOOL_NAMES if t in names)
 
 
-def wardian_executable() -> Path:
-    """The absolute path of the running wardian CLI (the launcher on Windows).
+def wardian_executable(executable: str | None = None, frozen: bool | None = None,
+                       launcher: str | None = MCP_LAUNCHER) -> Path:
+    """The absolute path of the wardian command to register: never a Python interpreter.
+
+    Frozen (PyInstaller): the frozen executable itself, or, where the platform ships a launcher
+    (`wardian-mcp.exe` on Windows, seed "Codex configuration"), that launcher beside it. From source: the
+    `wardian` console script beside the interpreter. The arguments default to this process's
+    `sys.executable`, `sys.frozen` and the platform's launcher name.
 
     Raises:
-        CliNotFound: not frozen and no `wardian` console script beside this interpreter.
+        CliNotFound: frozen but the launcher is missing beside the executable, or not frozen and no `wardian`
+            console script beside this interpreter.
     """
-    if getattr(sys, "frozen", False):
-        exe = Path(sys.executable).absolute()
-        launcher = exe.with_name("wardian-mcp.exe")
-        # Seed: on Windows the silent GUI-subsystem launcher is registered, not the console CLI.
-        return launcher if exe.suffix.lower() == ".exe" and launcher.exists() else exe
-    bindir = Path(sys.executable).absolute().parent
+    exe = Path(sys.executable if executable is None else executable).absolute()
+    if getattr(sys, "frozen", False) if frozen is None else frozen:
+        if launcher is None:
+            return exe
+        silent = exe.with_name(launcher)
+        if silent.is_file():
+            return silent
+        # Registering the console CLI instead would open a console window for every Codex server start.
+        raise errors.CliNotFound(f"the silent launcher {launcher} is missing beside {exe}: reinstall wardian "
+                                 "so Codex has a windowless command to launch", field="executable")
+    bindir = exe.parent
     for name in ("wardian", "wardian.exe"):
         candidate = bindir / name
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return candidate
-    raise errors.CliNotFound(f"no `wardian` executable beside {sys.executable}: install wardian into this environment "
+    raise errors.CliNotFound(f"no `wardian` executable beside {exe}: install wardian into this environment "
                       "(pip install wardian) so Codex has a command to launch")
 
 
