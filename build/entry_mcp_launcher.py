@@ -1,0 +1,5 @@
+"""PyInstaller entry script of the silent Windows launcher `wardian-mcp.exe` (GUI subsystem)."""
+
+from wardian.launcher import main
+
+main()

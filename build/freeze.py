@@ -1,0 +1,96 @@
+"""Freeze wardian with PyInstaller: `python build/freeze.py [--onefile] [--clean]`.
+
+Produces `dist/wardian/` (onedir): `wardian` on Linux/macOS; `wardian-cli.exe` and the silent launcher
+`wardian-mcp.exe` on Windows. `--onefile` builds `dist/onefile/wardian` instead, for start-time comparisons
+only (it unpacks itself on every start). PyInstaller's work files go to `build/work/` (ignored by git).
+
+The package is staged as `build/work/src/wardian` (a copy of `core/`) because the development install is an
+editable one whose import hook PyInstaller's analysis does not follow. Run it with the project's environment
+(`.venv/bin/python build/freeze.py`); a plain `python` re-executes itself under `.venv` when PyInstaller is
+missing. Prints the build time and the size of the result; exits non-zero if the binary does not start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD = ROOT / "build"
+WORK = BUILD / "work"
+SPEC = BUILD / "wardian.spec"
+
+
+def venv_python() -> Path | None:
+    for candidate in (ROOT / ".venv" / "bin" / "python", ROOT / ".venv" / "Scripts" / "python.exe"):
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def stage_package(dest: Path) -> Path:
+    """Copy `core/` to `dest/wardian` (without caches); the folder to put on PyInstaller's path."""
+    target = dest / "wardian"
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(ROOT / "core", target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.md"))
+    return dest
+
+
+def tree_size(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def freeze(onefile: bool, clean: bool, distpath: Path) -> Path:
+    """Run PyInstaller on `build/wardian.spec`; the path of the CLI it produced.
+
+    Raises:
+        subprocess.CalledProcessError: PyInstaller failed.
+    """
+    src = stage_package(WORK / "src")
+    workpath = WORK / ("pyinstaller-onefile" if onefile else "pyinstaller")
+    cmd = [sys.executable, "-m", "PyInstaller", str(SPEC), "--noconfirm", "--log-level", "WARN",
+           "--distpath", str(distpath), "--workpath", str(workpath)]
+    if clean:
+        cmd.append("--clean")
+    cmd += ["--", "--src", str(src)] + (["--onefile"] if onefile else [])
+    subprocess.run(cmd, check=True, cwd=ROOT)
+    exe = "wardian-cli.exe" if os.name == "nt" else "wardian"
+    return distpath / exe if onefile else distpath / "wardian" / exe
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--onefile", action="store_true", help="one self-unpacking file (measurements only)")
+    parser.add_argument("--clean", action="store_true", help="drop PyInstaller's caches first")
+    parser.add_argument("--distpath", type=Path, default=None,
+                        help="where to put the result (default: dist/, or dist/onefile/ with --onefile)")
+    args = parser.parse_args(argv)
+    if importlib.util.find_spec("PyInstaller") is None:
+        python = venv_python()
+        if python is None or Path(sys.executable).resolve() == python.resolve():
+            sys.exit("freeze.py: PyInstaller is not installed; run scripts/setup.sh (uv sync --extra dev) first")
+        os.execv(python, [str(python), __file__, *(sys.argv[1:] if argv is None else argv)])
+    distpath = (args.distpath or (ROOT / "dist" / ("onefile" if args.onefile else ""))).absolute()
+    t0 = time.perf_counter()
+    exe = freeze(args.onefile, args.clean, distpath)
+    elapsed = time.perf_counter() - t0
+    check = subprocess.run([str(exe), "--version"], capture_output=True, timeout=60, check=False)
+    if check.returncode != 0:
+        sys.stderr.write(check.stderr.decode("utf-8", "replace"))
+        sys.exit(f"freeze.py: {exe} --version exited {check.returncode}")
+    built = exe if args.onefile else exe.parent
+    print(f"built {exe} ({check.stdout.decode('utf-8').strip()}) in {elapsed:.1f} s; "
+          f"{tree_size(built) / 1e6:.1f} MB in {built}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
