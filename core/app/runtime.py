@@ -116,6 +116,7 @@ class Runtime:
 
     async def recover(self) -> None:
         """Startup: mark bindings whose observation was lost uncertain; publish captured outcomes once."""
+        await self.writer.call(rt.reset_observed_state)
         lost = await self.writer.call(rt.mark_lost_bindings_uncertain)
         if lost:
             log.warning("marked %d deliveries uncertain after a restart: %s", len(lost), ", ".join(lost))
@@ -160,10 +161,12 @@ class Runtime:
             await handle.done.wait()
 
     async def _launch_logged(self, agent: rt.ManagedAgent) -> None:
+        """A background (re)start at app startup; a definite failure answers the agent's pending tasks."""
         try:
             await self._launch(agent)
         except errors.WardianError as exc:
             log.error("could not start agent %s: %s", agent.name, exc.message)
+            await self._fail_pending(agent, exc)
 
     async def _launch(self, agent: rt.ManagedAgent, approve_tools: tuple[str, ...] = ()) -> _Handle:
         assert self._tg is not None
@@ -171,37 +174,43 @@ class Runtime:
             raise errors.Unsupported(f"agent {agent.name!r} is already starting", field="agent")
         self._starting.add(agent.uuid)
         try:
-            codex = resolve_codex()
-            caps = capabilities(CodexVersion.parse(await anyio.to_thread.run_sync(codex_version, codex)))
-            generation = await self.writer.call(lambda s: rt.begin_generation(s, agent.id))
-            codex_home = self.home.root / "agents" / agent.uuid / "codex"
-            await anyio.to_thread.run_sync(prepare_codex_home, codex_home)
-            # Managed startup registers the bundled CLI in the agent's private home, with a session bound
-            # to this generation (seed: "Codex configuration"); grants persist there once given.
-            token = await self.writer.call(lambda s: s.create_session(agent.id))
-            await anyio.to_thread.run_sync(lambda: register_session(
-                codex_home, self.home, token, {"name": agent.name, "uuid": agent.uuid}, approve_tools))
-            workspace = Path(agent.workspace) if agent.workspace else codex_home.parent / "workspace"
-            workspace.mkdir(parents=True, exist_ok=True)
-            spec = OwnerSpec(name=agent.name, codex=codex, codex_home=codex_home, workspace=workspace,
-                             overrides=(*agent.overrides, *LAUNCH_OVERRIDES), env=owner_env(codex_home),
-                             thread_id=agent.thread_id,
-                             capabilities=caps, stderr_path=self.home.log_dir / f"codex-{agent.uuid}.log")
-            owner = CodexOwner(spec)
-            handle = _Handle(agent.id, agent.uuid, agent.name, generation, owner, caps)
-            ready = anyio.Event()
-            failure: list[BaseException] = []
-            self._tg.start_soon(self._own, handle, ready, failure)
-            await ready.wait()
-            if failure:
-                await self.writer.call(lambda s: rt.observe(s, agent.id, generation, AgentStatus.ERRORED))
-                exc = failure[0]
-                if isinstance(exc, errors.WardianError):
-                    raise exc
-                raise errors.ProviderError(f"Codex for {agent.name!r} failed to start: {exc}") from exc
-            return handle
+            return await self._launch_once(agent, approve_tools)
+        except errors.WardianError:
+            await self.writer.call(lambda s: rt.mark_errored(s, agent.id))
+            raise
         finally:
             self._starting.discard(agent.uuid)
+
+    async def _launch_once(self, agent: rt.ManagedAgent, approve_tools: tuple[str, ...]) -> _Handle:
+        assert self._tg is not None
+        codex = resolve_codex()
+        caps = capabilities(CodexVersion.parse(await anyio.to_thread.run_sync(codex_version, codex)))
+        generation = await self.writer.call(lambda s: rt.begin_generation(s, agent.id))
+        codex_home = self.home.root / "agents" / agent.uuid / "codex"
+        await anyio.to_thread.run_sync(prepare_codex_home, codex_home)
+        # Managed startup registers the bundled CLI in the agent's private home, with a session bound
+        # to this generation (seed: "Codex configuration"); grants persist there once given.
+        token = await self.writer.call(lambda s: s.create_session(agent.id))
+        await anyio.to_thread.run_sync(lambda: register_session(
+            codex_home, self.home, token, {"name": agent.name, "uuid": agent.uuid}, approve_tools))
+        workspace = Path(agent.workspace) if agent.workspace else codex_home.parent / "workspace"
+        workspace.mkdir(parents=True, exist_ok=True)
+        spec = OwnerSpec(name=agent.name, codex=codex, codex_home=codex_home, workspace=workspace,
+                         overrides=(*agent.overrides, *LAUNCH_OVERRIDES), env=owner_env(codex_home),
+                         thread_id=agent.thread_id,
+                         capabilities=caps, stderr_path=self.home.log_dir / f"codex-{agent.uuid}.log")
+        owner = CodexOwner(spec)
+        handle = _Handle(agent.id, agent.uuid, agent.name, generation, owner, caps)
+        ready = anyio.Event()
+        failure: list[BaseException] = []
+        self._tg.start_soon(self._own, handle, ready, failure)
+        await ready.wait()
+        if failure:
+            exc = failure[0]
+            if isinstance(exc, errors.WardianError):
+                raise exc
+            raise errors.ProviderError(f"Codex for {agent.name!r} failed to start: {exc}") from exc
+        return handle
 
     async def _own(self, handle: _Handle, ready: anyio.Event, failure: list[BaseException]) -> None:
         owner = handle.owner
@@ -211,8 +220,9 @@ class Runtime:
                     try:
                         thread_id = await tg.start(owner.run)
                     except Exception as exc:
-                        failure.append(exc)
+                        failure.append(exc)  # the launcher records the failure (errored)
                         ready.set()
+                        handle.done.set()
                         return
                     await self.writer.call(lambda s: rt.observe(s, handle.agent_id, handle.generation,
                                                                 AgentStatus.IDLE, thread_id=thread_id))
@@ -226,6 +236,8 @@ class Runtime:
                 if self.owners.get(handle.uuid) is handle:
                     del self.owners[handle.uuid]
                 ready.set()
+        if failure:
+            return
         with anyio.CancelScope(shield=True):
             await self.writer.call(lambda s: rt.observe(s, handle.agent_id, handle.generation, AgentStatus.OFF))
         handle.done.set()

@@ -89,6 +89,18 @@ def observe(store: InteractionStore, agent_id: int, generation: int, status: Age
             (status.value, active_turn_id, thread_id, agent_id, generation))
 
 
+def reset_observed_state(store: InteractionStore) -> None:
+    """At app startup no owner runs yet: every agent is observed off, with no active turn."""
+    with store.atomic() as conn:
+        conn.execute("UPDATE agents SET status = 'off', active_turn_id = NULL WHERE status != 'off' "
+                     "OR active_turn_id IS NOT NULL")
+
+
+def mark_errored(store: InteractionStore, agent_id: int) -> None:
+    with store.atomic() as conn:
+        conn.execute("UPDATE agents SET status = 'errored', active_turn_id = NULL WHERE id = ?", (agent_id,))
+
+
 def pending_tasks(store: InteractionStore, agent_id: int, limit: int = 50) -> list[PendingTask]:
     with store.atomic() as conn:
         rows = conn.execute(

@@ -6,6 +6,7 @@ real JSON-RPC lines (codex-offline.md §3) over stdio and follows a scenario nam
   Codex's stale-turn error and T1 completes right after; later `turn/start`s complete at once.
 - `normal`: every `turn/start` completes at once with the final answer "fake answer".
 
+FAKE_CODEX_VERSION sets what `--version` prints (default 0.171.0).
 Every request line is appended to FAKE_CODEX_LOG (JSON lines) so tests can count submissions.
 """
 
@@ -41,7 +42,7 @@ def complete(thread: str, turn: str, text: str = "fake answer") -> None:
 
 def main() -> int:
     if sys.argv[1:] == ["--version"]:
-        print("codex-cli 0.171.0")
+        print(f"codex-cli {os.environ.get('FAKE_CODEX_VERSION', '0.171.0')}")
         return 0
     thread = "thread-fake-1"
     active: str | None = None

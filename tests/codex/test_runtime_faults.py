@@ -30,8 +30,9 @@ def fake_world(tmp_path: Path) -> Iterator[tuple[Path, Path, Path]]:
     shutil.rmtree(root, ignore_errors=True)
 
 
-def run(root: Path, exe: Path, log: Path, scenario: str) -> AppHandle:
-    proc = start_app(root, {"WARDIAN_CODEX": str(exe), "FAKE_CODEX_SCENARIO": scenario, "FAKE_CODEX_LOG": str(log)})
+def run(root: Path, exe: Path, log: Path, scenario: str, version: str = "0.171.0") -> AppHandle:
+    proc = start_app(root, {"WARDIAN_CODEX": str(exe), "FAKE_CODEX_SCENARIO": scenario, "FAKE_CODEX_LOG": str(log),
+                            "FAKE_CODEX_VERSION": version})
     return AppHandle(Home(root), proc, AppClient(Home(root)))
 
 
@@ -147,3 +148,36 @@ def test_a_crash_between_evidence_and_reply_publishes_once_on_restart(fake_world
             stop_app(app.proc)
     assert task_facts(root, rid) == ("completed", "dispatch")
     assert len(submissions(log)) == 1  # the provider work was never rerun
+
+
+def test_a_definite_failure_before_submission_answers_the_task_with_one_failed_notice(fake_world) -> None:
+    """Seed: a definite background failure before task submission produces a correlated failed reply explicitly
+    attributed to Wardian; the task and failure notice commit together."""
+    root, exe, log = fake_world
+    app = run(root, exe, log, "normal")
+    try:
+        app.add_agent("sender")
+        app.add_agent("worker")
+        app.call("agent/start", {"agent": "worker"}, timeout_s=60)
+    finally:
+        stop_app(app.proc)
+    app = run(root, exe, log, "normal", version="0.100.0")  # an ineligible Codex: the owner cannot start
+    try:
+        sender = app.call("agent/session", {"agent": "sender"})["session_id"]
+        rid = app.call("task/followup", {"session": sender, "target": "worker", "message": "x"})["request_id"]
+        notices: list[dict[str, Any]] = []
+
+        def answered() -> bool:
+            notices.extend(r for r in app.call("mailbox/receive", {"session": sender})["records"]
+                           if r["request_id"] == rid)
+            return bool(notices)
+
+        wait_for(answered, app, sender)
+        assert [(n["kind"], n["status"], n["sender_kind"]) for n in notices[:1]] == [("notice", "failed", "wardian")]
+        assert "unsupported" in notices[0]["text"]
+        assert task_facts(root, rid) == ("completed", "dispatch")
+        worker = next(a for a in app.call("agent/list")["agents"] if a["name"] == "worker")
+        assert worker["status"] in ("errored", "off")
+    finally:
+        stop_app(app.proc)
+    assert submissions(log) == []
