@@ -240,6 +240,10 @@ class Runtime:
             return
         with anyio.CancelScope(shield=True):
             await self.writer.call(lambda s: rt.observe(s, handle.agent_id, handle.generation, AgentStatus.OFF))
+            # Turns this owner was running can no longer be observed to end: never guess, never replay.
+            lost = await self.writer.call(lambda s: rt.mark_generation_lost(s, handle.agent_id, handle.generation))
+            if lost:
+                log.warning("owner of %s ended; deliveries marked uncertain: %s", handle.name, ", ".join(lost))
         handle.done.set()
 
     async def _record_states(self, handle: _Handle) -> None:

@@ -223,6 +223,19 @@ def interaction(store: InteractionStore, public_id: str) -> Interaction:
                        status=ReplyStatus(r[9]) if r[9] else None, acked=r[10] is not None)
 
 
+def mark_generation_lost(store: InteractionStore, agent_id: int, generation: int) -> list[str]:
+    """An owner ended: its submissions whose turn was never seen to end lost their observation continuity."""
+    with store.atomic() as conn:
+        lost = [r[0] for r in conn.execute(
+            "SELECT request_id FROM tasks WHERE recipient_id = ? AND claim_generation = ? AND claimed_by = 'dispatch' "
+            "AND state = 'submitted' AND outcome_status IS NULL", (agent_id, generation))]
+        conn.execute(
+            "UPDATE tasks SET state = 'uncertain', uncertain_at = ? WHERE recipient_id = ? AND claim_generation = ? "
+            "AND claimed_by = 'dispatch' AND state = 'submitted' AND outcome_status IS NULL",
+            (now_ms(), agent_id, generation))
+    return lost
+
+
 def mark_provider_delivered(store: InteractionStore, public_ids: Sequence[str]) -> None:
     with store.atomic() as conn:
         conn.executemany("UPDATE interactions SET provider_delivered_at = ? WHERE public_id = ?",

@@ -4,6 +4,7 @@ real JSON-RPC lines (codex-offline.md §3) over stdio and follows a scenario nam
 - `lost_ack`: the first `turn/start` is read and logged, then the process exits without answering.
 - `stale_steer`: the first `turn/start` opens turn T1 and keeps it active; a `turn/steer` is answered with
   Codex's stale-turn error and T1 completes right after; later `turn/start`s complete at once.
+- `die_mid_turn`: `turn/start` is accepted (turn started), then the process exits before the turn ends.
 - `normal`: every `turn/start` completes at once with the final answer "fake answer".
 
 FAKE_CODEX_VERSION sets what `--version` prints (default 0.171.0).
@@ -65,6 +66,8 @@ def main() -> int:
             turn = f"turn-{next(_turns)}"
             send({"method": "turn/started", "params": {"threadId": thread, "turn": {"id": turn}}})
             send({"id": rid, "result": {"turn": {"id": turn, "status": "inProgress"}}})
+            if SCENARIO == "die_mid_turn":
+                return 0  # the app-server dies while the accepted turn runs
             if SCENARIO == "stale_steer" and started == 1:
                 active = turn
             else:

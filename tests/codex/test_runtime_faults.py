@@ -181,3 +181,24 @@ def test_a_definite_failure_before_submission_answers_the_task_with_one_failed_n
     finally:
         stop_app(app.proc)
     assert submissions(log) == []
+
+
+def test_an_owner_dying_mid_turn_leaves_its_task_uncertain_and_a_later_task_starts_a_new_generation(
+        fake_world) -> None:
+    """Seed: unknown outcomes and lost observations remain uncertain and are never replayed; a later task after
+    owner exit gets a new generation."""
+    root, exe, log = fake_world
+    app = run(root, exe, log, "die_mid_turn")
+    try:
+        _, sender = app.add_agent("sender")
+        app.add_agent("worker")
+        first_gen = app.call("agent/start", {"agent": "worker"}, timeout_s=60)["generation"]
+        rid = app.call("task/followup", {"session": sender, "target": "worker", "message": "x"})["request_id"]
+        wait_for(lambda: task_facts(root, rid)[0] == "uncertain", app, sender)
+        later = app.call("task/followup", {"session": sender, "target": "worker", "message": "y"})["request_id"]
+        wait_for(lambda: task_facts(root, later)[0] == "uncertain", app, sender)
+        worker = next(a for a in app.call("agent/list")["agents"] if a["name"] == "worker")
+        assert worker["generation"] == first_gen + 1
+    finally:
+        stop_app(app.proc)
+    assert [rid in json.dumps(m) for m in submissions(log)] == [True, False]
