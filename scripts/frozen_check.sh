@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Build the frozen CLI once (python build/freeze.py -> dist/wardian/wardian) and run the suites that must
+# hold for it (#6): the MCP contract tests, the provider (registration, real `codex mcp list`) tests and the
+# frozen smoke tests against the binary, then the MCP Inspector CLI as an independent client.
+# Expects scripts/setup.sh --with-node to have run (scripts/test.sh does). Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+started=$SECONDS
+.venv/bin/python build/freeze.py
+echo "frozen_check: build took $((SECONDS - started)) s" >&2
+cli="$PWD/dist/wardian/wardian"
+WARDIAN_TEST_CLI="$cli" WARDIAN_FROZEN_CLI="$cli" \
+  .venv/bin/python -m pytest -n auto -p no:cacheprovider tests/mcp tests/providers tests/build "$@"
+# Discovery needs no home or session; the Inspector must list the seven tools from the frozen server.
+listed="$(env -u WARDIAN_HOME -u WARDIAN_SESSION_ID timeout 300 \
+  node_modules/.bin/mcp-inspector --cli "$cli" mcp serve --method tools/list)"
+count="$(printf '%s' "$listed" | .venv/bin/python -c 'import json, sys; print(len(json.load(sys.stdin)["tools"]))')"
+if [ "$count" != 7 ]; then
+  echo "frozen_check: mcp-inspector listed $count tools, expected 7" >&2
+  printf '%s\n' "$listed" >&2
+  exit 1
+fi
+echo "frozen_check: mcp-inspector --cli listed $count tools from $cli" >&2
+echo "frozen_check: done in $((SECONDS - started)) s" >&2
