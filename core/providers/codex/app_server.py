@@ -21,13 +21,12 @@ from typing import Any
 import anyio
 import anyio.abc
 import orjson
-from anyio.streams.buffered import BufferedByteReceiveStream
 
 from wardian import errors
+from wardian.providers.codex.transport import MessageStream
 
 log = logging.getLogger("wardian.codex.app_server")
 
-MAX_FRAME_BYTES = 64 * 1024 * 1024
 NOTIFICATION_BUFFER = 10_000
 
 
@@ -49,10 +48,8 @@ class _Waiter:
 class AppServerClient:
     """One connection to a Codex app-server. Call `run()` in a task group, then `request()` freely."""
 
-    def __init__(self, send: anyio.abc.ByteSendStream, receive: anyio.abc.ByteReceiveStream,
-                 *, name: str = "codex") -> None:
-        self._send = send
-        self._receive = BufferedByteReceiveStream(receive)
+    def __init__(self, stream: MessageStream, *, name: str = "codex") -> None:
+        self._stream = stream
         self._name = name
         self._ids = itertools.count(1)
         self._waiters: dict[int, _Waiter] = {}
@@ -72,15 +69,12 @@ class AppServerClient:
         try:
             while True:
                 try:
-                    line = await self._receive.receive_until(b"\n", MAX_FRAME_BYTES)
-                except (anyio.EndOfStream, anyio.IncompleteRead, anyio.ClosedResourceError,
-                        anyio.BrokenResourceError):
+                    line = await self._stream.receive()
+                except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
                     return
                 except anyio.DelimiterNotFound:
                     reason = ValueError("the app-server sent a frame over the size limit")
                     return
-                if not line.strip():
-                    continue
                 try:
                     msg = orjson.loads(line)
                 except orjson.JSONDecodeError:
@@ -137,10 +131,10 @@ class AppServerClient:
             waiter.done.set()
 
     async def _write(self, msg: dict[str, Any]) -> None:
-        frame = orjson.dumps(msg) + b"\n"
+        frame = orjson.dumps(msg)
         async with self._write_lock:
             try:
-                await self._send.send(frame)
+                await self._stream.send(frame)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
                 raise errors.ProviderUnavailable(
                     f"the Codex app-server connection is closed ({type(exc).__name__}); nothing was sent"
@@ -185,4 +179,4 @@ class AppServerClient:
         return waiter.result
 
     async def aclose(self) -> None:
-        await self._send.aclose()
+        await self._stream.aclose()

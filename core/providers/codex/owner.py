@@ -27,6 +27,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from wardian import __version__, errors
 from wardian.providers.codex.app_server import AppServerClient, Notification
 from wardian.providers.codex.compat import Capabilities
+from wardian.providers.codex.transport import NdjsonStream
 
 log = logging.getLogger("wardian.codex.owner")
 
@@ -124,7 +125,7 @@ class CodexOwner:
         self._process = process
         assert process.stdin is not None
         assert process.stdout is not None
-        client = AppServerClient(process.stdin, process.stdout, name=f"codex:{spec.name}")
+        client = AppServerClient(NdjsonStream(process.stdin, process.stdout), name=f"codex:{spec.name}")
         self.client = client
         try:
             async with anyio.create_task_group() as tg:
