@@ -15,6 +15,7 @@ Clients never create anything here: discovery without a home must leave the disk
 from __future__ import annotations
 
 import os
+import re
 import stat
 from contextlib import suppress
 from dataclasses import dataclass
@@ -27,6 +28,16 @@ ENV_HOME = "WARDIAN_HOME"
 ENV_SESSION = "WARDIAN_SESSION_ID"
 # sockaddr_un.sun_path holds 108 bytes on Linux (104 on macOS) including the terminating NUL.
 MAX_SOCKET_PATH_BYTES = 103
+# Where Linux lists the mounts this process sees; absent elsewhere (the check is then skipped).
+MOUNTINFO = Path("/proc/self/mountinfo")
+# SQLite's WAL needs shared memory between the processes of one host: a home on a network or cluster
+# filesystem may corrupt the store or lose commits (sqlite.org/wal.html; reliability-matrix A3, D10).
+NETWORK_FILESYSTEMS = frozenset({
+    "nfs", "nfs4", "cifs", "smb3", "smbfs", "ncpfs", "afs", "coda", "ceph", "glusterfs", "lustre", "gfs2",
+    "ocfs2", "9p", "davfs", "fuse.sshfs", "sshfs", "fuse.glusterfs", "fuse.cephfs", "fuse.s3fs", "fuse.rclone",
+    "fuse.davfs2", "fuse.gcsfuse", "fuse.juicefs",
+})
+_MOUNTINFO_ESCAPE = re.compile(r"\\([0-7]{3})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,17 +88,62 @@ def resolve_home(explicit: str | os.PathLike[str] | None = None) -> Home:
     return Home(Path(raw).expanduser().absolute())
 
 
+def filesystem_type(path: Path, mountinfo: str) -> str | None:
+    """The type of the filesystem holding the absolute, symlink-free `path`, read from `mountinfo` text
+    (proc(5) `/proc/self/mountinfo`: the mount point is field 5, the type follows the ` - ` separator).
+
+    The mount with the longest mount point containing `path` wins; a later line for the same mount point
+    (mounted over the earlier one) replaces it. None when no line applies.
+    """
+    best: tuple[int, str] | None = None
+    for line in mountinfo.splitlines():
+        fields = line.split(" ")
+        try:
+            sep = fields.index("-", 6)
+            mount_point = Path(_MOUNTINFO_ESCAPE.sub(lambda m: chr(int(m[1], 8)), fields[4]))
+            fstype = fields[sep + 1]
+        except (ValueError, IndexError):
+            continue
+        if (path == mount_point or mount_point in path.parents) and (
+                best is None or len(mount_point.parts) >= best[0]):
+            best = (len(mount_point.parts), fstype)
+    return best[1] if best else None
+
+
+def check_local_filesystem(path: Path, mountinfo_path: Path | None = None) -> None:
+    """Refuse a home on a network filesystem (Linux; elsewhere nothing is checked).
+
+    Raises:
+        UnsupportedFilesystem: the nearest existing directory of `path` is on nfs, cifs, sshfs or the like.
+    """
+    try:
+        text = (mountinfo_path or MOUNTINFO).read_text(encoding="utf-8", errors="surrogateescape")
+    except OSError:
+        return
+    existing = path
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    fstype = filesystem_type(existing.resolve(), text)
+    if fstype is not None and fstype in NETWORK_FILESYSTEMS:
+        raise errors.UnsupportedFilesystem(
+            f"{path} is on a {fstype} filesystem; the store needs a local disk (SQLite WAL does not work over "
+            "a network filesystem): choose a WARDIAN_HOME on a local filesystem", field="home",
+            allowed="a home on a local filesystem", filesystem=fstype)
+
+
 def prepare_runtime_dir(home: Home) -> None:
     """Create the home and its private `run/` directory, or refuse an insecure one.
 
     Raises:
         InsecureRuntimeDir: `run/` is a symlink, not a directory, owned by another uid, or open to others.
         HomePathTooLong: the socket path would not fit in a sockaddr_un.
+        UnsupportedFilesystem: the home is on a network filesystem; nothing was created.
     """
     if len(os.fsencode(home.socket_path)) > MAX_SOCKET_PATH_BYTES:
         raise errors.HomePathTooLong(
             f"the control socket path {str(home.socket_path)!r} is longer than {MAX_SOCKET_PATH_BYTES} "
             "bytes, the limit of a Unix socket address; choose a shorter WARDIAN_HOME", field="home")
+    check_local_filesystem(home.root)
     home.root.mkdir(parents=True, exist_ok=True)
     with suppress(FileExistsError):
         os.mkdir(home.run_dir, 0o700)

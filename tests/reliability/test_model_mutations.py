@@ -1,0 +1,108 @@
+"""Model-based tests (reliability-matrix P1 mutation gate, P1 at the nightly size).
+
+The gate: the P1 state machine (tests/store/test_mailbox_machine.py) must catch each seeded bug within 150
+examples. A mutant is a subclass of the real InteractionStore that breaks one rule; core is never edited.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar
+
+import pytest
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from tests.reliability.world import report
+from tests.store.test_mailbox_machine import MailboxMachine
+from wardian.model import Caller, ClaimKind, ReceivedRecord, ReceivePage, ReplyReceipt, ReplyStatus
+from wardian.store import InteractionStore
+
+
+class DispatchIgnoresClaim(InteractionStore):
+    """Dispatch takes a task whoever holds its claim."""
+
+    def claim_task(self, request_id: str, by: ClaimKind, generation: int) -> bool:
+        super().claim_task(request_id, by, generation)
+        return True
+
+
+class ReplySkipsRecipientCheck(InteractionStore):
+    """Anyone may reply to a task (the reply is filed as if its recipient wrote it)."""
+
+    def reply(self, caller: Caller, request_id: str, status: ReplyStatus, text: str) -> ReplyReceipt:
+        row = self._conn.execute("SELECT recipient_id FROM tasks WHERE request_id = ?", (request_id,)).fetchone()
+        if row is not None:
+            caller = dataclasses.replace(caller, agent=self.agent(row[0]))
+        return super().reply(caller, request_id, status, text)
+
+
+class AckPastTheCursor(InteractionStore):
+    """An ack_cursor acknowledges everything after its batch too."""
+
+    def decode_cursor(self, cursor: str, recipient_id: int, field: str) -> tuple[int, int]:
+        start, end = super().decode_cursor(cursor, recipient_id, field)
+        return (start, end + 1_000_000) if field == "ack_cursor" else (start, end)
+
+
+class ReceiveLeaksAnotherRecipientsRecord(InteractionStore):
+    """A page also carries one unacknowledged record addressed to someone else."""
+
+    def receive(self, caller: Caller, *, cursor: str | None, ack_cursor: str | None, limit: int) -> ReceivePage:
+        page = super().receive(caller, cursor=cursor, ack_cursor=ack_cursor, limit=limit)
+        foreign = [i for i in self.interactions() if not i.acked and i.recipient.uuid != caller.agent.uuid]
+        if not foreign:
+            return page
+        leaked = ReceivedRecord(interaction=foreign[0], new_work=False, task=None)
+        return dataclasses.replace(page, records=(*page.records, leaked))
+
+
+MUTANTS: list[type[InteractionStore]] = [DispatchIgnoresClaim, ReplySkipsRecipientCheck, AckPastTheCursor,
+                                         ReceiveLeaksAnotherRecipientsRecord]
+GATE_EXAMPLES = 150
+
+
+def machine_on(store_class: type[InteractionStore]) -> type[MailboxMachine]:
+    class Mutated(MailboxMachine):
+        examples: ClassVar[int] = 0
+
+        def __init__(self) -> None:
+            super().__init__()
+            type(self).examples += 1
+            self.store.close()
+            self.store = store_class.open(self.dir / "w.db")
+            self.store._conn.execute("PRAGMA synchronous = OFF")
+
+    Mutated.__name__ = f"MailboxMachineOn{store_class.__name__}"
+    return Mutated
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=[m.__name__ for m in MUTANTS])
+def test_the_mailbox_model_catches_each_seeded_bug_within_150_examples(mutant: type[InteractionStore]) -> None:
+    """reliability-matrix P1 mutation gate: each seeded bug (dispatch ignores the claim; reply skips the
+    recipient check; ack acks past the cursor; receive returns another recipient's record) fails the model
+    test within 150 examples of 40 steps."""
+    machine = machine_on(mutant)
+    with pytest.raises(AssertionError):
+        run_state_machine_as_test(machine, settings=settings(
+            max_examples=GATE_EXAMPLES, stateful_step_count=40, deadline=None, database=None,
+            phases=(Phase.generate,), suppress_health_check=list(HealthCheck)))
+    report(f"P1 mutation gate {mutant.__name__}", rounds=machine.examples, caught=True)
+    assert machine.examples <= GATE_EXAMPLES
+
+
+def test_the_unmutated_store_passes_the_same_gate_settings() -> None:
+    """The gate's control: the real store survives the very settings that catch every mutant."""
+    run_state_machine_as_test(machine_on(InteractionStore), settings=settings(
+        max_examples=30, stateful_step_count=40, deadline=None, database=None, phases=(Phase.generate,),
+        suppress_health_check=list(HealthCheck)))
+
+
+@pytest.mark.slow
+def test_p1_at_the_nightly_size() -> None:
+    """reliability-matrix P1 [NIGHTLY]: 2,000 examples of 60 steps, no counterexample."""
+    machine: Any = machine_on(InteractionStore)
+    run_state_machine_as_test(machine, settings=settings(
+        max_examples=2000, stateful_step_count=60, deadline=None, database=None,
+        suppress_health_check=list(HealthCheck)))
+    report("P1 mailbox model", rounds=machine.examples)

@@ -1,0 +1,156 @@
+"""Shared pieces of the reliability suites: sizes, the summary report, a real app with a fake Codex, and
+direct reads of the store (the harness's view from outside the app).
+
+Sizes: the [CI] size by default, the [NIGHTLY] size when WARDIAN_RELIABILITY_NIGHTLY=1. Every scenario that
+counts rounds appends one JSON line to $WARDIAN_RELIABILITY_REPORT (when set) for `scripts/reliability.py`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sqlite3
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import AppHandle, start_app, stop_app
+from wardian import errors
+from wardian.client import AppClient
+from wardian.home import Home
+
+NIGHTLY = os.environ.get("WARDIAN_RELIABILITY_NIGHTLY") == "1"
+REPORT_ENV = "WARDIAN_RELIABILITY_REPORT"
+FAKE_CODEX = Path(__file__).with_name("fake_codex.py")
+
+
+def size(ci: int, nightly: int) -> int:
+    return nightly if NIGHTLY else ci
+
+
+def seeded_random(test: str) -> tuple[random.Random, int]:
+    """A random source whose seed is printed (and reported) so a failing round can be replayed."""
+    seed = int(os.environ.get("WARDIAN_RELIABILITY_SEED", "0")) or random.SystemRandom().randrange(1, 2**32)
+    print(f"{test}: seed {seed} (WARDIAN_RELIABILITY_SEED={seed} replays it)", file=sys.stderr)
+    return random.Random(seed), seed
+
+
+def report(row: str, *, rounds: int, lost: int = 0, duplicated: int = 0, replayed: int = 0,
+           integrity_failures: int = 0, **extra: Any) -> None:
+    path = os.environ.get(REPORT_ENV)
+    if not path:
+        return
+    line = {"row": row, "rounds": rounds, "lost": lost, "duplicated": duplicated, "replayed": replayed,
+            "integrity_failures": integrity_failures, **extra}
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(line) + "\n")
+
+
+def db_rows(root: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Read the store directly (the app is stopped or killed, or only reads race with it)."""
+    conn = sqlite3.connect(root / "wardian.db", timeout=30)
+    try:
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.close()
+
+
+def integrity_ok(root: Path) -> bool:
+    return db_rows(root, "PRAGMA integrity_check") == [("ok",)]
+
+
+def handle(root: Path, proc: Any) -> AppHandle:
+    return AppHandle(Home(root), proc, AppClient(Home(root)))
+
+
+@dataclass
+class FakeCodex:
+    """The fake `codex` of one test: its wrapper executable, its policy file and its request log."""
+
+    dir: Path
+    wrapper: Path = field(init=False)
+    config: Path = field(init=False)
+    log: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.wrapper = self.dir / "codex"
+        self.config = self.dir / "policy.json"
+        self.log = self.dir / "requests.jsonl"
+        self.wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} -S {FAKE_CODEX} "$@"\n', encoding="utf-8")
+        self.wrapper.chmod(0o755)
+        self.configure()
+
+    def configure(self, **policy: str) -> None:
+        tmp = self.config.with_suffix(".tmp")
+        tmp.write_text(json.dumps(policy), encoding="utf-8")
+        tmp.replace(self.config)
+
+    def env(self) -> dict[str, str]:
+        return {"WARDIAN_CODEX": str(self.wrapper), "RELIABILITY_FAKE_CODEX_CONFIG": str(self.config),
+                "RELIABILITY_FAKE_CODEX_LOG": str(self.log)}
+
+    def entries(self) -> list[dict[str, Any]]:
+        if not self.log.exists():
+            return []
+        lines = self.log.read_text(encoding="utf-8").splitlines()
+        return [json.loads(line) for line in lines if line.endswith("}")]
+
+    def attempts(self, request_id: str) -> list[dict[str, Any]]:
+        """Submissions of this task that Codex may have admitted (every answer but a stale-turn rejection)."""
+        return [e for e in self.entries() if request_id in e["request_ids"] and e["answer"] != "stale"]
+
+
+def start_with(root: Path, extra_env: dict[str, str] | None = None) -> AppHandle:
+    return handle(root, start_app(root, extra_env))
+
+
+def stop(app: AppHandle) -> None:
+    app.client.close()
+    stop_app(app.proc)
+
+
+def kill9(app: AppHandle) -> None:
+    app.client.close()
+    app.proc.kill()
+    stop_app(app.proc)
+
+
+def poll(check: Callable[[], Any], what: str, attempts: int = 1000) -> Any:
+    """Call `check` until it returns something truthy, at most `attempts` times, 10 ms apart (a bounded
+    poll with a count, for facts that have no event to wait on, like a child process being ready)."""
+    pause = threading.Event()
+    for _ in range(attempts):
+        got = check()
+        if got:
+            return got
+        pause.wait(0.01)
+    raise AssertionError(f"{what}: not reached after {attempts} attempts")
+
+
+def agent_row(app: AppHandle, name: str) -> dict[str, Any]:
+    return next(a for a in app.call("agent/list")["agents"] if a["name"] == name)
+
+
+def wait_owner_ready(app: AppHandle, name: str, after_generation: int = 0) -> int:
+    """Until the app observed a Codex owner of a generation above `after_generation` ready; its generation."""
+    def ready() -> int:
+        row = agent_row(app, name)
+        return int(row["generation"]) if row["generation"] > after_generation and row["status"] in (
+            "idle", "active") else 0
+    return int(poll(ready, f"{name}'s owner ready"))
+
+
+def call_outcome(client: AppClient, method: str, params: dict[str, Any]) -> tuple[str, Any]:
+    """One call's outcome as the caller sees it: ("admitted", result), ("not_admitted", error) or
+    ("uncertain", error)."""
+    try:
+        return "admitted", client.call(method, params)
+    except errors.DeliveryUncertain as exc:
+        return "uncertain", exc
+    except errors.WardianError as exc:
+        return "not_admitted", exc
