@@ -89,6 +89,7 @@ class Server:
         elif method == "turn/steer":
             self.turn_steer(id_, params)
         elif method == "thread/inject_items":
+            log(method, params, "ok", None)
             send({"id": id_, "result": {}})
         elif method == "turn/interrupt":
             send({"id": id_, "result": {}})
