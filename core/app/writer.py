@@ -13,8 +13,11 @@ this 2-core VM (anyio.to_thread round trip, median), more than the statements of
 (10-100 µs), and `mailbox/wait` makes two store calls: running everything on the worker made its round
 trip 0.90 ms, running the operations inline makes it ~0.3 ms. A read-only batch commits inline (there is
 nothing to fsync). The COMMIT of a batch that wrote stays on the worker so the loop keeps reading requests
-while the WAL is fsynced, which is what lets the next batch grow (group commit). The cost: the loop does
-not serve sockets while a batch's statements run (a 100-record page at 1M records: ~1 ms).
+while the WAL is fsynced, which is what lets the next batch grow (group commit). A call that finds the
+writer idle is a batch of one run in the caller's own task (no hand-over to the writer task and back).
+The cost: the loop does not serve sockets while a batch's statements run (a 100-record page at 1M
+records: ~0.6 ms), and a statement that waits on SQLite's busy timeout would hold the loop (only the
+app writes this database, so only an outside process holding its write lock could cause that).
 """
 
 from __future__ import annotations
