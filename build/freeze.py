@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import io
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -34,11 +36,19 @@ def venv_python() -> Path | None:
     return None
 
 
-def stage_package(dest: Path) -> Path:
-    """Copy `core/` to `dest/wardian` (without caches); the folder to put on PyInstaller's path."""
+def stage_package(dest: Path, rev: str | None) -> Path:
+    """Copy `core/` (of the work tree, or of commit `rev`) to `dest/wardian`; the folder for PyInstaller's path."""
     target = dest / "wardian"
     shutil.rmtree(target, ignore_errors=True)
-    shutil.copytree(ROOT / "core", target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.md"))
+    if rev is None:
+        shutil.copytree(ROOT / "core", target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.md"))
+        return dest
+    archive = subprocess.run(["git", "archive", "--format=tar", rev, "core"], cwd=ROOT, capture_output=True,
+                             check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(dest / "git", filter="data")
+    (dest / "git" / "core").rename(target)
+    shutil.rmtree(dest / "git")
     return dest
 
 
@@ -48,13 +58,13 @@ def tree_size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
 
 
-def freeze(onefile: bool, clean: bool, distpath: Path) -> Path:
+def freeze(onefile: bool, clean: bool, distpath: Path, rev: str | None = None) -> Path:
     """Run PyInstaller on `build/wardian.spec`; the path of the CLI it produced.
 
     Raises:
         subprocess.CalledProcessError: PyInstaller failed.
     """
-    src = stage_package(WORK / "src")
+    src = stage_package(WORK / "src", rev)
     workpath = WORK / ("pyinstaller-onefile" if onefile else "pyinstaller")
     cmd = [sys.executable, "-m", "PyInstaller", str(SPEC), "--noconfirm", "--log-level", "WARN",
            "--distpath", str(distpath), "--workpath", str(workpath)]
@@ -70,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--onefile", action="store_true", help="one self-unpacking file (measurements only)")
     parser.add_argument("--clean", action="store_true", help="drop PyInstaller's caches first")
+    parser.add_argument("--source-rev", metavar="REV", default=None,
+                        help="freeze core/ as committed in REV (e.g. HEAD) instead of the work tree")
     parser.add_argument("--distpath", type=Path, default=None,
                         help="where to put the result (default: dist/, or dist/onefile/ with --onefile)")
     args = parser.parse_args(argv)
@@ -80,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         os.execv(python, [str(python), __file__, *(sys.argv[1:] if argv is None else argv)])
     distpath = (args.distpath or (ROOT / "dist" / ("onefile" if args.onefile else ""))).absolute()
     t0 = time.perf_counter()
-    exe = freeze(args.onefile, args.clean, distpath)
+    exe = freeze(args.onefile, args.clean, distpath, args.source_rev)
     elapsed = time.perf_counter() - t0
     check = subprocess.run([str(exe), "--version"], capture_output=True, timeout=60, check=False)
     if check.returncode != 0:

@@ -2,11 +2,12 @@
 # Build the frozen CLI once (python build/freeze.py -> dist/wardian/wardian) and run the suites that must
 # hold for it (#6): the MCP contract tests, the provider (registration, real `codex mcp list`) tests and the
 # frozen smoke tests against the binary, then the MCP Inspector CLI as an independent client.
-# Expects scripts/setup.sh --with-node to have run (scripts/test.sh does). Extra arguments go to pytest.
+# Expects scripts/setup.sh --with-node to have run (scripts/test.sh does). Extra arguments go to pytest;
+# WARDIAN_FREEZE_ARGS goes to build/freeze.py (`--source-rev HEAD` freezes the last commit, not the work tree).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 started=$SECONDS
-.venv/bin/python build/freeze.py
+.venv/bin/python build/freeze.py ${WARDIAN_FREEZE_ARGS:-}
 echo "frozen_check: build took $((SECONDS - started)) s" >&2
 cli="$PWD/dist/wardian/wardian"
 WARDIAN_TEST_CLI="$cli" WARDIAN_FROZEN_CLI="$cli" \
