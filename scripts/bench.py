@@ -544,6 +544,89 @@ def report_imports(stderr: str, top: int = 15) -> None:
          note="sum of self times from python -X importtime for `wardian message wait`")
 
 
+# --- frozen binaries (#6) ----------------------------------------------------------------------------------
+
+REPO = Path(__file__).resolve().parent.parent
+INIT_LINE = (b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
+             b'"capabilities":{},"clientInfo":{"name":"bench","version":"0"}}}\n')
+
+
+def _frozen_cli() -> Path:
+    """The frozen CLI to measure: WARDIAN_FROZEN_CLI, else dist/wardian/wardian (`python build/freeze.py`)."""
+    exe = Path(os.environ.get("WARDIAN_FROZEN_CLI") or REPO / "dist" / "wardian" / "wardian").absolute()
+    if not exe.is_file():
+        raise RuntimeError(f"no frozen CLI at {exe}: run `python build/freeze.py` or set WARDIAN_FROZEN_CLI")
+    return exe
+
+
+def _tree_mb(path: Path) -> float:
+    files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file() and not p.is_symlink()]
+    return round(sum(p.stat().st_size for p in files) / 1e6, 1)
+
+
+def _initialize_time(argv: list[str], env: dict[str, str]) -> float:
+    """Spawn `argv` (an MCP stdio server) and time until its answer to `initialize` arrives."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+    proc.stdin.write(INIT_LINE)
+    proc.stdin.flush()
+    line = proc.stdout.readline()
+    elapsed = time.perf_counter() - t0
+    proc.stdin.close()
+    proc.wait(timeout=60)
+    proc.stdout.close()
+    if b'"serverInfo"' not in line:
+        raise RuntimeError(f"{argv} did not answer initialize: {line[:200]!r}")
+    return elapsed
+
+
+def _start_fields(times: list[float]) -> dict[str, Any]:
+    return {"value": ms(statistics.median(times)), "range": [ms(min(times)), ms(max(times))],
+            "p90_ms": ms(pct(times, 0.9)), "n": len(times), "unit": "ms"}
+
+
+def bench_frozen(cfg: Config) -> None:
+    """Frozen vs. source entry points, measured interleaved in one run: `message wait --timeout-ms 0` (an app
+    round trip) and `mcp serve` -> `initialize` answer. A `dist/onefile/wardian` (`build/freeze.py --onefile`)
+    is measured too when present, for the onedir/onefile choice. Opt-in: `--only frozen`."""
+    frozen, plain = _frozen_cli(), _console_script()
+    onefile = REPO / "dist" / "onefile" / "wardian"
+    entries = {"frozen": str(frozen), "plain": plain, **({"onefile": str(onefile)} if onefile.is_file() else {})}
+    with fresh_app() as app, AppClient(app.home) as client:
+        (_, token), = add_agents(client, "frz", 1)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("WARDIAN_")}
+        env.update({"WARDIAN_HOME": str(app.home.root), "WARDIAN_SESSION_ID": token})
+        waits: dict[str, list[float]] = {name: [] for name in entries}
+        for exe in entries.values():
+            _spawn_times([exe, "message", "wait", "--timeout-ms", "0"], env, 3, lambda rc: rc == 8)  # page cache
+        per_round = cfg.cold_runs // cfg.rounds + 1
+        for _ in range(cfg.rounds):
+            for _ in range(per_round):  # one of each in turn, so all meet the same background load
+                for name, exe in entries.items():
+                    waits[name] += _spawn_times([exe, "message", "wait", "--timeout-ms", "0"], env, 1,
+                                                lambda rc: rc == 8)
+        for name, times in waits.items():
+            fields = _start_fields(times)
+            if name == "frozen":
+                fields.update(target="<= 150", met=fields["value"] <= 150)
+            emit(f"{name}_cli_cold_start_message_wait", **fields, command="wardian message wait --timeout-ms 0",
+                 entry=entries[name], plain_ms=ms(statistics.median(waits["plain"])))
+        serve_env = {k: v for k, v in env.items() if k != "WARDIAN_SESSION_ID"}
+        inits: dict[str, list[float]] = {name: [] for name in entries}
+        for exe in entries.values():
+            _initialize_time([exe, "mcp", "serve"], serve_env)  # warm-up
+        for _ in range(max(3, cfg.cold_runs // 4)):
+            for name, exe in entries.items():
+                inits[name].append(_initialize_time([exe, "mcp", "serve"], serve_env))
+        for name, times in inits.items():
+            emit(f"{name}_mcp_serve_initialize", **_start_fields(times), command="wardian mcp serve -> initialize",
+                 entry=entries[name], plain_ms=ms(statistics.median(inits["plain"])))
+    emit("frozen_dist_size", value=_tree_mb(frozen.parent), n=1, unit="MB", entry=str(frozen.parent),
+         **({"onefile_mb": _tree_mb(onefile)} if onefile.is_file() else {}))
+
+
 # --- driver -----------------------------------------------------------------------------------------------
 
 
@@ -570,17 +653,22 @@ BENCHES: dict[str, Callable[[Config], None]] = {
     "receive": bench_receive,
     "cold_start": bench_cold_start,
 }
+# Run only when named with --only: they need a frozen build (`python build/freeze.py`).
+OPT_IN: dict[str, Callable[[Config], None]] = {
+    "frozen": bench_frozen,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes for CI (indicative figures only)")
-    parser.add_argument("--only", nargs="+", choices=sorted(BENCHES), help="run only these benchmarks")
+    parser.add_argument("--only", nargs="+", choices=sorted(BENCHES | OPT_IN),
+                        help="run only these benchmarks (opt-in ones only this way: " + ", ".join(OPT_IN) + ")")
     args = parser.parse_args(argv)
     cfg = QUICK if args.quick else FULL
     t0 = time.perf_counter()
-    for name, bench in BENCHES.items():
-        if args.only and name not in args.only:
+    for name, bench in (BENCHES | OPT_IN).items():
+        if (args.only and name not in args.only) or (name in OPT_IN and not args.only):
             continue
         log(f"{name} ...")
         started = time.perf_counter()
