@@ -278,6 +278,15 @@ def cmd_agent_start(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_agent_attach(args: argparse.Namespace) -> int:
+    """Run the agent's Codex TUI in this terminal, attached to the app-owned app-server."""
+    from wardian.terminal import run_attached_tui
+
+    with _client(args) as client:
+        info = client.call("agent/attach", {"agent": args.name})
+    return run_attached_tui(info, extra_args=list(args.codex_args))
+
+
 def cmd_agent_stop(args: argparse.Namespace) -> int:
     with _client(args) as client:
         result = client.call("agent/stop", {"agent": args.name}, timeout_s=60)
@@ -455,6 +464,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--approve-tools", dest="approve_tools", default=None, metavar="TOOL,...",
                    help="grant approval_mode = \"approve\" to these wardian tools in the agent's private home")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for the conversation")
+    p = sub(agent, "attach", cmd_agent_attach,
+            "open the agent's Codex TUI here, attached to the app-owned app-server (mode attached)")
+    p.add_argument("name", help="agent name or UUID")
+    p.add_argument("codex_args", nargs=argparse.REMAINDER, help="extra arguments for codex (after --)")
     p = sub(agent, "stop", cmd_agent_stop, "stop the agent's Codex; new tasks wait for an explicit start")
     p.add_argument("name", help="agent name or UUID")
     p = sub(agent, "env", cmd_agent_env, "print shell exports of WARDIAN_HOME and a new WARDIAN_SESSION_ID")

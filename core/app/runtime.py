@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import shutil
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,7 +51,9 @@ MAX_DISPATCH_ROUNDS = 20
 PUSH_TIMEOUT_S = 10.0
 # Launch settings of every managed app-server: thread/start waits until wardian's MCP server is ready, so
 # the first turn already offers its tools (codex-offline.md §2: optional servers are skipped when late).
-LAUNCH_OVERRIDES = ("mcp_servers.wardian.required=true",)
+# Codex gives an MCP server 10 s to start by default; a loaded machine can need more, and a required server
+# that misses it fails the whole thread/start.
+LAUNCH_OVERRIDES = ("mcp_servers.wardian.required=true", "mcp_servers.wardian.startup_timeout_sec=60")
 
 
 @dataclass
@@ -130,9 +133,6 @@ class Runtime:
     async def start_agent(self, agent_id: int, mode: str, overrides: Sequence[str],
                           approve_tools: Sequence[str] = ()) -> dict[str, Any]:
         """Start (or restart with new settings) the agent's owner; returns once its conversation is ready."""
-        if mode != "background":
-            raise errors.Unsupported("attached mode (a Codex TUI on the app-owned app-server) is not available "
-                                     "yet; use --mode background", field="mode", allowed="background")
         await self.writer.call(lambda s: rt.set_desired(s, agent_id, "on", mode, list(overrides)))
         agent = await self.writer.call(lambda s: rt.managed_agent(s, agent_id))
         existing = self.owners.get(agent.uuid)
@@ -197,8 +197,9 @@ class Runtime:
         workspace.mkdir(parents=True, exist_ok=True)
         spec = OwnerSpec(name=agent.name, codex=codex, codex_home=codex_home, workspace=workspace,
                          overrides=(*agent.overrides, *LAUNCH_OVERRIDES), env=owner_env(codex_home),
-                         thread_id=agent.thread_id,
-                         capabilities=caps, stderr_path=self.home.log_dir / f"codex-{agent.uuid}.log")
+                         thread_id=agent.thread_id, capabilities=caps,
+                         stderr_path=self.home.log_dir / f"codex-{agent.uuid}.log", mode=agent.mode or "background",
+                         socket_path=codex_home.parent / "app-server.sock")
         owner = CodexOwner(spec)
         handle = _Handle(agent.id, agent.uuid, agent.name, generation, owner, caps)
         ready = anyio.Event()
@@ -220,12 +221,14 @@ class Runtime:
                     try:
                         thread_id = await tg.start(owner.run)
                     except Exception as exc:
-                        failure.append(exc)  # the launcher records the failure (errored)
+                        log.error("Codex owner of %s failed to start", handle.name, exc_info=exc)
+                        failure.append(_first_cause(exc))  # the launcher records the failure (errored)
                         ready.set()
                         handle.done.set()
                         return
-                    await self.writer.call(lambda s: rt.observe(s, handle.agent_id, handle.generation,
-                                                                AgentStatus.IDLE, thread_id=thread_id))
+                    status = AgentStatus.IDLE if owner.ready else AgentStatus.STARTING
+                    await self.writer.call(lambda s: rt.observe(s, handle.agent_id, handle.generation, status,
+                                                                thread_id=thread_id))
                     self.owners[handle.uuid] = handle
                     tg.start_soon(self._record_states, handle)
                     tg.start_soon(self._observe_outcomes, handle)
@@ -253,6 +256,20 @@ class Runtime:
                 s, handle.agent_id, handle.generation, st, thread_id=c.thread_id, active_turn_id=c.active_turn_id))
             if status is AgentStatus.OFF:
                 handle.scope.cancel()  # the owner ended: take its dispatcher and observer down with it
+            elif status is AgentStatus.IDLE:
+                handle.kick.set()  # ready (e.g. an attached TUI's thread was adopted): a dispatch chance
+
+    async def attach_info(self, agent_id: int) -> dict[str, Any]:
+        """How a Codex TUI attaches to the agent's app-owned app-server (`wardian agent attach`)."""
+        agent = await self.writer.call(lambda s: rt.managed_agent(s, agent_id))
+        handle = self.owners.get(agent.uuid)
+        if handle is None or handle.owner.spec.mode != "attached":
+            raise errors.NotActive(f"agent {agent.name!r} has no attached-mode owner; start it with "
+                                   f"`wardian agent start {agent.name} --mode attached`", field="agent")
+        spec = handle.owner.spec
+        return {"socket": str(spec.socket_path), "workspace": str(spec.workspace), "codex": spec.codex,
+                "codex_home": str(spec.codex_home), "thread_id": handle.owner.thread_id,
+                "config": list(agent.overrides)}
 
     # --- dispatch -------------------------------------------------------------------------------------
 
@@ -413,6 +430,13 @@ class Runtime:
             raise
 
 
+def _first_cause(exc: BaseException) -> BaseException:
+    """The first leaf of an exception group (a task group's failure), or the exception itself."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
 def outcome_reply(outcome: TurnOutcome) -> tuple[ReplyStatus, str]:
     """The reply a finished turn stands for (seed: "An exact completed turn returns its final assistant item
     as done ... interrupted ... blocked ... failed ... 64 KiB")."""
@@ -450,4 +474,11 @@ def owner_env(codex_home: Path) -> dict[str, str]:
     # The agent's MCP server gets its own WARDIAN_HOME/WARDIAN_SESSION_ID from its registration, never ours.
     env = {k: v for k, v in os.environ.items() if k not in (ENV_HOME, ENV_SESSION, "CODEX_HOME")}
     env["CODEX_HOME"] = str(codex_home)
+    if getattr(sys, "frozen", False):
+        # PyInstaller points LD_LIBRARY_PATH at its own bundle; Codex and the shells it runs need the user's.
+        original = env.pop("LD_LIBRARY_PATH_ORIG", None)
+        if original is not None:
+            env["LD_LIBRARY_PATH"] = original
+        else:
+            env.pop("LD_LIBRARY_PATH", None)
     return env

@@ -29,6 +29,7 @@ from wardian.model import (
 )
 from wardian.protocol import app as proto
 from wardian.store import InteractionStore
+from wardian.store import runtime as rt
 from wardian.store.store import now_ms
 
 log = logging.getLogger("wardian.app")
@@ -59,6 +60,7 @@ class AppService:
             "mailbox/records": self._records,
             "agent/start": self._start_agent,
             "agent/stop": self._stop_agent,
+            "agent/attach": self._attach_agent,
             "app/status": self._status,
             "app/stop": self._app_stop,
         }
@@ -116,20 +118,29 @@ class AppService:
         if timeout_ms == 0:
             return wire(await self.writer.call(read(p.ack_cursor)), False, None)
         caller = await self._authenticate(p.session)
+        me = caller.agent.id
         ack, acked, reason = p.ack_cursor, 0, None
+
+        def read_or_context(ack_: str | None) -> Callable[[InteractionStore], tuple[ReceivePage, bool]]:
+            def op(s: InteractionStore) -> tuple[ReceivePage, bool]:
+                page = read(ack_)(s)
+                return page, (not page.records and rt.take_unseen_context(s, me))
+            return op
+
         with anyio.move_on_after(timeout_ms / 1000):
             while True:
                 with self.signals.subscribe(caller.agent.uuid) as waiter:
                     # Subscribed before reading, so a record committed after the read still wakes us.
-                    page = await self.writer.call(read(ack))
+                    page, context = await self.writer.call(read_or_context(ack))
                     ack, acked = None, acked + page.acked  # acknowledged once; later reads only look
                     if page.records:
                         return wire(ReceivePage(page.records, page.cursor, acked, page.more), False, reason)
+                    if context:
+                        # Pushed into the live conversation (now or just before this wait): no duplicate body,
+                        # nothing acknowledged; the model sees it in its next request.
+                        return wire(ReceivePage((), None, acked, False), False, PROVIDER_CONTEXT)
                     await waiter.wait()
                     reason = waiter.reason
-                    if reason == PROVIDER_CONTEXT:
-                        # Already on the provider delivery path: no duplicate body, nothing acknowledged.
-                        return wire(ReceivePage((), None, acked, False), False, reason)
         # Expired: an empty wait cancels nothing; later messages and replies remain available.
         return wire(ReceivePage(records=(), cursor=None, acked=acked, more=False), True, None)
 
@@ -137,13 +148,21 @@ class AppService:
         timeout_ms = DEFAULT_WAIT_MS if p.timeout_ms is None else p.timeout_ms
         caller = await self._authenticate(p.session)
         me = caller.agent.id
+        def look(s: InteractionStore) -> str | None:
+            if s.has_unacked(me):
+                return "mailbox_activity"
+            return PROVIDER_CONTEXT if rt.take_unseen_context(s, me) else None
+
         with self.signals.subscribe(caller.agent.uuid) as waiter:
             # Subscribed first, then look at durable state, then wait: no lost wake-up.
-            if await self.writer.call(lambda s: s.has_unacked(me)):
-                return {"woke": True, "timed_out": False, "wake_reason": "mailbox_activity"}
+            found = await self.writer.call(look)
+            if found is not None:
+                return {"woke": True, "timed_out": False, "wake_reason": found}
             if timeout_ms > 0:
                 with anyio.move_on_after(timeout_ms / 1000):
                     await waiter.wait()
+                    if waiter.reason == PROVIDER_CONTEXT:
+                        await self.writer.call(lambda s: rt.take_unseen_context(s, me))
                     return {"woke": True, "timed_out": False, "wake_reason": waiter.reason}
         return {"woke": False, "timed_out": True, "wake_reason": None}
 
@@ -175,6 +194,12 @@ class AppService:
         started = await self.runtime.start_agent(agent.id, p.mode, p.config, p.approve_tools)
         current = await self.writer.call(lambda s: s.agent(agent.id))
         return {"agent": proto.agent_wire(current), **started}
+
+    async def _attach_agent(self, p: proto.AgentStopParams) -> dict[str, Any]:
+        if self.runtime is None:
+            raise errors.Unsupported("this app runs without a provider runtime")
+        agent = await self.writer.call(lambda s: s.resolve_agent(p.agent))
+        return await self.runtime.attach_info(agent.id)
 
     async def _stop_agent(self, p: proto.AgentStopParams) -> dict[str, Any]:
         if self.runtime is None:

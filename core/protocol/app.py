@@ -230,6 +230,10 @@ class AgentStopParams(_Params):
     agent: Annotated[str, Field(min_length=1, max_length=MAX_TARGET_CHARS)]
 
 
+class AgentAttachParams(AgentStopParams):
+    pass
+
+
 class EmptyParams(_Params):
     pass
 
@@ -373,6 +377,15 @@ class AgentStopResult(_Result):
     stopped: bool
 
 
+class AgentAttachResult(_Result):
+    socket: str
+    workspace: str
+    codex: str
+    codex_home: str
+    thread_id: str | None
+    config: list[str]
+
+
 @dataclass(frozen=True, slots=True)
 class Method:
     params: type[_Params]
@@ -394,6 +407,7 @@ METHODS: dict[str, Method] = {
     "mailbox/records": Method(MailboxRecordsParams, MailboxRecordsResult, False, "Every record (operator)."),
     "agent/start": Method(AgentStartParams, AgentStartResult, False, "Start an agent's Codex owner."),
     "agent/stop": Method(AgentStopParams, AgentStopResult, False, "Stop an agent's Codex owner (explicit off)."),
+    "agent/attach": Method(AgentAttachParams, AgentAttachResult, False, "How a Codex TUI attaches to an agent."),
     "app/status": Method(EmptyParams, AppStatusResult, False, "The app's status."),
     "app/stop": Method(EmptyParams, OkResult, False, "Stop the app."),
 }

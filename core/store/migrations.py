@@ -105,4 +105,11 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX interactions_inbox ON interactions(recipient_id, id)
         WHERE acked_at IS NULL AND provider_delivered_at IS NULL;
     """,
+    # 4: how far each agent's waits have reported context pushed into its live conversation, so a push that
+    # lands just before a wait starts still ends that wait (wake_reason provider_context_available).
+    """
+    ALTER TABLE agents ADD COLUMN context_seen_id INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX interactions_pushed ON interactions(recipient_id, id)
+        WHERE provider_delivered_at IS NOT NULL AND kind != 'task';
+    """,
 )

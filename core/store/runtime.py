@@ -236,6 +236,20 @@ def mark_generation_lost(store: InteractionStore, agent_id: int, generation: int
     return lost
 
 
+def take_unseen_context(store: InteractionStore, agent_id: int) -> bool:
+    """True (once) when information, a reply or a notice was pushed into the agent's conversation since its
+    waits last reported it; dispatched tasks do not count (the agent is already working on them)."""
+    with store.atomic() as conn:
+        row = conn.execute(
+            "SELECT max(i.id) FROM interactions i JOIN agents a ON a.id = i.recipient_id WHERE i.recipient_id = ? "
+            "AND i.provider_delivered_at IS NOT NULL AND i.kind != 'task' AND i.id > a.context_seen_id",
+            (agent_id,)).fetchone()
+        if row[0] is None:
+            return False
+        conn.execute("UPDATE agents SET context_seen_id = ? WHERE id = ?", (row[0], agent_id))
+        return True
+
+
 def mark_provider_delivered(store: InteractionStore, public_ids: Sequence[str]) -> None:
     with store.atomic() as conn:
         conn.executemany("UPDATE interactions SET provider_delivered_at = ? WHERE public_id = ?",

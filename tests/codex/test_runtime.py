@@ -97,6 +97,9 @@ def test_information_is_injected_without_starting_a_turn(codex_world: CodexWorld
     assert receipt["delivery"] == "provider_visible"  # the actual delivery state reached
     # Already on the provider delivery path: receive returns no duplicate body, and wait has nothing new.
     assert codex_world.app.call("mailbox/receive", {"session": worker_token})["records"] == []
+    # A wait reports the pushed context once (it may have landed just before the wait began), then sleeps.
+    assert codex_world.app.call("mailbox/wait", {"session": worker_token, "timeout_ms": 0}) == {
+        "woke": True, "timed_out": False, "wake_reason": "provider_context_available"}
     assert codex_world.app.call("mailbox/wait", {"session": worker_token, "timeout_ms": 0})["woke"] is False
     assert script.requests == []  # no turn was started
     assert agent_row(codex_world, "worker")["status"] == "idle"

@@ -27,7 +27,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from wardian import __version__, errors
 from wardian.providers.codex.app_server import AppServerClient, Notification
 from wardian.providers.codex.compat import Capabilities
-from wardian.providers.codex.transport import NdjsonStream
+from wardian.providers.codex.transport import MessageStream, NdjsonStream, connect_unix_websocket
 
 log = logging.getLogger("wardian.codex.owner")
 
@@ -47,6 +47,8 @@ class OwnerSpec:
     thread_id: str | None
     capabilities: Capabilities
     stderr_path: Path
+    mode: str = "background"  # background: stdio app-server; attached: --listen unix:// for a Codex TUI
+    socket_path: Path | None = None  # attached mode: where the app-server listens (the TUI's --remote)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,26 +110,43 @@ class CodexOwner:
         # Held while a submission's binding is being persisted; the completion observer takes it before
         # looking up a finished turn's tasks, so no completion is published before its binding exists.
         self.submit_lock = anyio.Lock()
+        self._tui_send: MemoryObjectSendStream[str]
+        self._tui_threads: MemoryObjectReceiveStream[str]
+        self._tui_send, self._tui_threads = anyio.create_memory_object_stream[str](100)
         self.idle = anyio.Event()
         self._stop = anyio.Event()
 
     # --- lifecycle ------------------------------------------------------------------------------------
 
-    async def run(self, *, task_status: anyio.abc.TaskStatus[str] = anyio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, *, task_status: anyio.abc.TaskStatus[str | None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Start the app-server and the conversation; `task_status` gets the thread id (None while an attached
+        owner waits for its TUI's thread)."""
         spec = self.spec
+        attached = spec.mode == "attached"
         cmd = [spec.codex, "app-server"]
+        if attached:
+            assert spec.socket_path is not None
+            with suppress(FileNotFoundError):
+                spec.socket_path.unlink()  # a link left by an earlier app-server of this agent
+            cmd += ["--listen", f"unix://{spec.socket_path}"]
         for override in spec.overrides:
             cmd += ["-c", override]
         started = False
         with open(spec.stderr_path, "ab") as stderr:  # noqa: ASYNC230 (a local log file, opened once)
             process = await anyio.open_process(cmd, env=dict(spec.env), cwd=str(spec.workspace), stderr=stderr,
+                                               stdout=stderr if attached else subprocess.PIPE,
                                                start_new_session=True)
         self._process = process
-        assert process.stdin is not None
-        assert process.stdout is not None
-        client = AppServerClient(NdjsonStream(process.stdin, process.stdout), name=f"codex:{spec.name}")
-        self.client = client
         try:
+            if attached:
+                assert spec.socket_path is not None
+                stream: MessageStream = await _connect_when_listening(spec.socket_path, process)
+            else:
+                assert process.stdin is not None
+                assert process.stdout is not None
+                stream = NdjsonStream(process.stdin, process.stdout)
+            client = AppServerClient(stream, name=f"codex:{spec.name}")
+            self.client = client
             async with anyio.create_task_group() as tg:
                 await tg.start(client.run)
                 tg.start_soon(self._watch, client)
@@ -135,15 +154,17 @@ class CodexOwner:
                     "clientInfo": {"name": "wardian", "title": "Wardian", "version": __version__},
                     "capabilities": {"experimentalApi": True}}, timeout_s=120)
                 await client.notify("initialized")
+                if attached:
+                    tg.start_soon(self._follow_tui, client)
                 # No fixed deadline while Codex indexes history (seed); the request itself stays bounded.
                 if self.thread_id:
-                    result = await client.request("thread/resume", {"threadId": self.thread_id}, timeout_s=600)
-                else:
+                    await self._adopt(client, self.thread_id)
+                elif not attached:
                     result = await client.request("thread/start", {"cwd": str(spec.workspace)}, timeout_s=600)
-                self.thread_id = str(result["thread"]["id"])
-                self.ready = True
-                self.idle.set()
-                self._state(StateChange("idle", None, self.thread_id))
+                    self._become_ready(str(result["thread"]["id"]))
+                else:
+                    # Fresh attached agent: delivery waits until the TUI's own thread is observed (seed).
+                    self._state(StateChange("starting", None, None))
                 started = True
                 task_status.started(self.thread_id)
                 await self._stop.wait()
@@ -158,6 +179,28 @@ class CodexOwner:
             self._state_send.close()
             if not started:
                 log.error("Codex owner %s failed to start", spec.name)
+
+    def _become_ready(self, thread_id: str) -> None:
+        self.thread_id = thread_id
+        self.ready = True
+        self.idle.set()
+        self._state(StateChange("idle", None, thread_id))
+
+    async def _adopt(self, client: AppServerClient, thread_id: str) -> None:
+        """Subscribe to a thread (thread/resume) and deliver into it from now on."""
+        result = await client.request("thread/resume", {"threadId": thread_id}, timeout_s=600)
+        self._become_ready(str(result["thread"]["id"]))
+
+    async def _follow_tui(self, client: AppServerClient) -> None:
+        """Attached mode: the TUI's thread is the latest non-ephemeral, user-started thread (codex-offline §7).
+        When the TUI starts one (first attach, or /new), wait for the current turn to end, then adopt it."""
+        async for thread_id in self._tui_threads:
+            if thread_id == self.thread_id:
+                continue
+            await self.idle.wait()
+            async with self.submit_lock:
+                log.info("%s: following the TUI to thread %s", self.spec.name, thread_id)
+                await self._adopt(client, thread_id)
 
     async def _watch(self, client: AppServerClient) -> None:
         async for note in client.notifications:
@@ -196,6 +239,12 @@ class CodexOwner:
 
     def _observe(self, note: Notification) -> None:
         p = note.params
+        if note.method == "thread/started":
+            thread = p.get("thread") or {}
+            if thread.get("ephemeral") is False and thread.get("threadSource") == "user" and thread.get("id"):
+                with suppress(anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    self._tui_send.send_nowait(str(thread["id"]))
+            return
         if p.get("threadId") not in (None, self.thread_id):
             return
         if note.method == "turn/started":
@@ -280,6 +329,18 @@ class CodexOwner:
     async def interrupt(self, turn_id: str, *, timeout_s: float = 30.0) -> None:
         await self._client().request("turn/interrupt", {"threadId": self.thread_id, "turnId": turn_id},
                                      timeout_s=timeout_s)
+
+
+async def _connect_when_listening(path: Path, process: anyio.abc.Process) -> MessageStream:
+    """Connect once the attached app-server listens (each attempt bounded; the startup itself is not)."""
+    while True:
+        if process.returncode is not None:
+            raise errors.ProviderUnavailable(f"the Codex app-server exited ({process.returncode}) before listening")
+        try:
+            with anyio.fail_after(10):
+                return await connect_unix_websocket(str(path))
+        except (errors.ProviderUnavailable, TimeoutError):
+            await anyio.sleep(0.05)
 
 
 def _killpg(pid: int, sig: int) -> None:
