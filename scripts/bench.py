@@ -119,7 +119,9 @@ def running_app(root: Path) -> Iterator[RunningApp]:
     if line != b"ready":
         proc.kill()
         proc.wait(timeout=10)
-        raise RuntimeError(f"the app did not start: {line!r}; see {root / 'bench-app.stderr'}")
+        # The home is removed on the way out, so show the app's own words here.
+        err = (root / "bench-app.stderr").read_text(encoding="utf-8", errors="replace")[-3000:]
+        raise RuntimeError(f"the app did not start: {line!r}; its stderr ends with:\n{err}")
     try:
         yield RunningApp(Home(root), proc)
     finally:
