@@ -17,7 +17,11 @@ How each client is built, so the figure measures the app rather than the client:
 - wake-ups and the 32 senders use raw non-blocking sockets driven by one epoll loop in this process, with
   request frames encoded once up front: per request the client spends two syscalls and a newline count,
   no threads and no GIL hand-offs, which leaves as much of the 2 cores as possible to the app;
-- the cold start spawns the installed `wardian` console script, exactly as a person or an agent would.
+- the cold start spawns the installed `wardian` console script, exactly as a person or an agent would;
+- the MCP figures (#3) put `wardian mcp serve` (the console script, as Codex launches it) side by side with
+  `scripts/trivial_mcp_server.py`, a one-tool server on the SDK's own stdio transport, in the same run: spawns
+  alternate between the two, and round trips alternate call by call over two SDK client sessions on one loop,
+  so both meet the same background load (and the same disk, for the durable `send_message`).
 """
 
 from __future__ import annotations
@@ -629,6 +633,137 @@ def bench_frozen(cfg: Config) -> None:
          **({"onefile_mb": _tree_mb(onefile)} if onefile.is_file() else {}))
 
 
+# --- MCP server (#3) ---------------------------------------------------------------------------------------
+
+TRIVIAL_MCP_SERVER = Path(__file__).resolve().parent / "trivial_mcp_server.py"
+# What the SDK's own client sends first (mcp 2.3.0 `ClientSession.initialize`, LATEST_HANDSHAKE_VERSION).
+MCP_INITIALIZE = orjson.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+    "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}}) + b"\n"
+
+
+def _spawn_to_initialize(argv: list[str], env: dict[str, str]) -> float:
+    """Seconds from spawning `argv` to reading its answer to `initialize` (then it is told to exit)."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+    try:
+        proc.stdin.write(MCP_INITIALIZE)
+        proc.stdin.flush()
+        line = proc.stdout.readline()
+        elapsed = time.perf_counter() - t0
+        answer = orjson.loads(line)
+        if "result" not in answer or answer.get("id") != 0:
+            raise RuntimeError(f"{argv} answered initialize with {line[:300]!r}")
+        proc.stdin.close()
+        if proc.wait(timeout=30) != 0:
+            raise RuntimeError(f"{argv} exited {proc.returncode} after initialize")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+    return elapsed
+
+
+def bench_mcp_startup(cfg: Config) -> None:
+    """spawn -> `initialize` result: `wardian mcp serve` next to the trivial SDK server, alternating."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARDIAN_")}
+    wardian = [_console_script(), "mcp", "serve"]
+    trivial = [sys.executable, str(TRIVIAL_MCP_SERVER)]
+    for argv in (wardian, trivial):
+        _spawn_to_initialize(argv, env)  # warm the page cache
+    ours: list[float] = []
+    theirs: list[float] = []
+    for _ in range(cfg.mcp_spawns):
+        ours.append(_spawn_to_initialize(wardian, env))
+        theirs.append(_spawn_to_initialize(trivial, env))
+    ratio = statistics.median(ours) / statistics.median(theirs)
+    emit("mcp_startup_trivial_sdk_server", value=ms(statistics.median(theirs)),
+         range=[ms(min(theirs)), ms(max(theirs))], n=len(theirs), unit="ms",
+         command=f"python {TRIVIAL_MCP_SERVER.relative_to(TRIVIAL_MCP_SERVER.parents[1])}")
+    emit("mcp_startup", value=ms(statistics.median(ours)), range=[ms(min(ours)), ms(max(ours))], n=len(ours),
+         unit="ms", command="wardian mcp serve", ratio_to_trivial=round(ratio, 3), target="ratio <= 0.5",
+         met=ratio <= 0.5)
+    log(f"mcp startup: wardian {ms(statistics.median(ours))} ms, trivial SDK server "
+        f"{ms(statistics.median(theirs))} ms, ratio {ratio:.3f} (target <= 0.5)")
+
+
+def bench_mcp_roundtrip(cfg: Config) -> None:
+    """`tools/call` round trips through the SDK client: send_message next to the trivial tool, call by call."""
+    import anyio
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    with fresh_app() as app, AppClient(app.home) as client:
+        (_, token), (target, _) = add_agents(client, "mcp", 2)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("WARDIAN_")}
+        ours_env = {**env, "WARDIAN_HOME": str(app.home.root), "WARDIAN_SESSION_ID": token}
+        send_args = {"target": target["uuid"], "message": TEXT}
+        direct_params = {"session": token, **send_args}
+        names = ("trivial", "send_message", "list_agents", "app_send")
+        rounds: dict[str, list[list[float]]] = {name: [] for name in names}
+        disk = fdatasync_p50(app.home.root)  # the disk's state: it bounds the durable send
+
+        async def run() -> None:
+            trivial = StdioServerParameters(command=sys.executable, args=[str(TRIVIAL_MCP_SERVER)], env=env)
+            ours = StdioServerParameters(command=_console_script(), args=["mcp", "serve"], env=ours_env)
+            async with stdio_client(trivial) as (tr, tw), ClientSession(tr, tw) as t, \
+                    stdio_client(ours) as (wr, ww), ClientSession(wr, ww) as w:
+                await t.initialize()
+                await w.initialize()
+
+                async def one(name: str) -> float:
+                    t0 = time.perf_counter()
+                    if name == "trivial":
+                        result = await t.call_tool("noop", {})
+                    elif name == "app_send":  # the app's own durable send, no MCP: the floor of send_message
+                        client.call("message/send", direct_params)
+                        return time.perf_counter() - t0
+                    else:
+                        result = await w.call_tool(name, send_args if name == "send_message" else {})
+                    elapsed = time.perf_counter() - t0
+                    if result.is_error:
+                        raise RuntimeError(f"{name} failed: {result.content}")
+                    return elapsed
+
+                for _ in range(max(50, cfg.mcp_calls // 10)):  # warm-up: SDK lazy paths, pooled connection
+                    for name in names:
+                        await one(name)
+                for _ in range(cfg.rounds):
+                    samples: dict[str, list[float]] = {name: [] for name in names}
+                    for _ in range(cfg.mcp_calls):
+                        for name in names:  # call by call, so all four meet the same load and disk
+                            samples[name].append(await one(name))
+                    for name in names:
+                        rounds[name].append(samples[name])
+
+        anyio.run(run)
+
+    def ratio(name: str) -> float:
+        return statistics.median(pct(r, 0.5) / pct(t, 0.5) for r, t in zip(rounds[name], rounds["trivial"],
+                                                                             strict=True))
+
+    send_ratio, list_ratio = ratio("send_message"), ratio("list_agents")
+    emit("mcp_roundtrip_trivial_tool", **latency_fields(rounds["trivial"]), unit="ms",
+         tool="noop of scripts/trivial_mcp_server.py", client="mcp ClientSession over stdio")
+    emit("mcp_roundtrip_send_message", **latency_fields(rounds["send_message"]), unit="ms",
+         ratio_to_trivial_p50=round(send_ratio, 3), target="ratio_to_trivial_p50 <= 1.3", met=send_ratio <= 1.3,
+         client="mcp ClientSession over stdio", disk_fdatasync_p50_ms=ms(disk),
+         note="includes the app's durable commit: see app_roundtrip_message_send")
+    emit("mcp_roundtrip_list_agents", **latency_fields(rounds["list_agents"]), unit="ms",
+         ratio_to_trivial_p50=round(list_ratio, 3), client="mcp ClientSession over stdio",
+         note="a tool that writes nothing: the MCP layer's own cost")
+    emit("app_roundtrip_message_send", **latency_fields(rounds["app_send"]), unit="ms",
+         client="AppClient, one persistent connection", disk_fdatasync_p50_ms=ms(disk),
+         note="the same send without MCP, measured alongside")
+    median = {name: statistics.median(pct(r, 0.5) for r in rounds[name]) for name in names}
+    log(f"mcp round trip p50: send_message {ms(median['send_message'])} ms, trivial tool "
+        f"{ms(median['trivial'])} ms, ratio {send_ratio:.3f} (target <= 1.3); list_agents "
+        f"{ms(median['list_agents'])} ms, ratio {list_ratio:.3f}; the app's own message/send "
+        f"{ms(median['app_send'])} ms")
+
+
 # --- driver -----------------------------------------------------------------------------------------------
 
 
@@ -641,12 +776,14 @@ class Config:
     records: int
     receives: int
     cold_runs: int
+    mcp_spawns: int
+    mcp_calls: int
 
 
 FULL = Config(rounds=3, roundtrips=3000, wakes=200, send_seconds=4.0, records=1_000_000, receives=300,
-              cold_runs=30)
+              cold_runs=30, mcp_spawns=15, mcp_calls=300)
 QUICK = Config(rounds=1, roundtrips=500, wakes=50, send_seconds=1.0, records=100_000, receives=100,
-               cold_runs=20)
+               cold_runs=20, mcp_spawns=4, mcp_calls=50)
 
 BENCHES: dict[str, Callable[[Config], None]] = {
     "roundtrip": bench_roundtrip,
@@ -654,6 +791,8 @@ BENCHES: dict[str, Callable[[Config], None]] = {
     "throughput": bench_throughput,
     "receive": bench_receive,
     "cold_start": bench_cold_start,
+    "mcp_startup": bench_mcp_startup,
+    "mcp_roundtrip": bench_mcp_roundtrip,
 }
 # Run only when named with --only: they need a frozen build (`python build/freeze.py`).
 OPT_IN: dict[str, Callable[[Config], None]] = {

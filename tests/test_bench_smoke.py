@@ -26,6 +26,12 @@ EXPECTED = {
     "cli_cold_start_message_wait",
     "python_start_floor",
     "cli_import_time",
+    "mcp_startup",
+    "mcp_startup_trivial_sdk_server",
+    "mcp_roundtrip_trivial_tool",
+    "mcp_roundtrip_send_message",
+    "mcp_roundtrip_list_agents",
+    "app_roundtrip_message_send",
 }
 
 

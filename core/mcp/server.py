@@ -1,23 +1,35 @@
 """`wardian mcp serve`: the seven messaging tools over stdio MCP, on the official SDK's low-level server.
 
 ```
-stdin (dup of fd 0) -> reader thread -> decode_line -> SDK session (mcp.server.lowlevel.Server) -> writer
-                                            `-> malformed line: JSON-RPC error ---------------------> writer
-writer -> stdout (dup of fd 1)
+stdin (dup of fd 0) -> main thread: decode_line -> Front --- constant answer ------------------------> writes
+                             |                        `--- everything else -> Inbox ---.
+                             `-> malformed line: JSON-RPC error --------------------------------------> writes
+SDK thread (started at once, imports the SDK): anyio loop <- Inbox, SDK session (mcp.server.lowlevel.Server) --> writes
+writes -> stdout (dup of fd 1), one whole line at a time
 ```
+
+The SDK costs over a second to import, and a host's handshake needs none of it: the main thread answers
+`initialize`, `tools/list` and `ping` from constant data (`_front`) while the SDK server is imported and
+started on its own thread; every other message (`tools/call` above all) waits in the `Inbox`, in arrival
+order, until the SDK's loop takes it.
 
 Invariants:
 - Nothing but protocol reaches the real stdout: at startup fd 1 is duplicated for the transport and then
   pointed at stderr, so a stray `print` or a chatty import cannot corrupt the stream (MCP stdio spec; STYLE
-  §7). fd 0 is pointed at /dev/null for the same reason. Logs go to stderr only.
+  §7). fd 0 is pointed at /dev/null for the same reason. Logs go to stderr only. Lines are written whole,
+  under one lock, whichever thread answers.
 - Every malformed line gets a JSON-RPC error where the protocol allows one (`_frames`), and the server
   keeps serving.
 - Discovery (`initialize`, `tools/list`) needs no WARDIAN_HOME, app or session and touches no file.
+- The constant answers are the SDK's own (`_front`); the SDK sees the handshake replayed, so it serves
+  `tools/call` as if it had answered `initialize` itself, and no request is answered twice.
 - Tool failures are results with `isError: true` and `structuredContent.error`; only protocol faults are
-  JSON-RPC errors. A call is sent to the app at most once.
-- Stdin EOF ends the server promptly: calls still running get a short grace, then are abandoned (an
-  admitted message stays admitted; the app never cancels admitted work). SIGTERM keeps its default
-  action, so it ends the process at once; the server starts no child processes.
+  JSON-RPC errors. A call is sent to the app at most once (`_calls`).
+- Stdin EOF ends the server promptly: requests handed to the SDK are still answered (the SDK is waited for
+  if it is still starting, then calls get a short grace), then the rest are abandoned (an admitted message
+  stays admitted; the app never cancels admitted work). Without such requests the server exits at once,
+  even while the SDK is still being imported. SIGTERM keeps its default action, so it ends the process at
+  once; the server starts no child processes.
 """
 
 from __future__ import annotations
@@ -26,24 +38,28 @@ import logging
 import os
 import sys
 import threading
+from collections import Counter
 from collections.abc import Callable
-from functools import partial
-from typing import Any
-
-import anyio
-import anyio.from_thread
-import anyio.lowlevel
-import anyio.to_thread
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from typing import TYPE_CHECKING, Any
 
 from wardian.mcp._frames import FrameError, decode_line, encode_message
-from wardian.protocol.jsonrpc import INVALID_PARAMS, INVALID_REQUEST
+from wardian.mcp._front import Front
+from wardian.protocol.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
 from wardian.protocol.tools import MAX_MCP_FRAME_BYTES
+
+if TYPE_CHECKING:
+    from mcp.server.lowlevel import Server
+
+    from wardian.mcp._calls import Caller
 
 log = logging.getLogger("wardian.mcp")
 
 # How long calls still running after stdin EOF may finish before the server exits anyway.
 EOF_GRACE_S = 0.5
+# How long requests that arrived before stdin EOF wait for the SDK server to start (it imports in ~1-2 s).
+SDK_START_TIMEOUT_S = 60.0
+# Messages the SDK's loop buffers before the stdin thread waits for it to catch up.
+_SDK_BUFFER = 16
 _READ_CHUNK = 1 << 16
 
 
@@ -53,6 +69,7 @@ class _StdioFds:
     def __init__(self) -> None:
         self.stdin = os.dup(0)
         self.stdout = os.dup(1)
+        self._write_lock = threading.Lock()
         # Stray writes to fd 1 (print, C extensions, children) now land on stderr; reads of fd 0 get EOF.
         os.dup2(2, 1)
         devnull = os.open(os.devnull, os.O_RDONLY)
@@ -60,14 +77,16 @@ class _StdioFds:
         os.close(devnull)
 
     def write(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            written = os.write(self.stdout, view)
-            view = view[written:]
+        """Write whole lines: two threads answer, and a pipe write over PIPE_BUF bytes may be split."""
+        with self._write_lock:
+            view = memoryview(data)
+            while view:
+                written = os.write(self.stdout, view)
+                view = view[written:]
 
 
-def _reader(fd: int, deliver: Callable[[bytes | None], None]) -> None:
-    """Read lines from `fd` (in a daemon thread) and deliver each, then None at EOF.
+def _reader(fd: int, deliver: Callable[[bytes], None]) -> None:
+    """Read lines from `fd` and deliver each, until EOF.
 
     A line longer than MAX_MCP_FRAME_BYTES is delivered truncated to one byte over the cap (so it is
     answered as too long) and the rest of it is skipped up to its newline, keeping memory bounded.
@@ -101,25 +120,97 @@ def _reader(fd: int, deliver: Callable[[bytes | None], None]) -> None:
         if buf and not skipping:
             deliver(bytes(buf))
     except OSError:
-        log.exception("reading stdin failed")
-    except RuntimeError:
-        return  # the event loop is gone: the server is exiting
-    try:
-        deliver(None)
-    except RuntimeError:
-        return
+        log.exception("the stdio transport failed")
 
 
-async def serve(fds: _StdioFds, environ: dict[str, str]) -> None:
-    """Serve MCP on `fds` until stdin ends."""
+class _Outstanding:
+    """The ids of client requests handed to the SDK and not yet answered (shared by both threads)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ids: Counter[Any] = Counter()
+        self._total = 0
+        self.changed: Callable[[], None] = lambda: None  # the SDK loop's wake-up, once it runs
+
+    def add(self, id_: Any) -> None:
+        with self._lock:
+            self._ids[id_] += 1
+            self._total += 1
+
+    def done(self, id_: Any) -> None:
+        with self._lock:
+            if self._ids[id_] <= 0:
+                return
+            self._ids[id_] -= 1
+            if not self._ids[id_]:
+                del self._ids[id_]
+            self._total -= 1
+        self.changed()
+
+    def __bool__(self) -> bool:
+        with self._lock:
+            return self._total > 0
+
+
+class _Inbox:
+    """Messages for the SDK in arrival order: kept until its loop attaches, then sent into that loop.
+
+    `None` marks stdin EOF. If the SDK cannot start, requests get a JSON-RPC internal error instead.
+    """
+
+    def __init__(self, reject: Callable[[dict[str, Any]], None]) -> None:
+        self._lock = threading.Lock()
+        self._backlog: list[dict[str, Any] | None] = []
+        self._send: Callable[[dict[str, Any] | None], None] | None = None
+        self._failed = False
+        self._reject = reject
+        self.attached = threading.Event()
+
+    def put(self, item: dict[str, Any] | None) -> None:
+        with self._lock:
+            if self._send is None and not self._failed:
+                self._backlog.append(item)
+                return
+            send = None if self._failed else self._send
+        if send is not None:
+            try:
+                send(item)  # waits while the SDK's buffer is full
+                return
+            except Exception:  # the SDK's loop is gone (it failed, or the server is exiting)
+                log.debug("the SDK loop ended before a message could be handed to it")
+        if item is not None:
+            self._reject(item)
+
+    def attach(self, send: Callable[[dict[str, Any] | None], None]) -> list[dict[str, Any] | None]:
+        """Called on the SDK's loop: returns what arrived so far; later messages go to `send`."""
+        with self._lock:
+            backlog, self._backlog = self._backlog, []
+            self._send = send
+        self.attached.set()
+        return backlog
+
+    def fail(self) -> None:
+        """The SDK cannot serve: reject every request kept or still to come."""
+        with self._lock:
+            self._failed = True
+            backlog, self._backlog = self._backlog, []
+        for item in backlog:
+            if item is not None:
+                self._reject(item)
+        self.attached.set()
+
+
+def build_server(caller: Caller) -> Server[Any]:
+    """The SDK's low-level server of the seven tools, calling the app for `caller` (imports the SDK)."""
+    from functools import partial
+
+    import anyio.to_thread
     import mcp_types as types
     from mcp.server.lowlevel import Server
     from mcp.shared.exceptions import MCPError
-    from mcp.shared.message import SessionMessage
-    from pydantic import ValidationError
 
     from wardian import __version__, errors
-    from wardian.mcp._calls import call_tool, error_content, success_content
+    from wardian.mcp._calls import error_content, success_content
     from wardian.protocol.tools import SERVER_INSTRUCTIONS, SERVER_NAME, TOOLS, TOOLS_BY_NAME
 
     listed = types.ListToolsResult(tools=[types.Tool.model_validate(t.definition(), by_name=False)
@@ -133,7 +224,7 @@ async def serve(fds: _StdioFds, environ: dict[str, str]) -> None:
         if spec is None:
             raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name[:80]!r}")
         try:
-            result = await anyio.to_thread.run_sync(partial(call_tool, spec, params.arguments, environ),
+            result = await anyio.to_thread.run_sync(partial(caller.call_tool, spec, params.arguments),
                                                     abandon_on_cancel=True)
         except errors.WardianError as exc:
             text, structured = error_content(exc)
@@ -150,65 +241,86 @@ async def serve(fds: _StdioFds, environ: dict[str, str]) -> None:
         return types.CallToolResult(content=[types.TextContent(text=success_content(result))],
                                     structured_content=result)
 
-    server: Server[Any] = Server(SERVER_NAME, version=__version__, instructions=SERVER_INSTRUCTIONS,
-                                 on_list_tools=list_tools, on_call_tool=call)
+    return Server(SERVER_NAME, version=__version__, instructions=SERVER_INSTRUCTIONS,
+                  on_list_tools=list_tools, on_call_tool=call)
 
+
+async def _serve_sdk(fds: _StdioFds, environ: dict[str, str], inbox: _Inbox, outstanding: _Outstanding,
+                     front: Front) -> None:
+    """Run the SDK session on this thread's loop, fed by `inbox`, until stdin ends."""
+    import anyio
+    import anyio.from_thread
+    import anyio.lowlevel
+    import mcp_types as types
+    import orjson
+    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+    from mcp.shared.message import SessionMessage
+    from pydantic import ValidationError
+
+    from wardian.mcp._calls import Caller
+
+    caller = Caller(environ)
+    server = build_server(caller)
     to_sdk: MemoryObjectSendStream[Any]
     from_host: MemoryObjectReceiveStream[Any]
     to_sdk, from_host = anyio.create_memory_object_stream[Any](0)
     to_host, from_sdk = anyio.create_memory_object_stream[Any](0)
-    lines_in, lines = anyio.create_memory_object_stream[bytes | None](16)
-    out_in, out = anyio.create_memory_object_stream[bytes](64)
+    inbox_in, inbox_out = anyio.create_memory_object_stream[dict[str, Any] | None](_SDK_BUFFER)
     token = anyio.lowlevel.current_token()
-    # Requests handed to the SDK and not yet answered: at stdin EOF they get a short grace to finish.
-    pending: set[Any] = set()
-    all_answered = anyio.Event()
-    all_answered.set()
+    answered = anyio.Event()
 
-    def deliver(line: bytes | None) -> None:
-        anyio.from_thread.run(lines_in.send, line, token=token)
+    loop_thread = threading.get_ident()
 
-    threading.Thread(target=_reader, args=(fds.stdin, deliver), name="wardian-mcp-stdin", daemon=True).start()
+    def wake() -> None:
+        if outstanding:
+            return
+        if threading.get_ident() == loop_thread:
+            answered.set()
+        else:
+            anyio.from_thread.run_sync(answered.set, token=token)
+
+    outstanding.changed = wake
+
+    async def to_session(obj: dict[str, Any]) -> None:
+        try:
+            message = types.jsonrpc_message_adapter.validate_python(obj, by_name=False)
+        except ValidationError:
+            error = FrameError(INVALID_REQUEST, "Invalid request: not a valid JSON-RPC message", obj.get("id"))
+            fds.write(encode_message(error.response()))
+            if "method" in obj and "id" in obj:
+                outstanding.done(obj["id"])
+            return
+        await to_sdk.send(SessionMessage(message))
 
     async def pump_in() -> None:
-        nonlocal all_answered
-        async with lines:
-            async for line in lines:
-                if line is None:
+        backlog = inbox.attach(lambda item: anyio.from_thread.run(inbox_in.send, item, token=token))
+        log.debug("the SDK server is ready; %d message(s) were waiting for it", len(backlog))
+        for obj in backlog:
+            if obj is None:
+                return
+            await to_session(obj)
+        async with inbox_out:
+            async for obj in inbox_out:
+                if obj is None:
                     return
-                try:
-                    obj = decode_line(line)
-                    if obj is None:
-                        continue
-                    try:
-                        message = types.jsonrpc_message_adapter.validate_python(obj, by_name=False)
-                    except ValidationError:
-                        raise FrameError(INVALID_REQUEST, "Invalid request: not a valid JSON-RPC message",
-                                         obj.get("id")) from None
-                except FrameError as exc:
-                    await out_in.send(encode_message(exc.response()))
-                    continue
-                if "method" in obj and "id" in obj:
-                    if not pending:
-                        all_answered = anyio.Event()
-                    pending.add(obj["id"])
-                await to_sdk.send(SessionMessage(message))
+                await to_session(obj)
 
     async def pump_out() -> None:
         async with from_sdk:
             async for session_message in from_sdk:
-                data = session_message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                await out_in.send(data.encode("utf-8") + b"\n")
-                answered = getattr(session_message.message, "id", None)
-                if answered in pending and not hasattr(session_message.message, "method"):
-                    pending.discard(answered)
-                    if not pending:
-                        all_answered.set()
-
-    async def writer() -> None:
-        async with out:
-            async for data in out:
-                fds.write(data)
+                message = session_message.message
+                data = message.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8")
+                answered_id = getattr(message, "id", None)
+                is_response = not hasattr(message, "method")
+                if is_response and answered_id == front.replay_id:
+                    result = orjson.loads(data).get("result")
+                    if not front.replay_matches(result):
+                        log.error("the SDK's initialize result differs from the constant answer written to the "
+                                  "host: %s", data[:2000].decode("utf-8", "replace"))
+                    continue
+                fds.write(data + b"\n")
+                if is_response:
+                    outstanding.done(answered_id)
 
     session_done = anyio.Event()
 
@@ -221,19 +333,35 @@ async def serve(fds: _StdioFds, environ: dict[str, str]) -> None:
         finally:
             session_done.set()
 
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(writer)
+    try:
         async with anyio.create_task_group() as session:
             session.start_soon(run_session)
             await pump_in()
             # stdin ended: calls in flight get a short grace to answer, then the session stops.
-            with anyio.move_on_after(EOF_GRACE_S):
-                await all_answered.wait()
+            if outstanding:
+                answered = anyio.Event()
+                if outstanding:
+                    with anyio.move_on_after(EOF_GRACE_S):
+                        await answered.wait()
             await to_sdk.aclose()
             with anyio.move_on_after(EOF_GRACE_S):
                 await session_done.wait()
             session.cancel_scope.cancel()
-        out_in.close()  # the writer drains what is queued, then ends
+    finally:
+        outstanding.changed = lambda: None
+        caller.close()
+
+
+def _run_sdk(fds: _StdioFds, environ: dict[str, str], inbox: _Inbox, outstanding: _Outstanding,
+             front: Front) -> None:
+    """The SDK thread: import the SDK and serve until stdin ends; on failure, requests get an error."""
+    try:
+        import anyio
+
+        anyio.run(_serve_sdk, fds, environ, inbox, outstanding, front)
+    except BaseException:
+        log.exception("the MCP SDK server failed")
+        inbox.fail()
 
 
 def main() -> int:
@@ -241,17 +369,56 @@ def main() -> int:
     fds = _StdioFds()
     logging.basicConfig(stream=sys.stderr, level=os.environ.get("WARDIAN_LOG_LEVEL", "WARNING").upper(),
                         format="wardian-mcp %(levelname)s %(name)s: %(message)s")
+    outstanding = _Outstanding()
+    front = Front()
+
+    def reject(obj: dict[str, Any]) -> None:
+        if "method" in obj and "id" in obj and obj["id"] != front.replay_id:
+            fds.write(encode_message({"jsonrpc": "2.0", "id": obj["id"], "error": {
+                "code": INTERNAL_ERROR, "message": "Internal error: the MCP server could not start its SDK session"}}))
+            outstanding.done(obj["id"])
+
+    inbox = _Inbox(reject)
+    sdk = threading.Thread(target=_run_sdk, args=(fds, dict(os.environ), inbox, outstanding, front),
+                           name="wardian-mcp-sdk", daemon=True)
+    sdk.start()
+
+    def deliver(line: bytes) -> None:
+        try:
+            obj = decode_line(line)
+        except FrameError as exc:
+            fds.write(encode_message(exc.response()))
+            return
+        if obj is None:
+            return
+        route = front.route(obj, sdk_busy=bool(outstanding))
+        if route.answer is not None:
+            fds.write(route.answer)
+            log.debug("answered %s from constant data", obj.get("method"))
+        if route.forward is not None:
+            if "method" in obj and "id" in obj and route.answer is None:
+                outstanding.add(obj["id"])
+                if not inbox.attached.is_set():
+                    log.debug("%s waits for the SDK server to start", obj["method"])
+            inbox.put(route.forward)
+
     code = 0
     try:
-        anyio.run(serve, fds, dict(os.environ))
+        _reader(fds.stdin, deliver)
+        inbox.put(None)
+        # Requests handed to the SDK are still answered: wait for it to start (if it is still importing) and
+        # then for its grace; with none, there is nothing to wait for.
+        if outstanding or inbox.attached.is_set():
+            sdk.join(SDK_START_TIMEOUT_S + 2 * EOF_GRACE_S if not inbox.attached.is_set() else 2 * EOF_GRACE_S + 1)
     except KeyboardInterrupt:
         code = 130
     except Exception:
         log.exception("the MCP server failed")
         code = 1
     sys.stderr.flush()
-    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
-        # A worker thread is still blocked in an app exchange abandoned at EOF; the interpreter would wait
-        # for it at exit (up to the exchange's timeout), so leave without joining it.
+    if any(t.is_alive() for t in threading.enumerate() if t is not threading.main_thread()):
+        # The SDK thread is still importing, or a worker thread is still blocked in an app exchange abandoned at
+        # EOF; the interpreter would wait for it at exit (up to the exchange's timeout) or tear an import down
+        # mid-way, so leave without either.
         os._exit(code)
     return code
