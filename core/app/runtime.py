@@ -32,6 +32,7 @@ from wardian.app.writer import StoreWriter
 from wardian.faults import crashpoint
 from wardian.home import ENV_HOME, ENV_SESSION, Home
 from wardian.model import AgentStatus, ClaimKind, Interaction, ReplyStatus
+from wardian.providers.codex import projection
 from wardian.providers.codex.compat import Capabilities, CodexVersion, capabilities
 from wardian.providers.codex.owner import (
     INBOX_ITEM_KIND,
@@ -40,6 +41,7 @@ from wardian.providers.codex.owner import (
     OwnerSpec,
     TurnOutcome,
     codex_version,
+    reap_stale_owner,
 )
 from wardian.providers.codex.registration import register_session
 from wardian.store import runtime as rt
@@ -188,6 +190,14 @@ class Runtime:
         generation = await self.writer.call(lambda s: rt.begin_generation(s, agent.id))
         codex_home = self.home.root / "agents" / agent.uuid / "codex"
         await anyio.to_thread.run_sync(prepare_codex_home, codex_home)
+        pid_path = self.home.run_dir / f"codex-{agent.uuid}.pid"
+        if await anyio.to_thread.run_sync(reap_stale_owner, pid_path, codex_home):
+            log.warning("ended the Codex app-server a previous app left running for %s", agent.name)
+        # An earlier attached launch's projection (even one a crash interrupted) is undone first.
+        await anyio.to_thread.run_sync(projection.recover, codex_home)
+        if agent.mode == "attached":
+            # The person's TUI reads config.toml, not our -c: project the launch settings for this owner.
+            await anyio.to_thread.run_sync(projection.project, codex_home, list(agent.overrides))
         # Managed startup registers the bundled CLI in the agent's private home, with a session bound
         # to this generation (seed: "Codex configuration"); grants persist there once given.
         token = await self.writer.call(lambda s: s.create_session(agent.id))
@@ -198,7 +208,8 @@ class Runtime:
         spec = OwnerSpec(name=agent.name, codex=codex, codex_home=codex_home, workspace=workspace,
                          overrides=(*agent.overrides, *LAUNCH_OVERRIDES), env=owner_env(codex_home),
                          thread_id=agent.thread_id, capabilities=caps,
-                         stderr_path=self.home.log_dir / f"codex-{agent.uuid}.log", mode=agent.mode or "background",
+                         stderr_path=self.home.log_dir / f"codex-{agent.uuid}.log", pid_path=pid_path,
+                         mode=agent.mode or "background",
                          socket_path=codex_home.parent / "app-server.sock")
         owner = CodexOwner(spec)
         handle = _Handle(agent.id, agent.uuid, agent.name, generation, owner, caps)
@@ -217,28 +228,17 @@ class Runtime:
         owner = handle.owner
         with handle.scope:
             try:
-                async with anyio.create_task_group() as tg:
-                    try:
-                        thread_id = await tg.start(owner.run)
-                    except Exception as exc:
-                        log.error("Codex owner of %s failed to start", handle.name, exc_info=exc)
-                        failure.append(_first_cause(exc))  # the launcher records the failure (errored)
-                        ready.set()
-                        handle.done.set()
-                        return
-                    status = AgentStatus.IDLE if owner.ready else AgentStatus.STARTING
-                    await self.writer.call(lambda s: rt.observe(s, handle.agent_id, handle.generation, status,
-                                                                thread_id=thread_id))
-                    self.owners[handle.uuid] = handle
-                    tg.start_soon(self._record_states, handle)
-                    tg.start_soon(self._observe_outcomes, handle)
-                    tg.start_soon(self._dispatcher, handle)
-                    ready.set()
-                    handle.kick.set()  # readiness is a dispatch opportunity
+                await self._own_inner(handle, ready, failure)
+            except Exception:
+                # An owner's failure ends that owner, never the app.
+                log.exception("the Codex owner of %s failed", handle.name)
             finally:
                 if self.owners.get(handle.uuid) is handle:
                     del self.owners[handle.uuid]
                 ready.set()
+        if owner.spec.mode == "attached":
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(projection.recover, owner.spec.codex_home)
         if failure:
             return
         with anyio.CancelScope(shield=True):
@@ -248,6 +248,27 @@ class Runtime:
             if lost:
                 log.warning("owner of %s ended; deliveries marked uncertain: %s", handle.name, ", ".join(lost))
         handle.done.set()
+
+    async def _own_inner(self, handle: _Handle, ready: anyio.Event, failure: list[BaseException]) -> None:
+        owner = handle.owner
+        async with anyio.create_task_group() as tg:
+            try:
+                thread_id = await tg.start(owner.run)
+            except Exception as exc:
+                log.error("Codex owner of %s failed to start", handle.name, exc_info=exc)
+                failure.append(_first_cause(exc))  # the launcher records the failure (errored)
+                ready.set()
+                handle.done.set()
+                return
+            status = AgentStatus.IDLE if owner.ready else AgentStatus.STARTING
+            await self.writer.call(lambda s: rt.observe(s, handle.agent_id, handle.generation, status,
+                                                        thread_id=thread_id))
+            self.owners[handle.uuid] = handle
+            tg.start_soon(self._record_states, handle)
+            tg.start_soon(self._observe_outcomes, handle)
+            tg.start_soon(self._dispatcher, handle)
+            ready.set()
+            handle.kick.set()  # readiness is a dispatch opportunity
 
     async def _record_states(self, handle: _Handle) -> None:
         async for change in handle.owner.states:

@@ -202,3 +202,4 @@ def test_an_owner_dying_mid_turn_leaves_its_task_uncertain_and_a_later_task_star
     finally:
         stop_app(app.proc)
     assert [rid in json.dumps(m) for m in submissions(log)] == [True, False]
+

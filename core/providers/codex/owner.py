@@ -22,6 +22,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import psutil
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from wardian import __version__, errors
@@ -47,6 +48,7 @@ class OwnerSpec:
     thread_id: str | None
     capabilities: Capabilities
     stderr_path: Path
+    pid_path: Path | None = None  # where the app-server's process group is recorded while it runs
     mode: str = "background"  # background: stdio app-server; attached: --listen unix:// for a Codex TUI
     socket_path: Path | None = None  # attached mode: where the app-server listens (the TUI's --remote)
 
@@ -98,6 +100,7 @@ class CodexOwner:
         self.thread_id: str | None = spec.thread_id
         self.active_turn_id: str | None = None
         self.ready = False
+        self.subscribed = True
         self.client: AppServerClient | None = None
         self._process: anyio.abc.Process | None = None
         self._turns: dict[str, _TurnItems] = {}
@@ -137,6 +140,8 @@ class CodexOwner:
                                                stdout=stderr if attached else subprocess.PIPE,
                                                start_new_session=True)
         self._process = process
+        if spec.pid_path is not None:
+            spec.pid_path.write_text(f"{process.pid}\n", encoding="utf-8")
         try:
             if attached:
                 assert spec.socket_path is not None
@@ -187,9 +192,48 @@ class CodexOwner:
         self._state(StateChange("idle", None, thread_id))
 
     async def _adopt(self, client: AppServerClient, thread_id: str) -> None:
-        """Subscribe to a thread (thread/resume) and deliver into it from now on."""
-        result = await client.request("thread/resume", {"threadId": thread_id}, timeout_s=600)
+        """Deliver into this thread from now on, subscribed to its turns (thread/resume).
+
+        A TUI's brand-new thread has no rollout yet and cannot be resumed ("no rollout found"); it is adopted
+        unsubscribed, and the first delivery subscribes right after its turn/start has created the rollout.
+        """
+        try:
+            result = await client.request("thread/resume", {"threadId": thread_id}, timeout_s=600)
+        except errors.AppServerError as exc:
+            if "no rollout found" not in exc.message:
+                raise
+            # Right after the TUI creates it, the thread's metadata may not be readable yet, and a turn/start in
+            # that window fails ("rollout ... is empty"). Deliver only once Codex can read the thread.
+            for _ in range(100):
+                try:
+                    await client.request("thread/read", {"threadId": thread_id}, timeout_s=30)
+                    break
+                except errors.AppServerError:
+                    await anyio.sleep(0.1)
+            self.subscribed = False
+            self._become_ready(thread_id)
+            return
+        self.subscribed = True
         self._become_ready(str(result["thread"]["id"]))
+
+    async def _subscribe_after_first_turn(self, turn_id: str) -> None:
+        client = self._client()
+        for _ in range(300):
+            try:
+                result = await client.request("thread/resume", {"threadId": self.thread_id}, timeout_s=60)
+            except errors.AppServerError as exc:
+                # The turn's rollout is still being written ("no rollout found", "rollout ... is empty").
+                if "rollout" not in exc.message:
+                    raise
+                await anyio.sleep(0.1)
+                continue
+            self.subscribed = True
+            # The turn may have ended before the subscription: take its end from the resumed thread.
+            for turn in (result.get("thread") or {}).get("turns") or []:
+                if isinstance(turn, dict) and turn.get("id") == turn_id and turn.get("status") != "inProgress":
+                    self._observe(Notification("turn/completed", {"threadId": self.thread_id, "turn": turn}))
+            return
+        raise errors.DeliveryUncertain(f"could not subscribe to thread {self.thread_id} after its first turn")
 
     async def _follow_tui(self, client: AppServerClient) -> None:
         """Attached mode: the TUI's thread is the latest non-ephemeral, user-started thread (codex-offline §7).
@@ -197,7 +241,8 @@ class CodexOwner:
         async for thread_id in self._tui_threads:
             if thread_id == self.thread_id:
                 continue
-            await self.idle.wait()
+            if self.active_turn_id is not None:
+                await self.idle.wait()  # never switch threads under a running turn
             async with self.submit_lock:
                 log.info("%s: following the TUI to thread %s", self.spec.name, thread_id)
                 await self._adopt(client, thread_id)
@@ -230,6 +275,9 @@ class CodexOwner:
                 await process.wait()
         # The MCP servers Codex started share the group; a stray one must not outlive the owner.
         _killpg(process.pid, signal.SIGKILL)
+        if self.spec.pid_path is not None:
+            with suppress(OSError):
+                self.spec.pid_path.unlink()
 
     # --- observation ----------------------------------------------------------------------------------
 
@@ -299,7 +347,13 @@ class CodexOwner:
         turn_id = str(result["turn"]["id"])
         if self.active_turn_id is None:
             self.active_turn_id = turn_id
+            self._turns.setdefault(turn_id, _TurnItems())
             self.idle = anyio.Event()
+            self._state(StateChange("active", turn_id, self.thread_id))
+        if not self.subscribed:
+            # The turn was accepted; its outcome is only observable once subscribed. A failure here leaves the
+            # task uncertain (the caller's error path), never resubmitted.
+            await self._subscribe_after_first_turn(turn_id)
         return turn_id
 
     async def steer(self, text: str, expected_turn_id: str, context: str, *, timeout_s: float = 30.0) -> str:
@@ -341,6 +395,23 @@ async def _connect_when_listening(path: Path, process: anyio.abc.Process) -> Mes
                 return await connect_unix_websocket(str(path))
         except (errors.ProviderUnavailable, TimeoutError):
             await anyio.sleep(0.05)
+
+
+def reap_stale_owner(pid_path: Path, codex_home: Path) -> bool:
+    """End an app-server group a killed app left behind (its pid file survived). The group is ended only if its
+    leader still runs with this agent's CODEX_HOME, so a reused pid is never touched."""
+    try:
+        pid = int(pid_path.read_text(encoding="utf-8").strip())
+    except (OSError, ValueError):
+        return False
+    reaped = False
+    with suppress(psutil.Error):
+        if psutil.Process(pid).environ().get("CODEX_HOME") == str(codex_home):
+            _killpg(pid, signal.SIGKILL)
+            reaped = True
+    with suppress(OSError):
+        pid_path.unlink()
+    return reaped
 
 
 def _killpg(pid: int, sig: int) -> None:
