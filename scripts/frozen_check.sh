@@ -7,9 +7,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 started=$SECONDS
-.venv/bin/python build/freeze.py ${WARDIAN_FREEZE_ARGS:-}
-echo "frozen_check: build took $((SECONDS - started)) s" >&2
-cli="$PWD/dist/wardian/wardian"
+if [ -n "${WARDIAN_FROZEN_CLI:-}" ] && [ -x "$WARDIAN_FROZEN_CLI" ]; then
+  cli="$WARDIAN_FROZEN_CLI"  # built already (scripts/test.sh builds once for both runs)
+else
+  .venv/bin/python build/freeze.py ${WARDIAN_FREEZE_ARGS:-}
+  echo "frozen_check: build took $((SECONDS - started)) s" >&2
+  cli="$PWD/dist/wardian/wardian"
+fi
 WARDIAN_TEST_CLI="$cli" WARDIAN_FROZEN_CLI="$cli" \
   .venv/bin/python -m pytest -n auto -p no:cacheprovider tests/mcp tests/providers tests/build "$@"
 # Discovery needs no home or session; the Inspector must list the seven tools from the frozen server.

@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
-# Set up a fresh machine and run the whole test suite (lint included). Extra arguments go to pytest.
+# Set up a fresh machine and run every test: ruff, the whole suite from source, then the suites that must
+# also hold for the frozen binary (scripts/frozen_check.sh). With arguments, only pytest runs, with them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --with-node
 .venv/bin/ruff check .
-exec .venv/bin/python -m pytest -n auto -p no:cacheprovider "$@"
+if [ "$#" -gt 0 ]; then
+  exec .venv/bin/python -m pytest -n auto -p no:cacheprovider "$@"
+fi
+started=$SECONDS
+.venv/bin/python build/freeze.py
+export WARDIAN_FROZEN_CLI="$PWD/dist/wardian/wardian"
+.venv/bin/python -m pytest -n auto -p no:cacheprovider
+scripts/frozen_check.sh
+echo "test.sh: all suites passed in $((SECONDS - started)) s" >&2
