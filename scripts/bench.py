@@ -109,9 +109,10 @@ def new_home() -> Path:
 
 
 @contextlib.contextmanager
-def running_app(root: Path) -> Iterator[RunningApp]:
+def running_app(root: Path, extra_env: dict[str, str] | None = None) -> Iterator[RunningApp]:
     read_fd, write_fd = os.pipe()
     env = {k: v for k, v in os.environ.items() if not k.startswith("WARDIAN_")}
+    env.update(extra_env or {})
     with open(root / "bench-app.stderr", "wb") as err:
         proc = subprocess.Popen(
             [sys.executable, "-m", "wardian", "app", "run", "--home", str(root), "--ready-fd", str(write_fd)],
@@ -794,9 +795,86 @@ BENCHES: dict[str, Callable[[Config], None]] = {
     "mcp_startup": bench_mcp_startup,
     "mcp_roundtrip": bench_mcp_roundtrip,
 }
-# Run only when named with --only: they need a frozen build (`python build/freeze.py`).
+def bench_codex_dispatch(cfg: Config) -> None:
+    """Issue 4: task admitted -> turn/start written (a fake app-server on stdio that timestamps each line it
+    reads), and admitted -> reply published for a one-message turn of the real Codex on the scripted model."""
+    repo = Path(__file__).resolve().parent.parent
+    fake = repo / "tests" / "codex" / "fake_codex.py"
+    n = 30 if cfg is QUICK else 200
+    root = new_home()
+    wrapper = root / "codex"
+    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {fake} \"$@\"\n", encoding="utf-8")
+    wrapper.chmod(0o755)
+    log_path = root / "fake.jsonl"
+    from_call: list[float] = []
+    from_receipt: list[float] = []
+    try:
+        with running_app(root, {"WARDIAN_CODEX": str(wrapper), "FAKE_CODEX_LOG": str(log_path)}) as app, \
+                AppClient(app.home) as client:
+            (_, lead), _ = add_agents(client, "lead", 1)[0], add_agents(client, "worker", 1)
+            client.call("agent/start", {"agent": "worker0"}, timeout_s=60)
+            seen = 0
+            for i in range(n):
+                t0 = time.time_ns()
+                receipt = client.call("task/followup", {"session": lead, "target": "worker0", "message": f"t{i}"})
+                t1 = time.time_ns()
+                rid = receipt["request_id"]
+                while True:
+                    lines = log_path.read_text(encoding="utf-8").splitlines()[seen:]
+                    hit = [orjson.loads(x) for x in lines if rid in x and '"turn/start"' in x]
+                    if hit:
+                        seen += len(lines)
+                        break
+                    time.sleep(0.0005)
+                from_call.append((hit[0]["_received_ns"] - t0) / 1e9)
+                from_receipt.append((hit[0]["_received_ns"] - t1) / 1e9)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    emit("codex_admitted_to_turn_start_written", **latency_fields([from_call]), unit="ms",
+         target="p50_ms <= 5, p99_ms <= 20", met=pct(from_call, 0.5) <= 0.005 and pct(from_call, 0.99) <= 0.020,
+         how="from the followup call to the app-server reading turn/start (fake app-server on stdio)",
+         from_receipt_p50_ms=ms(pct(from_receipt, 0.5)))
+    _bench_codex_reply(cfg, repo)
+
+
+def _bench_codex_reply(cfg: Config, repo: Path) -> None:
+    from wardian_harness.codex_home import ScriptedProvider, codex_overrides
+    from wardian_harness.codex_install import find_codex
+    from wardian_harness.scripted_model import Message, ScriptedModel
+
+    n = 5 if cfg is QUICK else 30
+    samples: list[float] = []
+    root = new_home()
+    try:
+        with ScriptedModel() as model, running_app(root, {"WARDIAN_CODEX": str(find_codex()),
+                                                         "WARDIAN_SCRIPTED_MODEL_KEY": "bench"}) as app, \
+                AppClient(app.home) as client:
+            (_, lead), _ = add_agents(client, "lead", 1)[0], add_agents(client, "worker", 1)
+            script = model.agent("worker0")
+            overrides = codex_overrides(ScriptedProvider(base_url=script.base_url))
+            client.call("agent/start", {"agent": "worker0", "config": overrides}, timeout_s=300)
+            for i in range(n):
+                script.add(Message(f"answer {i}", phase="final_answer"))
+                t0 = time.perf_counter()
+                rid = client.call("task/followup", {"session": lead, "target": "worker0",
+                                                    "message": f"q{i}"})["request_id"]
+                while True:
+                    page = client.call_wait("mailbox/receive", {"session": lead, "timeout_ms": 30000}, 30000)
+                    if page["records"]:
+                        client.call("mailbox/receive", {"session": lead, "ack_cursor": page["cursor"], "limit": 1})
+                    if any(r["request_id"] == rid and r["kind"] == "reply" for r in page["records"]):
+                        break
+                samples.append(time.perf_counter() - t0)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    emit("codex_admitted_to_reply_published", **latency_fields([samples]), unit="ms",
+         how="followup call -> the requester receives reply done, one-message turn of real Codex on the scripted model")
+
+
+# Run only when named with --only: they need a frozen build (`python build/freeze.py`) or the Codex CLI.
 OPT_IN: dict[str, Callable[[Config], None]] = {
     "frozen": bench_frozen,
+    "codex": bench_codex_dispatch,
 }
 
 

@@ -17,6 +17,7 @@ import itertools
 import json
 import os
 import sys
+import time
 
 SCENARIO = os.environ.get("FAKE_CODEX_SCENARIO", "normal")
 LOG = os.environ.get("FAKE_CODEX_LOG", "")
@@ -31,7 +32,7 @@ def send(msg: dict) -> None:
 def log(msg: dict) -> None:
     if LOG:
         with open(LOG, "a", encoding="utf-8") as f:
-            f.write(json.dumps(msg) + "\n")
+            f.write(json.dumps({**msg, "_received_ns": time.time_ns()}) + "\n")
 
 
 def complete(thread: str, turn: str, text: str = "fake answer") -> None:
