@@ -54,6 +54,8 @@ from urllib.parse import quote, unquote
 
 __all__ = [
     "EXHAUSTED_TEXT",
+    "TITLE_PROMPT",
+    "TITLE_TEXT",
     "AgentScript",
     "Disconnect",
     "Fail",
@@ -79,6 +81,9 @@ Phase: TypeAlias = Literal["commentary", "final_answer"]
 HoldOutcome: TypeAlias = Literal["released", "disconnected", "timed_out", "shutdown"]
 
 EXHAUSTED_TEXT = "script exhausted"
+TITLE_PROMPT = "Generate a concise, single-line task title"
+"""Codex asks for a thread title (a helper thread) on a TUI's first message; such requests consume no step."""
+TITLE_TEXT = "Scripted task"
 """The assistant text sent when an agent's script has no step left for a request."""
 
 _LOOPBACK = "127.0.0.1"
@@ -309,6 +314,12 @@ def function_call_outputs(body: Mapping[str, Any]) -> list[FunctionCallOutput]:
     return outputs
 
 
+def _is_title_request(body: Mapping[str, Any]) -> bool:
+    instructions = body.get("instructions")
+    texts = [*user_texts(body), *developer_texts(body), instructions if isinstance(instructions, str) else ""]
+    return any(TITLE_PROMPT in t for t in texts)
+
+
 def offered_tools(body: Mapping[str, Any], namespace: str = "mcp__wardian") -> dict[str, JsonDict]:
     """The function tools Codex offered inside `namespace` (e.g. "mcp__wardian"), by name; {} when absent."""
     for tool in body.get("tools") or []:
@@ -378,6 +389,7 @@ class AgentScript:
         self._model = model
         self._steps: deque[Step] = deque()
         self._log: list[RecordedRequest] = []
+        self._titles: list[RecordedRequest] = []
         self._cond = threading.Condition()
 
     def __repr__(self) -> str:
@@ -437,6 +449,18 @@ class AgentScript:
     def _next_step(self) -> Step | None:
         with self._cond:
             return self._steps.popleft() if self._steps else None
+
+    @property
+    def title_requests(self) -> list[RecordedRequest]:
+        """Codex's title-generation requests, answered with TITLE_TEXT; not in `requests`, no step consumed."""
+        with self._cond:
+            return list(self._titles)
+
+    def _record_title(self, make: Callable[[int], RecordedRequest]) -> RecordedRequest:
+        with self._cond:
+            recorded = make(len(self._titles))
+            self._titles.append(recorded)
+            return recorded
 
     def _record(self, make: Callable[[int], RecordedRequest]) -> RecordedRequest:
         with self._cond:
@@ -512,6 +536,11 @@ class _Handler(BaseHTTPRequestHandler):
             body = self._read_body()
         except ValueError as exc:
             self._fail_request(400, f"agent {name!r}: unreadable request body: {exc}")
+            return
+        if _is_title_request(body):
+            # Codex's title helper, not the agent's conversation: answer it without consuming a script step.
+            recorded = agent._record_title(lambda i: self._recorded(agent, i, body, "title"))
+            self._answer(Message(TITLE_TEXT), recorded)
             return
         step = agent._next_step()
         exhausted = step is None

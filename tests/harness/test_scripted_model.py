@@ -17,6 +17,7 @@ import pytest
 
 from wardian_harness.scripted_model import (
     EXHAUSTED_TEXT,
+    TITLE_TEXT,
     AgentScript,
     Fail,
     Hold,
@@ -282,3 +283,17 @@ def test_body_helpers_read_tool_outputs_and_offered_tools() -> None:
     assert offered_tools(body) == {"reply": {"type": "function", "name": "reply"}}
     assert offered_tools(body, "mcp__other") == {}
     assert developer_texts(body) == []
+
+
+def test_a_title_request_is_answered_without_consuming_a_step() -> None:
+    """Codex asks for a thread title on a TUI's first message (a helper thread); the script is not for it."""
+    title_body = {**BODY, "input": [{"type": "message", "role": "user", "content": [
+        {"type": "input_text", "text": "Generate a concise, single-line task title of at most 8 words for: hi"}]}]}
+    with ScriptedModel() as model:
+        alice = model.agent("alice", Message("the real answer"))
+        _, titled = post(model, alice, body=json.dumps(title_body).encode())
+        _, answered = post(model, alice)
+    assert titled[2]["delta"] == TITLE_TEXT
+    assert answered[2]["delta"] == "the real answer"
+    assert len(alice.title_requests) == 1
+    assert [r.user_texts() for r in alice.requests] == [["hello there"]]

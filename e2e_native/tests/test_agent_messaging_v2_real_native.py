@@ -1,0 +1,314 @@
+"""Native acceptance (seed: "Native acceptance"): two fresh managed Codex agents and a plain-English request.
+
+The sender must actually call `followup_task`, the receiver's turn answers that request (the app publishes
+its final answer as the reply), and the sender must consume the correlated reply (pushed into its
+conversation; its `receive_messages` wakes with `provider_context_available`) before its final answer. A
+matching final string is not enough: the tool call, the receipt's request id, the reply record's request id
+and the sender's final request holding the reply are all checked, and bound to each agent's rollout in the
+evidence report. Modes: WARDIAN_E2E_MESSAGING_V2_MODE=background | attached_tui (see e2e_native/conftest.py).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from e2e_native.conftest import acceptance_enabled
+from wardian_harness.native import (
+    LATER_REQUEST,
+    OPERATOR,
+    PLAIN_REQUEST,
+    RECALL_ANSWER,
+    RECEIVER,
+    SENDER,
+    SENDER_ANSWER,
+    WORKER_ANSWER,
+    Agent,
+    NativeRun,
+    script_exchange,
+    script_recall,
+    tool_calls,
+)
+from wardian_harness.report import (
+    executable_evidence,
+    find_rollouts,
+    read_rollout,
+    text_counts,
+    write_report,
+)
+from wardian_harness.scripted_model import Hold, Message
+from wardian_harness.terminal import capture, wait_for_text
+
+pytestmark = pytest.mark.skipif(not acceptance_enabled(), reason="opt-in; run through run-native-e2e")
+
+
+def _by_id(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {r["id"]: r for r in records}
+
+
+def _thread_ids(native: NativeRun, agent: Agent) -> list[str]:
+    ids = [str(s["thread_id"]) for s in agent.started if s.get("thread_id")]
+    if agent.script is not None:
+        ids += [str(r.body.get("prompt_cache_key")) for r in agent.script.requests if r.body.get("prompt_cache_key")]
+    for path in find_rollouts(agent.codex_home):
+        meta = read_rollout(path)["session_meta"]
+        if meta.get("id"):
+            ids.append(str(meta["id"]))
+    return list(dict.fromkeys(ids))
+
+
+def _agent_evidence(native: NativeRun, agent: Agent) -> dict[str, Any]:
+    threads = _thread_ids(native, agent)
+    out: dict[str, Any] = {
+        "name": agent.name, "uuid": agent.uuid, "workspace": str(agent.workspace), "codex_home": str(agent.codex_home),
+        "launch_config": agent.config, "tool_grants": list(native.settings.grants(agent.name)),
+        "starts": agent.started, "thread_ids": threads,
+        "rollouts": [read_rollout(p) for p in find_rollouts(agent.codex_home, threads)],
+    }
+    if agent.script is not None:
+        requests = agent.script.requests
+        out["model_requests"] = [{"index": r.index, "turn_id": r.turn_id, "model": r.body.get("model"),
+                                  "reasoning": r.body.get("reasoning"), "thread_id": r.body.get("prompt_cache_key"),
+                                  "answered_by": r.answered_by, "has_authorization": r.has_authorization}
+                                 for r in requests]
+        out["title_requests"] = len(agent.script.title_requests)
+        out["turn_ids"] = list(dict.fromkeys(r.turn_id for r in requests if r.turn_id))
+        out["offered_tools"] = requests[0].offered_tools() if requests else {}
+        out["tool_calls"] = tool_calls(r.body for r in requests)
+    else:
+        out["turn_ids"] = [t for ro in out["rollouts"] for t in ro["turn_ids"]]
+        out["tool_calls"] = [c for ro in out["rollouts"] for c in ro["tool_calls"]]
+        out["offered_tools"] = "see the rollout (real model: the request is not observable)"
+    if agent.terminal is not None:
+        out["visible_output"] = [{"label": label, "screen": screen} for label, screen in agent.terminal.captures]
+    return out
+
+
+def _executables(native: NativeRun) -> list[dict[str, Any]]:
+    exes = [executable_evidence(native.codex.executable, "codex (as given)")]
+    # npm's layout: the platform package with the native binary sits beside @openai/codex.
+    vendor = sorted(Path(native.codex.executable).resolve().parents[2].glob("codex-*/vendor/*/bin/codex*"))
+    exes += [executable_evidence(v, "codex (native binary)") for v in vendor]
+    for role, cmd in (("wardian CLI", native.settings.cli), ("wardian app", native.settings.app)):
+        path = Path(cmd[0]) if len(cmd) == 1 else Path(sys.executable)
+        entry = executable_evidence(path, role + ("" if len(cmd) == 1 else " (source: python -m wardian)"))
+        exes.append(entry)
+    registered = Path(sys.executable).parent / "wardian"
+    if len(native.settings.cli) > 1 and registered.exists():
+        exes.append(executable_evidence(registered, "wardian (registered as the MCP server command)"))
+    return exes
+
+
+def test_a_sender_agent_assigns_work_and_consumes_the_correlated_reply(native: NativeRun, report_dir: Path) -> None:
+    """Seed, "Native acceptance" and "Behavioral experiment": the exchange, proven on records and evidence."""
+    s = native.settings
+    report: dict[str, Any] = {
+        "run": {"mode": s.mode, "lifecycle": s.lifecycle, "real_model": s.real, "trust_fixture_workspaces": s.trust,
+                "approve_tools": s.approve_all, "run_root": str(native.run.root),
+                "codex": {"path": str(native.codex.executable), "version": str(native.codex.version),
+                          "version_output": native.codex.version_output,
+                          "sha256": executable_evidence(native.codex.executable, "codex")["sha256"]}},
+        "input": {"from": OPERATOR, "to": SENDER, "text": PLAIN_REQUEST, "counts": text_counts(PLAIN_REQUEST)},
+        "outcome": "failed", "checks": [], "correlation": {},
+    }
+    checks: list[str] = report["checks"]
+    try:
+        _exchange(native, report, checks)
+        report["outcome"] = "passed"
+    finally:
+        try:
+            report["executables"] = _executables(native)
+            report["records"] = native.records() if native.app_proc is not None else report.get("records", [])
+            report["agents"] = [_agent_evidence(native, a) for a in native.agents.values() if a.workspace]
+            report["wardian_commands"] = native.commands
+        finally:
+            auth = [a.codex_home / "auth.json" for a in native.agents.values()]
+            json_path, md_path = write_report(report, report_dir, secrets=native.secrets, auth_files=auth)
+            print(f"[native] evidence report: {json_path} (summary {md_path})", flush=True)
+
+
+def _exchange(native: NativeRun, report: dict[str, Any], checks: list[str]) -> None:
+    s = native.settings
+    native.start_app()
+    lead, worker = native.add_agent(SENDER), native.add_agent(RECEIVER)
+    native.add_agent(OPERATOR, workspace=False)  # the person: a registered, never-started agent
+    receipts: list[dict[str, Any]] = []
+    if lead.script is not None and worker.script is not None:
+        script_exchange(lead.script, worker.script, receipts)
+    for agent in (lead, worker):
+        native.start_agent(agent)
+    if s.attached:
+        for agent in (lead, worker):
+            native.attach(agent)
+        if not s.trust:
+            _untrusted_diagnostic(native, report, checks, lead, worker)
+            return
+        for agent in (lead, worker):
+            native.wait_status(agent.name, "idle")
+            assert agent.terminal is not None
+            capture(agent.terminal, "attached, idle")
+        checks.append("both attached TUIs' threads were observed before any delivery (status idle)")
+    threads_before = {a.name: _thread_ids(native, a) for a in (lead, worker)}
+
+    native.progress(f"{OPERATOR} asks {SENDER}: {PLAIN_REQUEST!r}")
+    task = native.task(OPERATOR, SENDER, PLAIN_REQUEST)
+    report["correlation"]["operator_request_id"] = task["request_id"]
+    answer = native.wait_answer(OPERATOR, task["request_id"])
+    native.progress(f"{SENDER} answered {task['request_id']}: {answer['text']!r}")
+    records = native.records()
+    report["records"] = records
+    followups = [r for r in records if r["kind"] == "task" and r["sender"] and r["sender"]["name"] == SENDER
+                 and r["recipient"]["name"] == RECEIVER]
+    assert len(followups) == 1, records
+    ask = followups[0]["id"]
+    replies = [r for r in records if r["kind"] == "reply" and r["request_id"] == ask]
+    assert [(r["sender"]["name"], r["status"]) for r in replies] == [(RECEIVER, "done")], replies
+    report["correlation"].update({"followup_request_id": ask, "reply_id": replies[0]["id"],
+                                  "reply_request_id": replies[0]["request_id"], "operator_answer_id": answer["id"]})
+    checks.append(f"{SENDER} assigned exactly one task to {RECEIVER} ({ask}); {RECEIVER}'s reply "
+                  f"{replies[0]['id']} answers that request")
+    assert answer["kind"] == "reply"
+    assert answer["status"] == "done"
+    assert answer["request_id"] == task["request_id"]
+
+    if lead.script is not None and worker.script is not None:
+        _check_scripted_exchange(native, lead, worker, receipts, ask, replies[0], answer, checks)
+    else:
+        _check_real_exchange(native, lead, ask, replies[0], checks)
+
+    if s.attached:
+        assert lead.terminal is not None
+        assert worker.terminal is not None
+        wait_for_text(worker.terminal, WORKER_ANSWER if worker.script else ask, native.run_tick)
+        capture(worker.terminal, "after the exchange")
+        wait_for_text(lead.terminal, SENDER_ANSWER if lead.script else "France", native.run_tick)
+        capture(lead.terminal, "after the exchange")
+        assert lead.terminal.is_alive()
+        assert worker.terminal.is_alive()
+        assert {a.name: _thread_ids(native, a)[: len(threads_before[a.name])] for a in (lead, worker)} == threads_before
+        checks.append("both TUIs show the exchange and stayed on the same owned threads")
+        if s.lifecycle:
+            _lifecycle(native, lead, worker, report, checks)
+    else:
+        _later_task(native, lead, report, checks)
+
+
+def _check_scripted_exchange(native: NativeRun, lead: Agent, worker: Agent, receipts: list[dict[str, Any]],
+                             ask: str, reply: dict[str, Any], answer: dict[str, Any], checks: list[str]) -> None:
+    assert lead.script is not None
+    assert worker.script is not None
+    requests = lead.script.requests
+    assert "followup_task" in requests[0].offered_tools()
+    calls = tool_calls(r.body for r in requests)
+    assert [(c["namespace"], c["name"]) for c in calls][:2] == [("mcp__wardian", "followup_task"),
+                                                                ("mcp__wardian", "receive_messages")], calls
+    (receipt,) = receipts
+    assert receipt["request_id"] == ask == reply["request_id"]
+    checks.append(f"{SENDER} called followup_task; its receipt names {ask}, the request the reply answers")
+    final_request = requests[-1]
+    wake = final_request.function_call_outputs()[-1].text
+    assert '"wake_reason":"provider_context_available"' in wake, wake
+    seen = "\n".join([*final_request.user_texts(), *(o.text for o in final_request.function_call_outputs())])
+    assert ask in seen
+    assert WORKER_ANSWER in seen
+    checks.append(f"{SENDER}'s receive_messages woke with provider_context_available and its final request "
+                  f"held the reply to {ask} before it answered")
+    assert answer["text"] == SENDER_ANSWER
+    delivered = "\n".join(worker.script.requests[0].user_texts())
+    assert "wardian_task_delivery" in delivered
+    assert ask in delivered
+    checks.append(f"{RECEIVER}'s turn got {ask} as a structured wardian_task_delivery item")
+    assert lead.script.exhausted_requests == []
+    assert worker.script.exhausted_requests == []
+
+
+def _check_real_exchange(native: NativeRun, lead: Agent, ask: str, reply: dict[str, Any], checks: list[str]) -> None:
+    rollouts = [read_rollout(p) for p in find_rollouts(lead.codex_home)]
+    calls = [c for ro in rollouts for c in ro["tool_calls"]]
+    assert any(c["name"] == "followup_task" and ask in str(c["output"]) for c in calls), calls
+    checks.append(f"{SENDER}'s rollout holds the followup_task call whose output names {ask}")
+    messages = [m for ro in rollouts for m in ro["assistant_messages"]]
+    assert messages, "the sender's rollout holds no answer"
+    raw = "\n".join(p.read_text(encoding="utf-8") for p in find_rollouts(lead.codex_home))
+    assert reply["id"] in raw or reply["text"][:40] in raw
+    checks.append(f"{SENDER}'s rollout holds the reply {reply['id']} before its final answer")
+
+
+def _untrusted_diagnostic(native: NativeRun, report: dict[str, Any], checks: list[str], *agents: Agent) -> None:
+    """WARDIAN_E2E_MESSAGING_V2_TRUST_FIXTURE_WORKSPACES=0: Codex asks for trust; we answer nothing."""
+    for agent in agents:
+        assert agent.terminal is not None
+        screen = wait_for_text(agent.terminal, "trust", native.run_tick)
+        capture(agent.terminal, "untrusted startup: trust screen (not answered)")
+        assert native.row(agent.name)["status"] == "starting"  # no thread yet, so nothing is delivered
+        report.setdefault("diagnostic", {})[agent.name] = screen
+    checks.append("untrusted diagnostic: both TUIs show the trust screen and no delivery started")
+
+
+def _later_task(native: NativeRun, lead: Agent, report: dict[str, Any], checks: list[str]) -> None:
+    """Background mode: the owner exits; a new generation resumes the same conversation and recalls."""
+    before = native.row(SENDER)
+    threads = _thread_ids(native, lead)
+    if lead.script is not None:
+        script_recall(lead.script)
+    native.stop_app()
+    native.start_app()  # the agents are desired on: the new app starts new generations that resume
+    row = native.wait_status(SENDER, "idle", where=lambda r: r["generation"] > before["generation"])
+    task = native.task(OPERATOR, SENDER, LATER_REQUEST)
+    answer = native.wait_answer(OPERATOR, task["request_id"])
+    report["correlation"].update({"later_request_id": task["request_id"], "later_answer_id": answer["id"],
+                                  "generations": [before["generation"], row["generation"]]})
+    report["later_input"] = {"text": LATER_REQUEST, "counts": text_counts(LATER_REQUEST)}
+    if lead.script is not None:
+        assert answer["text"] == RECALL_ANSWER
+        later = lead.script.requests[-1]
+        assert later.body["prompt_cache_key"] == lead.script.requests[0].body["prompt_cache_key"]
+        assert later.body["prompt_cache_key"] in threads
+    else:
+        assert "Paris" in answer["text"], answer
+    checks.append(f"after the owner exited, generation {row['generation']} resumed the same thread and recalled "
+                  "the earlier result without being given it again")
+
+
+def _lifecycle(native: NativeRun, lead: Agent, worker: Agent, report: dict[str, Any], checks: list[str]) -> None:
+    """Attached + WARDIAN_E2E_MESSAGING_V2_LIFECYCLE=1: idle information starts no turn; one interrupt stops
+    exactly the observed active turn."""
+    assert worker.terminal is not None
+    count = len(worker.script.requests) if worker.script else 0
+    hold = Hold("counting slowly") if worker.script else None
+    if worker.script is not None and hold is not None:
+        worker.script.add(hold, Message("never reached", phase="final_answer"))
+    info = native.send(OPERATOR, RECEIVER, "FYI: the build is green.")
+    assert info["delivery"] == "provider_visible", info
+    for _ in range(20):  # a bounded look: the worker stays idle and its model gets no request
+        assert native.row(RECEIVER)["status"] == "idle"
+        native.run_tick()
+    if worker.script is not None:
+        assert len(worker.script.requests) == count
+    checks.append("information to an idle agent was provider_visible and started no turn")
+    lead_requests = len(lead.script.requests) if lead.script else 0
+    long_task = native.task(OPERATOR, RECEIVER, "Count slowly from one to one million.")
+    if hold is not None:
+        started = hold.wait_started(timeout_s=120)
+        assert "FYI: the build is green." in "\n".join(started.user_texts())  # the injected info, seen next turn
+    turn = native.wait_active_turn(RECEIVER)
+    result = native.interrupt(OPERATOR, RECEIVER)
+    assert result["turn_id"] == turn
+    notice = native.wait_answer(OPERATOR, long_task["request_id"])
+    assert (notice["kind"], notice["status"]) == ("notice", "blocked"), notice
+    assert turn in notice["text"], notice
+    if hold is not None:
+        assert hold.wait_finished(timeout_s=60) == "disconnected"
+    native.wait_status(RECEIVER, "idle")
+    assert native.row(SENDER)["status"] == "idle"
+    if lead.script is not None:
+        assert len(lead.script.requests) == lead_requests  # the sender's conversation was not touched
+    interrupts = [r for r in native.records() if r["kind"] == "interrupt"]
+    assert len(interrupts) <= 1
+    capture(worker.terminal, "after the interrupt")
+    report["correlation"].update({"lifecycle_info_id": info["id"], "interrupted_turn_id": turn,
+                                  "interrupted_request_id": long_task["request_id"], "interrupt": result})
+    checks.append(f"one interrupt stopped exactly the observed active turn {turn}; its task got a blocked notice")

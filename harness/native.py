@@ -1,0 +1,377 @@
+"""Two real Codex agents in one isolated run, driven the way a person drives them: through the wardian CLI.
+
+`NativeRun` is the shared engine of the native acceptance (`e2e_native/`), the runner (`run-native-e2e`) and
+the demo (`wardian demo`): it starts an app on the run's home, registers agents with fixture workspaces,
+starts them (`wardian agent start`, background or attached), attaches their TUIs (`wardian agent attach` in a
+harness terminal), sends the operator's plain-English request and collects the records. It asserts nothing;
+the acceptance test does.
+
+The scripted exchange (`script_exchange`) is the offline stand-in for a model: the sender calls
+`followup_task`, then `receive_messages` (which wakes with `provider_context_available` when the app pushes
+the reply into its conversation) and answers only if its final request holds the reply; the receiver answers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from wardian.client import AppClient
+from wardian.home import Home
+from wardian_harness.codex_home import DUMMY_API_KEY, ScriptedProvider, codex_overrides
+from wardian_harness.codex_install import CodexInstall
+from wardian_harness.homes import IsolatedRun
+from wardian_harness.proctree import ProcessTree
+from wardian_harness.scripted_model import (
+    AgentScript,
+    Message,
+    ScriptedModel,
+    ToolCall,
+    function_call_outputs,
+    user_texts,
+)
+from wardian_harness.terminal import Terminal, open_terminal
+
+MODES = ("background", "attached_tui")
+SIX_TOOLS = ("send_message", "followup_task", "wait_agent", "receive_messages", "reply", "list_agents")
+"""What WARDIAN_E2E_MESSAGING_V2_APPROVE_TOOLS=1 grants: every tool but the destructive `interrupt_agent`."""
+SENDER_TOOLS = ("followup_task",)
+"""The default grant (our choice): the sender's one open-world call; receive_messages needs no grant."""
+
+SENDER, RECEIVER, OPERATOR = "lead", "worker", "human"
+PLAIN_REQUEST = ("Please find out from worker what the capital of France is, wait for worker's answer, "
+                 "and then tell me what worker said.")
+LATER_REQUEST = "What did worker tell you earlier? Answer from memory."
+WORKER_QUESTION = "What is the capital of France? Answer in one sentence."
+WORKER_ANSWER = "The capital of France is Paris."
+SENDER_ANSWER = "worker said: The capital of France is Paris."
+RECALL_ANSWER = "Earlier, worker told me: The capital of France is Paris."
+
+
+class NativeRunError(RuntimeError):
+    """A step of the native run failed; the message says which and what was seen."""
+
+
+def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
+    value = env.get(name)
+    return default if value in (None, "") else value == "1"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The seed's variables, read once."""
+
+    mode: str = "background"
+    lifecycle: bool = False
+    real: bool = False
+    trust: bool = True
+    approve_all: bool = False
+    cli: tuple[str, ...] = (sys.executable, "-m", "wardian")
+    app: tuple[str, ...] = (sys.executable, "-m", "wardian")
+    auth_home: Path | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Raises: ValueError: an unknown WARDIAN_E2E_MESSAGING_V2_MODE."""
+        env = os.environ if env is None else env
+        mode = env.get("WARDIAN_E2E_MESSAGING_V2_MODE") or "background"
+        if mode not in MODES:
+            raise ValueError(f"WARDIAN_E2E_MESSAGING_V2_MODE={mode!r} (allowed: {', '.join(MODES)})")
+        cli = env.get("WARDIAN_E2E_MESSAGING_CLI")
+        app = env.get("WARDIAN_NATIVE_APP")
+        source = (sys.executable, "-m", "wardian")
+        cli_cmd = (str(Path(cli).resolve()),) if cli else (str(Path(app).resolve()),) if app else source
+        app_cmd = (str(Path(app).resolve()),) if app else cli_cmd
+        auth = env.get("WARDIAN_E2E_CODEX_AUTH_HOME")
+        return cls(mode=mode, lifecycle=_flag(env, "WARDIAN_E2E_MESSAGING_V2_LIFECYCLE", False),
+                   real=_flag(env, "WARDIAN_E2E_REAL_MESSAGING_V2", False),
+                   trust=_flag(env, "WARDIAN_E2E_MESSAGING_V2_TRUST_FIXTURE_WORKSPACES", True),
+                   approve_all=_flag(env, "WARDIAN_E2E_MESSAGING_V2_APPROVE_TOOLS", False),
+                   cli=cli_cmd, app=app_cmd, auth_home=Path(auth) if auth else None)
+
+    @property
+    def attached(self) -> bool:
+        return self.mode == "attached_tui"
+
+    def grants(self, name: str) -> tuple[str, ...]:
+        if self.approve_all:
+            return SIX_TOOLS
+        return SENDER_TOOLS if name == SENDER else ()
+
+
+@dataclass
+class Agent:
+    name: str
+    uuid: str
+    workspace: Path | None
+    codex_home: Path
+    script: AgentScript | None = None
+    terminal: Terminal | None = None
+    started: list[dict[str, Any]] = field(default_factory=list)  # each `agent start --json` result
+    config: list[str] = field(default_factory=list)  # the -c overrides given (no secrets: the key is a dummy)
+
+
+def poll(check: Callable[[], Any], what: str, *, rounds: int = 600, interval_s: float = 0.05) -> Any:
+    """Call `check` until it returns something truthy, at most `rounds` times; return that.
+
+    Raises:
+        NativeRunError: it never did.
+    """
+    pause = threading.Event()
+    for _ in range(rounds):
+        result = check()
+        if result:
+            return result
+        pause.wait(interval_s)  # the poll interval of a bounded poll, not a synchronisation point
+    raise NativeRunError(f"timed out waiting for {what}")
+
+
+class NativeRun:
+    """One app and its agents on an isolated run root, every child in `tree`."""
+
+    def __init__(self, settings: Settings, run: IsolatedRun, tree: ProcessTree, codex: CodexInstall,
+                 model: ScriptedModel | None, progress: Callable[[str], None] | None = None) -> None:
+        self.settings = settings
+        self.run = run
+        self.tree = tree
+        self.codex = codex
+        self.model = model
+        self.progress = progress or (lambda _line: None)
+        self.home = Home(run.wardian_home)
+        self.agents: dict[str, Agent] = {}
+        self.app_proc: subprocess.Popen[bytes] | None = None
+        self.app_starts = 0
+        self.commands: list[list[str]] = []  # every wardian command run, for the report (no secrets in argv)
+        self._sessions: dict[str, str] = {}
+
+    def run_tick(self) -> None:
+        """One poll interval for the bounded polls of the acceptance."""
+        threading.Event().wait(0.05)
+
+    # -- processes -------------------------------------------------------------------------------------------
+
+    def env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The environment of every child: the run's allowlisted env, the selected Codex, the dummy model key."""
+        codex_dir = str(self.codex.executable.parent)
+        path = os.pathsep.join([codex_dir, os.environ.get("PATH", "")])
+        return self.run.child_env({"PATH": path, "WARDIAN_CODEX": str(self.codex.executable),
+                                   "WARDIAN_SCRIPTED_MODEL_KEY": DUMMY_API_KEY, **(extra or {})})
+
+    def start_app(self) -> None:
+        """`wardian app run` on the run's home, in the tree; returns once it accepts calls."""
+        self.progress(f"starting the app on {self.home.root}")
+        read_fd, write_fd = os.pipe()
+        log = open(self.run.root / f"app-stderr-{self.app_starts}.log", "wb")  # noqa: SIM115 - the child owns it
+        try:
+            proc = self.tree.spawn([*self.settings.app, "app", "run", "--home", str(self.home.root),
+                                    "--ready-fd", str(write_fd)], self.env(), stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.DEVNULL, stderr=log, pass_fds=(write_fd,))
+        finally:
+            os.close(write_fd)
+            log.close()
+        with os.fdopen(read_fd, "rb") as ready:
+            line = ready.readline().strip()  # the app writes "ready" or an error, or exits (EOF)
+        if line != b"ready":
+            self.tree.stop(proc)
+            raise NativeRunError(f"the app did not start: {line!r}; see {self.run.root}/app-stderr-*.log")
+        self.app_proc = proc
+        self.app_starts += 1
+
+    def stop_app(self) -> None:
+        """Stop the app (SIGTERM: every owner and its app-server ends with it)."""
+        if self.app_proc is not None:
+            self.progress("stopping the app (its Codex owners exit with it)")
+            self.tree.stop(self.app_proc, timeout_s=60)
+            self.app_proc = None
+
+    def cli(self, *args: str, session: str | None = None, timeout_s: float = 300,
+            stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        """Run one wardian command; raises NativeRunError on a non-zero exit."""
+        argv = [*self.settings.cli, *args]
+        self.commands.append(list(args))
+        env = self.env({"WARDIAN_SESSION_ID": session} if session else None)
+        done = subprocess.run(argv, env=env, input=stdin, capture_output=True, text=True, encoding="utf-8",
+                              timeout=timeout_s, check=False)
+        if done.returncode != 0:
+            raise NativeRunError(f"`wardian {' '.join(args)}` exited {done.returncode}: {done.stderr.strip()}")
+        return done
+
+    def cli_json(self, *args: str, session: str | None = None, timeout_s: float = 300,
+                 stdin: str | None = None) -> Any:
+        return json.loads(self.cli(*args, "--json", session=session, timeout_s=timeout_s, stdin=stdin).stdout)
+
+    def call(self, method: str, params: dict[str, Any] | None = None, timeout_s: float = 90) -> Any:
+        """One app call over the control socket (for polling; actions go through the CLI)."""
+        with AppClient(self.home) as client:
+            return client.call(method, params, timeout_s=timeout_s)
+
+    # -- agents ----------------------------------------------------------------------------------------------
+
+    def add_agent(self, name: str, *, workspace: bool = True) -> Agent:
+        ws = self.run.workspace(name) if workspace else None
+        args = ["agent", "add", name, "--provider", "codex"]
+        if ws is not None:
+            args += ["--workspace", str(ws)]
+        row = self.cli_json(*args)
+        agent = Agent(name, row["uuid"], ws, self.run.codex_home(row["uuid"]))
+        if self.model is not None and workspace:
+            agent.script = self.model.agent(name)
+        self.agents[name] = agent
+        return agent
+
+    def session(self, name: str) -> str:
+        """A session token for `name` (operator command `wardian agent env`); kept out of every report."""
+        if name not in self._sessions:
+            self._sessions[name] = self.cli_json("agent", "env", name)["WARDIAN_SESSION_ID"]
+        return self._sessions[name]
+
+    @property
+    def secrets(self) -> list[str]:
+        """Every secret this run handled (session tokens), for the report's no-secret check."""
+        return list(self._sessions.values())
+
+    def launch_config(self, agent: Agent) -> list[str]:
+        config: list[str] = []
+        if agent.script is not None:
+            config += codex_overrides(ScriptedProvider(base_url=agent.script.base_url))
+        else:
+            config += ['approval_policy="never"', 'sandbox_mode="read-only"']
+        if self.settings.trust and agent.workspace is not None:
+            config.append(f'projects."{agent.workspace}".trust_level="trusted"')
+        return config
+
+    def start_agent(self, agent: Agent) -> dict[str, Any]:
+        """`wardian agent start` with the mode, the launch config, the grants (and the auth file, real mode)."""
+        if self.settings.real and self.settings.auth_home is not None:
+            self.run.copy_auth(self.settings.auth_home, agent.codex_home)
+        agent.config = self.launch_config(agent)
+        args = ["agent", "start", agent.name, "--mode", "attached" if self.settings.attached else "background"]
+        for item in agent.config:
+            args += ["-c", item]
+        grants = self.settings.grants(agent.name)
+        if grants:
+            args += ["--approve-tools", ",".join(grants)]
+        self.progress(f"starting {agent.name} ({args[4]}, grants: {', '.join(grants) or 'none'})")
+        result = self.cli_json(*args, timeout_s=900)
+        agent.started.append(result)
+        return result
+
+    def attach(self, agent: Agent) -> Terminal:
+        """`wardian agent attach NAME` in a harness terminal (pty), adopted into the tree."""
+        self.progress(f"attaching {agent.name}'s Codex TUI")
+        terminal = open_terminal([*self.settings.cli, "agent", "attach", agent.name],
+                                 self.env({"TERM": "xterm-256color"}))
+        self.tree.adopt(terminal.pid)
+        agent.terminal = terminal
+        return terminal
+
+    def row(self, name: str) -> dict[str, Any]:
+        return next(a for a in self.call("agent/list")["agents"] if a["name"] == name)
+
+    def wait_status(self, name: str, status: str, *, rounds: int = 1200,
+                    where: Callable[[dict[str, Any]], bool] | None = None) -> dict[str, Any]:
+        def check() -> dict[str, Any] | None:
+            row = self.row(name)
+            return row if row["status"] == status and (where is None or where(row)) else None
+        return poll(check, f"{name} to be {status}", rounds=rounds)
+
+    def wait_active_turn(self, name: str) -> str:
+        row = poll(lambda: (r := self.row(name))["status"] == "active" and r.get("active_turn_id") and r,
+                   f"{name} to have an active turn")
+        return str(row["active_turn_id"])
+
+    # -- messages --------------------------------------------------------------------------------------------
+
+    def task(self, sender: str, target: str, text: str) -> dict[str, Any]:
+        return self.cli_json("message", "task", "--to", target, "--stdin", session=self.session(sender), stdin=text)
+
+    def send(self, sender: str, target: str, text: str) -> dict[str, Any]:
+        return self.cli_json("message", "send", "--to", target, "--stdin", session=self.session(sender), stdin=text)
+
+    def interrupt(self, sender: str, target: str) -> dict[str, Any]:
+        return self.cli_json("message", "interrupt", target, session=self.session(sender))
+
+    def wait_answer(self, name: str, request_id: str, *, rounds: int = 20) -> dict[str, Any]:
+        """Receive (and acknowledge) `name`'s mailbox until the reply or notice for `request_id` arrives."""
+        token = self.session(name)
+        for _ in range(rounds):
+            page = self.call("mailbox/receive", {"session": token, "timeout_ms": 60000}, timeout_s=90)
+            if page["records"]:
+                self.call("mailbox/receive", {"session": token, "ack_cursor": page["cursor"], "limit": 1})
+            for record in page["records"]:
+                if record["kind"] in ("reply", "notice") and record.get("request_id") == request_id:
+                    return dict(record)
+        raise NativeRunError(f"no reply for {request_id} reached {name}")
+
+    def records(self) -> list[dict[str, Any]]:
+        """The canonical interaction records (`wardian message log --json`)."""
+        return list(self.cli_json("message", "log")["records"])
+
+    def agent_list(self) -> list[dict[str, Any]]:
+        return list(self.cli_json("agent", "list")["agents"])
+
+
+# -- the scripted stand-in for the model -------------------------------------------------------------------
+
+
+def _receipt_of(body: dict[str, Any]) -> dict[str, Any]:
+    text = function_call_outputs(body)[-1].text
+    return json.loads(text.split("Output:\n", 1)[-1] if "Output:" in text else text)
+
+
+def _seen(body: dict[str, Any]) -> str:
+    return "\n".join([*user_texts(body), *(o.text for o in function_call_outputs(body))])
+
+
+def script_exchange(lead: AgentScript, worker: AgentScript, receipts: list[dict[str, Any]]) -> None:
+    """The sender assigns, waits for the pushed reply and answers only when its request holds that reply."""
+
+    def after_followup(body: dict[str, Any]) -> ToolCall:
+        receipts.append(_receipt_of(body))
+        return ToolCall("receive_messages", {"timeout_ms": 60000})
+
+    def final(body: dict[str, Any]) -> Message:
+        seen = _seen(body)
+        ask = receipts[-1]["request_id"] if receipts else "?"
+        if WORKER_ANSWER not in seen or ask not in seen:
+            raise AssertionError(f"the sender's final request does not hold the reply to {ask}")
+        return Message(SENDER_ANSWER, phase="final_answer")
+
+    lead.add(ToolCall("followup_task", {"target": RECEIVER, "message": WORKER_QUESTION}), after_followup, final)
+    worker.add(Message(WORKER_ANSWER, phase="final_answer"))
+
+
+def script_recall(lead: AgentScript) -> None:
+    """The later task: answer only from the resumed conversation's history, never from the new input."""
+
+    def recall(body: dict[str, Any]) -> Message:
+        history = json.dumps(body.get("input", []))
+        new_input = "\n".join(t for t in user_texts(body) if LATER_REQUEST in t)
+        if WORKER_ANSWER not in history or WORKER_ANSWER in new_input:
+            raise AssertionError("the earlier result is not in the resumed history (or was given again)")
+        return Message(RECALL_ANSWER, phase="final_answer")
+
+    lead.add(recall)
+
+
+def tool_calls(bodies: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every function call in the given request bodies' inputs, with its output (receipt), by call id."""
+    calls: dict[str, dict[str, Any]] = {}
+    for body in bodies:
+        for item in body.get("input", []):
+            if not isinstance(item, dict):
+                continue
+            if item.get("type") == "function_call":
+                calls.setdefault(item["call_id"], {"call_id": item["call_id"], "name": item.get("name"),
+                                                   "namespace": item.get("namespace"),
+                                                   "arguments": item.get("arguments"), "output": None})
+            elif item.get("type") == "function_call_output" and item.get("call_id") in calls:
+                calls[item["call_id"]]["output"] = item.get("output")
+    return list(calls.values())

@@ -1,0 +1,183 @@
+"""The evidence report of a native run: JSON plus a short Markdown summary.
+
+It binds the canonical interaction records (`wardian message log --json`) to each agent's exact native
+rollout file (under its private CODEX_HOME/sessions), thread, model, turn ids and tool calls with their
+receipts, and records the exact input, the tool schema Codex was shown, the visible output (TUI screens in
+attached mode) and the sha256 of every executable used. Reasoning effort that Codex does not record is
+"unverified", never inferred from the requested configuration. Character and word counts are labelled as
+such; they are not token counts.
+
+Invariant: no authentication material. `write_report` refuses to write a report that contains any session
+token of the run, anything shaped like a wardian session (`wsn1_`), a bearer header, or any value of a copied
+auth file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+UNVERIFIED = "unverified"
+
+
+class SecretInReport(AssertionError):
+    """The report would have contained authentication material; nothing was written."""
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def executable_evidence(path: Path, role: str) -> dict[str, Any]:
+    """The path given, the file it resolves to (symlinks followed), and that file's sha256."""
+    resolved = path.resolve()
+    return {"role": role, "path": str(path), "resolved": str(resolved),
+            "sha256": sha256_file(resolved) if resolved.is_file() else None}
+
+
+def text_counts(text: str) -> dict[str, int]:
+    """Labelled counts of a text: characters (code points) and whitespace-separated words. Not tokens."""
+    return {"character_count": len(text), "word_count_whitespace_separated": len(text.split())}
+
+
+def read_rollout(path: Path) -> dict[str, Any]:
+    """What one Codex rollout file (JSONL) says: thread, models, reasoning effort, turns and tool calls."""
+    meta: dict[str, Any] = {}
+    models: list[str] = []
+    efforts: list[str] = []
+    turn_ids: list[str] = []
+    calls: dict[str, dict[str, Any]] = {}
+    messages: list[dict[str, Any]] = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        kind, payload = entry.get("type"), entry.get("payload") or {}
+        if kind == "session_meta":
+            meta = {k: payload.get(k) for k in ("id", "cwd", "originator", "cli_version", "source")}
+        elif kind == "turn_context":
+            if payload.get("model") and payload["model"] not in models:
+                models.append(payload["model"])
+            effort = payload.get("effort") or payload.get("reasoning_effort")
+            efforts.append(effort if effort else UNVERIFIED)
+            if payload.get("turn_id") and payload["turn_id"] not in turn_ids:
+                turn_ids.append(payload["turn_id"])
+        elif kind == "event_msg" and payload.get("type") in ("task_started", "turn_started"):
+            tid = payload.get("turn_id")
+            if tid and tid not in turn_ids:
+                turn_ids.append(tid)
+        elif kind == "response_item":
+            ptype = payload.get("type")
+            if ptype == "function_call":
+                calls[payload.get("call_id", "")] = {"call_id": payload.get("call_id"), "name": payload.get("name"),
+                                                     "namespace": payload.get("namespace"),
+                                                     "arguments": payload.get("arguments"), "output": None}
+            elif ptype == "function_call_output" and payload.get("call_id") in calls:
+                calls[payload["call_id"]]["output"] = payload.get("output")
+            elif ptype == "message" and payload.get("role") == "assistant":
+                text = "".join(c.get("text", "") for c in payload.get("content") or [] if isinstance(c, dict))
+                messages.append({"phase": payload.get("phase"), "text": text})
+    return {"path": str(path), "sha256": sha256_file(path), "session_meta": meta, "models": models,
+            "reasoning_effort": efforts or [UNVERIFIED], "turn_ids": turn_ids, "tool_calls": list(calls.values()),
+            "assistant_messages": messages}
+
+
+def find_rollouts(codex_home: Path, thread_ids: Iterable[str] = ()) -> list[Path]:
+    """The agent's rollout files; those naming one of `thread_ids` first (a rollout's name ends in its id)."""
+    files = sorted((codex_home / "sessions").rglob("rollout-*.jsonl")) if (codex_home / "sessions").is_dir() else []
+    wanted = [f for f in files if any(t and t in f.name for t in thread_ids)]
+    return wanted + [f for f in files if f not in wanted]
+
+
+def _auth_values(auth_files: Iterable[Path]) -> list[str]:
+    values: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, Mapping):
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+        elif isinstance(value, str) and len(value) >= 12:
+            values.append(value)
+
+    for path in auth_files:
+        try:
+            walk(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            continue
+    return values
+
+
+def check_no_secrets(text: str, secrets: Iterable[str] = (), auth_files: Iterable[Path] = ()) -> None:
+    """Raises: SecretInReport: `text` holds a session token, a wsn1_ session, a bearer header or auth values."""
+    needles = [s for s in secrets if s] + _auth_values(auth_files)
+    hits = [n[:8] + "…" for n in needles if n in text]
+    if "wsn1_" in text:
+        hits.append("wsn1_…")
+    if "bearer " in text.lower():
+        hits.append("Bearer …")
+    if hits:
+        raise SecretInReport(f"the report would contain authentication material: {hits}")
+
+
+def markdown_summary(report: Mapping[str, Any]) -> str:
+    """A short human summary of the JSON report."""
+    run = report["run"]
+    corr = report.get("correlation", {})
+    lines = [f"# Native acceptance: {run['mode']}{' + lifecycle' if run.get('lifecycle') else ''} "
+             f"({'real model' if run.get('real_model') else 'scripted model'})", "",
+             f"- outcome: **{report.get('outcome', 'unknown')}**",
+             f"- Codex: {run['codex']['version']} (`{run['codex']['path']}`, sha256 {run['codex']['sha256']})"]
+    for exe in report.get("executables", []):
+        lines.append(f"- {exe['role']}: `{exe['path']}` sha256 {exe['sha256']}")
+    lines += ["", "## Input", "", "```", report["input"]["text"], "```",
+              f"({report['input']['counts']['character_count']} characters, "
+              f"{report['input']['counts']['word_count_whitespace_separated']} whitespace-separated words; "
+              "not tokens)", "", "## Correlation", ""]
+    lines += [f"- {k}: `{v}`" for k, v in corr.items()]
+    lines += ["", "## Agents", ""]
+    for agent in report.get("agents", []):
+        lines.append(f"### {agent['name']} ({agent['uuid']})")
+        lines.append(f"- thread ids: {', '.join(agent.get('thread_ids', [])) or 'none'}")
+        for ro in agent.get("rollouts", []):
+            lines.append(f"- rollout `{ro['path']}` sha256 {ro['sha256']}; models {ro['models']}; "
+                         f"reasoning effort {sorted(set(ro['reasoning_effort']))}; turns {ro['turn_ids']}")
+        for call in agent.get("tool_calls", []):
+            out = (call.get("output") or "")
+            lines.append(f"- tool call `{call['name']}` {call['arguments']} → {str(out)[:160]}")
+        lines.append("")
+    for check in report.get("checks", []):
+        lines.append(f"- [x] {check}")
+    return "\n".join(lines) + "\n"
+
+
+def write_report(report: Mapping[str, Any], directory: Path, *, secrets: Iterable[str] = (),
+                 auth_files: Iterable[Path] = ()) -> tuple[Path, Path]:
+    """Write `report.json` and `report.md` into `directory` (0700) after the no-secret check; return both paths.
+
+    Raises:
+        SecretInReport: see `check_no_secrets`; nothing is written.
+    """
+    text = json.dumps(report, indent=2, ensure_ascii=False, sort_keys=False)
+    summary = markdown_summary(report)
+    secrets = list(secrets)
+    auth_files = list(auth_files)
+    check_no_secrets(text, secrets, auth_files)
+    check_no_secrets(summary, secrets, auth_files)
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    json_path, md_path = directory / "report.json", directory / "report.md"
+    json_path.write_text(text + "\n", encoding="utf-8")
+    md_path.write_text(summary, encoding="utf-8")
+    os.chmod(json_path, 0o600)
+    return json_path, md_path
