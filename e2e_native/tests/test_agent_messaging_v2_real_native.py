@@ -309,6 +309,6 @@ def _lifecycle(native: NativeRun, lead: Agent, worker: Agent, report: dict[str, 
     interrupts = [r for r in native.records() if r["kind"] == "interrupt"]
     assert len(interrupts) <= 1
     capture(worker.terminal, "after the interrupt")
-    report["correlation"].update({"lifecycle_info_id": info["id"], "interrupted_turn_id": turn,
+    report["correlation"].update({"lifecycle_info_id": info["interaction_id"], "interrupted_turn_id": turn,
                                   "interrupted_request_id": long_task["request_id"], "interrupt": result})
     checks.append(f"one interrupt stopped exactly the observed active turn {turn}; its task got a blocked notice")
