@@ -37,7 +37,7 @@ from wardian_harness.scripted_model import (
     function_call_outputs,
     user_texts,
 )
-from wardian_harness.terminal import Terminal, open_terminal
+from wardian_harness.terminal import Terminal, TerminalTimeout, open_terminal, wait_for_text
 
 MODES = ("background", "attached_tui")
 SIX_TOOLS = ("send_message", "followup_task", "wait_agent", "receive_messages", "reply", "list_agents")
@@ -53,6 +53,8 @@ WORKER_QUESTION = "What is the capital of France? Answer in one sentence."
 WORKER_ANSWER = "The capital of France is Paris."
 SENDER_ANSWER = "worker said: The capital of France is Paris."
 RECALL_ANSWER = "Earlier, worker told me: The capital of France is Paris."
+WARMUP_PROMPT = "Hello, are you there?"
+WARMUP_ANSWER = "Yes, ready when you are."
 
 
 class NativeRunError(RuntimeError):
@@ -271,6 +273,28 @@ class NativeRun:
         self.tree.adopt(terminal.pid)
         agent.terminal = terminal
         return terminal
+
+    def warm_up(self, agent: Agent) -> None:
+        """Type one line into the agent's TUI, as a person would, and wait for its answer on screen.
+
+        Known gap (#5): the first delivery into a brand-new TUI thread subscribes with thread/resume, which Codex
+        0.171.0 sometimes refuses ("list_turns is not supported yet") while the rollout is being created; core
+        then marks the task uncertain (e2e_native/tests/test_core_gaps.py). A first turn typed into the TUI
+        creates the rollout beforehand. Remove this once core retries that error.
+        """
+        terminal = agent.terminal
+        assert terminal is not None
+        terminal.send(WARMUP_PROMPT)
+        wait_for_text(terminal, WARMUP_PROMPT, self.run_tick)
+        expected = WARMUP_ANSWER if agent.script is not None else "Worked for"
+        for _ in range(5):  # Enter right after typed text can count as part of a paste burst: press it again
+            terminal.send("\r")
+            try:
+                wait_for_text(terminal, expected, self.run_tick, rounds=100)
+                return
+            except TerminalTimeout:
+                continue
+        wait_for_text(terminal, expected, self.run_tick)
 
     def row(self, name: str) -> dict[str, Any]:
         return next(a for a in self.call("agent/list")["agents"] if a["name"] == name)

@@ -25,6 +25,7 @@ from wardian_harness.native import (
     RECEIVER,
     SENDER,
     SENDER_ANSWER,
+    WARMUP_ANSWER,
     WORKER_ANSWER,
     Agent,
     NativeRun,
@@ -137,6 +138,10 @@ def _exchange(native: NativeRun, report: dict[str, Any], checks: list[str]) -> N
     native.add_agent(OPERATOR, workspace=False)  # the person: a registered, never-started agent
     receipts: list[dict[str, Any]] = []
     if lead.script is not None and worker.script is not None:
+        if s.attached and s.trust:
+            for agent in (lead, worker):
+                assert agent.script is not None
+                agent.script.add(Message(WARMUP_ANSWER, phase="final_answer"))  # see NativeRun.warm_up
         script_exchange(lead.script, worker.script, receipts)
     for agent in (lead, worker):
         native.start_agent(agent)
@@ -147,6 +152,8 @@ def _exchange(native: NativeRun, report: dict[str, Any], checks: list[str]) -> N
             _untrusted_diagnostic(native, report, checks, lead, worker)
             return
         for agent in (lead, worker):
+            native.wait_status(agent.name, "idle")
+            native.warm_up(agent)
             native.wait_status(agent.name, "idle")
             assert agent.terminal is not None
             capture(agent.terminal, "attached, idle")
@@ -217,7 +224,7 @@ def _check_scripted_exchange(native: NativeRun, lead: Agent, worker: Agent, rece
     checks.append(f"{SENDER}'s receive_messages woke with provider_context_available and its final request "
                   f"held the reply to {ask} before it answered")
     assert answer["text"] == SENDER_ANSWER
-    delivered = "\n".join(worker.script.requests[0].user_texts())
+    delivered = next(t for r in worker.script.requests if ask in (t := "\n".join(r.user_texts())))
     assert "wardian_task_delivery" in delivered
     assert ask in delivered
     checks.append(f"{RECEIVER}'s turn got {ask} as a structured wardian_task_delivery item")

@@ -1,0 +1,48 @@
+"""Core gaps the native acceptance hit (issue #5), pinned as failing tests until core fixes them.
+
+They live here, not in tests/, so CI's suite stays green while `pytest e2e_native` shows them failing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from wardian import errors
+from wardian.providers.codex.owner import CodexOwner, OwnerSpec
+
+
+class _FlakyResumeClient:
+    """`thread/resume` right after an attached TUI thread's first turn: Codex 0.171.0 sometimes answers
+    "list_turns is not supported yet" while the new rollout is being initialised (seen in 1 of 4 attached runs
+    on this loaded machine); the same call succeeds a moment later."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def request(self, method: str, params: dict[str, Any], timeout_s: float = 30) -> Any:
+        self.calls += 1
+        if self.calls == 1:
+            raise errors.AppServerError("list_turns is not supported yet")
+        return {"thread": {"id": params["threadId"], "turns": []}}
+
+
+def test_a_transient_list_turns_error_after_the_first_turn_does_not_make_the_task_uncertain() -> None:
+    """Observed: the runtime logged "task ask_…: delivery uncertain (app_server_error: list_turns is not supported
+    yet)" although the turn had started (the sender went on to call followup_task), so its answer was never
+    published and the requester waited forever. `_subscribe_after_first_turn` retries only on "rollout" errors."""
+    spec = OwnerSpec(name="lead", codex="codex", codex_home=Path("/nonexistent"), workspace=Path("/nonexistent"),
+                     overrides=(), env={}, thread_id="thread-1", capabilities=None,  # type: ignore[arg-type]
+                     stderr_path=Path("/nonexistent"), mode="attached")
+    owner = CodexOwner(spec)
+    owner.client = _FlakyResumeClient()  # type: ignore[assignment]
+    owner.ready = True
+    owner.subscribed = False
+
+    async def subscribe() -> None:
+        await owner._subscribe_after_first_turn("turn-1")
+
+    anyio.run(subscribe)
+    assert owner.subscribed is True
