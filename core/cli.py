@@ -415,6 +415,18 @@ def cmd_codex_register(args: argparse.Namespace) -> int:
     return int(main_register(args))
 
 
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Run the demo, which ships with the harness: core loads it by entry point and never imports it."""
+    from importlib.metadata import entry_points
+
+    found = list(entry_points(group="wardian.plugins", name="demo"))
+    if not found:
+        sys.stderr.write("wardian: demo_unavailable: no `demo` entry point in group `wardian.plugins` (it ships "
+                         "with the wardian_harness package of a source checkout: run scripts/setup.sh)\n")
+        return EXIT_INTERNAL
+    return int(found[0].load()(list(args.demo_args)))
+
+
 # --- parser ------------------------------------------------------------------------------------------------
 
 
@@ -512,6 +524,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--agent", required=True, help="the managed agent's name or UUID")
     p.add_argument("--approve-tools", dest="approve_tools", default=None,
                    help="comma-separated tool names to grant approval_mode = \"approve\"")
+
+    p = groups.add_parser("demo", help="two real Codex agents exchange a task; the exchange is shown live",
+                          parents=[common])
+    p.add_argument("demo_args", nargs=argparse.REMAINDER, help="arguments for the demo (--evidence DIR)")
+    p.set_defaults(func=cmd_demo)
 
     for retired in ("send", "ask"):
         p = groups.add_parser(retired, help=argparse.SUPPRESS, parents=[common])

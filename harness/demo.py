@@ -1,0 +1,154 @@
+"""`wardian demo`: two real Codex agents on the scripted model, and the exchange shown as it happens.
+
+Loaded by core's `wardian demo` through the `wardian.plugins` entry point `demo` (core never imports the
+harness). It starts an app on a temporary home, registers `lead` and `worker` (each with its own private
+CODEX_HOME and fixture workspace) and a person, `human`; starts both agents' Codex app-servers on the scripted
+model (offline, no account); asks lead in plain English to find something out from worker; and prints every
+record as the app commits it: who asked whom, the request id, the delivery state, the reply. At the end it
+writes the evidence (records, each agent's rollout file and its sha256) and stops everything it started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from wardian_harness.codex_install import CodexInstallError, discover_codex
+from wardian_harness.homes import IsolatedRun
+from wardian_harness.native import (
+    OPERATOR,
+    PLAIN_REQUEST,
+    RECEIVER,
+    SENDER,
+    NativeRun,
+    NativeRunError,
+    Settings,
+    script_exchange,
+)
+from wardian_harness.proctree import ProcessTree
+from wardian_harness.report import find_rollouts, sha256_file
+from wardian_harness.scripted_model import ScriptedModel
+
+_BOLD, _DIM, _RESET = ("\033[1m", "\033[2m", "\033[0m") if sys.stdout.isatty() else ("", "", "")
+
+
+def _say(line: str) -> None:
+    print(f"{_BOLD}== {line}{_RESET}", flush=True)
+
+
+def _note(line: str) -> None:
+    print(f"   {_DIM}{line}{_RESET}", flush=True)
+
+
+def _describe(record: dict[str, Any]) -> str:
+    sender = record["sender"]["name"] if record.get("sender") else "wardian"
+    to = record["recipient"]["name"]
+    text = record["text"] if len(record["text"]) <= 100 else record["text"][:97] + "..."
+    what = {"task": f"asks {to} (request {record['id']})", "message": f"tells {to} ({record['id']})",
+            "reply": f"replies to {to}: request {record['request_id']} is {record['status']} ({record['id']})",
+            "notice": f"notifies {to}: request {record['request_id']} is {record['status']}"}
+    return f"{sender} {what.get(record['kind'], record['kind'] + ' to ' + to)}\n      \"{text}\""
+
+
+def _watch(native: NativeRun, request_id: str, rounds: int = 2400) -> dict[str, Any]:
+    """Print each new record and agent status change until the reply to `request_id` is committed."""
+    seen: set[str] = set()
+    statuses: dict[str, str] = {}
+    for _ in range(rounds):
+        for agent in native.call("agent/list")["agents"]:
+            status = agent["status"] + (f" (turn {agent['active_turn_id']})" if agent.get("active_turn_id") else "")
+            if agent["name"] in (SENDER, RECEIVER) and statuses.get(agent["name"]) != status:
+                statuses[agent["name"]] = status
+                _note(f"{agent['name']} is {status}")
+        for record in native.call("mailbox/records", {"limit": 1000})["records"]:
+            if record["id"] not in seen:
+                seen.add(record["id"])
+                print(f"   {_describe(record)}", flush=True)
+                if record["kind"] in ("reply", "notice") and record.get("request_id") == request_id:
+                    return dict(record)
+        native.run_tick()
+    raise NativeRunError(f"no reply to {request_id} arrived")
+
+
+def _evidence(native: NativeRun, directory: Path) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "records.json").write_text(json.dumps(native.records(), indent=2, ensure_ascii=False) + "\n",
+                                            encoding="utf-8")
+    for name in (SENDER, RECEIVER):
+        agent = native.agents[name]
+        for rollout in find_rollouts(agent.codex_home):
+            target = directory / f"{name}-{rollout.name}"
+            shutil.copyfile(rollout, target)
+            _note(f"{name}'s Codex rollout: {target} (sha256 {sha256_file(target)[:16]}…)")
+    _note(f"every record: {directory / 'records.json'}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="wardian demo", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--evidence", type=Path, default=None,
+                        help="where to keep the records and rollouts (default: a new folder under /tmp)")
+    args = parser.parse_args(argv)
+    try:
+        codex = discover_codex()
+    except (CodexInstallError, ValueError) as exc:
+        print(f"wardian demo: Codex unusable: {exc}\n(scripts/setup.sh --with-node installs the pinned Codex)",
+              file=sys.stderr)
+        return 3
+    evidence = args.evidence or Path(f"/tmp/wardian-demo-evidence-{time.strftime('%Y%m%d-%H%M%S')}")
+    run = IsolatedRun.create(prefix="wdemo")
+    tree = ProcessTree(run.run_id)
+    status = 1
+    try:
+        with ScriptedModel() as model:
+            native = NativeRun(Settings(), run, tree, codex, model, progress=_note)
+            _say(f"an app on a temporary home ({run.wardian_home}), Codex {codex.version}, a scripted model")
+            native.start_app()
+            lead, worker = native.add_agent(SENDER), native.add_agent(RECEIVER)
+            native.add_agent(OPERATOR, workspace=False)
+            receipts: list[dict[str, Any]] = []
+            assert lead.script is not None
+            assert worker.script is not None
+            script_exchange(lead.script, worker.script, receipts)
+            _say("two real Codex agents, each with its own CODEX_HOME and workspace")
+            for agent in (lead, worker):
+                started = native.start_agent(agent)
+                _note(f"{agent.name}: thread {started['thread_id']}, generation {started['generation']}")
+            _say(f"{OPERATOR} asks {SENDER} in plain English")
+            task = native.task(OPERATOR, SENDER, PLAIN_REQUEST)
+            _note(f"receipt: request {task['request_id']}, delivery {task['delivery']}")
+            _say("the exchange, as the app commits it")
+            answer = _watch(native, task["request_id"])
+            if receipts:
+                _note(f"lead's followup_task receipt: request {receipts[0]['request_id']}, "
+                      f"delivery {receipts[0].get('delivery')}")
+            woke = [o.text for r in lead.script.requests for o in r.function_call_outputs()
+                    if "wake_reason" in o.text]
+            if woke and "provider_context_available" in woke[-1]:
+                _note("lead's receive_messages woke with provider_context_available: the reply was pushed into "
+                      "its conversation, and its final request held it")
+            _say(f"{SENDER}'s answer to {OPERATOR}: {answer['text']}")
+            _say("evidence")
+            _evidence(native, evidence)
+            native.stop_app()
+            status = 0
+    except NativeRunError as exc:
+        print(f"wardian demo: {exc}; app log: {run.wardian_home / 'logs' / 'app.log'}", file=sys.stderr)
+    finally:
+        leftovers = tree.close()
+        run.close()
+        if leftovers:
+            print(f"wardian demo: processes left running: {[p.pid for p in leftovers]}", file=sys.stderr)
+            status = 1
+        else:
+            _say("stopped: the app, both Codex app-servers and their MCP servers; nothing is left running")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
