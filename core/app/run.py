@@ -39,7 +39,12 @@ class HomeLock:
         self._fd: int | None = None
 
     def acquire(self) -> None:
-        fd = os.open(self._home.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fd = os.open(self._home.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise errors.StorageUnavailable(
+                f"the home {self._home.root} cannot be written ({exc.strerror}); an app needs a writable home",
+                field="home") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

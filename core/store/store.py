@@ -101,6 +101,8 @@ class InteractionStore:
         self._cursor_key = cursor_key
         self._depth = 0
         self._batch_changes = 0
+        self._path: str | None = None
+        self._identity: tuple[int, int] = (0, 0)
 
     # --- lifecycle ------------------------------------------------------------------------------------
 
@@ -128,7 +130,26 @@ class InteractionStore:
             except BaseException:
                 conn.close()
                 raise
-        return cls(conn, epoch, key)
+        store = cls(conn, epoch, key)
+        store._path = os.fspath(path)
+        st = os.stat(store._path)
+        store._identity = (st.st_dev, st.st_ino)
+        return store
+
+    def _check_file_identity(self) -> None:
+        """Refuse to COMMIT when wardian.db was removed or replaced under the open connection: SQLite would
+        go on committing to the unlinked inode, and a receipt would be a lie the next start cannot see."""
+        if self._path is None:
+            return
+        try:
+            st = os.stat(self._path)
+            wal_present = os.path.exists(self._path + "-wal")
+        except OSError:
+            st, wal_present = None, False
+        if st is None or (st.st_dev, st.st_ino) != self._identity or not wal_present:
+            raise errors.StorageUnavailable(
+                f"the store file {self._path} was removed or replaced while the app ran; nothing was admitted. "
+                "Stop the app, restore the home, and start it again")
 
     def close(self) -> None:
         self._conn.close()
@@ -246,8 +267,10 @@ class InteractionStore:
         try:
             with _map_sqlite_errors():
                 try:
+                    if self.batch_wrote:
+                        self._check_file_identity()  # a read-only batch promises nothing
                     self._conn.execute("COMMIT")
-                except sqlite3.Error:
+                except (sqlite3.Error, errors.WardianError):
                     if self._conn.in_transaction:
                         with suppress(sqlite3.Error):
                             self._conn.execute("ROLLBACK")

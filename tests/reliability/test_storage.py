@@ -99,8 +99,6 @@ def test_a_full_disk_admits_nothing_keeps_the_app_alive_and_heals(tmpfs_home: Pa
     assert partial == 0
 
 
-@pytest.mark.xfail(strict=True, reason="bug: core/app/run.py:42 HomeLock.acquire lets OSError(EROFS) escape "
-                   "as a traceback (exit 1) instead of a storage/home error")
 def test_a_read_only_home_is_refused_at_startup_with_a_clear_error(tmpfs_home: Path) -> None:
     """reliability-matrix D5 (SQLITE_READONLY): a home whose filesystem is read-only (remounted ro while the app
     was stopped; a running app's open store keeps the remount busy) is refused with a wardian error and no
@@ -127,9 +125,6 @@ def test_a_read_only_home_is_refused_at_startup_with_a_clear_error(tmpfs_home: P
     assert "storage_unavailable" in refused.stderr or "read-only" in refused.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="bug: with the store's files unlinked under a running app, SQLite (WAL) "
-                   "keeps committing to the deleted inode, so receipts are returned for records the next start "
-                   "cannot see; nothing in core/store/store.py checks that wardian.db is still the open file")
 def test_deleting_the_store_under_a_running_app_admits_nothing(tmpfs_home: Path) -> None:
     """reliability-matrix D5 (CANTOPEN, a deleted store): once wardian.db is gone from the home, a send must not
     be acknowledged (a receipt would promise a record that no later app can read): storage_unavailable,
