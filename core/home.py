@@ -144,10 +144,15 @@ def prepare_runtime_dir(home: Home) -> None:
             f"the control socket path {str(home.socket_path)!r} is longer than {MAX_SOCKET_PATH_BYTES} "
             "bytes, the limit of a Unix socket address; choose a shorter WARDIAN_HOME", field="home")
     check_local_filesystem(home.root)
-    home.root.mkdir(parents=True, exist_ok=True)
-    with suppress(FileExistsError):
-        os.mkdir(home.run_dir, 0o700)
-    st = os.lstat(home.run_dir)
+    try:
+        home.root.mkdir(parents=True, exist_ok=True)
+        with suppress(FileExistsError):
+            os.mkdir(home.run_dir, 0o700)
+        st = os.lstat(home.run_dir)
+    except OSError as exc:
+        raise errors.StorageUnavailable(
+            f"the home {home.root} cannot be prepared ({exc.strerror}); an app needs a writable local home",
+            field="home") from None
     if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
         raise errors.InsecureRuntimeDir(f"{home.run_dir} is not a plain directory (a symlink?); remove it")
     if st.st_uid != os.geteuid():
@@ -159,4 +164,8 @@ def prepare_runtime_dir(home: Home) -> None:
                 f"{home.run_dir} has mode {stat.S_IMODE(st.st_mode):o}: others may write in it; remove it "
                 "or make it 0700")
         os.chmod(home.run_dir, 0o700)
-    home.log_dir.mkdir(mode=0o700, exist_ok=True)
+    try:
+        home.log_dir.mkdir(mode=0o700, exist_ok=True)
+    except OSError as exc:
+        raise errors.StorageUnavailable(f"the home {home.root} cannot be written ({exc.strerror})",
+                                        field="home") from None

@@ -230,3 +230,14 @@ def test_another_uid_is_rejected_before_any_request_is_read(app: AppHandle) -> N
     assert all(a["name"] != "intruder" for a in app.call("agent/list")["agents"])
     log = (app.home.log_dir / "app.log").read_text(encoding="utf-8")
     assert "rejected a control connection from uid 65534" in log
+
+
+def test_an_unwritable_home_is_a_clear_storage_error(tmp_path: Path) -> None:
+    """Bad input gets a clear error: a home whose directory cannot be created is storage_unavailable (exit 6),
+    not a traceback."""
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    r = run_cli("app", "run", home=blocker / "home")
+    assert r.returncode == 6
+    assert "storage_unavailable" in r.stderr
+    assert "Traceback" not in r.stderr
