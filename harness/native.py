@@ -322,7 +322,7 @@ class NativeRun:
     def interrupt(self, sender: str, target: str) -> dict[str, Any]:
         return self.cli_json("message", "interrupt", target, session=self.session(sender))
 
-    def wait_answer(self, name: str, request_id: str, *, rounds: int = 20) -> dict[str, Any]:
+    def wait_answer(self, name: str, request_id: str, *, rounds: int = 5) -> dict[str, Any]:
         """Receive (and acknowledge) `name`'s mailbox until the reply or notice for `request_id` arrives."""
         token = self.session(name)
         for _ in range(rounds):

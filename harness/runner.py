@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -85,6 +86,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not settings.real:
         child_env["WARDIAN_E2E_RUNNER_SCRIPTED"] = "1"
     status = EXIT_FAILED
+
+    def _on_term(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt  # SIGTERM stops the run like Ctrl-C: the finally block still reaps the tree
+
+    signal.signal(signal.SIGTERM, _on_term)
     try:
         proc = tree.spawn([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s", "-v", "-o", "timeout=900",
                            *args.tests], child_env, cwd=REPO_ROOT, stdin=subprocess.DEVNULL)
