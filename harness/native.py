@@ -277,10 +277,9 @@ class NativeRun:
     def warm_up(self, agent: Agent) -> None:
         """Type one line into the agent's TUI, as a person would, and wait for its answer on screen.
 
-        Known gap (#5): the first delivery into a brand-new TUI thread subscribes with thread/resume, which Codex
-        0.171.0 sometimes refuses ("list_turns is not supported yet") while the rollout is being created; core
-        then marks the task uncertain (e2e_native/tests/test_core_gaps.py). A first turn typed into the TUI
-        creates the rollout beforehand. Remove this once core retries that error.
+        Added when core marked the first delivery into a brand-new TUI thread uncertain on a transient "list_turns
+        is not supported yet"; core now retries it (tests/codex/test_owner_resubscribe.py). The warm-up stays as
+        the person's own first turn; removing it needs the scripts' warm-up steps dropped too.
         """
         terminal = agent.terminal
         assert terminal is not None

@@ -480,12 +480,9 @@ class InteractionStore:
                     ).rowcount == 1
                     facts = self._task_facts(row[0])
                 records.append(ReceivedRecord(
-                    interaction=Interaction(
-                        id=row[1], kind=InteractionKind(row[2]),
-                        sender=self._party_of(row[3], parties), recipient=parties[me], text=row[4],
-                        created_at=row[7], request_id=row[5],
-                        status=ReplyStatus(row[6]) if row[6] is not None else None, acked=False),
-                    new_work=new_work, task=facts))
+                    Interaction(row[1], _KINDS[row[2]], self._party_of(row[3], parties), parties[me], row[4],
+                                row[7], row[5], _STATUSES[row[6]], False),
+                    new_work, facts))
         next_cursor = self.encode_cursor(me, after, page[-1][0]) if page else None
         return ReceivePage(records=tuple(records), cursor=next_cursor, acked=acked, more=more)
 
@@ -643,6 +640,9 @@ class InteractionStore:
 
 _AGENT_COL_NAMES = ("id", "uuid", "name", "provider", "workspace", "status", "generation", "active_turn_id",
                     "created_at")
+_KINDS = {k.value: k for k in InteractionKind}
+_STATUSES: dict[str | None, ReplyStatus | None] = {None: None, **{s.value: s for s in ReplyStatus}}
+
 _AGENT_COLS = ", ".join(_AGENT_COL_NAMES)
 _SESSION_SQL = ("SELECT s.generation, s.secret_hash, s.revoked_at, a.removed_at, "
                 + ", ".join(f"a.{c}" for c in _AGENT_COL_NAMES)

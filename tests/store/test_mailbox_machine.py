@@ -11,7 +11,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from hypothesis import settings
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -134,5 +134,7 @@ class MailboxMachine(RuleBasedStateMachine):
         assert all(n == 1 for n in self.exposed.values())
 
 
-MailboxMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
+# Health checks (e.g. "too slow" on a loaded 2-core CI machine) say nothing about correctness.
+MailboxMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=40, deadline=None,
+                                            suppress_health_check=list(HealthCheck))
 test_mailbox_machine = MailboxMachine.TestCase

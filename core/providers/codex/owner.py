@@ -222,8 +222,10 @@ class CodexOwner:
             try:
                 result = await client.request("thread/resume", {"threadId": self.thread_id}, timeout_s=60)
             except errors.AppServerError as exc:
-                # The turn's rollout is still being written ("no rollout found", "rollout ... is empty").
-                if "rollout" not in exc.message:
+                # The new thread is still being set up: its rollout is being written ("no rollout found",
+                # "rollout ... is empty") or its turn history is not listable yet ("list_turns is not
+                # supported yet", seen on 0.171.0).
+                if "rollout" not in exc.message and "not supported yet" not in exc.message:
                     raise
                 await anyio.sleep(0.1)
                 continue
