@@ -100,9 +100,7 @@ def stop_app(proc: subprocess.Popen[bytes]) -> int:
     return proc.returncode
 
 
-@pytest.fixture
-def app() -> Iterator[AppHandle]:
-    """A fresh app on its own home, stopped (and its home removed) after the test."""
+def _app_on_a_fresh_home() -> Iterator[AppHandle]:
     root = short_home()
     proc = start_app(root)
     handle = AppHandle(Home(root), proc, AppClient(Home(root)))
@@ -110,19 +108,17 @@ def app() -> Iterator[AppHandle]:
         yield handle
     finally:
         handle.client.close()
-        stop_app(proc)
+        stop_app(handle.proc)
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def app() -> Iterator[AppHandle]:
+    """A fresh app on its own home, stopped (and its home removed) after the test."""
+    yield from _app_on_a_fresh_home()
 
 
 @pytest.fixture(scope="module")
 def shared_app() -> Iterator[AppHandle]:
     """One app for a whole module; tests isolate themselves by registering their own agents."""
-    root = short_home()
-    proc = start_app(root)
-    handle = AppHandle(Home(root), proc, AppClient(Home(root)))
-    try:
-        yield handle
-    finally:
-        handle.client.close()
-        stop_app(proc)
-        shutil.rmtree(root, ignore_errors=True)
+    yield from _app_on_a_fresh_home()

@@ -4,54 +4,16 @@ from __future__ import annotations
 
 import os
 import subprocess
-import threading
 from pathlib import Path
-from typing import Any
 
-import pexpect
 import psutil
-import pyte
 
 from tests.codex.conftest import CodexWorld
 from tests.codex.test_runtime import agent_row, wait_reply
 from tests.conftest import wardian_cmd
 from wardian_harness.codex_home import ScriptedProvider, codex_overrides
 from wardian_harness.scripted_model import Message
-
-
-class Screen:
-    """A pseudo-terminal running a command, rendered by a VT100 emulator (pyte) for assertions."""
-
-    def __init__(self, argv: list[str], env: dict[str, str], rows: int = 45, cols: int = 160) -> None:
-        self.screen = pyte.Screen(cols, rows)
-        self._stream = pyte.Stream(self.screen)
-        self._lock = threading.Lock()
-        self.child = pexpect.spawn(argv[0], argv[1:], env=env, dimensions=(rows, cols), encoding="utf-8",
-                                   codec_errors="replace", timeout=30)
-        self._reader = threading.Thread(target=self._drain, daemon=True)
-        self._reader.start()
-
-    def _drain(self) -> None:
-        while True:
-            try:
-                data = self.child.read_nonblocking(65536, timeout=0.2)
-            except pexpect.TIMEOUT:
-                continue
-            except (pexpect.EOF, OSError, ValueError):
-                return
-            with self._lock:
-                self._stream.feed(data)
-
-    def text(self) -> str:
-        with self._lock:
-            return "\n".join(line.rstrip() for line in self.screen.display)
-
-    def wait_for(self, needle: str, app: Any, token: str, rounds: int = 500) -> None:
-        for _ in range(rounds):
-            if needle in self.text():
-                return
-            app.call("mailbox/wait", {"session": token, "timeout_ms": 20})
-        raise AssertionError(f"{needle!r} never appeared on screen:\n{self.text()}")
+from wardian_harness.terminal import open_terminal, wait_for_text
 
 
 def test_an_attached_tui_shows_the_exchange_on_the_agents_own_conversation(codex_world: CodexWorld,
@@ -71,7 +33,7 @@ def test_an_attached_tui_shows_the_exchange_on_the_agents_own_conversation(codex
     world.app.call("agent/start", {"agent": "worker", "mode": "attached", "config": overrides}, timeout_s=120)
     assert agent_row(world, "worker")["status"] == "starting"  # no delivery before the TUI's thread is seen
     env = {**world.app.env(), "TERM": "xterm-256color"}
-    tui = Screen([*wardian_cmd(), "agent", "attach", "worker"], env)
+    tui = open_terminal([*wardian_cmd(), "agent", "attach", "worker"], env)
     try:
         for _ in range(500):
             if agent_row(world, "worker")["status"] == "idle":
@@ -84,17 +46,16 @@ def test_an_attached_tui_shows_the_exchange_on_the_agents_own_conversation(codex
         replies = wait_reply(world, lead_token)
         log = (world.app.home.log_dir / "app.log").read_text(encoding="utf-8")
         assert [(r["request_id"], r["text"]) for r in replies] == [(task["request_id"], "attached answer 42")], log
-        tui.wait_for("attached answer 42", world.app, lead_token)
+        wait_for_text(tui, "attached answer 42",
+                      lambda: world.app.call("mailbox/wait", {"session": lead_token, "timeout_ms": 20}))
         assert task["request_id"] in tui.text()  # the structured delivery item, shown in the person's terminal
         assert script.requests[0].body["prompt_cache_key"] == row["thread_id"] if "thread_id" in row else True
-        tui_pid = tui.child.pid
-        descendants = [p.pid for p in psutil.Process(tui_pid).children(recursive=True)]
+        descendants = [p.pid for p in psutil.Process(tui.pid).children(recursive=True)]
     finally:
-        tui.child.sendcontrol("c")
-        tui.child.sendcontrol("c")
-        tui.child.expect(pexpect.EOF, timeout=30)
-        tui.child.close()
-    assert tui.child.exitstatus is not None or tui.child.signalstatus is not None
+        tui.sendcontrol("c")
+        tui.sendcontrol("c")
+        tui.close()
+    assert not tui.is_alive()
     assert [p for p in descendants if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"] == []
     assert os.path.exists(world.app.home.root)
 
