@@ -38,6 +38,19 @@ def _start_or_refusal(root: Path) -> AppHandle | subprocess.CompletedProcess[str
                               timeout=60, env=env)
 
 
+def _fresh_pair(root: Path) -> tuple[AppHandle, str]:
+    """Agents and a session, checkpointed into the main database by a clean stop: the corruption of a later
+    WAL tail may drop the rounds' records, never the roster the harness needs to go on."""
+    app = start_with(root)
+    try:
+        app.call("agent/add", {"name": "lead", "provider": "codex"})
+        app.call("agent/add", {"name": "worker", "provider": "codex"})
+        lead = app.call("agent/session", {"agent": "lead"})["session_id"]
+    finally:
+        stop(app)
+    return start_with(root), lead
+
+
 @pytest.mark.slow
 def test_d6_a_corrupt_wal_tail_never_alters_a_surviving_row(root: Path) -> None:
     """reliability-matrix D6 [NIGHTLY N=50]: with the app killed, the WAL is truncated to a random length or one
@@ -47,45 +60,41 @@ def test_d6_a_corrupt_wal_tail_never_alters_a_surviving_row(root: Path) -> None:
     rounds = 50
     sent: dict[str, str] = {}
     started = refused = altered = integrity_failures = tracebacks = 0
-    app = start_with(root)
-    app.call("agent/add", {"name": "lead", "provider": "codex"})
-    app.call("agent/add", {"name": "worker", "provider": "codex"})
-    lead = app.call("agent/session", {"agent": "lead"})["session_id"]
-    for rnd in range(rounds):
-        for i in range(rng.randrange(5, 40)):
-            body = f"r{rnd}-{i}-{rng.getrandbits(64):016x}"
-            receipt = app.call("message/send", {"session": lead, "target": "worker", "message": body})
-            sent[receipt["interaction_id"]] = body
-        kill9(app)
-        wal = Path(f"{root / 'wardian.db'}-wal")
-        data = bytearray(wal.read_bytes()) if wal.exists() else bytearray()
-        if data and rng.random() < 0.5:
-            data = data[:rng.randrange(0, len(data))]
-        elif data:
-            at = rng.randrange(max(0, len(data) - 4096), len(data))
-            data[at] ^= 1 << rng.randrange(8)
-        if wal.exists():
-            wal.write_bytes(bytes(data))
-        outcome = _start_or_refusal(root)
-        if isinstance(outcome, subprocess.CompletedProcess):
-            refused += 1
-            tracebacks += "Traceback" in outcome.stderr
-            assert outcome.returncode != 0
-            shutil.rmtree(root)  # a refused store starts over in a fresh home
-            root.mkdir()
-            sent.clear()
-            app = start_with(root)
-            app.call("agent/add", {"name": "lead", "provider": "codex"})
-            app.call("agent/add", {"name": "worker", "provider": "codex"})
-            lead = app.call("agent/session", {"agent": "lead"})["session_id"]
-            continue
-        started += 1
-        app = outcome
-        integrity_failures += not integrity_ok(root)
-        rows = dict(db_rows(root, "SELECT public_id, body FROM interactions"))
-        altered += sum(1 for rid, body in rows.items() if sent.get(rid, body) != body)
-        sent = {rid: body for rid, body in sent.items() if rid in rows}  # lost frames are gone for good
-    stop(app)
+    app, lead = _fresh_pair(root)
+    try:
+        for rnd in range(rounds):
+            for i in range(rng.randrange(5, 40)):
+                body = f"r{rnd}-{i}-{rng.getrandbits(64):016x}"
+                receipt = app.call("message/send", {"session": lead, "target": "worker", "message": body})
+                sent[receipt["interaction_id"]] = body
+            kill9(app)
+            wal = Path(f"{root / 'wardian.db'}-wal")
+            data = bytearray(wal.read_bytes()) if wal.exists() else bytearray()
+            if data and rng.random() < 0.5:
+                data = data[:rng.randrange(0, len(data))]
+            elif data:
+                at = rng.randrange(max(0, len(data) - 4096), len(data))
+                data[at] ^= 1 << rng.randrange(8)
+            if wal.exists():
+                wal.write_bytes(bytes(data))
+            outcome = _start_or_refusal(root)
+            if isinstance(outcome, subprocess.CompletedProcess):
+                refused += 1
+                tracebacks += "Traceback" in outcome.stderr
+                assert outcome.returncode != 0
+                shutil.rmtree(root)  # a refused store starts over in a fresh home
+                root.mkdir()
+                sent.clear()
+                app, lead = _fresh_pair(root)
+                continue
+            started += 1
+            app = outcome
+            integrity_failures += not integrity_ok(root)
+            rows = dict(db_rows(root, "SELECT public_id, body FROM interactions"))
+            altered += sum(1 for rid, body in rows.items() if sent.get(rid, body) != body)
+            sent = {rid: body for rid, body in sent.items() if rid in rows}  # lost frames are gone for good
+    finally:
+        stop(app)
     tracebacks += b"Traceback" in app_stderr(app)
     report("D6 corrupt_wal_tail", rounds=rounds, integrity_failures=integrity_failures, altered=altered,
            started=started, refused=refused, tracebacks=tracebacks, seed=seed)
@@ -104,10 +113,14 @@ class AppMailboxMachine(RuleBasedStateMachine):
         self.app = start_with(self.root)
         self.tokens = []
         self.uuids = []
-        for i in range(self.AGENTS):
-            agent = self.app.call("agent/add", {"name": f"a{i}", "provider": "codex"})
-            self.uuids.append(agent["uuid"])
-            self.tokens.append(self.app.call("agent/session", {"agent": agent["uuid"]})["session_id"])
+        try:
+            for i in range(self.AGENTS):
+                agent = self.app.call("agent/add", {"name": f"a{i}", "provider": "codex"})
+                self.uuids.append(agent["uuid"])
+                self.tokens.append(self.app.call("agent/session", {"agent": agent["uuid"]})["session_id"])
+        except BaseException:
+            self.teardown()
+            raise
         self.pending: list[list[str]] = [[] for _ in range(self.AGENTS)]
         self.last_page: list[tuple[str | None, list[str]]] = [(None, []) for _ in range(self.AGENTS)]
         self.acknowledged: dict[str, str] = {}
