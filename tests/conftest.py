@@ -74,19 +74,16 @@ def start_app(root: Path, extra_env: dict[str, str] | None = None) -> subprocess
     read_fd, write_fd = os.pipe()
     env = {k: v for k, v in os.environ.items() if not k.startswith("WARDIAN_")}
     env.update(extra_env or {})
-    # The app's stderr goes to a file, never an unread pipe: a chatty app would block once the pipe filled.
-    with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen([*wardian_cmd(), "app", "run", "--home", str(root), "--ready-fd", str(write_fd)],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-                                pass_fds=(write_fd,), env=env, start_new_session=True)
-        os.close(write_fd)
-        with os.fdopen(read_fd, "rb") as ready:
-            line = ready.readline().strip()
-        if line != b"ready":
-            proc.kill()
-            proc.wait(timeout=10)
-            err.seek(0)
-            raise RuntimeError(f"app did not start: {line!r} {err.read().decode(errors='replace')[-2000:]}")
+    proc = subprocess.Popen([*wardian_cmd(), "app", "run", "--home", str(root), "--ready-fd", str(write_fd)],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            pass_fds=(write_fd,), env=env, start_new_session=True)
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as ready:
+        line = ready.readline().strip()
+    if line != b"ready":
+        proc.kill()
+        _, err = proc.communicate(timeout=10)
+        raise RuntimeError(f"app did not start: {line!r} {err.decode(errors='replace')[-2000:]}")
     return proc
 
 
