@@ -36,6 +36,13 @@ def run(root: Path, exe: Path, log: Path, scenario: str, version: str = "0.171.0
     return AppHandle(Home(root), proc, AppClient(Home(root)))
 
 
+def sender_and_started_worker(app: AppHandle) -> tuple[str, dict[str, Any]]:
+    """Register `sender` (its session token) and `worker`, and start worker's (fake) Codex owner."""
+    _, sender = app.add_agent("sender")
+    app.add_agent("worker")
+    return sender, app.call("agent/start", {"agent": "worker"}, timeout_s=60)
+
+
 def submissions(log: Path) -> list[dict[str, Any]]:
     if not log.exists():
         return []
@@ -72,9 +79,7 @@ def test_a_lost_acknowledgement_is_uncertain_and_never_resubmitted(fake_world) -
     root, exe, log = fake_world
     app = run(root, exe, log, "lost_ack")
     try:
-        _, sender = app.add_agent("sender")
-        app.add_agent("worker")
-        app.call("agent/start", {"agent": "worker"}, timeout_s=60)
+        sender, _ = sender_and_started_worker(app)
         rid = app.call("task/followup", {"session": sender, "target": "worker", "message": "x"})["request_id"]
         wait_for(lambda: task_facts(root, rid)[0] == "uncertain", app, sender)
         assert len(submissions(log)) == 1
@@ -102,9 +107,7 @@ def test_a_stale_turn_rejection_releases_the_claim_and_offers_the_task_again_onc
     root, exe, log = fake_world
     app = run(root, exe, log, "stale_steer")
     try:
-        _, sender = app.add_agent("sender")
-        app.add_agent("worker")
-        app.call("agent/start", {"agent": "worker"}, timeout_s=60)
+        sender, _ = sender_and_started_worker(app)
         first = app.call("task/followup", {"session": sender, "target": "worker", "message": "one"})["request_id"]
         wait_for(lambda: any(a["name"] == "worker" and a["status"] == "active"
                              for a in app.call("agent/list")["agents"]), app, sender)
@@ -131,9 +134,7 @@ def test_a_crash_between_evidence_and_reply_publishes_once_on_restart(fake_world
     proc = start_app(root, {"WARDIAN_CODEX": str(exe), "FAKE_CODEX_SCENARIO": "normal", "FAKE_CODEX_LOG": str(log),
                             "WARDIAN_CRASHPOINT": "after_terminal_evidence_before_reply_publish"})
     app = AppHandle(Home(root), proc, AppClient(Home(root)))
-    _, sender = app.add_agent("sender")
-    app.add_agent("worker")
-    app.call("agent/start", {"agent": "worker"}, timeout_s=60)
+    sender, _ = sender_and_started_worker(app)
     rid = app.call("task/followup", {"session": sender, "target": "worker", "message": "x"})["request_id"]
     assert proc.wait(60) == 137  # died at the crash point, evidence captured, nothing published
     stop_app(proc)
@@ -190,9 +191,8 @@ def test_an_owner_dying_mid_turn_leaves_its_task_uncertain_and_a_later_task_star
     root, exe, log = fake_world
     app = run(root, exe, log, "die_mid_turn")
     try:
-        _, sender = app.add_agent("sender")
-        app.add_agent("worker")
-        first_gen = app.call("agent/start", {"agent": "worker"}, timeout_s=60)["generation"]
+        sender, started = sender_and_started_worker(app)
+        first_gen = started["generation"]
         rid = app.call("task/followup", {"session": sender, "target": "worker", "message": "x"})["request_id"]
         wait_for(lambda: task_facts(root, rid)[0] == "uncertain", app, sender)
         later = app.call("task/followup", {"session": sender, "target": "worker", "message": "y"})["request_id"]
