@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import orjson
+from pydantic import BaseModel
 
 from wardian import errors
 from wardian.client import AppClient
@@ -31,6 +32,8 @@ from wardian.protocol.tools import ToolSpec
 
 # Arguments the server supplies itself; a caller that passes one is told it is not an argument.
 _RESERVED = ("session",)
+# Cursor arguments: the schema says a cursor is never empty (minLength 1).
+_CURSORS = ("cursor", "ack_cursor")
 # Idle connections kept per server process: calls run concurrently only while waits are in flight.
 MAX_IDLE_CONNECTIONS = 4
 
@@ -137,19 +140,7 @@ class Caller:
             DeliveryUncertain: the request left but its answer was lost; do not resend.
             WardianError: the argument's or the app's own error.
         """
-        args = dict(arguments or {})
-        for name in _RESERVED:
-            if name in args:
-                raise errors.InvalidArguments(
-                    f"unknown argument {name!r}: the caller is the managed agent of this MCP server's "
-                    f"{ENV_SESSION}", field=name)
-        session = self.environ.get(ENV_SESSION, "")
-        if not session:
-            raise errors.MissingSession(
-                f"no managed caller: set {ENV_SESSION} in this MCP server's environment (print one with "
-                "`wardian agent env NAME`)", field="session")
-        params = {**args, "session": session}
-        valid = parse_params(spec.method, params)  # the app's own validators: the same error for the same mistake
+        params, valid = tool_params(spec, arguments, self.environ.get(ENV_SESSION, ""))
         if not self.environ.get(ENV_HOME):
             raise errors.AppNotRunning(
                 f"{ENV_HOME} is not set in this MCP server's environment: set it to the home of the running app "
@@ -163,6 +154,39 @@ class Caller:
             raise errors.DeliveryUncertain(f"the app answered {spec.method} with a malformed result; do not resend "
                                            "automatically", method=spec.method)
         return result
+
+
+def tool_params(spec: ToolSpec, arguments: Mapping[str, Any] | None,
+                session: str) -> tuple[dict[str, Any], BaseModel]:
+    """The app params of a call of `spec` (the arguments plus `session`) and their validated model.
+
+    Whatever this accepts satisfies `spec.input_schema` (reliability-matrix P4): the app's own validators (the
+    same error for the same mistake), plus the one bound they leave to the store, a non-empty cursor.
+
+    Raises:
+        InvalidArguments: a reserved argument (`session`) was passed.
+        MissingSession: `session` is empty.
+        WardianError: the argument's own error (`invalid_limit`, `invalid_cursor`, ...).
+    """
+    args = dict(arguments or {})
+    for name in _RESERVED:
+        if name in args:
+            raise errors.InvalidArguments(
+                f"unknown argument {name!r}: the caller is the managed agent of this MCP server's "
+                f"{ENV_SESSION}", field=name)
+    if not session:
+        raise errors.MissingSession(
+            f"no managed caller: set {ENV_SESSION} in this MCP server's environment (print one with "
+            "`wardian agent env NAME`)", field="session")
+    params = {**args, "session": session}
+    valid = parse_params(spec.method, params)
+    for name in _CURSORS:
+        if params.get(name) == "":
+            # The app refuses it too, but only once it reaches the store: refuse it here, as the schema does.
+            raise errors.InvalidCursor(
+                f"{name} is empty; pass a cursor from an earlier receive_messages result, or omit it",
+                field=name, allowed="a cursor returned by an earlier receive")
+    return params, valid
 
 
 def success_content(result: dict[str, Any]) -> str:

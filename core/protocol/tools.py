@@ -7,6 +7,9 @@ to the limits in `wardian.model`; the app's `parse_params` enforces the same lim
 
 Invariants:
 - Every `inputSchema` is `{"type": "object", "additionalProperties": false}` with bounded fields.
+- A schema admits exactly what the tool accepts, no more: an optional argument may also be `null`, meaning its
+  default (reliability-matrix §3.5), and a required one may not; a cursor is never empty. The P4 property test
+  (`tests/reliability/test_validators.py`) checks every accepted argument object against the schema here.
 - No property names a sender or a session: the app attributes everything to the caller's session (seed,
   "Tool contract": "The tool does not accept an arbitrary sender argument").
 - Descriptions are constants: no peer-controlled text ever reaches `tools/list` (no tool poisoning).
@@ -66,20 +69,20 @@ _MESSAGE: dict[str, Any] = {
                    "UTF-8 bytes.",
 }
 _TIMEOUT_WAIT: dict[str, Any] = {
-    "type": "integer",
+    "type": ["integer", "null"],
     "minimum": 0,
     "maximum": MAX_WAIT_MS,
     "default": DEFAULT_WAIT_MS,
-    "description": f"How long to wait in milliseconds, 0..{MAX_WAIT_MS} (default {DEFAULT_WAIT_MS}); 0 "
-                   "checks once and returns at once.",
+    "description": f"How long to wait in milliseconds, 0..{MAX_WAIT_MS} (default {DEFAULT_WAIT_MS}, also for "
+                   "null); 0 checks once and returns at once.",
 }
 _TIMEOUT_RECEIVE: dict[str, Any] = {
-    "type": "integer",
+    "type": ["integer", "null"],
     "minimum": 0,
     "maximum": MAX_WAIT_MS,
     "default": 0,
     "description": f"If no record is pending, wait up to this many milliseconds for one, 0..{MAX_WAIT_MS} "
-                   "(default 0: return at once).",
+                   "(default 0, also for null: return at once).",
 }
 _CURSOR_DESCRIPTIONS = {
     "cursor": "Continue reading after the batch this cursor (from an earlier receive_messages result) "
@@ -90,7 +93,8 @@ _CURSOR_DESCRIPTIONS = {
 
 
 def _cursor(name: str) -> dict[str, Any]:
-    return {"type": "string", "minLength": 1, "maxLength": MAX_CURSOR_CHARS,
+    # null is "no cursor", as if omitted; "" is never a cursor (the MCP server refuses it as invalid_cursor).
+    return {"type": ["string", "null"], "minLength": 1, "maxLength": MAX_CURSOR_CHARS,
             "description": _CURSOR_DESCRIPTIONS[name]}
 
 
@@ -193,9 +197,10 @@ TOOLS: tuple[ToolSpec, ...] = (
         input_schema=_object({
             "cursor": _cursor("cursor"),
             "ack_cursor": _cursor("ack_cursor"),
-            "limit": {"type": "integer", "minimum": 1, "maximum": MAX_RECEIVE_LIMIT,
+            "limit": {"type": ["integer", "null"], "minimum": 1, "maximum": MAX_RECEIVE_LIMIT,
                       "default": DEFAULT_RECEIVE_LIMIT,
-                      "description": f"The most records to return, 1..{MAX_RECEIVE_LIMIT}."},
+                      "description": f"The most records to return, 1..{MAX_RECEIVE_LIMIT} (default "
+                                     f"{DEFAULT_RECEIVE_LIMIT}, also for null)."},
             "timeout_ms": _TIMEOUT_RECEIVE,
         }),
         # Acknowledging and claiming change durable state, so this is not read-only; both only add facts

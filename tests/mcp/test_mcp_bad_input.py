@@ -373,11 +373,11 @@ def _tampered(cursor: str) -> str:
 @pytest.mark.parametrize("field", ["cursor", "ack_cursor"])
 def test_a_malformed_truncated_forged_or_foreign_cursor_fails_with_invalid_cursor_and_acks_nothing(
         peers: Peers, bob_page: dict[str, Any], field: str) -> None:
-    """Matrix §3.5 rows 17 and 20: malformed, truncated, bad MAC, another recipient's cursor, or an ack_cursor
+    """Matrix §3.5 rows 17 and 20: empty, malformed, truncated, bad MAC, another recipient's cursor, or an ack_cursor
     beyond anything returned -> invalid_cursor (0 records, 0 acked)."""
     cursor = bob_page["cursor"]
     peers.alice.mcp.ok("send_message", {"target": peers.bob.name, "message": "not acked by a forged cursor"})
-    for bad in ("garbage", cursor[: len(cursor) // 2], _tampered(cursor)):
+    for bad in ("", "garbage", cursor[: len(cursor) // 2], _tampered(cursor)):
         error = peers.bob.mcp.error("receive_messages", {field: bad})
         assert (error["code"], error["field"]) == ("invalid_cursor", field)
     foreign = peers.alice.mcp.error("receive_messages", {field: cursor})  # bob's valid cursor, alice's mailbox

@@ -37,17 +37,31 @@ def test_every_input_schema_is_a_closed_object(listed: dict[str, dict[str, Any]]
         assert set(schema["required"]) <= set(schema["properties"]), name
 
 
+def _types(prop: dict[str, Any]) -> set[str]:
+    return set(prop["type"]) if isinstance(prop["type"], list) else {prop["type"]}
+
+
 def test_every_field_is_bounded(listed: dict[str, dict[str, Any]]) -> None:
     """Matrix M8: bounded maxLength / minimum / maximum (or an enum) on every field."""
     for name, tool in listed.items():
         for field, prop in _properties(tool["inputSchema"]):
             if "enum" in prop:
                 continue
-            if prop["type"] == "string":
+            types = _types(prop) - {"null"}
+            if types == {"string"}:
                 assert 1 <= prop["minLength"] <= prop["maxLength"], (name, field)
             else:
-                assert prop["type"] == "integer", (name, field)
+                assert types == {"integer"}, (name, field)
                 assert prop["minimum"] <= prop.get("default", prop["minimum"]) <= prop["maximum"], (name, field)
+
+
+def test_exactly_the_optional_fields_admit_null(listed: dict[str, dict[str, Any]]) -> None:
+    """Matrix §3.5: a null limit, timeout_ms or cursor means its default, so the schema admits it; a required field
+    is never null. The P4 property test checks the validators agree (tests/reliability/test_validators.py)."""
+    for name, tool in listed.items():
+        schema = tool["inputSchema"]
+        nullable = {field for field, prop in schema["properties"].items() if "null" in _types(prop)}
+        assert nullable == set(schema["properties"]) - set(schema["required"]), name
 
 
 def test_the_bounds_are_the_limits_of_the_seed(listed: dict[str, dict[str, Any]]) -> None:

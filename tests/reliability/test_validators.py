@@ -1,8 +1,9 @@
-"""Property test of the argument validators (reliability-matrix P4): `wardian.protocol.app.parse_params`
-never raises anything but a typed WardianError, and whatever it accepts satisfies the schema, unchanged.
+"""Property test of the argument validators (reliability-matrix P4): a validator never raises anything but a
+typed WardianError, and whatever it accepts satisfies the schema, unchanged.
 
-For the seven MCP tools the schema is the tool's published `inputSchema` (plus the server-supplied
-`session`); for the other app methods it is the params model's own JSON Schema.
+For the seven MCP tools the validator is the MCP server's (`wardian.mcp._calls.tool_params`: the app's
+`parse_params` plus the server-supplied session) and the schema is the tool's published `inputSchema`, exactly,
+with no leniency; for every app method it is `parse_params` against the params model's own JSON Schema.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from wardian import errors
+from wardian.mcp._calls import tool_params
 from wardian.model import MAX_MESSAGE_BYTES
 from wardian.protocol.app import METHODS, parse_params
-from wardian.protocol.tools import TOOLS, ToolSpec
+from wardian.protocol.tools import TOOLS, TOOLS_BY_NAME, ToolSpec
 
 EDGE_STRINGS = ["", " ", "\t\n", "*", "all", "@everyone", "a,b", "a b", "x?", "lead", "Lead", "wardian",
                 "\x00", "a\x00b", "\ud800", "x" * 257, "x" * (MAX_MESSAGE_BYTES + 1), "é" * (MAX_MESSAGE_BYTES // 2),
@@ -30,13 +32,14 @@ scalars = (st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.integer
            | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=40) | st.sampled_from(EDGE_STRINGS))
 values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3)
                       | st.dictionaries(st.text(max_size=6), inner, max_size=3), max_leaves=6)
-NULL_MEANS_DEFAULT = frozenset({"limit", "timeout_ms", "cursor", "ack_cursor"})
 EXTRA_KEYS = ["sender", "from", "session_id", "broadcast", "params", ""]
 
 
 def field_values(prop: dict[str, Any]) -> st.SearchStrategy[Any]:
     """Values for one property: mostly plausible for its declared type (bounds, edges), else anything."""
-    types = {prop.get("type")} | {alt.get("type") for alt in prop.get("anyOf", [])}
+    types: set[Any] = set()
+    for declared in [prop.get("type"), *(alt.get("type") for alt in prop.get("anyOf", []))]:
+        types |= set(declared) if isinstance(declared, list) else {declared}
     plausible: st.SearchStrategy[Any] = st.none()
     if "integer" in types:
         lo, hi = prop.get("minimum", -5), prop.get("maximum", 100_000)
@@ -54,11 +57,13 @@ def arguments(props: dict[str, dict[str, Any]]) -> st.SearchStrategy[dict[str, A
     return st.one_of(known, known, known, st.builds(lambda a, b: {**a, **b}, known, extra))
 
 
-def session_values() -> st.SearchStrategy[Any]:
-    return st.sampled_from(["wsn1_abcd_1_secret", "", "x" * 257]) | values
+def session_values() -> st.SearchStrategy[str]:
+    """WARDIAN_SESSION_ID as the MCP server reads it from its environment: always a string."""
+    return st.sampled_from(["wsn1_abcd_1_secret", "", "x" * 256, "x" * 257]) | st.text(max_size=10)
 
 
 def check(method: str, params: Any, schema: dict[str, Any]) -> None:
+    """`parse_params(method, params)` refuses with a typed error, or accepts a value `schema` admits, unchanged."""
     if params is None:
         params = {}  # JSON-RPC `params: null`: no arguments
     refused: errors.WardianError | None = None
@@ -67,16 +72,32 @@ def check(method: str, params: Any, schema: dict[str, Any]) -> None:
     except errors.WardianError as exc:
         refused = exc
     if refused is not None:
-        assert refused.code != "internal_error"
-        assert refused.delivery == errors.Delivery.NOT_ADMITTED
+        assert_typed(refused)
         return
-    # Accepted: the value is what the schema allows, and nothing was coerced on the way. Two documented
-    # leniencies of the validators against the published tool schemas: a null optional field means its
-    # default (matrix §3.5), and an empty cursor passes validation to be refused by the store as
-    # invalid_cursor (tests/mcp/test_mcp_bad_input.py); the schemas declare neither.
-    validator(json.dumps(schema, sort_keys=True)).validate(
-        {k: v for k, v in params.items()
-         if not (k in NULL_MEANS_DEFAULT and (v is None or (k.endswith("cursor") and v == "")))})
+    validator(json.dumps(schema, sort_keys=True)).validate(params)
+    assert_unchanged(model, params)
+
+
+def check_tool(spec: ToolSpec, args: dict[str, Any], session: str) -> None:
+    """The MCP server's validator refuses with a typed error, or accepts arguments the published inputSchema
+    admits, unchanged (the session is the server's, never an argument)."""
+    try:
+        params, model = tool_params(spec, args, session)
+    except errors.WardianError as exc:
+        assert_typed(exc)
+        return
+    validator(json.dumps(spec.input_schema, sort_keys=True)).validate(args)
+    assert params == {**args, "session": session}
+    assert_unchanged(model, params)
+
+
+def assert_typed(refused: errors.WardianError) -> None:
+    assert refused.code != "internal_error"
+    assert refused.delivery == errors.Delivery.NOT_ADMITTED
+
+
+def assert_unchanged(model: Any, params: dict[str, Any]) -> None:
+    """Nothing was coerced on the way, and accepted text keeps the app's text rules."""
     dumped = model.model_dump(exclude_unset=True)
     assert json.dumps(dumped, sort_keys=True) == json.dumps(params, sort_keys=True)
     for text_field in ("message",):
@@ -92,16 +113,6 @@ def validator(schema: str) -> jsonschema.Draft202012Validator:
     return jsonschema.Draft202012Validator(json.loads(schema))
 
 
-def tool_schema(spec: ToolSpec) -> dict[str, Any]:
-    schema = json.loads(json.dumps(spec.input_schema))
-    if METHODS[spec.method].needs_session:
-        schema["properties"]["session"] = {"type": "string", "minLength": 1, "maxLength": 256}
-        schema["required"] = [*schema.get("required", []), "session"]
-    else:  # list_agents: an operator may list without a session
-        schema["properties"]["session"] = {"type": ["string", "null"], "minLength": 1, "maxLength": 256}
-    return schema
-
-
 @pytest.mark.parametrize("spec", TOOLS, ids=[t.name for t in TOOLS])
 @settings(max_examples=500, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 @given(data=st.data())
@@ -109,19 +120,46 @@ def test_tool_arguments_are_accepted_only_when_they_satisfy_the_published_schema
                                                                                  data: st.DataObject) -> None:
     """reliability-matrix P4 [CI 500 examples per tool]."""
     args = data.draw(arguments(spec.input_schema["properties"]))
-    args["session"] = data.draw(session_values())
-    check(spec.method, args, tool_schema(spec))
+    check_tool(spec, args, data.draw(session_values()))
 
 
-OTHER_METHODS = sorted(set(METHODS) - {t.method for t in TOOLS})
+@pytest.mark.parametrize("spec", TOOLS, ids=[t.name for t in TOOLS])
+def test_null_is_accepted_as_the_default_exactly_where_the_schema_admits_it(spec: ToolSpec) -> None:
+    """Matrix §3.5: a null limit, timeout_ms, cursor or ack_cursor means its default; the published schema admits
+    null for exactly those arguments, and the validator refuses a null required one with a typed error."""
+    schema = validator(json.dumps(spec.input_schema, sort_keys=True))
+    required = set(spec.input_schema["required"])
+    base = {"target": "bob", "message": "hi", "request_id": "ask_1", "status": "done"}
+    for name in spec.input_schema["properties"]:
+        args = {**{k: base[k] for k in required}, name: None}
+        admitted = schema.is_valid(args)
+        assert admitted == (name not in required), (spec.name, name)
+        if admitted:
+            _, model = tool_params(spec, args, "wsn1_abcd_1_secret")
+            assert getattr(model, name) is None
+        else:
+            with pytest.raises(errors.WardianError) as exc:
+                tool_params(spec, args, "wsn1_abcd_1_secret")
+            assert_typed(exc.value)
+            assert exc.value.field == name
 
 
-@pytest.mark.parametrize("method", OTHER_METHODS)
+@pytest.mark.parametrize("name", ["cursor", "ack_cursor"])
+def test_an_empty_cursor_is_refused_as_the_schema_says(name: str) -> None:
+    """The inputSchema gives cursors minLength 1; the MCP server refuses "" as invalid_cursor naming the field."""
+    spec = TOOLS_BY_NAME["receive_messages"]
+    assert not validator(json.dumps(spec.input_schema, sort_keys=True)).is_valid({name: ""})
+    with pytest.raises(errors.InvalidCursor) as exc:
+        tool_params(spec, {name: ""}, "wsn1_abcd_1_secret")
+    assert (exc.value.field, exc.value.allowed) == (name, "a cursor returned by an earlier receive")
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
 @settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 @given(data=st.data())
 def test_app_method_params_are_accepted_only_when_they_satisfy_the_models_schema(method: str,
                                                                                  data: st.DataObject) -> None:
-    """reliability-matrix P4 for the operator methods of the control socket (no MCP tool)."""
+    """reliability-matrix P4 for every method of the control socket (the CLI's and the MCP tools' app methods)."""
     schema = METHODS[method].params.model_json_schema()
     params: Any = data.draw(arguments(schema.get("properties", {})) | values)
     check(method, params, schema)
