@@ -388,6 +388,18 @@ def bench_throughput(cfg: Config) -> None:
             cpu.append(used / answers * 1e6)
             log(f"sends: {answers / elapsed:,.0f}/s over {elapsed:.1f} s, app CPU {used / elapsed:.2f} cores")
         status = client.call("app/status")
+        # The same senders against a request the app answers without the store (an unknown method: frame
+        # split, JSON parse, dispatch, error answer): the ceiling of this server and client on this machine,
+        # measured in the same run, so the durable figure can be read against it.
+        floor_frames = [frame("bench/no_such_method", {}) for _ in range(n)]
+        drive_senders(app.socket_path, floor_frames, 0.3)
+        cpu0, t0 = app.cpu_seconds(), time.perf_counter()
+        floor_answers, _, floor_lat = drive_senders(app.socket_path, floor_frames, cfg.send_seconds)
+        floor_elapsed, floor_cpu = time.perf_counter() - t0, app.cpu_seconds() - cpu0
+        emit("app_floor_requests_per_s_32_senders", value=round(floor_answers / floor_elapsed),
+             latency_p50_ms=ms(pct(floor_lat, 0.5)), app_cpu_us_per_request=round(floor_cpu / floor_answers * 1e6, 1),
+             unit="requests/s", note="same senders, a request answered without touching the store (unknown "
+             "method): the no-work ceiling of the app's request path plus this client on this machine")
         emit("durable_sends_per_s_32_senders", value=round(statistics.median(rates)),
              range=[round(min(rates)), round(max(rates))], n=total, rounds=cfg.rounds, senders=n,
              latency_p50_ms=ms(statistics.median(p50s)), latency_p99_ms=ms(statistics.median(p99s)),

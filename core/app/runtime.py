@@ -51,6 +51,7 @@ log = logging.getLogger("wardian.app.runtime")
 ENV_CODEX = "WARDIAN_CODEX"
 MAX_DISPATCH_ROUNDS = 20
 PUSH_TIMEOUT_S = 10.0
+STALE_SETTLE_S = 2.0  # after a stale-turn rejection, how long to wait for that turn's end before trying again
 # Launch settings of every managed app-server: thread/start waits until wardian's MCP server is ready, so
 # the first turn already offers its tools (codex-offline.md §2: optional servers are skipped when late).
 # Codex gives an MCP server 10 s to start by default; a loaded machine can need more, and a required server
@@ -368,6 +369,11 @@ class Runtime:
                 async with owner.submit_lock:
                     outcome = await self._submit(handle, task, active)
                 if outcome == "stale":
+                    if active is not None and owner.active_turn_id == active:
+                        # Codex says that turn is over; its turn/completed is on the way. Wait for it (bounded)
+                        # rather than steering the finished turn again.
+                        with anyio.move_on_after(STALE_SETTLE_S):
+                            await owner.idle.wait()
                     retry = True
                     break
                 if outcome == "unavailable":

@@ -82,7 +82,7 @@ class AppService:
             target = s.resolve_target(caller, p.target)
             return s.admit(caller, target, kind, p.message)
 
-        receipt = await self.writer.call(op)
+        receipt = await self.writer.call(op, bare=True)  # reads, then one atomic write
         out = proto.receipt_wire(receipt)
         if self.runtime is not None and kind is InteractionKind.TASK:
             self.runtime.task_admitted(receipt.recipient.uuid)
@@ -116,7 +116,7 @@ class AppService:
             return out
 
         if timeout_ms == 0:
-            return wire(await self.writer.call(read(p.ack_cursor)), False, None)
+            return wire(await self.writer.call(read(p.ack_cursor), bare=True), False, None)
         caller = await self._authenticate(p.session)
         me = caller.agent.id
         ack, acked, reason = p.ack_cursor, 0, None
@@ -169,7 +169,7 @@ class AppService:
     async def _reply(self, p: proto.TaskReplyParams) -> dict[str, Any]:
         status = ReplyStatus(p.status)
         receipt = await self.writer.call(
-            lambda s: s.reply(s.authenticate(p.session), p.request_id, status, p.message))
+            lambda s: s.reply(s.authenticate(p.session), p.request_id, status, p.message), bare=True)
         out = proto.reply_wire(receipt)
         if self.runtime is not None and await self.runtime.push(receipt.requester.uuid, receipt.reply_id):
             out["delivery"] = "provider_visible"
