@@ -1,27 +1,59 @@
-"""A fake `codex` for faults real Codex will not produce on demand (issue 4). It speaks the app-server's
-real JSON-RPC lines (codex-offline.md §3) over stdio and follows a scenario named by FAKE_CODEX_SCENARIO:
+"""The fake `codex` of the test suites: faults real Codex will not produce on demand (a lost acknowledgement,
+a stale-turn race, an unknown error, an app-server dying mid-turn), spoken in the app-server's real JSON-RPC
+lines (codex-offline.md §3, `wardian.providers.codex.app_server`). Stdlib only; `python -S fake_codex.py` works.
 
-- `lost_ack`: the first `turn/start` is read and logged, then the process exits without answering.
-- `stale_steer`: the first `turn/start` opens turn T1 and keeps it active; a `turn/steer` is answered with
-  Codex's stale-turn error and T1 completes right after; later `turn/start`s complete at once.
-- `die_mid_turn`: `turn/start` is accepted (turn started), then the process exits before the turn ends.
-- `normal`: every `turn/start` completes at once with the final answer "fake answer".
+`codex --version` prints `codex-cli $FAKE_CODEX_VERSION` (default 0.171.0, eligible with structured steering).
+`codex app-server` serves stdin/stdout until EOF. What it does at each turn request is a policy of two keys:
 
-FAKE_CODEX_VERSION sets what `--version` prints (default 0.171.0).
-Every request line is appended to FAKE_CODEX_LOG (JSON lines) so tests can count submissions.
+- `start`: `complete` (answer, then turn/started, the final answer "fake answer" and turn/completed at once),
+  `hold` (answer and keep the turn active), `hold_first` (hold the process's first turn, complete later ones),
+  `error` (an unknown JSON-RPC error: nothing says whether it was admitted), `lost_ack` (read and log the
+  request, then exit without answering) or `die` (answer, turn/started, then exit while the turn runs).
+- `steer`: `accept` (only while the expected turn is the active one, else Codex's stale-turn error, as the real
+  server does), `stale` (end the active turn, then answer with the stale-turn error) or `error` (an unknown
+  error while the expected turn is active).
+
+The policy is the JSON object in the file $RELIABILITY_FAKE_CODEX_CONFIG, read again at every turn request so a
+test can change it between phases (tests/reliability), or else the named $FAKE_CODEX_SCENARIO, fixed for the
+process (tests/codex): see `SCENARIOS`. A missing key means `complete` / `accept`.
+
+Two logs, outside the app, each optional:
+- $FAKE_CODEX_LOG, the transcript: every line read, as JSON plus `_received_ns` (the read's wall clock), written
+  before it is handled (`scripts/bench.py` times dispatch with it; tests count submissions in it).
+- $RELIABILITY_FAKE_CODEX_LOG, the ledger: one fsynced line per turn request and inject (`ts` in ms, `pid`,
+  `method`, `request_ids` found in it, `answer`: ok | stale | error | none, `turn`), the harness's record of
+  what was exposed.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
+import re
 import sys
 import time
 
-SCENARIO = os.environ.get("FAKE_CODEX_SCENARIO", "normal")
-LOG = os.environ.get("FAKE_CODEX_LOG", "")
-_turns = itertools.count(1)
+DEFAULT_VERSION = "0.171.0"
+ASK = re.compile(r"ask_[0-9a-f]{27}")
+UNKNOWN_FAILURE = {"code": -32603, "message": "fake: internal failure, outcome unknown"}
+SCENARIOS: dict[str, dict[str, str]] = {
+    "normal": {},  # every turn completes at once
+    "lost_ack": {"start": "lost_ack"},  # the first turn/start is read and logged, never answered
+    "die_mid_turn": {"start": "die"},  # the first turn/start is accepted, then the app-server dies
+    # The first turn stays active; a steer ends it and is answered with the stale-turn error; later turns complete.
+    "stale_steer": {"start": "hold_first", "steer": "stale"},
+}
+
+
+def policy() -> dict[str, str]:
+    path = os.environ.get("RELIABILITY_FAKE_CODEX_CONFIG", "")
+    if not path:
+        return SCENARIOS[os.environ.get("FAKE_CODEX_SCENARIO", "normal")]
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
 
 
 def send(msg: dict) -> None:
@@ -29,59 +61,145 @@ def send(msg: dict) -> None:
     sys.stdout.flush()
 
 
-def log(msg: dict) -> None:
-    if LOG:
-        with open(LOG, "a", encoding="utf-8") as f:
+def transcribe(msg: dict) -> None:
+    path = os.environ.get("FAKE_CODEX_LOG", "")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
             f.write(json.dumps({**msg, "_received_ns": time.time_ns()}) + "\n")
 
 
-def complete(thread: str, turn: str, text: str = "fake answer") -> None:
-    item = {"type": "agentMessage", "id": f"m-{turn}", "text": text, "phase": "final_answer"}
-    send({"method": "item/completed", "params": {"threadId": thread, "turnId": turn, "item": item}})
-    send({"method": "turn/completed", "params": {"threadId": thread, "turn": {
-        "id": turn, "items": [item], "status": "completed", "error": None}}})
+def ledger(method: str, params: dict, answer: str, turn: str | None) -> None:
+    path = os.environ.get("RELIABILITY_FAKE_CODEX_LOG", "")
+    if not path:
+        return
+    entry = {"ts": time.time_ns() // 1_000_000, "pid": os.getpid(), "method": method,
+             "request_ids": sorted(set(ASK.findall(json.dumps(params)))), "answer": answer, "turn": turn}
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, (json.dumps(entry) + "\n").encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def exit_now() -> None:
+    """The app-server vanishes: no answer, no turn end, no cleanup."""
+    sys.stdout.flush()
+    os._exit(0)
+
+
+class Server:
+    def __init__(self, version: str) -> None:
+        self.version = version
+        self.thread = f"thr-{os.getpid()}"
+        self.active: str | None = None
+        self.turns = 0
+
+    def complete(self, turn: str, status: str = "completed") -> None:
+        item = {"type": "agentMessage", "id": f"m-{turn}", "text": "fake answer", "phase": "final_answer"}
+        if status == "completed":
+            send({"method": "item/completed", "params": {"threadId": self.thread, "turnId": turn, "item": item}})
+        send({"method": "turn/completed", "params": {"threadId": self.thread, "turn": {
+            "id": turn, "items": [item] if status == "completed" else [], "status": status, "error": None}}})
+        if self.active == turn:
+            self.active = None
+
+    def stale(self, id_: int, expected: str | None) -> None:
+        """Codex's stale-turn rejection (codex-offline.md §3, turn/steer errors)."""
+        message = ("no active turn to steer" if self.active is None
+                   else f"expected active turn id `{expected}` but found `{self.active}`")
+        send({"id": id_, "error": {"code": -32600, "message": message}})
+
+    def handle(self, msg: dict) -> None:
+        method, id_, params = msg.get("method"), msg.get("id"), msg.get("params") or {}
+        if id_ is None:
+            return  # a notification (initialized)
+        if method == "initialize":
+            client = (params.get("clientInfo") or {}).get("name", "fake")
+            send({"id": id_, "result": {"userAgent": f"{client}/{self.version} (fake)",
+                                        "codexHome": os.environ.get("CODEX_HOME", ""), "platformFamily": "unix"}})
+        elif method in ("thread/start", "thread/resume"):
+            self.thread = params.get("threadId") or self.thread
+            send({"id": id_, "result": {"thread": {"id": self.thread, "status": {"type": "idle"}}}})
+        elif method == "turn/start":
+            self.turn_start(id_, params)
+        elif method == "turn/steer":
+            self.turn_steer(id_, params)
+        elif method == "thread/inject_items":
+            ledger(method, params, "ok", None)
+            send({"id": id_, "result": {}})
+        elif method == "turn/interrupt":
+            self.turn_interrupt(id_, params)
+        else:
+            send({"id": id_, "error": {"code": -32601, "message": f"fake codex does not handle {method}"}})
+
+    def turn_start(self, id_: int, params: dict) -> None:
+        mode = policy().get("start", "complete")
+        if mode == "lost_ack":
+            ledger("turn/start", params, "none", None)
+            exit_now()
+        if mode == "error":
+            ledger("turn/start", params, "error", None)
+            send({"id": id_, "error": UNKNOWN_FAILURE})
+            return
+        self.turns += 1
+        turn = f"turn-{os.getpid()}-{self.turns}"
+        ledger("turn/start", params, "ok", turn)
+        self.active = turn
+        send({"id": id_, "result": {"turn": {"id": turn, "status": "inProgress", "items": []}}})
+        send({"method": "turn/started", "params": {"threadId": self.thread, "turn": {"id": turn}}})
+        if mode == "die":
+            exit_now()
+        if mode == "complete" or (mode == "hold_first" and self.turns > 1):
+            self.complete(turn)
+
+    def turn_steer(self, id_: int, params: dict) -> None:
+        mode = policy().get("steer", "accept")
+        expected = params.get("expectedTurnId")
+        if mode == "stale" and self.active is not None:
+            ledger("turn/steer", params, "stale", expected)
+            self.complete(self.active)  # the turn ends just before the steer arrives
+            self.stale(id_, expected)
+        elif self.active is None or self.active != expected:
+            ledger("turn/steer", params, "stale", expected)
+            self.stale(id_, expected)
+        elif mode == "error":
+            ledger("turn/steer", params, "error", expected)
+            send({"id": id_, "error": UNKNOWN_FAILURE})
+        else:
+            ledger("turn/steer", params, "ok", expected)
+            send({"id": id_, "result": {"turnId": expected}})
+
+    def turn_interrupt(self, id_: int, params: dict) -> None:
+        turn = params.get("turnId")
+        if self.active is None:
+            send({"id": id_, "error": {"code": -32600, "message": "no active turn to interrupt"}})
+        elif self.active != turn:
+            send({"id": id_, "error": {"code": -32600,
+                                       "message": f"expected active turn id {turn} but found {self.active}"}})
+        else:
+            send({"id": id_, "result": {}})
+            self.complete(self.active, "interrupted")
 
 
 def main() -> int:
-    if sys.argv[1:] == ["--version"]:
-        print(f"codex-cli {os.environ.get('FAKE_CODEX_VERSION', '0.171.0')}")
+    version = os.environ.get("FAKE_CODEX_VERSION", DEFAULT_VERSION)
+    if "--version" in sys.argv[1:]:
+        print(f"codex-cli {version}")
         return 0
-    thread = "thread-fake-1"
-    active: str | None = None
-    started = 0
+    if "app-server" not in sys.argv[1:]:
+        print("fake codex: only --version and app-server", file=sys.stderr)
+        return 2
+    scenario = os.environ.get("FAKE_CODEX_SCENARIO", "normal")
+    if scenario not in SCENARIOS and not os.environ.get("RELIABILITY_FAKE_CODEX_CONFIG"):
+        print(f"fake codex: unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}", file=sys.stderr)
+        return 2
+    server = Server(version)
     for line in sys.stdin:
-        msg = json.loads(line)
-        log(msg)
-        method, rid, params = msg.get("method"), msg.get("id"), msg.get("params") or {}
-        if rid is None:
-            continue
-        if method == "initialize":
-            send({"id": rid, "result": {"userAgent": "fake/0.171.0", "codexHome": "", "platformFamily": "unix"}})
-        elif method in ("thread/start", "thread/resume"):
-            thread = params.get("threadId", thread)
-            send({"id": rid, "result": {"thread": {"id": thread, "status": {"type": "idle"}}}})
-        elif method == "turn/start":
-            started += 1
-            if SCENARIO == "lost_ack":
-                return 0  # read, never answered: the acknowledgement is lost
-            turn = f"turn-{next(_turns)}"
-            send({"method": "turn/started", "params": {"threadId": thread, "turn": {"id": turn}}})
-            send({"id": rid, "result": {"turn": {"id": turn, "status": "inProgress"}}})
-            if SCENARIO == "die_mid_turn":
-                return 0  # the app-server dies while the accepted turn runs
-            if SCENARIO == "stale_steer" and started == 1:
-                active = turn
-            else:
-                complete(thread, turn)
-        elif method == "turn/steer":
-            send({"id": rid, "error": {"code": -32600, "message": "no active turn to steer"}})
-            if active is not None:
-                complete(thread, active)
-                active = None
-        elif method == "thread/inject_items":
-            send({"id": rid, "result": {}})
-        else:
-            send({"id": rid, "error": {"code": -32601, "message": f"fake codex: {method} not supported"}})
+        if line.strip():
+            msg = json.loads(line)
+            transcribe(msg)
+            server.handle(msg)
     return 0
 
 
