@@ -9,6 +9,7 @@ from typing import Any
 import anyio
 
 from wardian import errors
+from wardian.providers.codex.app_server import Notification
 from wardian.providers.codex.owner import CodexOwner, OwnerSpec
 
 
@@ -47,3 +48,38 @@ def test_a_transient_list_turns_error_after_the_first_turn_does_not_make_the_tas
     for stream in (owner._outcome_send, owner.outcomes, owner._state_send, owner.states, owner._tui_send,
                    owner._tui_threads):
         stream.close()  # the owner never ran, so nothing else closes its streams
+
+
+class _InstantTurnClient:
+    """A turn that ends at once: the app-server's turn/started and turn/completed are observed before the
+    coroutine that sent `turn/start` resumes with its answer (the reader runs on, the caller is only scheduled)."""
+
+    def __init__(self, owner: CodexOwner) -> None:
+        self.owner = owner
+
+    async def request(self, method: str, params: dict[str, Any], timeout_s: float = 30) -> Any:
+        assert method == "turn/start"
+        turn = {"id": "turn-9", "status": "completed", "items": []}
+        self.owner._observe(Notification("turn/started", {"threadId": "thread-1", "turn": {"id": "turn-9"}}))
+        self.owner._observe(Notification("turn/completed", {"threadId": "thread-1", "turn": turn}))
+        return {"turn": {"id": "turn-9", "status": "inProgress"}}
+
+
+def test_a_turn_that_ended_before_its_start_answer_was_read_is_not_left_active() -> None:
+    """Otherwise every later task is steered into the finished turn and bounces off as stale (#4)."""
+    spec = OwnerSpec(name="worker", codex="codex", codex_home=Path("/nonexistent"), workspace=Path("/nonexistent"),
+                     overrides=(), env={}, thread_id="thread-1", capabilities=None,  # type: ignore[arg-type]
+                     stderr_path=Path("/nonexistent"))
+    owner = CodexOwner(spec)
+    owner.client = _InstantTurnClient(owner)  # type: ignore[assignment]
+    owner.ready = True
+
+    async def start() -> str:
+        return await owner.start_turn("task")
+
+    assert anyio.run(start) == "turn-9"
+    assert owner.active_turn_id is None
+    assert owner.idle.is_set()
+    for stream in (owner._outcome_send, owner.outcomes, owner._state_send, owner.states, owner._tui_send,
+                   owner._tui_threads):
+        stream.close()

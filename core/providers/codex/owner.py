@@ -14,6 +14,7 @@ import logging
 import os
 import signal
 import subprocess
+from collections import deque
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -104,6 +105,9 @@ class CodexOwner:
         self.client: AppServerClient | None = None
         self._process: anyio.abc.Process | None = None
         self._turns: dict[str, _TurnItems] = {}
+        # Turns already seen to end: a `turn/start` answer read after its turn's own turn/completed (a turn that
+        # ends at once) must not mark a finished turn active again.
+        self._ended: deque[str] = deque(maxlen=64)
         self._outcome_send: MemoryObjectSendStream[TurnOutcome]
         self.outcomes: MemoryObjectReceiveStream[TurnOutcome]
         self._outcome_send, self.outcomes = anyio.create_memory_object_stream[TurnOutcome](1000)
@@ -318,6 +322,7 @@ class CodexOwner:
             turn = p.get("turn") or {}
             turn_id = str(turn.get("id"))
             items = self._turns.pop(turn_id, _TurnItems())
+            self._ended.append(turn_id)
             status = str(turn.get("status"))
             error = turn.get("error") or {}
             outcome = TurnOutcome(
@@ -347,7 +352,7 @@ class CodexOwner:
         result = await self._client().request("turn/start", {
             "threadId": self.thread_id, "input": [{"type": "text", "text": payload}]}, timeout_s=timeout_s)
         turn_id = str(result["turn"]["id"])
-        if self.active_turn_id is None:
+        if self.active_turn_id is None and turn_id not in self._ended:
             self.active_turn_id = turn_id
             self._turns.setdefault(turn_id, _TurnItems())
             self.idle = anyio.Event()
