@@ -39,7 +39,7 @@ import os
 import sys
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from wardian.mcp._frames import FrameError, decode_line, encode_message
@@ -85,40 +85,63 @@ class _StdioFds:
                 view = view[written:]
 
 
-def _reader(fd: int, deliver: Callable[[bytes], None]) -> None:
-    """Read lines from `fd` and deliver each, until EOF.
+class LineSplitter:
+    """Splits the stdin byte stream into lines, whatever the read sizes.
 
-    A line longer than MAX_MCP_FRAME_BYTES is delivered truncated to one byte over the cap (so it is
-    answered as too long) and the rest of it is skipped up to its newline, keeping memory bounded.
+    A line longer than MAX_MCP_FRAME_BYTES comes out truncated to one byte over the cap (so it is answered as
+    too long) and the rest of it is skipped up to its newline, keeping memory bounded.
     """
-    buf = bytearray()
-    skipping = False
-    try:
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        self._scanned = 0  # bytes of `_buf` known to hold no newline
+        self._skipping = False
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The lines `chunk` completes, in order."""
+        buf = self._buf
+        buf += chunk
+        lines: list[bytes] = []
         while True:
-            chunk = os.read(fd, _READ_CHUNK)
-            if not chunk:
-                break
-            buf += chunk
-            while True:
-                nl = buf.find(b"\n")
-                if skipping:
-                    if nl < 0:
-                        buf.clear()
-                        break
-                    del buf[:nl + 1]
-                    skipping = False
-                    continue
+            # Only the new bytes are searched: a long line read in small pieces must not cost quadratic time.
+            nl = buf.find(b"\n", self._scanned)
+            self._scanned = 0 if nl >= 0 else len(buf)
+            if self._skipping:
                 if nl < 0:
-                    if len(buf) > MAX_MCP_FRAME_BYTES:
-                        deliver(bytes(buf[:MAX_MCP_FRAME_BYTES + 1]))
-                        buf.clear()
-                        skipping = True
+                    buf.clear()
+                    self._scanned = 0
                     break
-                line = bytes(buf[:nl])
                 del buf[:nl + 1]
+                self._skipping = False
+                continue
+            if nl < 0:
+                if len(buf) > MAX_MCP_FRAME_BYTES:
+                    lines.append(bytes(buf[:MAX_MCP_FRAME_BYTES + 1]))
+                    buf.clear()
+                    self._scanned = 0
+                    self._skipping = True
+                break
+            lines.append(bytes(buf[:nl]))
+            del buf[:nl + 1]
+        return lines
+
+    def end(self) -> list[bytes]:
+        """At EOF: the last line, if it had no newline."""
+        rest = [] if self._skipping or not self._buf else [bytes(self._buf)]
+        self._buf.clear()
+        self._scanned = 0
+        return rest
+
+
+def _reader(fd: int, deliver: Callable[[bytes], None]) -> None:
+    """Read lines from `fd` and deliver each, until EOF (see `LineSplitter`)."""
+    lines = LineSplitter()
+    try:
+        while chunk := os.read(fd, _READ_CHUNK):
+            for line in lines.feed(chunk):
                 deliver(line)
-        if buf and not skipping:
-            deliver(bytes(buf))
+        for line in lines.end():
+            deliver(line)
     except OSError:
         log.exception("the stdio transport failed")
 
@@ -245,8 +268,8 @@ def build_server(caller: Caller) -> Server[Any]:
                   on_list_tools=list_tools, on_call_tool=call)
 
 
-async def _serve_sdk(fds: _StdioFds, environ: dict[str, str], inbox: _Inbox, outstanding: _Outstanding,
-                     front: Front) -> None:
+async def _serve_sdk(write: Callable[[bytes], None], environ: Mapping[str, str], inbox: _Inbox,
+                     outstanding: _Outstanding, front: Front) -> None:
     """Run the SDK session on this thread's loop, fed by `inbox`, until stdin ends."""
     import anyio
     import anyio.from_thread
@@ -286,7 +309,7 @@ async def _serve_sdk(fds: _StdioFds, environ: dict[str, str], inbox: _Inbox, out
             message = types.jsonrpc_message_adapter.validate_python(obj, by_name=False)
         except ValidationError:
             error = FrameError(INVALID_REQUEST, "Invalid request: not a valid JSON-RPC message", obj.get("id"))
-            fds.write(encode_message(error.response()))
+            write(encode_message(error.response()))
             if "method" in obj and "id" in obj:
                 outstanding.done(obj["id"])
             return
@@ -318,7 +341,7 @@ async def _serve_sdk(fds: _StdioFds, environ: dict[str, str], inbox: _Inbox, out
                         log.error("the SDK's initialize result differs from the constant answer written to the "
                                   "host: %s", data[:2000].decode("utf-8", "replace"))
                     continue
-                fds.write(data + b"\n")
+                write(data + b"\n")
                 if is_response:
                     outstanding.done(answered_id)
 
@@ -349,19 +372,80 @@ async def _serve_sdk(fds: _StdioFds, environ: dict[str, str], inbox: _Inbox, out
             session.cancel_scope.cancel()
     finally:
         outstanding.changed = lambda: None
+        # Both ends of the inbox (a later `Inbox.put` fails and rejects its request instead). Left open, they
+        # leaked (ResourceWarnings) once per connection served in a process: found by the P3 fuzz target.
+        inbox_in.close()
+        inbox_out.close()
         caller.close()
 
 
-def _run_sdk(fds: _StdioFds, environ: dict[str, str], inbox: _Inbox, outstanding: _Outstanding,
+def _run_sdk(write: Callable[[bytes], None], environ: Mapping[str, str], inbox: _Inbox, outstanding: _Outstanding,
              front: Front) -> None:
     """The SDK thread: import the SDK and serve until stdin ends; on failure, requests get an error."""
     try:
         import anyio
 
-        anyio.run(_serve_sdk, fds, environ, inbox, outstanding, front)
+        anyio.run(_serve_sdk, write, environ, inbox, outstanding, front)
     except BaseException:
         log.exception("the MCP SDK server failed")
         inbox.fail()
+
+
+class StdioServer:
+    """One stdio connection of `wardian mcp serve`: lines from the host in, whole JSON-RPC lines out through `write`.
+
+    `main` wires it to the real stdin and stdout; the P3 fuzz target (`tests/reliability/mcp_frames.py`) drives
+    it in-process. `write` is called from two threads and must write each call's bytes whole.
+    """
+
+    def __init__(self, write: Callable[[bytes], None], environ: Mapping[str, str]) -> None:
+        self._write = write
+        self.outstanding = _Outstanding()
+        self.front = Front()
+        self.inbox = _Inbox(self._reject)
+        self.sdk = threading.Thread(target=_run_sdk, args=(write, environ, self.inbox, self.outstanding, self.front),
+                                    name="wardian-mcp-sdk", daemon=True)
+
+    def start(self) -> None:
+        """Start the SDK server on its own thread (it imports the SDK); lines may be delivered at once."""
+        self.sdk.start()
+
+    def deliver(self, line: bytes) -> None:
+        """Handle one line from the host (without its newline)."""
+        try:
+            obj = decode_line(line)
+        except FrameError as exc:
+            self._write(encode_message(exc.response()))
+            return
+        if obj is None:
+            return
+        route = self.front.route(obj, sdk_busy=bool(self.outstanding))
+        if route.answer is not None:
+            self._write(route.answer)
+            log.debug("answered %s from constant data", obj.get("method"))
+        if route.forward is not None:
+            if "method" in obj and "id" in obj and route.answer is None:
+                self.outstanding.add(obj["id"])
+                if not self.inbox.attached.is_set():
+                    log.debug("%s waits for the SDK server to start", obj["method"])
+            self.inbox.put(route.forward)
+
+    def finish(self) -> None:
+        """Stdin ended: requests handed to the SDK are still answered, then the SDK server stops.
+
+        It waits for the SDK to start (if it is still importing) and then for its grace; with no such request,
+        there is nothing to wait for.
+        """
+        self.inbox.put(None)
+        if self.outstanding or self.inbox.attached.is_set():
+            self.sdk.join(SDK_START_TIMEOUT_S + 2 * EOF_GRACE_S if not self.inbox.attached.is_set()
+                          else 2 * EOF_GRACE_S + 1)
+
+    def _reject(self, obj: dict[str, Any]) -> None:
+        if "method" in obj and "id" in obj and obj["id"] != self.front.replay_id:
+            self._write(encode_message({"jsonrpc": "2.0", "id": obj["id"], "error": {
+                "code": INTERNAL_ERROR, "message": "Internal error: the MCP server could not start its SDK session"}}))
+            self.outstanding.done(obj["id"])
 
 
 def main() -> int:
@@ -369,47 +453,12 @@ def main() -> int:
     fds = _StdioFds()
     logging.basicConfig(stream=sys.stderr, level=os.environ.get("WARDIAN_LOG_LEVEL", "WARNING").upper(),
                         format="wardian-mcp %(levelname)s %(name)s: %(message)s")
-    outstanding = _Outstanding()
-    front = Front()
-
-    def reject(obj: dict[str, Any]) -> None:
-        if "method" in obj and "id" in obj and obj["id"] != front.replay_id:
-            fds.write(encode_message({"jsonrpc": "2.0", "id": obj["id"], "error": {
-                "code": INTERNAL_ERROR, "message": "Internal error: the MCP server could not start its SDK session"}}))
-            outstanding.done(obj["id"])
-
-    inbox = _Inbox(reject)
-    sdk = threading.Thread(target=_run_sdk, args=(fds, dict(os.environ), inbox, outstanding, front),
-                           name="wardian-mcp-sdk", daemon=True)
-    sdk.start()
-
-    def deliver(line: bytes) -> None:
-        try:
-            obj = decode_line(line)
-        except FrameError as exc:
-            fds.write(encode_message(exc.response()))
-            return
-        if obj is None:
-            return
-        route = front.route(obj, sdk_busy=bool(outstanding))
-        if route.answer is not None:
-            fds.write(route.answer)
-            log.debug("answered %s from constant data", obj.get("method"))
-        if route.forward is not None:
-            if "method" in obj and "id" in obj and route.answer is None:
-                outstanding.add(obj["id"])
-                if not inbox.attached.is_set():
-                    log.debug("%s waits for the SDK server to start", obj["method"])
-            inbox.put(route.forward)
-
+    server = StdioServer(fds.write, dict(os.environ))
+    server.start()
     code = 0
     try:
-        _reader(fds.stdin, deliver)
-        inbox.put(None)
-        # Requests handed to the SDK are still answered: wait for it to start (if it is still importing) and
-        # then for its grace; with none, there is nothing to wait for.
-        if outstanding or inbox.attached.is_set():
-            sdk.join(SDK_START_TIMEOUT_S + 2 * EOF_GRACE_S if not inbox.attached.is_set() else 2 * EOF_GRACE_S + 1)
+        _reader(fds.stdin, server.deliver)
+        server.finish()
     except KeyboardInterrupt:
         code = 130
     except Exception:

@@ -1,0 +1,90 @@
+"""`wardian.mcp.server` in process: the stdin line splitter and what one connection leaves behind (regressions found
+with the P3 fuzz target, tests/reliability/mcp_frames.py)."""
+
+from __future__ import annotations
+
+import gc
+import sys
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from wardian.mcp import server
+from wardian.mcp.server import LineSplitter, StdioServer
+
+CAP = 16  # a small line cap, so hypothesis reaches over-long lines
+
+
+def split(data: bytes, cuts: list[int]) -> list[bytes]:
+    splitter = LineSplitter()
+    lines: list[bytes] = []
+    for start, end in zip([0, *cuts], [*cuts, len(data)], strict=True):
+        lines += splitter.feed(data[start:end])
+    return lines + splitter.end()
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.lists(st.sampled_from([b"a", b"bc", b"\n", b"x" * 7, b"\r", b"{}"]), max_size=40).map(b"".join),
+       cut_at=st.lists(st.integers(0, 300), max_size=12))
+def test_any_read_sizes_give_the_same_lines(data: bytes, cut_at: list[int]) -> None:
+    """Whatever the reads, each line within the cap comes out whole and in order; a longer one comes out as more than
+    the cap from its start (so it is refused as too long), and then the next lines again."""
+    cuts = sorted({c for c in cut_at if c <= len(data)})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(server, "MAX_MCP_FRAME_BYTES", CAP)
+        got = split(data, cuts)
+    expected = data.split(b"\n")
+    if expected[-1] == b"":
+        expected.pop()
+    assert len(got) == len(expected)
+    for line, want in zip(got, expected, strict=True):
+        if len(want) <= CAP:
+            assert line == want
+        else:
+            assert len(line) > CAP
+            assert want.startswith(line)
+
+
+def test_a_long_line_read_a_byte_at_a_time_is_searched_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each byte is searched for a newline once: a host writing a long line in small pieces cannot make the server
+    rescan its buffer (quadratic time before; found while writing the P3 target)."""
+    searched: list[int] = []
+
+    class Counting(bytearray):
+        def find(self, sub: Any, start: Any = 0, *args: Any) -> int:
+            searched.append(len(self) - start)
+            return super().find(sub, start, *args)
+
+    splitter = LineSplitter()
+    monkeypatch.setattr(splitter, "_buf", Counting())
+    for _ in range(1000):
+        assert splitter.feed(b"a") == []
+    assert splitter.feed(b"\n") == [b"a" * 1000]
+    assert sum(searched) == 1001
+
+
+@pytest.mark.parametrize("lines", [
+    [],  # stdin ends at once: EOF reaches the SDK thread before it attaches
+    [b'{"jsonrpc":"2.0","id":1,"method":"ping"}'],
+    [b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},'
+     b'"clientInfo":{"name":"t","version":"1"}}}', b'{"jsonrpc":"2.0","id":2,"method":"tools/list"}'],
+], ids=["eof", "ping", "handshake"])
+def test_a_connection_leaves_no_stream_open(monkeypatch: pytest.MonkeyPatch, lines: list[bytes]) -> None:
+    """Regression (P3 fuzz target): each connection left both ends of its SDK inbox open, a ResourceWarning per
+    connection once a process served more than one."""
+    unraisable: list[Any] = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    written: list[bytes] = []
+    for _ in range(2):
+        connection = StdioServer(written.append, {})
+        connection.start()
+        for line in lines:
+            connection.deliver(line)
+        connection.finish()
+        connection.sdk.join(30)
+        assert not connection.sdk.is_alive()
+    del connection
+    gc.collect()
+    assert [str(u.exc_value) for u in unraisable] == []
