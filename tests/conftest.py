@@ -9,7 +9,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,20 +71,50 @@ class AppHandle:
                               capture_output=True, timeout=90, check=check)
 
 
-def start_app(root: Path, extra_env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+class AppProcess(subprocess.Popen[bytes]):
+    """A `wardian app run` under test. Its stderr is a pipe read continuously into `stderr_data` by a thread of
+    its own, never left unread: a chatty app (10,000 refused sessions log a line each) would block on a full pipe.
+    The thread closes the pipe at EOF."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs, stderr=subprocess.PIPE)
+        self.stderr_data = bytearray()
+        self._drainer = threading.Thread(target=self._drain, name=f"app-stderr-{self.pid}", daemon=True)
+        self._drainer.start()
+
+    def _drain(self) -> None:
+        stream = self.stderr
+        assert stream is not None
+        try:
+            with suppress(OSError, ValueError):
+                while chunk := stream.read1(65536):
+                    self.stderr_data += chunk
+        finally:
+            stream.close()
+
+    def stderr_output(self, timeout_s: float = 30) -> bytes:
+        """What the app wrote to stderr so far; all of it once the app has exited (then the rest is waited for, up
+        to `timeout_s`: a child that inherited the pipe could keep it open)."""
+        if self.poll() is not None:
+            self._drainer.join(timeout_s)
+        return bytes(self.stderr_data)
+
+
+def start_app(root: Path, extra_env: dict[str, str] | None = None) -> AppProcess:
     """Start `wardian app run` and return once it accepts connections."""
     read_fd, write_fd = os.pipe()
     env = {k: v for k, v in os.environ.items() if not k.startswith("WARDIAN_")}
     env.update(extra_env or {})
-    proc = subprocess.Popen([*wardian_cmd(), "app", "run", "--home", str(root), "--ready-fd", str(write_fd)],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            pass_fds=(write_fd,), env=env, start_new_session=True)
+    proc = AppProcess([*wardian_cmd(), "app", "run", "--home", str(root), "--ready-fd", str(write_fd)],
+                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, pass_fds=(write_fd,), env=env,
+                      start_new_session=True)
     os.close(write_fd)
     with os.fdopen(read_fd, "rb") as ready:
         line = ready.readline().strip()
     if line != b"ready":
         proc.kill()
-        _, err = proc.communicate(timeout=10)
+        proc.wait(timeout=10)
+        err = proc.stderr_output(10)
         raise RuntimeError(f"app did not start: {line!r} {err.decode(errors='replace')[-2000:]}")
     return proc
 
@@ -95,7 +127,9 @@ def stop_app(proc: subprocess.Popen[bytes]) -> int:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10)
-    if proc.stderr is not None:
+    if isinstance(proc, AppProcess):
+        proc.stderr_output()  # read to EOF; the drainer closes the pipe
+    elif proc.stderr is not None:
         proc.stderr.close()
     return proc.returncode
 

@@ -15,12 +15,11 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
-from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import AppHandle, start_app, stop_app
+from tests.conftest import AppHandle, AppProcess, start_app, stop_app
 from wardian import errors
 from wardian.client import AppClient
 from wardian.home import Home
@@ -107,45 +106,15 @@ class FakeCodex:
         return [e for e in self.entries() if request_id in e["request_ids"] and e["answer"] != "stale"]
 
 
-@dataclass
-class Drained:
-    """The app's stderr, read continuously: an unread pipe would fill up and block the app's logging."""
-
-    data: bytearray = field(default_factory=bytearray)
-    thread: threading.Thread | None = None
-
-
-_DRAINED: dict[int, Drained] = {}
-
-
 def start_with(root: Path, extra_env: dict[str, str] | None = None) -> AppHandle:
-    """`tests.conftest.start_app`, with the app's stderr drained into memory (see `app_stderr`)."""
-    app = handle(root, start_app(root, extra_env))
-    drained = Drained()
-    stream = app.proc.stderr
-    assert stream is not None
-
-    def drain() -> None:
-        with suppress(OSError, ValueError):
-            while chunk := stream.read1(65536):
-                drained.data += chunk
-
-    drained.thread = threading.Thread(target=drain, daemon=True)
-    drained.thread.start()
-    _DRAINED[app.pid] = drained
-    return app
+    """`tests.conftest.start_app` on `root`, as a handle (the app's stderr is read continuously: `app_stderr`)."""
+    return handle(root, start_app(root, extra_env))
 
 
 def app_stderr(app: AppHandle) -> bytes:
     """What the app wrote to stderr so far (complete once it has exited)."""
-    return bytes(_DRAINED[app.pid].data) if app.pid in _DRAINED else b""
-
-
-def _finish(app: AppHandle) -> None:
-    drained = _DRAINED.get(app.pid)
-    if drained is not None and drained.thread is not None:
-        drained.thread.join(30)
-    stop_app(app.proc)
+    assert isinstance(app.proc, AppProcess)
+    return app.proc.stderr_output()
 
 
 def stop(app: AppHandle) -> None:
@@ -157,14 +126,14 @@ def stop(app: AppHandle) -> None:
         except subprocess.TimeoutExpired:
             app.proc.kill()
             app.proc.wait(10)
-    _finish(app)
+    stop_app(app.proc)
 
 
 def kill9(app: AppHandle) -> None:
     app.client.close()
     app.proc.kill()
     app.proc.wait(30)
-    _finish(app)
+    stop_app(app.proc)
 
 
 def poll(check: Callable[[], Any], what: str, attempts: int = 1000) -> Any:
