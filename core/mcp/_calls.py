@@ -17,6 +17,7 @@ Invariants:
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -29,6 +30,8 @@ from wardian.client import AppClient
 from wardian.home import ENV_HOME, ENV_SESSION, Home, resolve_home
 from wardian.protocol.app import parse_params
 from wardian.protocol.tools import ToolSpec
+
+log = logging.getLogger("wardian.mcp")
 
 # Arguments the server supplies itself; a caller that passes one is told it is not an argument.
 _RESERVED = ("session",)
@@ -187,6 +190,33 @@ def tool_params(spec: ToolSpec, arguments: Mapping[str, Any] | None,
                 f"{name} is empty; pass a cursor from an earlier receive_messages result, or omit it",
                 field=name, allowed="a cursor returned by an earlier receive")
     return params, valid
+
+
+def tool_outcome(caller: Caller, spec: ToolSpec,
+                 arguments: Mapping[str, Any] | None) -> tuple[str, dict[str, Any], bool]:
+    """Run one tool call to its result: (text block, structuredContent, isError). Never raises.
+
+    The one definition of a tool result, for both paths of the server: the SDK's handler and the quick path of
+    `_front` (which writes it with `call_tool_result`).
+    """
+    try:
+        result = caller.call_tool(spec, arguments)
+    except errors.WardianError as exc:
+        text, structured = error_content(exc)
+        return text, structured, True
+    except Exception:
+        log.exception("tool %s failed unexpectedly", spec.name)
+        exc = errors.InternalError(f"{spec.name} failed inside the MCP server; whether the app carried it "
+                                   "out is unknown: do not resend automatically")
+        text, structured = error_content(exc)
+        structured["error"]["delivery"] = "uncertain"
+        return text, structured, True
+    return success_content(result), result, False
+
+
+def call_tool_result(text: str, structured: dict[str, Any], is_error: bool) -> dict[str, Any]:
+    """A `CallToolResult` as the SDK writes it (mcp 2.3.0: content, isError, structuredContent; a test compares)."""
+    return {"content": [{"text": text, "type": "text"}], "isError": is_error, "structuredContent": structured}
 
 
 def success_content(result: dict[str, Any]) -> str:

@@ -2,6 +2,7 @@
 
 ```
 stdin (dup of fd 0) -> main thread: decode_line -> Front --- constant answer ------------------------> writes
+                             |                        |--- quick tools/call -> call thread pool ------> writes
                              |                        `--- everything else -> Inbox ---.
                              `-> malformed line: JSON-RPC error --------------------------------------> writes
 SDK thread (started at once, imports the SDK): anyio loop <- Inbox, SDK session (mcp.server.lowlevel.Server) --> writes
@@ -10,7 +11,10 @@ writes -> stdout (dup of fd 1), one whole line at a time
 
 The SDK costs over a second to import, and a host's handshake needs none of it: the main thread answers
 `initialize`, `tools/list` and `ping` from constant data (`_front`) while the SDK server is imported and
-started on its own thread; every other message (`tools/call` above all) waits in the `Inbox`, in arrival
+started on its own thread. A plain `tools/call` of a tool that never waits runs on a small thread pool of
+this server (`_front.QUICK_TOOLS`, the same result code as the SDK's handler, answers compared call by call in
+tests/mcp/test_mcp_quick_path.py): the SDK's per-call machinery cost ~1.5 ms of CPU per call here, more than
+the app's durable send (#3 bench). Every other message (waits above all) waits in the `Inbox`, in arrival
 order, until the SDK's loop takes it.
 
 Invariants:
@@ -40,10 +44,11 @@ import sys
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from wardian.mcp._frames import FrameError, decode_line, encode_message
-from wardian.mcp._front import Front
+from wardian.mcp._front import Front, QuickCall
 from wardian.protocol.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
 from wardian.protocol.tools import MAX_MCP_FRAME_BYTES
 
@@ -56,6 +61,8 @@ log = logging.getLogger("wardian.mcp")
 
 # How long calls still running after stdin EOF may finish before the server exits anyway.
 EOF_GRACE_S = 0.5
+# Threads of the quick path (`_front.QUICK_TOOLS`): calls that never wait, so a few serve any host.
+QUICK_WORKERS = 4
 # How long requests that arrived before stdin EOF wait for the SDK server to start (it imports in ~1-2 s).
 SDK_START_TIMEOUT_S = 60.0
 # Messages the SDK's loop buffers before the stdin thread waits for it to catch up.
@@ -232,8 +239,8 @@ def build_server(caller: Caller) -> Server[Any]:
     from mcp.server.lowlevel import Server
     from mcp.shared.exceptions import MCPError
 
-    from wardian import __version__, errors
-    from wardian.mcp._calls import error_content, success_content
+    from wardian import __version__
+    from wardian.mcp._calls import tool_outcome
     from wardian.protocol.tools import SERVER_INSTRUCTIONS, SERVER_NAME, TOOLS, TOOLS_BY_NAME
 
     listed = types.ListToolsResult(tools=[types.Tool.model_validate(t.definition(), by_name=False)
@@ -246,29 +253,16 @@ def build_server(caller: Caller) -> Server[Any]:
         spec = TOOLS_BY_NAME.get(params.name)
         if spec is None:
             raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name[:80]!r}")
-        try:
-            result = await anyio.to_thread.run_sync(partial(caller.call_tool, spec, params.arguments),
-                                                    abandon_on_cancel=True)
-        except errors.WardianError as exc:
-            text, structured = error_content(exc)
-            return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=structured,
-                                        is_error=True)
-        except Exception:
-            log.exception("tool %s failed unexpectedly", spec.name)
-            exc = errors.InternalError(f"{spec.name} failed inside the MCP server; whether the app carried it "
-                                       "out is unknown: do not resend automatically")
-            text, structured = error_content(exc)
-            structured["error"]["delivery"] = "uncertain"
-            return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=structured,
-                                        is_error=True)
-        return types.CallToolResult(content=[types.TextContent(text=success_content(result))],
-                                    structured_content=result)
+        text, structured, is_error = await anyio.to_thread.run_sync(
+            partial(tool_outcome, caller, spec, params.arguments), abandon_on_cancel=True)
+        return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=structured,
+                                    is_error=is_error)
 
     return Server(SERVER_NAME, version=__version__, instructions=SERVER_INSTRUCTIONS,
                   on_list_tools=list_tools, on_call_tool=call)
 
 
-async def _serve_sdk(write: Callable[[bytes], None], environ: Mapping[str, str], inbox: _Inbox,
+async def _serve_sdk(write: Callable[[bytes], None], get_caller: Callable[[], Caller], inbox: _Inbox,
                      outstanding: _Outstanding, front: Front) -> None:
     """Run the SDK session on this thread's loop, fed by `inbox`, until stdin ends."""
     import anyio
@@ -280,9 +274,7 @@ async def _serve_sdk(write: Callable[[bytes], None], environ: Mapping[str, str],
     from mcp.shared.message import SessionMessage
     from pydantic import ValidationError
 
-    from wardian.mcp._calls import Caller
-
-    caller = Caller(environ)
+    caller = get_caller()
     server = build_server(caller)
     to_sdk: MemoryObjectSendStream[Any]
     from_host: MemoryObjectReceiveStream[Any]
@@ -379,13 +371,16 @@ async def _serve_sdk(write: Callable[[bytes], None], environ: Mapping[str, str],
         caller.close()
 
 
-def _run_sdk(write: Callable[[bytes], None], environ: Mapping[str, str], inbox: _Inbox, outstanding: _Outstanding,
-             front: Front) -> None:
+def _run_sdk(write: Callable[[bytes], None], get_caller: Callable[[], Caller], inbox: _Inbox,
+             outstanding: _Outstanding, front: Front) -> None:
     """The SDK thread: import the SDK and serve until stdin ends; on failure, requests get an error."""
     try:
+        # The quick path's modules first (pydantic, the app client, ~0.1 s): a quick call then never waits for the
+        # SDK's own import (~1 s), whose finders hold the interpreter's import lock now and then.
+        get_caller()
         import anyio
 
-        anyio.run(_serve_sdk, write, environ, inbox, outstanding, front)
+        anyio.run(_serve_sdk, write, get_caller, inbox, outstanding, front)
     except BaseException:
         log.exception("the MCP SDK server failed")
         inbox.fail()
@@ -400,11 +395,26 @@ class StdioServer:
 
     def __init__(self, write: Callable[[bytes], None], environ: Mapping[str, str]) -> None:
         self._write = write
+        self._environ = environ
         self.outstanding = _Outstanding()
         self.front = Front()
         self.inbox = _Inbox(self._reject)
-        self.sdk = threading.Thread(target=_run_sdk, args=(write, environ, self.inbox, self.outstanding, self.front),
-                                    name="wardian-mcp-sdk", daemon=True)
+        self._caller: Caller | None = None
+        self._caller_lock = threading.Lock()
+        self._quick: ThreadPoolExecutor | None = None
+        self._quick_running = 0
+        self._quick_idle = threading.Condition()
+        self.sdk = threading.Thread(target=_run_sdk, name="wardian-mcp-sdk", daemon=True,
+                                    args=(write, self.caller, self.inbox, self.outstanding, self.front))
+
+    def caller(self) -> Caller:
+        """The managed caller and its pooled app connections, shared by the SDK's handler and the quick path."""
+        with self._caller_lock:
+            if self._caller is None:
+                from wardian.mcp._calls import Caller  # pydantic: not before the first call (startup, #3)
+
+                self._caller = Caller(self._environ)
+            return self._caller
 
     def start(self) -> None:
         """Start the SDK server on its own thread (it imports the SDK); lines may be delivered at once."""
@@ -420,6 +430,9 @@ class StdioServer:
         if obj is None:
             return
         route = self.front.route(obj, sdk_busy=bool(self.outstanding))
+        if route.quick is not None:
+            self._start_quick(route.quick)
+            return
         if route.answer is not None:
             self._write(route.answer)
             log.debug("answered %s from constant data", obj.get("method"))
@@ -437,9 +450,47 @@ class StdioServer:
         there is nothing to wait for.
         """
         self.inbox.put(None)
+        self._finish_quick()
         if self.outstanding or self.inbox.attached.is_set():
             self.sdk.join(SDK_START_TIMEOUT_S + 2 * EOF_GRACE_S if not self.inbox.attached.is_set()
                           else 2 * EOF_GRACE_S + 1)
+
+    def _start_quick(self, call: QuickCall) -> None:
+        """Run a quick tool call on a pooled thread (the stdin thread keeps reading) and write its answer."""
+        log.debug("tools/call %s on the quick path", call.spec.name)
+        with self._quick_idle:
+            self._quick_running += 1
+            if self._quick is None:
+                self._quick = ThreadPoolExecutor(max_workers=QUICK_WORKERS, thread_name_prefix="wardian-mcp-call")
+            pool = self._quick
+        pool.submit(self._run_quick, call)
+
+    def _run_quick(self, call: QuickCall) -> None:
+        try:
+            from wardian.mcp._calls import call_tool_result, tool_outcome
+
+            self._write(call.answer(call_tool_result(*tool_outcome(self.caller(), call.spec, call.arguments))))
+        except BaseException:
+            log.exception("the quick path failed for %s", call.spec.name)
+            self._write(encode_message({"jsonrpc": "2.0", "id": call.id, "error": {
+                "code": INTERNAL_ERROR, "message": f"Internal error: {call.spec.name} failed inside the MCP server; "
+                "whether the app carried it out is unknown: do not resend automatically"}}))
+        finally:
+            with self._quick_idle:
+                self._quick_running -= 1
+                self._quick_idle.notify_all()
+
+    def _finish_quick(self) -> None:
+        """Stdin ended: quick calls under way get the same grace as the SDK's, then the pool is let go."""
+        with self._quick_idle:
+            self._quick_idle.wait_for(lambda: self._quick_running == 0, timeout=EOF_GRACE_S)
+            pool, self._quick = self._quick, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+        with self._caller_lock:
+            caller = self._caller
+        if caller is not None and not self._quick_running:
+            caller.close()
 
     def _reject(self, obj: dict[str, Any]) -> None:
         if "method" in obj and "id" in obj and obj["id"] != self.front.replay_id:

@@ -24,7 +24,13 @@ from mcp_types import version as sdk_versions
 from tests.conftest import AppHandle
 from tests.mcp.mcp_harness import RawServer, mcp_server, raw_server, server_env
 from wardian.mcp._calls import Caller
-from wardian.mcp._front import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, REPLAY_ID_PREFIX, Front
+from wardian.mcp._front import (
+    HANDSHAKE_PROTOCOL_VERSIONS,
+    LATEST_HANDSHAKE_VERSION,
+    QUICK_TOOLS,
+    REPLAY_ID_PREFIX,
+    Front,
+)
 from wardian.mcp.server import build_server
 from wardian.protocol.tools import TOOL_NAMES
 
@@ -102,16 +108,50 @@ def test_a_connection_opening_with_another_request_is_left_to_the_sdk() -> None:
     {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"cursor": "next"}},
     {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": None},
     {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"_meta": {"progressToken": 1}}},
-    {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "list_agents", "arguments": {}}},
+    {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "wait_agent", "arguments": {}}},
+    {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "receive_messages"}},
+    {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+     "params": {"name": "list_agents", "arguments": {}, "_meta": {"progressToken": 1}}},
+    {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "list_agents", "arguments": []}},
+    {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "no_such_tool", "arguments": {}}},
+    {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": None},
+    {"jsonrpc": "2.0", "id": 2 ** 70, "method": "tools/call", "params": {"name": "list_agents"}},
     {"jsonrpc": "2.0", "id": 2 ** 70, "method": "ping"},
-], ids=["cursor", "params-null", "meta", "tools-call", "huge-id"])
+], ids=["cursor", "params-null", "meta", "wait-tool", "receive-tool", "call-meta", "arguments-list", "unknown-tool",
+        "call-params-null", "call-huge-id", "huge-id"])
 def test_requests_the_front_cannot_vouch_for_go_to_the_sdk(message: dict[str, Any]) -> None:
-    """Any doubt hands the request to the SDK: params, _meta, a tool call, an id orjson cannot write back."""
+    """Any doubt hands the request to the SDK: params, _meta, a tool that waits or that does not exist, arguments
+    that are not an object, an id orjson cannot write back."""
     front = Front()
     assert front.route(handshake(LATEST_HANDSHAKE_VERSION)[0], sdk_busy=False).answer is not None
     route = front.route(message, sdk_busy=False)
     assert route.answer is None
+    assert route.quick is None
     assert route.forward == message
+
+
+@pytest.mark.parametrize("sdk_busy", [False, True])
+def test_a_plain_call_of_a_tool_that_never_waits_takes_the_quick_path(sdk_busy: bool) -> None:
+    """Issue #3: the quick path answers it (tests/mcp/test_mcp_quick_path.py compares its answers with the
+    SDK's); like the SDK's concurrent handlers, it may overtake a wait still running."""
+    front = Front()
+    front.route(handshake(LATEST_HANDSHAKE_VERSION)[0], sdk_busy=False)
+    for tool in QUICK_TOOLS:
+        message = {"jsonrpc": "2.0", "id": "c1", "method": "tools/call", "params": {"name": tool, "arguments": {}}}
+        route = front.route(message, sdk_busy=sdk_busy)
+        assert route.forward is None
+        assert route.quick is not None
+        assert route.quick.spec.name == tool
+        assert orjson.loads(route.quick.answer({"isError": False}))["id"] == "c1"
+
+
+def test_without_a_constant_handshake_every_call_is_the_sdks() -> None:
+    """A connection whose initialize the SDK answered (the front had doubts) stays the SDK's for tool calls too."""
+    front = Front()
+    opening = {**handshake(LATEST_HANDSHAKE_VERSION)[0], "params": {"protocolVersion": 1}}
+    assert front.route(opening, sdk_busy=False).answer is None
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "list_agents"}}
+    assert front.route(call, sdk_busy=False).forward == call
 
 
 def test_the_front_never_overtakes_an_unanswered_sdk_request() -> None:
@@ -239,21 +279,26 @@ def test_discovery_is_answered_before_the_sdk_is_imported_and_a_call_waits_for_i
         init = server.initialize()  # answered while the SDK's import is blocked
         assert init["result"]["serverInfo"]["name"] == "wardian"
         assert len(server.request(1, "tools/list")["result"]["tools"]) == len(TOOL_NAMES)
-        server.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                     "params": {"name": "list_agents", "arguments": {}}})
+        # A tool that never waits is served on the quick path: answered while the SDK's import is still blocked.
+        quick = server.request(2, "tools/call", {"name": "list_agents", "arguments": {}})
+        assert quick["result"]["isError"] is False
+        assert quick["result"]["structuredContent"]["caller"]["uuid"] == agent["uuid"]
+        server.send({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                     "params": {"name": "wait_agent", "arguments": {"timeout_ms": 0}}})
         server.send({"jsonrpc": "2.0", "id": 3, "method": "ping"})
         _open_gate(gate)
         answers = {m["id"]: m for m in (server.read(), server.read())}
         assert answers[3]["result"] == {}
-        assert answers[2]["result"]["isError"] is False
-        assert answers[2]["result"]["structuredContent"]["caller"]["uuid"] == agent["uuid"]
+        assert answers[4]["result"]["isError"] is False
+        assert answers[4]["result"]["structuredContent"]["timed_out"] is True
         code, rest, stderr = server.close()
     assert code == 0
     by_id = _answers_by_id(server, rest)
-    assert sorted(by_id, key=str) == [0, 1, 2, 3]
+    assert sorted(by_id, key=str) == [0, 1, 2, 3, 4]
     assert all(len(answers) == 1 for answers in by_id.values())
     log = stderr.decode("utf-8", "replace")
     assert "answered initialize from constant data" in log
+    assert "tools/call list_agents on the quick path" in log
     assert "tools/call waits for the SDK server to start" in log
     assert "differs from the constant answer" not in log
     assert REPLAY_ID_PREFIX not in log
