@@ -10,7 +10,9 @@ Invariants:
 - Not JSON, invalid UTF-8, a byte order mark, NaN/Infinity or nesting deeper than MAX_MCP_JSON_DEPTH ->
   PARSE_ERROR with `id: null`.
 - Valid JSON that is not one JSON-RPC 2.0 message (a batch array, no `"jsonrpc": "2.0"`, an id that is not
-  a string or integer, a non-string method) -> INVALID_REQUEST, with the id when it can be recovered.
+  a string or integer, a non-string method, params that are neither an object nor null: MCP's params are
+  objects) -> INVALID_REQUEST, with the id when it can be recovered. A notification is answered too, with id
+  null, as JSON-RPC 2.0 answers an invalid request whose id is unknown.
 - Blank lines are ignored; a trailing CR (CRLF line endings) is JSON whitespace and accepted.
 """
 
@@ -109,6 +111,8 @@ def decode_line(line: bytes) -> dict[str, Any] | None:
     if "method" in message:
         if not isinstance(message["method"], str):
             raise FrameError(INVALID_REQUEST, "Invalid request: method must be a string", id_)
+        if not isinstance(message.get("params"), dict | None):
+            raise FrameError(INVALID_REQUEST, "Invalid request: params must be an object", id_)
     elif "id" not in message or ("result" not in message and "error" not in message):
         raise FrameError(INVALID_REQUEST, "Invalid request: neither a request, a notification nor a response",
                          id_)

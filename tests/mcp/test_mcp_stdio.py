@@ -55,6 +55,10 @@ MALFORMED: list[tuple[str, bytes, int | None, Any]] = [
     ("unknown-tool", (CALL % (11, '{"name":"post_message","arguments":{}}')).encode(), INVALID_PARAMS, 11),
     ("unknown-method", b'{"jsonrpc":"2.0","id":12,"method":"tools/destroy"}', METHOD_NOT_FOUND, 12),
     ("notification-bad-method", b'{"jsonrpc":"2.0","method":"notifications/bogus"}', None, None),
+    ("params-not-an-object", b'{"jsonrpc":"2.0","id":15,"method":"ping","params":[1]}', INVALID_REQUEST, 15),
+    ("notification-params-not-an-object", b'{"jsonrpc":"2.0","method":"notifications/initialized","params":5}',
+     INVALID_REQUEST, None),
+    ("malformed-response", b'{"jsonrpc":"2.0","id":16,"result":1}', None, None),
     ("crlf", b'{"jsonrpc":"2.0","id":13,"method":"tools/list"}\r', None, None),
     ("over-the-line-cap", b'{"jsonrpc":"2.0","id":14,"method":"ping","params":{"x":"' + b"a" * (2 * 1024 * 1024)
      + b'"}}', INVALID_REQUEST, None),
