@@ -49,6 +49,7 @@ class AppConnections:
         self._max_idle = max_idle
         self._idle: list[AppClient] = []
         self._lock = threading.Lock()
+        self._closed = False
         self.opened = 0  # connections created so far (tests check reuse with it)
 
     def call(self, method: str, params: dict[str, Any], timeout_ms: int | None = None) -> Any:
@@ -72,7 +73,11 @@ class AppConnections:
         return self._exchange(client, method, params, timeout_ms)
 
     def close(self) -> None:
+        """Close the idle connections, and from now on every connection once its call is over (a call still
+        running, e.g. abandoned by a cancel or at stdin EOF, may finish later: its connection must not be pooled
+        where nothing would close it)."""
         with self._lock:
+            self._closed = True
             idle, self._idle = self._idle, []
         for client in idle:
             client.close()
@@ -108,7 +113,7 @@ class AppConnections:
 
     def _give_back(self, client: AppClient) -> None:
         with self._lock:
-            if len(self._idle) < self._max_idle:
+            if not self._closed and len(self._idle) < self._max_idle:
                 self._idle.append(client)
                 return
         client.close()
@@ -129,8 +134,9 @@ class Caller:
             return self._connections
 
     def close(self) -> None:
+        """Close the connections to the app; a later call still works, on a connection closed after it."""
         with self._lock:
-            connections, self._connections = self._connections, None
+            connections = self._connections
         if connections is not None:
             connections.close()
 

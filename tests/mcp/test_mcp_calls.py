@@ -5,12 +5,15 @@ A fake app on a real Unix socket plays the failures: it answers, closes idle con
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import socket
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -146,3 +149,19 @@ def test_no_app_is_a_transport_error_without_a_retry_loop() -> None:
         assert pool.opened == 1
     finally:
         os.rmdir(home.root)
+
+
+def test_a_call_that_ends_after_the_pool_closed_leaves_no_connection_open(app: AppHandle,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression (P3 fuzz target): a call still running when the server closed its connections (a wait the host
+    cancelled, a call abandoned at stdin EOF) put its connection back into the closed pool, where nothing closed
+    it: a socket left open (a ResourceWarning) per such call."""
+    unraisable: list[Any] = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    pool = AppConnections(app.home)
+    pool.call("agent/list", {})
+    pool.close()
+    assert "agents" in pool.call("agent/list", {})  # a late call still works, on a connection of its own
+    del pool
+    gc.collect()
+    assert [str(u.exc_value) for u in unraisable] == []
