@@ -460,6 +460,10 @@ class StdioServer:
         if self.outstanding or self.inbox.attached.is_set():
             self.sdk.join(SDK_START_TIMEOUT_S + 2 * EOF_GRACE_S if not self.inbox.attached.is_set()
                           else 2 * EOF_GRACE_S + 1)
+        with self._caller_lock:
+            caller = self._caller
+        if caller is not None:
+            caller.close()  # last: both paths have had their grace (a call ending later closes its own socket)
 
     def _start_quick(self, call: QuickCall) -> None:
         """Run a quick tool call on a pooled thread (the stdin thread keeps reading) and write its answer."""
@@ -493,10 +497,6 @@ class StdioServer:
             pool, self._quick = self._quick, None
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
-        with self._caller_lock:
-            caller = self._caller
-        if caller is not None and not self._quick_running:
-            caller.close()
 
     def _reject(self, obj: dict[str, Any]) -> None:
         if "method" in obj and "id" in obj and obj["id"] != self.front.replay_id:
