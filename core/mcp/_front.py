@@ -24,7 +24,7 @@ Invariants:
 - A plain `tools/call` of a tool that never waits (`QUICK_TOOLS`) is routed to the server's quick path
   (`Route.quick`): the same result code as the SDK's handler, written in the SDK's form, without the SDK's
   per-call machinery. Like the SDK's own concurrent handlers, its answer may overtake a wait still running.
-  Anything else about a `tools/call` (a wait, `_meta`, odd params, no constant handshake) goes to the SDK.
+  Anything else about a `tools/call` (a wait, odd params or `_meta`, no constant handshake) goes to the SDK.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ _FAST_METHODS = frozenset({"ping", "tools/list"})
 # The tools a `tools/call` of is served on the quick path: every tool that never waits (the waits stay with the
 # SDK, which cancels them on `notifications/cancelled`).
 QUICK_TOOLS = frozenset(tool.name for tool in TOOLS if tool.wait_argument is None)
-_CALL_PARAM_KEYS = frozenset({"name", "arguments"})
+_CALL_PARAM_KEYS = frozenset({"name", "arguments", "_meta"})
 
 
 def initialize_result(protocol_version: str) -> dict[str, Any]:
@@ -163,8 +163,9 @@ class Route:
 class Front:
     """The per-connection state of the constant answers (see the module docstring); used by the stdin thread only."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, quick: bool = True) -> None:
         self._opened = False
+        self._quick = quick  # False: every tools/call goes to the SDK (WARDIAN_MCP_QUICK_PATH=0)
         self.protocol_version: str | None = None  # set once `initialize` was answered here
         self._results: dict[str, bytes] = {}
         self.initialize_answer: dict[str, Any] | None = None
@@ -194,17 +195,26 @@ class Front:
     def _quick_call(self, message: dict[str, Any]) -> QuickCall | None:
         """The quick form of a `tools/call`, or None when the SDK must serve it.
 
-        Quick: after a constant `initialize`, a plain request (no `_meta`, so no progress token) of a tool that
-        never waits, whose arguments are an object or absent. Its result is built by the same code as the SDK
+        Quick: after a constant `initialize`, a request of a tool that never waits, whose arguments are an object
+        or absent and whose `_meta`, if any, the SDK accepts (an object; a progress token a string or an integer).
+        `_meta` changes nothing in the answer: no tool reports progress, on either path (Codex 0.171.0 sends a
+        `progressToken` and its turn metadata with every call). Its result is built by the same code as the SDK
         handler's (`_calls.tool_outcome`) and written in the SDK's own form (`_calls.call_tool_result`); a test
         compares the two paths call by call. The SDK's per-call machinery (its message models, a second thread,
         a worker-thread hop for the blocking app exchange) cost ~1.5 ms of CPU per call here, more than the
         app's durable send (#3 bench).
         """
         params = message.get("params")
-        if (self.protocol_version is None or message.keys() - _ENVELOPE_KEYS or not isinstance(params, dict)
-                or params.keys() - _CALL_PARAM_KEYS or params.get("name") not in QUICK_TOOLS):
+        if (not self._quick or self.protocol_version is None or message.keys() - _ENVELOPE_KEYS
+                or not isinstance(params, dict) or params.keys() - _CALL_PARAM_KEYS
+                or params.get("name") not in QUICK_TOOLS):
             return None
+        meta = params.get("_meta")
+        if meta is not None:
+            token = meta.get("progressToken") if isinstance(meta, dict) else None
+            if not isinstance(meta, dict) or not (token is None or isinstance(token, str)
+                                                  or (isinstance(token, int) and not isinstance(token, bool))):
+                return None
         arguments = params.get("arguments")
         if arguments is not None and not isinstance(arguments, dict):
             return None

@@ -63,6 +63,8 @@ log = logging.getLogger("wardian.mcp")
 EOF_GRACE_S = 0.5
 # Threads of the quick path (`_front.QUICK_TOOLS`): calls that never wait, so a few serve any host.
 QUICK_WORKERS = 4
+# `WARDIAN_MCP_QUICK_PATH=0` sends every tools/call to the SDK (a diagnostic switch; tests compare both paths).
+ENV_QUICK_PATH = "WARDIAN_MCP_QUICK_PATH"
 # How long requests that arrived before stdin EOF wait for the SDK server to start (it imports in ~1-2 s).
 SDK_START_TIMEOUT_S = 60.0
 # Messages the SDK's loop buffers before the stdin thread waits for it to catch up.
@@ -403,7 +405,7 @@ class StdioServer:
         self._write = write
         self._environ = environ
         self.outstanding = _Outstanding()
-        self.front = Front()
+        self.front = Front(quick=environ.get(ENV_QUICK_PATH, "1") != "0")
         self.inbox = _Inbox(self._reject)
         self._caller: Caller | None = None
         self._caller_lock = threading.Lock()

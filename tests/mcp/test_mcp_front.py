@@ -111,13 +111,15 @@ def test_a_connection_opening_with_another_request_is_left_to_the_sdk() -> None:
     {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "wait_agent", "arguments": {}}},
     {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "receive_messages"}},
     {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-     "params": {"name": "list_agents", "arguments": {}, "_meta": {"progressToken": 1}}},
+     "params": {"name": "list_agents", "arguments": {}, "_meta": {"progressToken": 1.5}}},
+    {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "list_agents", "_meta": "x"}},
     {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "list_agents", "arguments": []}},
     {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "no_such_tool", "arguments": {}}},
     {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": None},
     {"jsonrpc": "2.0", "id": 2 ** 70, "method": "tools/call", "params": {"name": "list_agents"}},
     {"jsonrpc": "2.0", "id": 2 ** 70, "method": "ping"},
-], ids=["cursor", "params-null", "meta", "wait-tool", "receive-tool", "call-meta", "arguments-list", "unknown-tool",
+], ids=["cursor", "params-null", "meta", "wait-tool", "receive-tool", "call-meta-float", "call-meta-str",
+                             "arguments-list", "unknown-tool",
         "call-params-null", "call-huge-id", "huge-id"])
 def test_requests_the_front_cannot_vouch_for_go_to_the_sdk(message: dict[str, Any]) -> None:
     """Any doubt hands the request to the SDK: params, _meta, a tool that waits or that does not exist, arguments
@@ -143,6 +145,26 @@ def test_a_plain_call_of_a_tool_that_never_waits_takes_the_quick_path(sdk_busy: 
         assert route.quick is not None
         assert route.quick.spec.name == tool
         assert orjson.loads(route.quick.answer({"isError": False}))["id"] == "c1"
+
+
+def test_a_call_with_codex_turn_metadata_takes_the_quick_path() -> None:
+    """Codex 0.171.0 sends `_meta` with a progress token and its turn metadata on every tool call; no tool reports
+    progress on either path, so the quick path takes it."""
+    front = Front()
+    front.route(handshake(LATEST_HANDSHAKE_VERSION)[0], sdk_busy=False)
+    meta = {"callId": "call_1", "progressToken": 1, "threadId": "t", "x-codex-turn-metadata": {"turn_id": "u"}}
+    call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"_meta": meta, "name": "send_message", "arguments": {"target": "bob", "message": "hi"}}}
+    route = front.route(call, sdk_busy=False)
+    assert route.quick is not None
+    assert route.quick.arguments == {"target": "bob", "message": "hi"}
+
+
+def test_the_quick_path_can_be_switched_off() -> None:
+    front = Front(quick=False)
+    front.route(handshake(LATEST_HANDSHAKE_VERSION)[0], sdk_busy=False)
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "list_agents"}}
+    assert front.route(call, sdk_busy=False).forward == call
 
 
 def test_without_a_constant_handshake_every_call_is_the_sdks() -> None:

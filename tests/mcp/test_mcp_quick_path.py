@@ -1,13 +1,15 @@
 """The quick path of `tools/call` answers exactly what the SDK's handler answers, call by call (#3).
 
-`wardian mcp serve` runs a plain `tools/call` of a tool that never waits itself (`_front.QUICK_TOOLS`); the
-same call with `_meta` goes to the SDK's low-level server. Both are made here against one running app, and the
-two answers must be the same JSON but for what differs between two calls anyway (ids, timestamps).
+`wardian mcp serve` runs a `tools/call` of a tool that never waits itself (`_front.QUICK_TOOLS`); with
+`WARDIAN_MCP_QUICK_PATH=0` the same call goes to the SDK's low-level server. Each call is made here on one server
+of each kind, for the same caller of one running app, and the two answers must be the same JSON but for what
+differs between two calls anyway (ids, timestamps).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import orjson
@@ -33,36 +35,54 @@ def _mask(value: Any) -> Any:
 
 
 class _Both:
-    def __init__(self, server: RawServer) -> None:
-        self.server = server
+    def __init__(self, quick: RawServer, sdk: RawServer) -> None:
+        self.quick = quick
+        self.sdk = sdk
         self.next_id = 1
+        self.compared = 0
 
-    def call(self, name: str, arguments: dict[str, Any] | None, *, sdk: bool) -> dict[str, Any]:
+    def call(self, server: RawServer, name: str, arguments: dict[str, Any] | None,
+             meta: dict[str, Any] | None = None) -> dict[str, Any]:
         params: dict[str, Any] = {"name": name}
         if arguments is not None:
             params["arguments"] = arguments
-        if sdk:
-            params["_meta"] = {}  # anything the quick path does not take goes to the SDK
+        if meta is not None:
+            params["_meta"] = meta
         self.next_id += 1
-        answer = self.server.request(self.next_id, "tools/call", params)
+        answer = server.request(self.next_id, "tools/call", params)
         assert answer["id"] == self.next_id
         return answer
 
-    def compare(self, name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
-        quick = self.call(name, arguments, sdk=False)
-        sdk = self.call(name, arguments, sdk=True)
+    def compare(self, name: str, arguments: dict[str, Any] | None,
+                meta: dict[str, Any] | None = None) -> dict[str, Any]:
+        self.compared += 1
+        quick = self.call(self.quick, name, arguments, meta)
+        sdk = self.call(self.sdk, name, arguments, meta)
         assert _mask(quick["result"]) == _mask(sdk["result"])
         assert quick.keys() == sdk.keys() == {"jsonrpc", "id", "result"}
         return quick
+
+
+@contextmanager
+def _servers(home: str, token: str) -> Iterator[_Both]:
+    with raw_server(server_env(home, token, WARDIAN_LOG_LEVEL="DEBUG")) as quick, \
+            raw_server(server_env(home, token, WARDIAN_MCP_QUICK_PATH="0", WARDIAN_LOG_LEVEL="DEBUG")) as sdk:
+        quick.initialize()
+        sdk.initialize()
+        calls = _Both(quick, sdk)
+        yield calls
+        _, _, quick_log = quick.close()
+        _, _, sdk_log = sdk.close()
+    assert (b"on the quick path" in quick_log) == bool(calls.compared)  # each side took the path it should
+    assert b"on the quick path" not in sdk_log
 
 
 @pytest.fixture
 def both(app: AppHandle) -> Iterator[tuple[_Both, dict[str, Any], dict[str, Any]]]:
     me, token = app.add_agent()
     peer, _ = app.add_agent()
-    with raw_server(server_env(str(app.home.root), token)) as server:
-        server.initialize()
-        yield _Both(server), me, peer
+    with _servers(str(app.home.root), token) as calls:
+        yield calls, me, peer
 
 
 def test_the_quick_tools_are_the_tools_that_never_wait() -> None:
@@ -78,6 +98,9 @@ def test_successes_are_the_sdks_answers(both: tuple[_Both, dict[str, Any], dict[
     assert calls.compare("followup_task", {"target": peer["name"], "message": "do it"})["result"]["isError"] is False
     assert calls.compare("list_agents", None)["result"]["isError"] is False
     assert calls.compare("list_agents", {})["result"]["isError"] is False
+    codex_meta = {"callId": "call_1", "progressToken": 1, "x-codex-turn-metadata": {"turn_id": "t"}}
+    assert calls.compare("send_message", {"target": peer["uuid"], "message": "hi"}, codex_meta)["result"][
+        "isError"] is False
 
 
 @pytest.mark.parametrize(("name", "arguments", "code"), [
@@ -101,9 +124,7 @@ def test_errors_are_the_sdks_answers(both: tuple[_Both, dict[str, Any], dict[str
 
 def test_an_app_that_is_gone_is_the_same_error_on_both_paths(app: AppHandle) -> None:
     _, token = app.add_agent()
-    with raw_server(server_env(str(app.home.root) + "-nowhere", token)) as server:
-        server.initialize()
-        calls = _Both(server)
+    with _servers(str(app.home.root) + "-nowhere", token) as calls:
         answer = calls.compare("list_agents", None)
         assert answer["result"]["structuredContent"]["error"]["code"] == "app_not_running"
 
@@ -119,6 +140,6 @@ def test_what_the_quick_path_does_not_take_is_still_answered(
     """Odd shapes, waits and unknown tools go to the SDK, which answers them as before."""
     calls, _, _ = both
     calls.next_id += 1
-    answer = calls.server.request(calls.next_id, "tools/call", params)
+    answer = calls.quick.request(calls.next_id, "tools/call", params)
     assert answer["id"] == calls.next_id
     assert ("result" in answer) != ("error" in answer)
