@@ -396,7 +396,7 @@ def bench_throughput(cfg: Config) -> None:
         cpu0, t0 = app.cpu_seconds(), time.perf_counter()
         floor_answers, _, floor_lat = drive_senders(app.socket_path, floor_frames, cfg.send_seconds)
         floor_elapsed, floor_cpu = time.perf_counter() - t0, app.cpu_seconds() - cpu0
-        emit("app_floor_requests_per_s_32_senders", value=round(floor_answers / floor_elapsed),
+        emit("app_floor_requests_per_s_32_senders", value=round(floor_answers / floor_elapsed), n=floor_answers,
              latency_p50_ms=ms(pct(floor_lat, 0.5)), app_cpu_us_per_request=round(floor_cpu / floor_answers * 1e6, 1),
              unit="requests/s", note="same senders, a request answered without touching the store (unknown "
              "method): the no-work ceiling of the app's request path plus this client on this machine")

@@ -21,6 +21,7 @@ EXPECTED = {
     "wake_100_waiters",
     "wake_100_waiters_same_recipient",
     "durable_sends_per_s_32_senders",
+    "app_floor_requests_per_s_32_senders",
     "receive_100_at_1m",
     "receive_100_at_1m_cursor",
     "cli_cold_start_message_wait",
