@@ -35,8 +35,6 @@ log = logging.getLogger("wardian.mcp")
 
 # Arguments the server supplies itself; a caller that passes one is told it is not an argument.
 _RESERVED = ("session",)
-# Cursor arguments: the schema says a cursor is never empty (minLength 1).
-_CURSORS = ("cursor", "ack_cursor")
 # Idle connections kept per server process: calls run concurrently only while waits are in flight.
 MAX_IDLE_CONNECTIONS = 4
 
@@ -170,7 +168,7 @@ def tool_params(spec: ToolSpec, arguments: Mapping[str, Any] | None,
     """The app params of a call of `spec` (the arguments plus `session`) and their validated model.
 
     Whatever this accepts satisfies `spec.input_schema` (reliability-matrix P4): the app's own validators (the
-    same error for the same mistake), plus the one bound they leave to the store, a non-empty cursor.
+    same error for the same mistake, a non-empty cursor included).
 
     Raises:
         InvalidArguments: a reserved argument (`session`) was passed.
@@ -189,12 +187,6 @@ def tool_params(spec: ToolSpec, arguments: Mapping[str, Any] | None,
             "`wardian agent env NAME`)", field="session")
     params = {**args, "session": session}
     valid = parse_params(spec.method, params)
-    for name in _CURSORS:
-        if params.get(name) == "":
-            # The app refuses it too, but only once it reaches the store: refuse it here, as the schema does.
-            raise errors.InvalidCursor(
-                f"{name} is empty; pass a cursor from an earlier receive_messages result, or omit it",
-                field=name, allowed="a cursor returned by an earlier receive")
     return params, valid
 
 

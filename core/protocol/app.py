@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from wardian import errors
 from wardian.model import (
@@ -140,6 +140,15 @@ class MailboxReceiveParams(_SessionParams):
     ack_cursor: CursorField | None = None
     limit: LimitField | None = None
     timeout_ms: TimeoutField | None = None
+
+    @field_validator("cursor", "ack_cursor")
+    @classmethod
+    def _cursor(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if v == "":  # a cursor is never empty (the tool schema's minLength 1): refused here, not by the store
+            raise errors.InvalidCursor(
+                f"{info.field_name} is empty; pass a cursor from an earlier receive result, or omit it",
+                field=str(info.field_name), allowed="a cursor returned by an earlier receive")
+        return v
 
 
 class MailboxWaitParams(_SessionParams):
