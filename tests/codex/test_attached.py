@@ -45,7 +45,9 @@ def test_an_attached_tui_shows_the_exchange_on_the_agents_own_conversation(codex
                                                 "message": "attached question"})
         replies = wait_reply(world, lead_token)
         log = (world.app.home.log_dir / "app.log").read_text(encoding="utf-8")
-        assert [(r["request_id"], r["text"]) for r in replies] == [(task["request_id"], "attached answer 42")], log
+        # On failure, both the app's log and the person's screen (an interruption the TUI reports shows there).
+        assert [(r["request_id"], r["text"]) for r in replies] == [(task["request_id"], "attached answer 42")], (
+            f"{log}\n--- the attached TUI's screen ---\n{tui.text()}")
         wait_for_text(tui, "attached answer 42",
                       lambda: world.app.call("mailbox/wait", {"session": lead_token, "timeout_ms": 20}))
         assert task["request_id"] in tui.text()  # the structured delivery item, shown in the person's terminal
