@@ -107,7 +107,8 @@ class StoreWriter:
                 return
 
     async def _execute(self, fns: list[Callable[[InteractionStore], Any]], bare: list[bool]) -> list[BatchResult]:
-        """One batch: statements here on the loop, a COMMIT that wrote on the worker thread (shielded)."""
+        """One batch: statements here on the loop; a COMMIT that wrote on the worker thread (shielded), unless it
+        is a lone write with nothing waiting, which commits here (see the module docstring)."""
         store = self._store
         results = store.begin_batch(fns, bare)
         if not store.batch_wrote:
