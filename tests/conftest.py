@@ -24,6 +24,16 @@ from wardian.home import Home
 _names = itertools.count(1)
 
 
+def pinned_npm_tool(path: Path, what: str) -> Path:
+    """`path` of a pinned npm tool (node_modules/.bin); missing, the test fails on CI and is skipped elsewhere."""
+    if not path.exists():
+        reason = f"{path} is missing: run `scripts/setup.sh --with-node` to install the pinned {what}"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return path
+
+
 def short_home(prefix: str = "wh") -> Path:
     """A fresh home under /tmp: pytest's tmp paths can exceed a Unix socket's 108-byte address."""
     return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.conftest import AppHandle
+from tests.conftest import AppHandle, pinned_npm_tool
 from tests.mcp.mcp_harness import serve_command
 from wardian.protocol.tools import TOOL_NAMES
 
@@ -25,12 +25,7 @@ INSPECTOR = REPO / "node_modules" / ".bin" / "mcp-inspector"
 
 @pytest.fixture
 def inspector() -> Path:
-    if not INSPECTOR.exists():
-        reason = f"{INSPECTOR} is missing: run `npm ci` in {REPO} to install the pinned MCP Inspector"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return INSPECTOR
+    return pinned_npm_tool(INSPECTOR, "MCP Inspector")
 
 
 def run_inspector(inspector: Path, home: Path, *args: str, env: dict[str, str] | None = None) -> Any:

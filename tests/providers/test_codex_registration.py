@@ -13,7 +13,7 @@ import orjson
 import pytest
 import tomlkit
 
-from tests.conftest import AppHandle, wardian_cmd
+from tests.conftest import AppHandle, pinned_npm_tool, wardian_cmd
 from wardian import errors
 from wardian.errors import CliNotFound
 from wardian.protocol.tools import TOOL_NAMES
@@ -239,12 +239,7 @@ def test_a_missing_cli_is_reported_before_anything_changes(tmp_path: Path, monke
 
 @pytest.fixture
 def codex() -> Path:
-    if not CODEX.exists():
-        reason = f"{CODEX} is missing: run `npm ci` in {REPO} to install the pinned Codex CLI"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return CODEX
+    return pinned_npm_tool(CODEX, "Codex CLI")
 
 
 def test_real_codex_lists_the_registered_server(codex: Path, app: AppHandle, tmp_path: Path) -> None:
