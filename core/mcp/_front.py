@@ -131,12 +131,20 @@ def certain_protocol_version(params: Any) -> str | None:
     return negotiate(requested)
 
 
-def _answer(id_: Any, result: bytes) -> bytes | None:
+def _encode_id(id_: Any) -> bytes | None:
     try:
-        encoded_id = orjson.dumps(id_)
+        return orjson.dumps(id_)
     except orjson.JSONEncodeError:  # e.g. an integer id beyond 64 bits: the SDK writes that one back itself
         return None
+
+
+def _response(encoded_id: bytes, result: bytes) -> bytes:
     return b'{"jsonrpc":"2.0","id":' + encoded_id + b',"result":' + result + b"}\n"
+
+
+def _answer(id_: Any, result: bytes) -> bytes | None:
+    encoded_id = _encode_id(id_)
+    return None if encoded_id is None else _response(encoded_id, result)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,11 +152,12 @@ class QuickCall:
     """A `tools/call` of a quick tool, to be run by the server itself and answered with `answer`."""
 
     id: str | int
+    encoded_id: bytes
     spec: ToolSpec
     arguments: dict[str, Any] | None
 
     def answer(self, result: dict[str, Any]) -> bytes:
-        return _answer(self.id, orjson.dumps(result)) or b""  # the id was checked to be writable
+        return _response(self.encoded_id, orjson.dumps(result))
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,10 +227,10 @@ class Front:
         arguments = params.get("arguments")
         if arguments is not None and not isinstance(arguments, dict):
             return None
-        id_ = message["id"]
-        if _answer(id_, b"{}") is None:
+        encoded_id = _encode_id(message["id"])
+        if encoded_id is None:
             return None
-        return QuickCall(id_, TOOLS_BY_NAME[params["name"]], arguments)
+        return QuickCall(message["id"], encoded_id, TOOLS_BY_NAME[params["name"]], arguments)
 
     def _open(self, message: dict[str, Any]) -> Route:
         if message["method"] != "initialize" or message.keys() - _ENVELOPE_KEYS:
