@@ -400,6 +400,7 @@ def bench_throughput(cfg: Config) -> None:
              latency_p50_ms=ms(pct(floor_lat, 0.5)), app_cpu_us_per_request=round(floor_cpu / floor_answers * 1e6, 1),
              unit="requests/s", note="same senders, a request answered without touching the store (unknown "
              "method): the no-work ceiling of the app's request path plus this client on this machine")
+        ceiling = store_ceiling(cfg)
         emit("durable_sends_per_s_32_senders", value=round(statistics.median(rates)),
              range=[round(min(rates)), round(max(rates))], n=total, rounds=cfg.rounds, senders=n,
              latency_p50_ms=ms(statistics.median(p50s)), latency_p99_ms=ms(statistics.median(p99s)),
@@ -407,7 +408,61 @@ def bench_throughput(cfg: Config) -> None:
              client_cpu_us_per_send=round(statistics.median(client_cpu), 1),
              disk_fdatasync_p50_ms=ms(statistics.median(syncs)), agents=status["agents"],
              unit="sends/s", target=">= 20000", met=statistics.median(rates) >= 20_000,
-             client="32 connections on one epoll loop in the bench process, one request in flight each")
+             client="32 connections on one epoll loop in the bench process, one request in flight each",
+             store_ceiling_sends_per_s=ceiling)
+
+
+def store_ceiling(cfg: Config) -> int:
+    """The store alone: the app's send operation (authenticate, resolve, admit) in batches of 32, one COMMIT
+    each under synchronous=FULL, run back to back in this process with no socket, server or client.
+
+    What one writer can do at best on this machine: the app's sends/s cannot exceed it (its statements and
+    COMMITs are serial, and its server and the 32 senders share the same cores). Emitted as its own metric.
+    """
+    root = new_home()
+    store = InteractionStore.open(Home(root).db_path)
+    try:
+        agents = [store.add_agent(f"ceil{i}", "codex", None) for i in range(32)]
+        tokens = [store.create_session(a.id) for a in agents]
+
+        def op_for(token: str, target: str) -> Callable[[InteractionStore], Any]:
+            def op(s: InteractionStore) -> Any:
+                caller = s.authenticate(token)
+                return s.admit(caller, s.resolve_target(caller, target), InteractionKind.INFORMATION, TEXT)
+            return op
+
+        ops = [op_for(tokens[i], agents[(i + 1) % 32].uuid) for i in range(32)]
+        bare = [True] * len(ops)
+        rates, stmt_us, commit_us = [], [], []
+        total = 0
+        for _ in range(cfg.rounds):
+            done, in_stmts, in_commit = 0, 0.0, 0.0
+            t0 = time.perf_counter()
+            while time.perf_counter() - t0 < cfg.send_seconds:
+                t1 = time.perf_counter()
+                results = store.begin_batch(ops, bare)
+                t2 = time.perf_counter()
+                results = store.commit_batch(results)
+                in_commit += time.perf_counter() - t2
+                in_stmts += t2 - t1
+                if any(r.error is not None for r in results):
+                    raise RuntimeError(f"a store-only send failed: {next(r.error for r in results if r.error)}")
+                done += len(ops)
+            rates.append(done / (time.perf_counter() - t0))
+            total += done
+            stmt_us.append(in_stmts / done * 1e6)
+            commit_us.append(in_commit / done * 1e6)
+    finally:
+        store.close()
+        shutil.rmtree(root, ignore_errors=True)
+    value = round(statistics.median(rates))
+    emit("store_ceiling_sends_per_s_batches_of_32", value=value, range=[round(min(rates)), round(max(rates))], n=total,
+         statements_us_per_send=round(statistics.median(stmt_us), 1),
+         commit_us_per_send=round(statistics.median(commit_us), 1), unit="sends/s",
+         note="the app's send operation on the store alone, batches of 32 committed back to back in the bench "
+         "process (no socket, server or client): the most one writer can do here, an upper bound for "
+         "durable_sends_per_s_32_senders")
+    return value
 
 
 def fdatasync_p50(directory: Path, n: int = 50) -> float:

@@ -22,6 +22,7 @@ EXPECTED = {
     "wake_100_waiters_same_recipient",
     "durable_sends_per_s_32_senders",
     "app_floor_requests_per_s_32_senders",
+    "store_ceiling_sends_per_s_batches_of_32",
     "receive_100_at_1m",
     "receive_100_at_1m_cursor",
     "cli_cold_start_message_wait",
