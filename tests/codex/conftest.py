@@ -74,7 +74,9 @@ def oldest_codex_world() -> Iterator[CodexWorld]:
 
 def _world(codex: Path) -> Iterator[CodexWorld]:
     root = short_home("wc")
-    extra = {"WARDIAN_CODEX": str(codex), "WARDIAN_SCRIPTED_MODEL_KEY": "dummy-key"}
+    # Codex core logs every interrupt it receives at info ("interrupt received…"): a turn that ends interrupted
+    # with nobody asking can then be traced in its log (agents' app-servers inherit the app's environment).
+    extra = {"WARDIAN_CODEX": str(codex), "WARDIAN_SCRIPTED_MODEL_KEY": "dummy-key", "RUST_LOG": "warn,codex_core=info"}
     with ScriptedModel() as model:
         proc = start_app(root, extra)
         handle = AppHandle(Home(root), proc, AppClient(Home(root)))

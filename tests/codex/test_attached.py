@@ -16,6 +16,21 @@ from wardian_harness.scripted_model import Message
 from wardian_harness.terminal import open_terminal, wait_for_text
 
 
+def _diagnostics(world: CodexWorld, screen: str) -> str:
+    home = world.app.home
+    parts = [(home.log_dir / "app.log").read_text(encoding="utf-8"), "--- the attached TUI's screen ---", screen]
+    for log in sorted(home.log_dir.glob("codex-*.log")):
+        text = log.read_text(encoding="utf-8", errors="replace")
+        marked = [line[:400] for line in text.splitlines() if "interrupt" in line.lower() or "abort" in line.lower()]
+        parts += [f"--- {log.name}: lines naming an interrupt or abort ---", *marked[-60:],
+                  f"--- {log.name} (end) ---", text[-3000:]]
+    for rollout in sorted((home.root / "agents").glob("*/codex/sessions/**/*.jsonl")):
+        aborts = [line[:400] for line in rollout.read_text(encoding="utf-8", errors="replace").splitlines()
+                  if "abort" in line]
+        parts += [f"--- {rollout.name}: lines naming an abort ---", *aborts]
+    return "\n".join(parts)
+
+
 def test_an_attached_tui_shows_the_exchange_on_the_agents_own_conversation(codex_world: CodexWorld,
                                                                          tmp_path: Path) -> None:
     """Seed: Wardian observes the TUI's selected thread before enabling delivery; the attached terminal stays on
@@ -44,10 +59,10 @@ def test_an_attached_tui_shows_the_exchange_on_the_agents_own_conversation(codex
         task = world.app.call("task/followup", {"session": lead_token, "target": "worker",
                                                 "message": "attached question"})
         replies = wait_reply(world, lead_token)
-        log = (world.app.home.log_dir / "app.log").read_text(encoding="utf-8")
-        # On failure, both the app's log and the person's screen (an interruption the TUI reports shows there).
+        # On failure: the app's log, the person's screen (an interruption the TUI reports shows there), Codex's
+        # own log and the abort reasons its rollouts recorded (interrupted vs replaced: who ended the turn).
         assert [(r["request_id"], r["text"]) for r in replies] == [(task["request_id"], "attached answer 42")], (
-            f"{log}\n--- the attached TUI's screen ---\n{tui.text()}")
+            _diagnostics(world, tui.text()))
         wait_for_text(tui, "attached answer 42",
                       lambda: world.app.call("mailbox/wait", {"session": lead_token, "timeout_ms": 20}))
         assert task["request_id"] in tui.text()  # the structured delivery item, shown in the person's terminal
