@@ -431,7 +431,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("--home", default=argparse.SUPPRESS,
                         help="the Wardian home (default: $WARDIAN_HOME)")
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,

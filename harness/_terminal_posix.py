@@ -17,6 +17,7 @@ class PexpectTerminal:
         self.captures: list[tuple[str, str]] = []
         self._child = pexpect.spawn(argv[0], list(argv[1:]), env=dict(env), dimensions=(rows, cols),
                                     encoding="utf-8", codec_errors="replace", timeout=30)
+        assert self._child.pid is not None  # set once spawn returned
         self.pid: int = self._child.pid
         self._reader = threading.Thread(target=self._drain, name=f"pty-{self.pid}", daemon=True)
         self._reader.start()

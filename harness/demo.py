@@ -90,7 +90,7 @@ def _evidence(native: NativeRun, directory: Path) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="wardian demo", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="wardian demo", description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--evidence", type=Path, default=None,
                         help="where to keep the records and rollouts (default: a new folder under /tmp)")
     args = parser.parse_args(argv)

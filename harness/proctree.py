@@ -19,7 +19,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import psutil
 
@@ -71,8 +71,9 @@ class ProcessTree:
     def spawn(self, argv: Sequence[str], env: Mapping[str, str], **kwargs: Any) -> subprocess.Popen[bytes]:
         """Start `argv` as a new member (its own session / job), with the run marker in its environment."""
         child_env = {**env, RUN_MARKER_ENV: self.run_id}
-        proc: subprocess.Popen[bytes] = subprocess.Popen(  # the one Popen of the harness (STYLE §7)
-            list(argv), env=child_env, **self._backend.popen_kwargs(), **kwargs)
+        # The one Popen of the harness (STYLE §7); callers never ask for text mode, so its pipes are bytes.
+        proc = cast("subprocess.Popen[bytes]", subprocess.Popen(
+            list(argv), env=child_env, **self._backend.popen_kwargs(), **kwargs))
         self._backend.after_spawn(proc)
         self._popens.append(proc)
         self._leaders.add(proc.pid)

@@ -47,7 +47,7 @@ def _build_if_asked(settings: Settings, env: dict[str, str]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="run-native-e2e", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="run-native-e2e", description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("tests", nargs="*", default=[DEFAULT_TEST], help="test files (default: the acceptance)")
     parser.add_argument("--keep", action="store_true", help="keep the run root (homes, rollouts) for inspection")
     args = parser.parse_args(argv)

@@ -49,7 +49,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, cast
 from urllib.parse import quote, unquote
 
 __all__ = [
@@ -503,17 +503,20 @@ class _Stream:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # chunked SSE, as the real API sends
-    server: _Server
+
+    @property
+    def _model(self) -> ScriptedModel:
+        return cast(_Server, self.server).model  # the only server class this handler is used with
 
     def setup(self) -> None:
         super().setup()
-        self.server.model._track(self.connection, add=True)
+        self._model._track(self.connection, add=True)
 
     def finish(self) -> None:
         try:
             super().finish()
         finally:
-            self.server.model._track(self.connection, add=False)
+            self._model._track(self.connection, add=False)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # the request log is the record; stderr noise would only hide test output
@@ -522,7 +525,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._fail_request(404, f"only POST .../v1/responses is served, not GET {self.path}")
 
     def do_POST(self) -> None:
-        model = self.server.model
+        model = self._model
         parts = self.path.split("?", 1)[0].strip("/").split("/")
         if len(parts) != 4 or parts[0] != "agents" or parts[2:] != ["v1", "responses"]:
             self._fail_request(404, f"unknown path {self.path!r}; expected /agents/<name>/v1/responses")
@@ -597,7 +600,7 @@ class _Handler(BaseHTTPRequestHandler):
         return body
 
     def _fail_request(self, status: int, message: str) -> None:
-        self.server.model._error(message)
+        self._model._error(message)
         self._send_json_error(status, message)
 
     def _send_json_error(self, status: int, message: str) -> None:
@@ -614,7 +617,7 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
     def _answer(self, step: Step, recorded: RecordedRequest) -> None:
-        model = self.server.model
+        model = self._model
         if isinstance(step, HttpError):
             self._send_json_error(step.status, step.message)
             return
@@ -654,7 +657,7 @@ class _Handler(BaseHTTPRequestHandler):
         stream.event(_message_added(0, item_id, hold.phase))
         stream.event(_text_delta(0, item_id, hold.delta))
         hold.request = recorded
-        self.server.model._holding(hold, add=True)
+        self._model._holding(hold, add=True)
         hold._started.set()
         outcome: HoldOutcome = "disconnected"
         try:
@@ -671,7 +674,7 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self.close_connection = True
         finally:
-            self.server.model._holding(hold, add=False)
+            self._model._holding(hold, add=False)
             hold._finish(outcome)
 
     def _emit_item(self, stream: _Stream, n: int, index: int, item: Message | ToolCall) -> None:

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Set up a fresh machine and run every test: ruff, the whole suite from source, then the suites that must
+# Set up a fresh machine and run every test: ruff, pyright (core/, harness/), the whole suite from source, then the suites that must
 # also hold for the frozen binary (scripts/frozen_check.sh). With arguments, only pytest runs, with them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --with-node
 .venv/bin/ruff check .
+scripts/typecheck.sh
 if [ "$#" -gt 0 ]; then
   exec .venv/bin/python -m pytest -n auto -p no:cacheprovider "$@"
 fi

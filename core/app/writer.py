@@ -44,6 +44,13 @@ MAX_BATCH = 256
 _Op = tuple[Callable[[InteractionStore], Any], bool, "asyncio.Future[BatchResult]"]
 
 
+def _outcome(result: BatchResult) -> Any:
+    """An operation's value, or its error raised."""
+    if result.error is not None:
+        raise result.error
+    return result.value
+
+
 class StoreWriter:
     """Runs store operations in batches: statements on the event loop, a durable COMMIT on one worker thread."""
 
@@ -69,23 +76,20 @@ class StoreWriter:
             # the hand-over to the writer task and back (and, for a read, every await).
             self._busy = True
             try:
-                result = (await self._execute([fn], [bare]))[0]
+                return _outcome((await self._execute([fn], [bare]))[0])
             finally:
                 self._busy = False
                 if self._pending:
                     self._wakeup.set()
-        else:
-            # A bare future, not an anyio.Event: one is made per call and the event costs 5x more here.
-            done: asyncio.Future[BatchResult] = asyncio.get_running_loop().create_future()
-            self._pending.append((fn, bare, done))
-            self._wakeup.set()
-            with anyio.CancelScope(shield=True):
-                # Shielded: the operation runs whatever happens to the caller; the caller may still be
-                # cancelled right after, but only after the outcome is final.
-                result = await done
-        if result.error is not None:
-            raise result.error
-        return result.value  # type: ignore[no-any-return]
+        # A bare future, not an anyio.Event: one is made per call and the event costs 5x more here.
+        done: asyncio.Future[BatchResult] = asyncio.get_running_loop().create_future()
+        self._pending.append((fn, bare, done))
+        self._wakeup.set()
+        with anyio.CancelScope(shield=True):
+            # Shielded: the operation runs whatever happens to the caller; the caller may still be
+            # cancelled right after, but only after the outcome is final.
+            return _outcome(await done)
+        raise AssertionError("unreachable: nothing cancels this shielded scope, so it swallows nothing")
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """The writer loop; returns after `close()` once every submitted operation has finished."""

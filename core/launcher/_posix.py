@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import FrameType
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 from wardian.launcher import _common
 
@@ -62,7 +62,9 @@ def _die_with_parent(parent: int) -> Callable[[], None] | None:
 
 def spawn(command: Sequence[str], streams: dict[str, Any]) -> subprocess.Popen[bytes]:
     # close_fds: the child gets fds 0-2 and nothing else of the launcher's.
-    return subprocess.Popen(list(command), **streams, close_fds=True, preexec_fn=_die_with_parent(os.getpid()))
+    # `streams` holds file objects or descriptors, never `text`/`encoding`: the child's pipes are bytes.
+    return cast("subprocess.Popen[bytes]", subprocess.Popen(list(command), **streams, close_fds=True,
+                                                            preexec_fn=_die_with_parent(os.getpid())))
 
 
 @contextmanager

@@ -35,9 +35,11 @@ MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 class MessageStream(Protocol):
     async def send(self, message: bytes) -> None:
         """Send one JSON message. Raises anyio.BrokenResourceError/ClosedResourceError when closed."""
+        ...
 
     async def receive(self) -> bytes:
         """Receive one JSON message. Raises anyio.EndOfStream when the peer closed."""
+        ...
 
     async def aclose(self) -> None: ...
 
