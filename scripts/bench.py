@@ -949,7 +949,7 @@ OPT_IN: dict[str, Callable[[Config], None]] = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes for CI (indicative figures only)")
     parser.add_argument("--only", nargs="+", choices=sorted(BENCHES | OPT_IN),
                         help="run only these benchmarks (opt-in ones only this way: " + ", ".join(OPT_IN) + ")")

@@ -70,7 +70,8 @@ def main() -> int:
         print(f"fuzz_mcp_frames: Atheris is not installed; install the fuzz extra: {INSTALL_HINT}", file=sys.stderr)
         return 2
     sys.path.insert(0, str(ROOT))
-    with atheris.instrument_imports(include=INSTRUMENTED):
+    # atheris ships no type information for its functions.
+    with atheris.instrument_imports(include=INSTRUMENTED):  # pyright: ignore[reportAttributeAccessIssue]
         for name in LAZY_IMPORTS:
             importlib.import_module(name)
         from tests.reliability.mcp_frames import Target, seed_inputs

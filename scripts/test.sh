@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set up a fresh machine and run every test: ruff, pyright (core/, harness/), the whole suite from source, then the suites that must
+# Set up a fresh machine and run every test: ruff, pyright, the whole suite from source, then the suites that must
 # also hold for the frozen binary (scripts/frozen_check.sh). With arguments, only pytest runs, with them.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import itertools
 import os
 import shutil
@@ -14,12 +15,17 @@ from collections.abc import Iterator
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
+from hypothesis import HealthCheck
 
 from wardian.client import AppClient
 from wardian.home import Home
+
+# Every current Hypothesis health check: iterating HealthCheck skips the deprecated ones (unlike __members__),
+# but type checkers read its elements as the enum's metaclass.
+ALL_HEALTH_CHECKS = cast("list[HealthCheck]", list(HealthCheck))
 
 _names = itertools.count(1)
 
@@ -93,7 +99,8 @@ class AppProcess(subprocess.Popen[bytes]):
         self._drainer.start()
 
     def _drain(self) -> None:
-        stream = self.stderr
+        # A binary Popen with the default bufsize gives a BufferedReader: read1 returns what is there now.
+        stream = cast(io.BufferedReader, self.stderr)
         assert stream is not None
         try:
             with suppress(OSError, ValueError):

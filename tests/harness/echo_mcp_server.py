@@ -11,7 +11,7 @@ from mcp.types import ToolAnnotations
 server = MCPServer("echo")
 
 
-@server.tool(description="Return the text upper-cased.", annotations=ToolAnnotations(readOnlyHint=True))
+@server.tool(description="Return the text upper-cased.", annotations=ToolAnnotations(read_only_hint=True))
 def shout(text: str) -> str:
     return text.upper()
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-import threading
+import time
 
 from wardian_harness.terminal import capture, open_terminal, wait_for_text
 
@@ -13,7 +13,7 @@ def test_a_terminal_renders_what_the_program_draws_and_keeps_captures() -> None:
     script = "import sys; sys.stdout.write('hello wrld\\x1b[4Dworld\\n'); sys.stdout.flush(); input()"
     term = open_terminal([sys.executable, "-c", script], {"PATH": "/usr/bin:/bin", "TERM": "xterm"}, rows=5, cols=40)
     try:
-        screen = wait_for_text(term, "hello world", lambda: threading.Event().wait(0.05), rounds=2000)
+        screen = wait_for_text(term, "hello world", lambda: time.sleep(0.05), rounds=2000)
         assert screen.splitlines()[0] == "hello world"
         assert capture(term, "greeting") == term.text()
         assert term.captures[0][0] == "greeting"

@@ -77,6 +77,7 @@ def test_a_connection_leaves_no_stream_open(monkeypatch: pytest.MonkeyPatch, lin
     unraisable: list[Any] = []
     monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
     written: list[bytes] = []
+    connection: StdioServer | None = None
     for _ in range(2):
         connection = StdioServer(written.append, {})
         connection.start()
@@ -85,6 +86,6 @@ def test_a_connection_leaves_no_stream_open(monkeypatch: pytest.MonkeyPatch, lin
         connection.finish()
         connection.sdk.join(30)
         assert not connection.sdk.is_alive()
-    del connection
+    connection = None  # the last reference: its objects are freed (and any leak reported) by this collection
     gc.collect()
     assert [str(u.exc_value) for u in unraisable] == []

@@ -302,14 +302,15 @@ class Target:
         threading.excepthook = self._thread_died
         # A resource the server leaves open (a stream, a socket) is a fault too: its ResourceWarning, raised in
         # `__del__` when the connection's objects are freed, reaches `sys.unraisablehook`.
-        self._previous_filters = warnings.filters[:]
+        self._warnings = warnings.catch_warnings()  # restores the filters in close()
+        self._warnings.__enter__()
         warnings.simplefilter("error", ResourceWarning)
         sys.unraisablehook = self._unraisable
         self.inputs = 0
 
     def close(self) -> None:
         threading.excepthook, sys.unraisablehook = self._previous_hooks
-        warnings.filters[:] = self._previous_filters
+        self._warnings.__exit__(None, None, None)
         logging.getLogger().removeHandler(self.faults)
         self.app.close()
 

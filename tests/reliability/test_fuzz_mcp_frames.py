@@ -74,7 +74,11 @@ class _SwallowsToolCalls(StdioServer):
 
 class _WritesHalfLines(StdioServer):
     def __init__(self, write: Any, environ: Any) -> None:
-        super().__init__(lambda data: [write(data[:5]), write(data[5:])], environ)
+        def halves(data: bytes) -> None:
+            write(data[:5])
+            write(data[5:])
+
+        super().__init__(halves, environ)
 
 
 @pytest.mark.parametrize(("server", "fault"), [

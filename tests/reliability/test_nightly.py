@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
-from tests.conftest import short_home, wardian_cmd
+from tests.conftest import ALL_HEALTH_CHECKS, short_home, wardian_cmd
 from tests.reliability.world import (
     AppHandle,
     app_stderr,
@@ -207,5 +207,5 @@ def test_p2_the_mailbox_model_holds_across_kill_9_of_the_real_app() -> None:
             super().teardown()
 
     run_state_machine_as_test(Counted, settings=settings(max_examples=200, stateful_step_count=25, deadline=None,
-                                                         database=None, suppress_health_check=list(HealthCheck)))
+                                                         database=None, suppress_health_check=ALL_HEALTH_CHECKS))
     report("P2 mailbox model with kill -9", rounds=len(restarts), restarts=sum(restarts))

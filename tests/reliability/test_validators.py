@@ -14,9 +14,10 @@ from typing import Any
 
 import jsonschema
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import ALL_HEALTH_CHECKS
 from wardian import errors
 from wardian.mcp._calls import tool_params
 from wardian.model import MAX_MESSAGE_BYTES
@@ -66,13 +67,10 @@ def check(method: str, params: Any, schema: dict[str, Any]) -> None:
     """`parse_params(method, params)` refuses with a typed error, or accepts a value `schema` admits, unchanged."""
     if params is None:
         params = {}  # JSON-RPC `params: null`: no arguments
-    refused: errors.WardianError | None = None
     try:
         model = parse_params(method, params)
     except errors.WardianError as exc:
-        refused = exc
-    if refused is not None:
-        assert_typed(refused)
+        assert_typed(exc)
         return
     validator(json.dumps(schema, sort_keys=True)).validate(params)
     assert_unchanged(model, params)
@@ -114,7 +112,7 @@ def validator(schema: str) -> jsonschema.Draft202012Validator:
 
 
 @pytest.mark.parametrize("spec", TOOLS, ids=[t.name for t in TOOLS])
-@settings(max_examples=500, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@settings(max_examples=500, deadline=None, suppress_health_check=ALL_HEALTH_CHECKS, database=None)
 @given(data=st.data())
 def test_tool_arguments_are_accepted_only_when_they_satisfy_the_published_schema(spec: ToolSpec,
                                                                                  data: st.DataObject) -> None:
@@ -155,7 +153,7 @@ def test_an_empty_cursor_is_refused_as_the_schema_says(name: str) -> None:
 
 
 @pytest.mark.parametrize("method", sorted(METHODS))
-@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@settings(max_examples=100, deadline=None, suppress_health_check=ALL_HEALTH_CHECKS, database=None)
 @given(data=st.data())
 def test_app_method_params_are_accepted_only_when_they_satisfy_the_models_schema(method: str,
                                                                                  data: st.DataObject) -> None:

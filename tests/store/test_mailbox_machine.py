@@ -11,10 +11,11 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from hypothesis import HealthCheck, settings
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from tests.conftest import ALL_HEALTH_CHECKS
 from wardian import errors
 from wardian.model import Caller, ClaimKind, InteractionKind, ReplyStatus
 from wardian.store import InteractionStore
@@ -136,5 +137,5 @@ class MailboxMachine(RuleBasedStateMachine):
 
 # Health checks (e.g. "too slow" on a loaded 2-core CI machine) say nothing about correctness.
 MailboxMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=40, deadline=None,
-                                            suppress_health_check=list(HealthCheck))
+                                            suppress_health_check=ALL_HEALTH_CHECKS)
 test_mailbox_machine = MailboxMachine.TestCase

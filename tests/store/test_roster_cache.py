@@ -6,6 +6,7 @@ change to agents or sessions (or a rollback of one) must be seen by the very nex
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from wardian.store import runtime as rt
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> InteractionStore:
+def store(tmp_path: Path) -> Iterator[InteractionStore]:
     s = InteractionStore.open(tmp_path / "wardian.db")
     yield s
     s.close()

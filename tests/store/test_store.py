@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from wardian.store import InteractionStore
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> InteractionStore:
+def store(tmp_path: Path) -> Iterator[InteractionStore]:
     s = InteractionStore.open(tmp_path / "wardian.db")
     yield s
     s.close()
