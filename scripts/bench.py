@@ -45,6 +45,7 @@ from typing import Any
 
 import orjson
 
+from wardian.app.service import admit_op
 from wardian.client import AppClient
 from wardian.home import Home
 from wardian.model import InteractionKind
@@ -425,13 +426,7 @@ def store_ceiling(cfg: Config) -> int:
         agents = [store.add_agent(f"ceil{i}", "codex", None) for i in range(32)]
         tokens = [store.create_session(a.id) for a in agents]
 
-        def op_for(token: str, target: str) -> Callable[[InteractionStore], Any]:
-            def op(s: InteractionStore) -> Any:
-                caller = s.authenticate(token)
-                return s.admit(caller, s.resolve_target(caller, target), InteractionKind.INFORMATION, TEXT)
-            return op
-
-        ops = [op_for(tokens[i], agents[(i + 1) % 32].uuid) for i in range(32)]
+        ops = [admit_op(tokens[i], agents[(i + 1) % 32].uuid, InteractionKind.INFORMATION, TEXT) for i in range(32)]
         bare = [True] * len(ops)
         rates, stmt_us, commit_us = [], [], []
         total = 0
