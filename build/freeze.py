@@ -4,10 +4,11 @@ Produces `dist/wardian/` (onedir): `wardian` on Linux/macOS; `wardian-cli.exe` a
 `wardian-mcp.exe` on Windows. `--onefile` builds `dist/onefile/wardian` instead, for start-time comparisons
 only (it unpacks itself on every start). PyInstaller's work files go to `build/work/` (ignored by git).
 
-The package is staged as `build/work/src/wardian` (a copy of `core/`) because the development install is an
-editable one whose import hook PyInstaller's analysis does not follow. Run it with the project's environment
-(`.venv/bin/python build/freeze.py`); a plain `python` re-executes itself under `.venv` when PyInstaller is
-missing. Prints the build time and the size of the result; exits non-zero if the binary does not start.
+PyInstaller finds the package in `core/` (which holds `wardian/` under its import name), or, with
+`--source-rev REV`, in `core/` as committed in REV (extracted with `git archive` under `build/work/`). Run it with
+the project's environment (`.venv/bin/python build/freeze.py`); a plain `python` re-executes itself under `.venv`
+when PyInstaller is missing. Prints the build time and the size of the result; exits non-zero if the binary
+does not start.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import importlib.util
 import io
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tarfile
@@ -36,26 +38,25 @@ def venv_python() -> Path | None:
     return None
 
 
-def stage_package(dest: Path, rev: str | None) -> Path:
-    """Copy `core/` (of the work tree, or of commit `rev`) to `dest/wardian`; the folder for PyInstaller's path."""
-    target = dest / "wardian"
-    shutil.rmtree(target, ignore_errors=True)
+def source_root(rev: str | None) -> Path:
+    """The folder holding the `wardian` package to freeze: `core/` of the work tree, or of commit `rev`."""
     if rev is None:
-        shutil.copytree(ROOT / "core", target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.md"))
-        return dest
+        return ROOT / "core"
+    dest = WORK / "rev"
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
     archive = subprocess.run(["git", "archive", "--format=tar", rev, "core"], cwd=ROOT, capture_output=True,
                              check=True).stdout
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(dest / "git", filter="data")
-    (dest / "git" / "core").rename(target)
-    shutil.rmtree(dest / "git")
-    return dest
+        tar.extractall(dest, filter="data")
+    return dest / "core"
 
 
 def tree_size(path: Path) -> int:
+    """Bytes of the regular files under `path` (links are not followed, so nothing counts twice)."""
     if path.is_file():
         return path.stat().st_size
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+    return sum(st.st_size for st in (p.lstat() for p in path.rglob("*")) if stat.S_ISREG(st.st_mode))
 
 
 def freeze(onefile: bool, clean: bool, distpath: Path, rev: str | None = None) -> Path:
@@ -64,7 +65,7 @@ def freeze(onefile: bool, clean: bool, distpath: Path, rev: str | None = None) -
     Raises:
         subprocess.CalledProcessError: PyInstaller failed.
     """
-    src = stage_package(WORK / "src", rev)
+    src = source_root(rev)
     workpath = WORK / ("pyinstaller-onefile" if onefile else "pyinstaller")
     cmd = [sys.executable, "-m", "PyInstaller", str(SPEC), "--noconfirm", "--log-level", "WARN",
            "--distpath", str(distpath), "--workpath", str(workpath)]
@@ -77,7 +78,7 @@ def freeze(onefile: bool, clean: bool, distpath: Path, rev: str | None = None) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--onefile", action="store_true", help="one self-unpacking file (measurements only)")
     parser.add_argument("--clean", action="store_true", help="drop PyInstaller's caches first")
     parser.add_argument("--source-rev", metavar="REV", default=None,

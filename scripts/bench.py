@@ -33,6 +33,7 @@ import selectors
 import shutil
 import signal
 import socket
+import stat
 import statistics
 import subprocess
 import sys
@@ -629,8 +630,10 @@ def _frozen_cli() -> Path:
 
 
 def _tree_mb(path: Path) -> float:
-    files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file() and not p.is_symlink()]
-    return round(sum(p.stat().st_size for p in files) / 1e6, 1)
+    if path.is_file():
+        return round(path.stat().st_size / 1e6, 1)
+    # Regular files only, links not followed, so nothing counts twice.
+    return round(sum(st.st_size for st in (p.lstat() for p in path.rglob("*")) if stat.S_ISREG(st.st_mode)) / 1e6, 1)
 
 
 def _initialize_time(argv: list[str], env: dict[str, str]) -> float:

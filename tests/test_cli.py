@@ -150,3 +150,13 @@ def test_the_cli_does_not_import_mcp_pydantic_or_anyio() -> None:
             "print(sorted(m for m in ('mcp', 'pydantic', 'anyio') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_help_lists_no_retired_command() -> None:
+    """#11: `wardian --help` shows no `==SUPPRESS==` lines; the retired `send`/`ask` stay retired but unlisted."""
+    out = subprocess.run([*wardian_cmd(), "--help"], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert "SUPPRESS" not in out
+    commands = [line.split()[0] for line in out.splitlines() if line.startswith("    ") and line.split()]
+    assert "send" not in commands
+    assert "ask" not in commands
+    assert {"app", "agent", "message", "mcp", "codex"} <= set(commands)

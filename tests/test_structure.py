@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import ast
+import tomllib
 from pathlib import Path
 
 import pytest
+from setuptools import find_packages
 
 from wardian import errors
 from wardian.protocol import jsonrpc
 
-CORE = Path(__file__).resolve().parents[1] / "core"
+REPO = Path(__file__).resolve().parents[1]
+CORE = REPO / "core" / "wardian"
+HARNESS = REPO / "harness" / "wardian_harness"
 
 
 def imports_of(path: Path) -> set[str]:
@@ -46,10 +50,33 @@ def test_dependency_direction(room: str, forbidden: tuple[str, ...]) -> None:
 
 
 def test_core_never_imports_the_harness() -> None:
-    """DESIGN.md §3: core never imports the harness, e2e_native or tests."""
-    for path in CORE.rglob("*.py"):
+    """DESIGN.md §3: core/wardian never imports the harness, e2e_native or tests."""
+    paths = list(CORE.rglob("*.py"))
+    assert paths
+    for path in paths:
         names = imports_of(path)
         assert not any(n.split(".")[0] in {"wardian_harness", "e2e_native", "tests"} for n in names), path
+
+
+def test_the_package_list_comes_from_discovery() -> None:
+    """#11: the packages are found, not listed by hand, so every subpackage ships in the wheel."""
+    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    assert "package-dir" not in setuptools
+    assert isinstance(setuptools["packages"], dict), "packages must be discovered ([tool.setuptools.packages.find])"
+    assert setuptools["packages"]["find"]["where"] == ["core", "harness"]
+
+
+@pytest.mark.parametrize("root", [CORE, HARNESS], ids=["core", "harness"])
+def test_every_folder_of_python_code_is_a_discovered_package(root: Path) -> None:
+    """#11: a folder under a package's import name that holds Python code is a package setuptools discovers
+    (an `__init__.py`, so not silently left out of the wheel as a namespace folder)."""
+    found = set(find_packages(where=str(root.parent)))
+    folders = {p.parent for p in root.rglob("*.py") if "__pycache__" not in p.parts}
+    assert folders
+    for folder in folders:
+        name = ".".join(folder.relative_to(root.parent).parts)
+        assert (folder / "__init__.py").is_file(), f"{folder} holds Python code but no __init__.py"
+        assert name in found, name
 
 
 def all_error_classes() -> list[type[errors.WardianError]]:

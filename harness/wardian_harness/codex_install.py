@@ -35,7 +35,7 @@ __all__ = [
 
 EXECUTABLE_ENV = "WARDIAN_E2E_CODEX_EXECUTABLE"
 EXPECTED_VERSION_ENV = "WARDIAN_E2E_CODEX_EXPECTED_VERSION"
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 _VERSION = re.compile(
     r"(?P<major>0|[1-9]\d*)\.(?P<minor>0|[1-9]\d*)\.(?P<patch>0|[1-9]\d*)"

@@ -531,7 +531,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_demo)
 
     for retired in ("send", "ask"):
-        p = groups.add_parser(retired, help=argparse.SUPPRESS, parents=[common])
+        # No `help`: argparse then lists no line for it (help=SUPPRESS would print "==SUPPRESS==", #11).
+        p = groups.add_parser(retired, parents=[common])
         p.add_argument("rest", nargs=argparse.REMAINDER)
         p.set_defaults(func=cmd_retired, retired=retired)
     return parser

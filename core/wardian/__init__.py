@@ -1,5 +1,5 @@
 """wardian: a small, durable core that lets coding agents message each other."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0.dev0"
 
 __all__ = ["__version__"]

@@ -26,7 +26,7 @@ from wardian_harness.homes import RUN_MARKER_ENV, IsolatedRun
 from wardian_harness.native import Settings
 from wardian_harness.proctree import ProcessTree
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_TEST = "e2e_native/tests/test_agent_messaging_v2_real_native.py"
 EXIT_FAILED, EXIT_SETTINGS, EXIT_CODEX, EXIT_LEFTOVER = 1, 2, 3, 4
 
