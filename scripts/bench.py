@@ -46,12 +46,14 @@ from typing import Any
 
 import orjson
 
+from wardian import errors
 from wardian.app.service import admit_op
+from wardian.app.spawn import start_app
 from wardian.client import AppClient
 from wardian.home import Home
 from wardian.model import InteractionKind
-from wardian.store import InteractionStore
-from wardian.store.store import new_public_id, now_ms
+from wardian.store import SqliteStore
+from wardian.store import testing as store_testing
 
 TEXT = "benchmark message: " + "x" * 280  # ~300 bytes, the size perf-baselines.md uses per message
 
@@ -112,23 +114,16 @@ def new_home() -> Path:
 
 @contextlib.contextmanager
 def running_app(root: Path, extra_env: dict[str, str] | None = None) -> Iterator[RunningApp]:
-    read_fd, write_fd = os.pipe()
     env = {k: v for k, v in os.environ.items() if not k.startswith("WARDIAN_")}
     env.update(extra_env or {})
     with open(root / "bench-app.stderr", "wb") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "wardian", "app", "run", "--home", str(root), "--ready-fd", str(write_fd)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, pass_fds=(write_fd,), env=env,
-            start_new_session=True)
-    os.close(write_fd)
-    with os.fdopen(read_fd, "rb") as ready:
-        line = ready.readline().strip()
-    if line != b"ready":
-        proc.kill()
-        proc.wait(timeout=10)
-        # The home is removed on the way out, so show the app's own words here.
-        err = (root / "bench-app.stderr").read_text(encoding="utf-8", errors="replace")[-3000:]
-        raise RuntimeError(f"the app did not start: {line!r}; its stderr ends with:\n{err}")
+        try:
+            proc = start_app(root, env=env, stderr=err, timeout_s=60)
+        except errors.WardianError as exc:
+            # The home is removed on the way out, so show the app's own words here.
+            said = (root / "bench-app.stderr").read_text(encoding="utf-8", errors="replace")[-3000:]
+            raise RuntimeError(f"the app did not start: {exc.code}: {exc.message}; its stderr ends with:\n{said}") \
+                from None
     try:
         yield RunningApp(Home(root), proc)
     finally:
@@ -422,7 +417,7 @@ def store_ceiling(cfg: Config) -> int:
     COMMITs are serial, and its server and the 32 senders share the same cores). Emitted as its own metric.
     """
     root = new_home()
-    store = InteractionStore.open(Home(root).db_path)
+    store = SqliteStore.open(Home(root).db_path)
     try:
         agents = [store.add_agent(f"ceil{i}", "codex", None) for i in range(32)]
         tokens = [store.create_session(a.id) for a in agents]
@@ -485,26 +480,22 @@ def seed_store(root: Path, recipients: int, per_recipient: int) -> list[str]:
     home = Home(root)
     (root / "run").mkdir(mode=0o700, parents=True, exist_ok=True)
     (root / "logs").mkdir(mode=0o700, exist_ok=True)
-    store = InteractionStore.open(home.db_path)
+    store = SqliteStore.open(home.db_path)
     try:
         sender = store.add_agent("seed-sender", "codex", None)
         caller = store.authenticate(store.create_session(sender.id))
         agents = [store.add_agent(f"inbox{i}", "codex", None) for i in range(recipients)]
         tokens = [store.create_session(a.id) for a in agents]
-        # The first record of each recipient goes through admit (the store's own path); the rest are
-        # copies of its row written with executemany in big transactions, ~10x faster than 1M admits.
+        # The first record of each recipient goes through admit (the store's own path); the rest are the same
+        # rows written by the store's seeding hook in big transactions, ~10x faster than 1M admits.
         for agent in agents:
             store.admit(caller, agent, InteractionKind.INFORMATION, TEXT)
         total, done, batch = recipients * per_recipient, recipients, 100_000
+        ids = [a.id for a in agents]
         t0 = time.perf_counter()
         while done < total:
             end = min(total, done + batch)
-            with store.atomic() as conn:  # one fsync per 100k records
-                conn.executemany(
-                    "INSERT INTO interactions (public_id, kind, sender_id, recipient_id, body, created_at) "
-                    "VALUES (?, 'information', ?, ?, ?, ?)",
-                    ((new_public_id(InteractionKind.INFORMATION), sender.id, agents[i % recipients].id, TEXT,
-                      now_ms()) for i in range(done, end)))
+            store_testing.seed_information(store, sender.id, ids, end - done, TEXT, start=done)  # one fsync each
             done = end
             if done % 200_000 == 0 or done == total:
                 log(f"seeded {done:,} records in {time.perf_counter() - t0:.1f} s")

@@ -20,7 +20,9 @@ from typing import Any, cast
 import pytest
 from hypothesis import HealthCheck
 
+from wardian.app.spawn import start_app as spawn_app
 from wardian.client import AppClient
+from wardian.errors import WardianError
 from wardian.home import Home
 
 # Every current Hypothesis health check: iterating HealthCheck skips the deprecated ones (unlike __members__),
@@ -118,22 +120,22 @@ class AppProcess(subprocess.Popen[bytes]):
 
 
 def start_app(root: Path, extra_env: dict[str, str] | None = None) -> AppProcess:
-    """Start `wardian app run` and return once it accepts connections."""
-    read_fd, write_fd = os.pipe()
+    """Start `wardian app run` and return once it accepts connections (the product's own start helper)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("WARDIAN_")}
     env.update(extra_env or {})
-    proc = AppProcess([*wardian_cmd(), "app", "run", "--home", str(root), "--ready-fd", str(write_fd)],
-                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, pass_fds=(write_fd,), env=env,
-                      start_new_session=True)
-    os.close(write_fd)
-    with os.fdopen(read_fd, "rb") as ready:
-        line = ready.readline().strip()
-    if line != b"ready":
-        proc.kill()
-        proc.wait(timeout=10)
-        err = proc.stderr_output(10)
-        raise RuntimeError(f"app did not start: {line!r} {err.decode(errors='replace')[-2000:]}")
-    return proc
+    spawned: list[AppProcess] = []
+
+    def spawn(argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+        spawned.append(AppProcess(argv, start_new_session=True, **kwargs))
+        return spawned[0]
+
+    try:
+        spawn_app(root, command=wardian_cmd(), env=env, spawn=spawn, timeout_s=120)
+    except WardianError as exc:
+        err = spawned[0].stderr_output(10) if spawned else b""
+        raise RuntimeError(f"app did not start: {exc.code}: {exc.message} {err.decode(errors='replace')[-2000:]}") \
+            from None
+    return spawned[0]
 
 
 def stop_app(proc: subprocess.Popen[bytes]) -> int:

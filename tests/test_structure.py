@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import tomllib
 from pathlib import Path
 
@@ -35,8 +36,17 @@ def modules(folder: str) -> list[Path]:
 @pytest.mark.parametrize(("room", "forbidden"), [
     ("model.py", ("wardian.", "pydantic", "anyio", "sqlite3")),
     ("errors.py", ("wardian.", "pydantic", "anyio")),
-    ("store", ("pydantic", "anyio", "wardian.protocol", "wardian.app", "wardian.client", "wardian.mcp")),
-    ("protocol", ("anyio", "sqlite3", "wardian.store", "wardian.app", "wardian.client")),
+    ("home.py", ("pydantic", "anyio", "wardian.store", "wardian.app", "wardian.providers", "wardian.protocol")),
+    ("overrides.py", ("pydantic", "anyio", "wardian.store", "wardian.app", "wardian.providers", "wardian.protocol")),
+    # #12: the store never imports pydantic or providers, and hands out no connection (see below).
+    ("store", ("pydantic", "anyio", "wardian.protocol", "wardian.app", "wardian.client", "wardian.mcp",
+               "wardian.providers")),
+    ("protocol", ("anyio", "sqlite3", "wardian.store", "wardian.app", "wardian.client", "wardian.providers")),
+    # #12: the app is provider-neutral; it reaches providers through wardian.providers (base and registry).
+    ("app", ("wardian.providers.codex", "wardian.cli", "wardian.mcp", "wardian.client", "sqlite3")),
+    ("app/spawn.py", ("pydantic", "anyio", "mcp", "wardian.store", "wardian.providers", "wardian.protocol")),
+    ("providers", ("wardian.cli", "wardian.mcp", "wardian.store", "wardian.app")),
+    ("providers/base.py", ("wardian.providers.codex", "pydantic")),
     ("client.py", ("pydantic", "anyio", "mcp", "wardian.store", "wardian.app")),
     ("cli.py", ("mcp", "wardian.store")),
     ("mcp", ("wardian.store", "wardian.app", "sqlite3")),
@@ -77,6 +87,37 @@ def test_every_folder_of_python_code_is_a_discovered_package(root: Path) -> None
         name = ".".join(folder.relative_to(root.parent).parts)
         assert (folder / "__init__.py").is_file(), f"{folder} holds Python code but no __init__.py"
         assert name in found, name
+
+
+def test_no_database_connection_leaves_the_store() -> None:
+    """#12: outside `wardian.store`, no module touches sqlite3 or a store's connection (`_db`, `_conn`)."""
+    for path in CORE.rglob("*.py"):
+        if "store" in path.relative_to(CORE).parts:
+            continue
+        text = path.read_text(encoding="utf-8")
+        assert "sqlite3" not in imports_of(path), path
+        assert not re.search(r"\._(db|conn)\b", text), path
+
+
+def test_every_provider_name_has_its_implementation() -> None:
+    """#12: the registry serves exactly the provider names the app accepts."""
+    from wardian.model import PROVIDERS as NAMES
+    from wardian.providers import PROVIDERS
+
+    assert set(PROVIDERS) == set(NAMES)
+    assert all(provider.name == name for name, provider in PROVIDERS.items())
+
+
+def test_every_method_has_its_handler() -> None:
+    """#12: `METHODS` is the one method table; every entry names a coroutine of the service."""
+    import inspect
+
+    from wardian.app.service import AppService
+    from wardian.protocol.app import METHODS
+
+    for name, spec in METHODS.items():
+        handler = getattr(AppService, spec.handler, None)
+        assert inspect.iscoroutinefunction(handler), name
 
 
 def all_error_classes() -> list[type[errors.WardianError]]:

@@ -135,40 +135,21 @@ def cmd_app_run(args: argparse.Namespace) -> int:
 
 
 def cmd_app_start(args: argparse.Namespace) -> int:
-    import select
-    import subprocess
+    from wardian.app.spawn import start_app
 
     home = resolve_home(args.home)
-    read_fd, write_fd = os.pipe()
-    cmd = [*_self_command(), "app", "run", "--home", str(home.root), "--ready-fd", str(write_fd)]
     home.root.mkdir(parents=True, exist_ok=True)
-    log_path = home.root / "app.out"
+    log_path = home.app_out_path
     with open(log_path, "ab") as log_file:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file,
-                                pass_fds=(write_fd,), start_new_session=True, close_fds=True)
-    os.close(write_fd)
-    try:
-        ready, _, _ = select.select([read_fd], [], [], args.timeout)
-        line = os.read(read_fd, 65536).decode("utf-8", "replace").strip() if ready else ""
-    finally:
-        os.close(read_fd)
-    if line == "ready":
-        if args.json:
-            _out(_dump({"running": True, "pid": proc.pid, "home": str(home.root)}))
-        else:
-            _out(f"app running for {home.root} (pid {proc.pid})")
-        return EXIT_OK
-    if line.startswith("{"):
-        raise errors.from_data(orjson.loads(line))
-    if proc.poll() is None:
-        proc.kill()
-    raise errors.InternalError(f"the app did not become ready in {args.timeout:g} s; see {log_path}")
-
-
-def _self_command() -> list[str]:
-    if getattr(sys, "frozen", False):
-        return [sys.executable]
-    return [sys.executable, "-m", "wardian"]
+        try:
+            proc = start_app(home.root, stdout=log_file, stderr=log_file, timeout_s=args.timeout)
+        except errors.InternalError as exc:
+            raise errors.InternalError(f"{exc.message}; see {log_path}") from None
+    if args.json:
+        _out(_dump({"running": True, "pid": proc.pid, "home": str(home.root)}))
+    else:
+        _out(f"app running for {home.root} (pid {proc.pid})")
+    return EXIT_OK
 
 
 def cmd_app_stop(args: argparse.Namespace) -> int:
@@ -264,8 +245,10 @@ def cmd_agent_list(args: argparse.Namespace) -> int:
 
 
 def cmd_agent_start(args: argparse.Namespace) -> int:
+    from wardian.protocol.tools import parse_tool_names
+
     params = {"agent": args.name, "mode": args.mode, "config": list(args.config),
-              "approve_tools": [t.strip() for t in (args.approve_tools or "").split(",") if t.strip()]}
+              "approve_tools": list(parse_tool_names(args.approve_tools))}
     with _client(args) as client:
         # Codex may index a long history before the conversation is ready: no short deadline here.
         result = client.call("agent/start", params, timeout_s=args.timeout)
@@ -273,7 +256,7 @@ def cmd_agent_start(args: argparse.Namespace) -> int:
         _out(_dump(result))
     else:
         agent = result["agent"]
-        _out(f"started {agent['name']} ({agent['status']}, Codex {result['codex_version']}, "
+        _out(f"started {agent['name']} ({agent['status']}, {agent['provider']} {result['provider_version']}, "
              f"thread {result['thread_id']}, generation {result['generation']})")
     return EXIT_OK
 

@@ -8,6 +8,10 @@ $WARDIAN_HOME/
     app.lock                    flock held by the running app: one app per home
     app.pid
   logs/app.log                  the app's log (never contains a session secret)
+  logs/<provider>-<uuid>.log    each provider process's standard error
+  run/<provider>-<uuid>.pid     the process group of an agent's provider runtime while it runs
+  agents/<uuid>/                one agent's private provider home (e.g. codex/), socket and default workspace
+  app.out                       `wardian app start`'s capture of the app's own output
 ```
 Clients never create anything here: discovery without a home must leave the disk untouched.
 """
@@ -67,6 +71,23 @@ class Home:
     @property
     def log_dir(self) -> Path:
         return self.root / "logs"
+
+    @property
+    def app_out_path(self) -> Path:
+        return self.root / "app.out"
+
+    def agent_dir(self, agent_uuid: str) -> Path:
+        return self.root / "agents" / agent_uuid
+
+    def default_workspace(self, agent_uuid: str) -> Path:
+        """The workspace of an agent added without `--workspace`."""
+        return self.agent_dir(agent_uuid) / "workspace"
+
+    def provider_log_path(self, provider: str, agent_uuid: str) -> Path:
+        return self.log_dir / f"{provider}-{agent_uuid}.log"
+
+    def provider_pid_path(self, provider: str, agent_uuid: str) -> Path:
+        return self.run_dir / f"{provider}-{agent_uuid}.pid"
 
     def other_version_sockets(self) -> list[Path]:
         try:

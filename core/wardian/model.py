@@ -10,9 +10,10 @@ the same numbers (STYLE.md §3).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 MAX_RECEIVE_LIMIT = 100
 DEFAULT_RECEIVE_LIMIT = 20
@@ -77,6 +78,14 @@ class AgentStatus(StrEnum):
 
 
 PROVIDERS = ("codex",)
+
+# Why a wait or a receive with a timeout woke: a record arrived, or context was pushed into the live conversation.
+WakeReason = Literal["mailbox_activity", "provider_context_available"]
+
+
+def now_ms() -> int:
+    """The time as integer Unix milliseconds (every `*_at` field)."""
+    return time.time_ns() // 1_000_000
 
 ID_PREFIX = {
     InteractionKind.INFORMATION: "msg",
@@ -180,3 +189,46 @@ class InterruptReceipt:
     target: Party
     turn_id: str
     created_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class LogRecord:
+    """One record as the operator's log shows it: the record, and a task's delivery facts."""
+
+    interaction: Interaction
+    task: TaskFacts | None
+
+
+@dataclass(frozen=True, slots=True)
+class ManagedAgent:
+    """An agent as the provider runtime manages it: desired state, launch settings, generation, conversation."""
+
+    id: int
+    uuid: str
+    name: str
+    provider: str
+    workspace: str | None
+    desired: str  # unmanaged | on | off
+    mode: str | None
+    overrides: tuple[str, ...]
+    generation: int
+    thread_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PendingTask:
+    """A task waiting for its durable claim (dispatch or receive)."""
+
+    request_id: str
+    text: str
+    sender: Party
+    created_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class Published:
+    """A task's completion was published (or found already completed by an explicit reply)."""
+
+    request_id: str
+    requester_uuid: str
+    record_id: str | None  # the reply or notice written now; None when an explicit reply had completed the task

@@ -3,7 +3,8 @@
 Discovery order (issue #5 §1): `WARDIAN_E2E_CODEX_EXECUTABLE` when set (it must exist), else
 `<repo>/node_modules/.bin/codex` (installed by the project's package.json), else the first `codex` on PATH.
 `codex --version` prints `codex-cli 0.171.0` (or a pre-release such as `codex-cli 0.154.0-alpha.6`);
-`CodexVersion` orders such versions by semantic-versioning precedence, so a pre-release sorts below its release.
+`CodexVersion` (core's, `wardian.providers.codex.compat`) orders such versions by semantic-versioning precedence,
+so a pre-release sorts below its release.
 When `WARDIAN_E2E_CODEX_EXPECTED_VERSION` is set, a different version is an error. Which versions the product
 accepts is decided in core (`wardian.providers.codex.compat`), not here.
 """
@@ -11,12 +12,13 @@ accepts is decided in core (`wardian.providers.codex.compat`), not here.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from wardian.providers.codex.compat import CodexVersion
 
 __all__ = [
     "EXECUTABLE_ENV",
@@ -37,9 +39,6 @@ EXECUTABLE_ENV = "WARDIAN_E2E_CODEX_EXECUTABLE"
 EXPECTED_VERSION_ENV = "WARDIAN_E2E_CODEX_EXPECTED_VERSION"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
-_VERSION = re.compile(
-    r"(?P<major>0|[1-9]\d*)\.(?P<minor>0|[1-9]\d*)\.(?P<patch>0|[1-9]\d*)"
-    r"(?:-(?P<pre>[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?(?:\+[0-9A-Za-z.-]+)?")
 
 
 class CodexInstallError(Exception):
@@ -72,56 +71,6 @@ class CodexVersionMismatch(CodexInstallError):
         self.executable = executable
         self.found = found
         self.expected = expected
-
-
-@dataclass(frozen=True, slots=True)
-class CodexVersion:
-    """A semantic version; compares by precedence (`0.154.0-alpha.6 < 0.154.0 < 0.159.2`)."""
-
-    major: int
-    minor: int
-    patch: int
-    prerelease: tuple[int | str, ...] = ()
-
-    @classmethod
-    def parse(cls, text: str) -> CodexVersion:
-        """Read `0.171.0`, `v0.171.0`, `codex-cli 0.154.0-alpha.6` or a whole `codex --version` output.
-
-        Raises:
-            ValueError: no version in `text`.
-        """
-        match = _VERSION.search(text)
-        if match is None:
-            raise ValueError(f"no version in {text!r}")
-        pre = match["pre"]
-        prerelease = tuple(int(p) if p.isdigit() else p for p in pre.split(".")) if pre else ()
-        return cls(int(match["major"]), int(match["minor"]), int(match["patch"]), prerelease)
-
-    def __str__(self) -> str:
-        core = f"{self.major}.{self.minor}.{self.patch}"
-        return f"{core}-{'.'.join(map(str, self.prerelease))}" if self.prerelease else core
-
-    @property
-    def is_prerelease(self) -> bool:
-        return bool(self.prerelease)
-
-    def _key(self) -> tuple[int, int, int, int, tuple[tuple[int, int, str], ...]]:
-        # SemVer §11: a release outranks its pre-releases; numeric identifiers sort below alphanumeric ones,
-        # numerically among themselves; a longer identifier list wins when all shared ones are equal.
-        ids = tuple((0, p, "") if isinstance(p, int) else (1, 0, p) for p in self.prerelease)
-        return (self.major, self.minor, self.patch, 0 if self.prerelease else 1, ids)
-
-    def __lt__(self, other: CodexVersion) -> bool:
-        return self._key() < other._key()
-
-    def __le__(self, other: CodexVersion) -> bool:
-        return self._key() <= other._key()
-
-    def __gt__(self, other: CodexVersion) -> bool:
-        return self._key() > other._key()
-
-    def __ge__(self, other: CodexVersion) -> bool:
-        return self._key() >= other._key()
 
 
 @dataclass(frozen=True, slots=True)

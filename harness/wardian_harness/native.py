@@ -23,7 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from wardian.app.spawn import start_app as spawn_app
 from wardian.client import AppClient
+from wardian.errors import WardianError
 from wardian.home import Home
 from wardian_harness.codex_home import DUMMY_API_KEY, ScriptedProvider, codex_overrides
 from wardian_harness.codex_install import CodexInstall
@@ -169,20 +171,24 @@ class NativeRun:
     def start_app(self) -> None:
         """`wardian app run` on the run's home, in the tree; returns once it accepts calls."""
         self.progress(f"starting the app on {self.home.root}")
-        read_fd, write_fd = os.pipe()
         log = open(self.run.root / f"app-stderr-{self.app_starts}.log", "wb")  # noqa: SIM115 - the child owns it
+        spawned: list[subprocess.Popen[bytes]] = []
+
+        def spawn(argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+            env = kwargs.pop("env")
+            spawned.append(self.tree.spawn(argv, env, **kwargs))
+            return spawned[-1]
+
         try:
-            proc = self.tree.spawn([*self.settings.app, "app", "run", "--home", str(self.home.root),
-                                    "--ready-fd", str(write_fd)], self.env(), stdin=subprocess.DEVNULL,
-                                   stdout=subprocess.DEVNULL, stderr=log, pass_fds=(write_fd,))
+            proc = spawn_app(self.home.root, command=self.settings.app, env=self.env(), stderr=log, spawn=spawn,
+                             timeout_s=300)
+        except WardianError as exc:
+            for child in spawned:
+                self.tree.stop(child)
+            raise NativeRunError(f"the app did not start: {exc.code}: {exc.message}; see "
+                                 f"{self.run.root}/app-stderr-*.log") from None
         finally:
-            os.close(write_fd)
             log.close()
-        with os.fdopen(read_fd, "rb") as ready:
-            line = ready.readline().strip()  # the app writes "ready" or an error, or exits (EOF)
-        if line != b"ready":
-            self.tree.stop(proc)
-            raise NativeRunError(f"the app did not start: {line!r}; see {self.run.root}/app-stderr-*.log")
         self.app_proc = proc
         self.app_starts += 1
 

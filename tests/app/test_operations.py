@@ -36,7 +36,7 @@ def test_send_message_returns_an_admitted_receipt(pair) -> None:
     """Seed: receipts carry Wardian interaction IDs and the actual delivery state."""
     app, a, ta, b, _ = pair
     r = app.call("message/send", {"session": ta, "target": b["name"], "message": "hi"})
-    proto.SendResult.model_validate(r)
+    proto.validate_result("message/send", r)
     assert r["kind"] == "information"
     assert r["interaction_id"].startswith("msg_")
     assert r["request_id"] is None
@@ -364,7 +364,7 @@ def test_reply_goes_to_the_requester_once(pair) -> None:
     app, a, ta, b, tb = pair
     rid = app.call("task/followup", {"session": ta, "target": b["name"], "message": "q"})["request_id"]
     r = app.call("task/reply", {"session": tb, "request_id": rid, "status": "done", "message": "answer"})
-    proto.ReplyResult.model_validate(r)
+    proto.validate_result("task/reply", r)
     assert r["requester"]["uuid"] == a["uuid"]
     rec = app.call("mailbox/receive", {"session": ta})["records"][0]
     assert (rec["kind"], rec["request_id"], rec["status"], rec["text"]) == ("reply", rid, "done", "answer")
@@ -424,7 +424,7 @@ def test_list_agents_shows_names_uuids_providers_status_and_the_caller(pair) -> 
     """Seed: list_agents discovers Wardian peer names, UUIDs, providers, and status."""
     app, a, ta, b, _ = pair
     result = app.call("agent/list", {"session": ta})
-    proto.AgentListResult.model_validate(result)
+    proto.validate_result("agent/list", result)
     assert result["caller"] == {"name": a["name"], "uuid": a["uuid"]}
     row = next(x for x in result["agents"] if x["uuid"] == b["uuid"])
     assert (row["name"], row["provider"], row["status"]) == (b["name"], "codex", "off")

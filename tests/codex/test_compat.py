@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from wardian import errors
-from wardian.providers.codex.compat import CodexVersion, capabilities
+from wardian.providers.codex.compat import CodexVersion, capabilities, parse_codex_version
 
 
 @pytest.mark.parametrize(("text", "steering"), [
@@ -18,10 +18,11 @@ from wardian.providers.codex.compat import CodexVersion, capabilities
 ])
 def test_eligible_versions_and_their_steering(text: str, steering: bool) -> None:
     """Seed: stable 0.154.0 or later, the 0.154.0-alpha.6 exception; structured steering from 0.159.2."""
-    caps = capabilities(CodexVersion.parse(text))
-    assert caps.idle_delivery
-    assert caps.information_delivery
-    assert caps.structured_steering is steering
+    caps = capabilities(parse_codex_version(text))
+    assert caps.inject
+    assert caps.interrupt
+    assert caps.exact_completion
+    assert caps.steer is steering
 
 
 @pytest.mark.parametrize("text", ["codex-cli 0.153.9", "codex-cli 0.154.0-alpha.5", "codex-cli 0.171.0-beta.1",
@@ -29,13 +30,13 @@ def test_eligible_versions_and_their_steering(text: str, steering: bool) -> None
 def test_ineligible_versions_are_a_clear_error(text: str) -> None:
     """Seed: an explicit compatibility exception for the tested 0.154.0-alpha.6, nothing wider."""
     with pytest.raises(errors.Unsupported) as exc:
-        capabilities(CodexVersion.parse(text))
+        capabilities(parse_codex_version(text))
     assert "0.154.0" in exc.value.message
 
 
 def test_unreadable_version_output_is_an_error() -> None:
     with pytest.raises(errors.Unsupported):
-        CodexVersion.parse("command not found")
+        parse_codex_version("command not found")
 
 
 def test_versions_order_by_number() -> None:

@@ -9,6 +9,8 @@ from typing import Any
 import anyio
 
 from wardian import errors
+from wardian.model import Party
+from wardian.providers.base import TaskDelivery
 from wardian.providers.codex.app_server import Notification
 from wardian.providers.codex.owner import CodexOwner, OwnerSpec
 
@@ -45,8 +47,7 @@ def test_a_transient_list_turns_error_after_the_first_turn_does_not_make_the_tas
 
     anyio.run(subscribe)
     assert owner.subscribed is True
-    for stream in (owner._outcome_send, owner.outcomes, owner._state_send, owner.states, owner._tui_send,
-                   owner._tui_threads):
+    for stream in (owner._event_send, owner.events, owner._tui_send, owner._tui_threads):
         stream.close()  # the owner never ran, so nothing else closes its streams
 
 
@@ -75,11 +76,10 @@ def test_a_turn_that_ended_before_its_start_answer_was_read_is_not_left_active()
     owner.ready = True
 
     async def start() -> str:
-        return await owner.start_turn("task")
+        return await owner.start_turn(TaskDelivery("ask_1", Party("lead", "u-lead"), "task"))
 
     assert anyio.run(start) == "turn-9"
     assert owner.active_turn_id is None
     assert owner.idle.is_set()
-    for stream in (owner._outcome_send, owner.outcomes, owner._state_send, owner.states, owner._tui_send,
-                   owner._tui_threads):
+    for stream in (owner._event_send, owner.events, owner._tui_send, owner._tui_threads):
         stream.close()

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 import tomlkit
 
-from wardian import errors
 from wardian.providers.codex import projection
 
 USER_CONFIG = '''# my settings
@@ -16,18 +14,6 @@ model = "user-model"
 [projects."/keep"]
 trust_level = "trusted"
 '''
-
-
-def test_overrides_parse_like_codex_c() -> None:
-    """`codex -c`: a dotted path (segments may be quoted) and a TOML value, else a literal string."""
-    assert projection.parse_override('model="o3"') == (["model"], "o3")
-    assert projection.parse_override('projects."/a.b/c".trust_level="trusted"') == (
-        ["projects", "/a.b/c", "trust_level"], "trusted")
-    assert projection.parse_override("x.y=5") == (["x", "y"], 5)
-    assert projection.parse_override("raw=not toml at all") == (["raw"], "not toml at all")
-    for bad in ("novalue", '"unterminated.key=1', ".x=1"):
-        with pytest.raises(errors.InvalidArguments):
-            projection.parse_override(bad)
 
 
 def test_projection_is_restored_keeping_user_edits(tmp_path: Path) -> None:

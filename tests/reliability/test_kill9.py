@@ -178,8 +178,9 @@ def test_d2_no_task_is_exposed_twice_when_receive_and_dispatch_race_across_kill_
         states = Counter(state for _, state, _, _ in tasks)
         duplicated = sum(n - 1 for n in exposed.values() if n > 1)
         replayed = 0
+        by_request = fake.attempts_by_request()
         for rid, state, claimed_by, uncertain_at in tasks:
-            attempts = fake.attempts(rid)
+            attempts = by_request.get(rid, [])
             replayed += max(0, len(attempts) - 1)
             if state == "uncertain":
                 replayed += sum(1 for e in attempts if e["ts"] > uncertain_at)

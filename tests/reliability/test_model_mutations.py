@@ -1,7 +1,7 @@
 """Model-based tests (reliability-matrix P1 mutation gate, P1 at the nightly size).
 
 The gate: the P1 state machine (tests/store/test_mailbox_machine.py) must catch each seeded bug within 150
-examples. A mutant is a subclass of the real InteractionStore that breaks one rule; core is never edited.
+examples. A mutant is a subclass of the real SqliteStore that breaks one rule; core is never edited.
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ from tests.conftest import ALL_HEALTH_CHECKS
 from tests.reliability.world import report
 from tests.store.test_mailbox_machine import MailboxMachine
 from wardian.model import Caller, ClaimKind, ReceivedRecord, ReceivePage, ReplyReceipt, ReplyStatus
-from wardian.store import InteractionStore
+from wardian.store import SqliteStore
+from wardian.store import testing as store_testing
 
 
-class DispatchIgnoresClaim(InteractionStore):
+class DispatchIgnoresClaim(SqliteStore):
     """Dispatch takes a task whoever holds its claim."""
 
     def claim_task(self, request_id: str, by: ClaimKind, generation: int) -> bool:
@@ -28,17 +29,17 @@ class DispatchIgnoresClaim(InteractionStore):
         return True
 
 
-class ReplySkipsRecipientCheck(InteractionStore):
+class ReplySkipsRecipientCheck(SqliteStore):
     """Anyone may reply to a task (the reply is filed as if its recipient wrote it)."""
 
     def reply(self, caller: Caller, request_id: str, status: ReplyStatus, text: str) -> ReplyReceipt:
-        row = self._conn.execute("SELECT recipient_id FROM tasks WHERE request_id = ?", (request_id,)).fetchone()
+        row = self._db.execute("SELECT recipient_id FROM tasks WHERE request_id = ?", (request_id,)).fetchone()
         if row is not None:
             caller = dataclasses.replace(caller, agent=self.agent(row[0]))
         return super().reply(caller, request_id, status, text)
 
 
-class AckPastTheCursor(InteractionStore):
+class AckPastTheCursor(SqliteStore):
     """An ack_cursor acknowledges everything after its batch too."""
 
     def decode_cursor(self, cursor: str, recipient_id: int, field: str) -> tuple[int, int]:
@@ -46,19 +47,20 @@ class AckPastTheCursor(InteractionStore):
         return (start, end + 1_000_000) if field == "ack_cursor" else (start, end)
 
 
-class ReceiveLeaksAnotherRecipientsRecord(InteractionStore):
+class ReceiveLeaksAnotherRecipientsRecord(SqliteStore):
     """A page also carries one unacknowledged record addressed to someone else."""
 
     def receive(self, caller: Caller, *, cursor: str | None, ack_cursor: str | None, limit: int) -> ReceivePage:
         page = super().receive(caller, cursor=cursor, ack_cursor=ack_cursor, limit=limit)
-        foreign = [i for i in self.interactions() if not i.acked and i.recipient.uuid != caller.agent.uuid]
+        foreign = [r.interaction for r in self.log_records(limit=100_000)
+                   if not r.interaction.acked and r.interaction.recipient.uuid != caller.agent.uuid]
         if not foreign:
             return page
         leaked = ReceivedRecord(interaction=foreign[0], new_work=False, task=None)
         return dataclasses.replace(page, records=(*page.records, leaked))
 
 
-MUTANTS: list[type[InteractionStore]] = [DispatchIgnoresClaim, ReplySkipsRecipientCheck, AckPastTheCursor,
+MUTANTS: list[type[SqliteStore]] = [DispatchIgnoresClaim, ReplySkipsRecipientCheck, AckPastTheCursor,
                                          ReceiveLeaksAnotherRecipientsRecord]
 GATE_EXAMPLES = 150
 
@@ -69,7 +71,7 @@ class _CountedMachine(MailboxMachine):
     examples: ClassVar[int] = 0
 
 
-def machine_on(store_class: type[InteractionStore]) -> type[_CountedMachine]:
+def machine_on(store_class: type[SqliteStore]) -> type[_CountedMachine]:
     class Mutated(_CountedMachine):
         examples: ClassVar[int] = 0
 
@@ -78,14 +80,14 @@ def machine_on(store_class: type[InteractionStore]) -> type[_CountedMachine]:
             type(self).examples += 1
             self.store.close()
             self.store = store_class.open(self.dir / "w.db")
-            self.store._conn.execute("PRAGMA synchronous = OFF")
+            store_testing.execute(self.store, "PRAGMA synchronous = OFF")
 
     Mutated.__name__ = f"MailboxMachineOn{store_class.__name__}"
     return Mutated
 
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[m.__name__ for m in MUTANTS])
-def test_the_mailbox_model_catches_each_seeded_bug_within_150_examples(mutant: type[InteractionStore]) -> None:
+def test_the_mailbox_model_catches_each_seeded_bug_within_150_examples(mutant: type[SqliteStore]) -> None:
     """reliability-matrix P1 mutation gate: each seeded bug (dispatch ignores the claim; reply skips the
     recipient check; ack acks past the cursor; receive returns another recipient's record) fails the model
     test within 150 examples of 40 steps."""
@@ -100,7 +102,7 @@ def test_the_mailbox_model_catches_each_seeded_bug_within_150_examples(mutant: t
 
 def test_the_unmutated_store_passes_the_same_gate_settings() -> None:
     """The gate's control: the real store survives the very settings that catch every mutant."""
-    run_state_machine_as_test(machine_on(InteractionStore), settings=settings(
+    run_state_machine_as_test(machine_on(SqliteStore), settings=settings(
         max_examples=30, stateful_step_count=40, deadline=None, database=None, phases=(Phase.generate,),
         suppress_health_check=ALL_HEALTH_CHECKS))
 
@@ -108,7 +110,7 @@ def test_the_unmutated_store_passes_the_same_gate_settings() -> None:
 @pytest.mark.slow
 def test_p1_at_the_nightly_size() -> None:
     """reliability-matrix P1 [NIGHTLY]: 2,000 examples of 60 steps, no counterexample."""
-    machine: Any = machine_on(InteractionStore)
+    machine: Any = machine_on(SqliteStore)
     run_state_machine_as_test(machine, settings=settings(
         max_examples=2000, stateful_step_count=60, deadline=None, database=None,
         suppress_health_check=ALL_HEALTH_CHECKS))

@@ -24,9 +24,9 @@ from tests.reliability.world import (
     stop,
     wait_owner_ready,
 )
-from wardian.model import InteractionKind
-from wardian.store import InteractionStore
-from wardian.store.store import now_ms
+from wardian.model import InteractionKind, now_ms
+from wardian.store import SqliteStore
+from wardian.store import testing as store_testing
 
 
 @pytest.fixture
@@ -69,7 +69,7 @@ def test_d9_restart_dispatches_pending_tasks_once_and_publishes_captured_outcome
     without rerunning its turn; a second restart makes 0 new attempts and 0 new replies."""
     app, lead, generation = started_worker(root, fake)
     stop(app)
-    store = InteractionStore.open(root / "wardian.db")
+    store = SqliteStore.open(root / "wardian.db")
     try:
         agents = {a.name: a for a in store.list_agents()}
         caller = store.authenticate(lead)
@@ -82,11 +82,13 @@ def test_d9_restart_dispatches_pending_tasks_once_and_publishes_captured_outcome
         uncertain = [admit(InteractionKind.TASK, f"uncertain {i}") for i in range(10)]
         records = [admit(InteractionKind.INFORMATION, f"record {i}") for i in range(10)]
         captured = [admit(InteractionKind.TASK, f"captured {i}") for i in range(5)]
-        with store.atomic() as conn:
-            conn.executemany(
+        with store.atomic():
+            store_testing.executemany(
+                store,
                 "UPDATE tasks SET state = 'uncertain', claimed_by = 'dispatch', claim_generation = ?, claimed_at = ?, "
                 "uncertain_at = ? WHERE request_id = ?", [(generation, now_ms(), now_ms(), r) for r in uncertain])
-            conn.executemany(
+            store_testing.executemany(
+                store,
                 "UPDATE tasks SET state = 'submitted', claimed_by = 'dispatch', claim_generation = ?, claimed_at = ?, "
                 "submitted_at = ?, thread_id = 'thr-old', turn_id = ?, outcome_status = 'done', outcome_text = ?, "
                 "outcome_at = ? WHERE request_id = ?",

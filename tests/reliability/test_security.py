@@ -20,7 +20,7 @@ from tests.mcp.mcp_harness import raw_server, server_env
 from tests.reliability.world import AppHandle, app_stderr, db_rows, report, size, start_with, stop
 from wardian import errors
 from wardian.client import AppClient
-from wardian.store import store as store_module
+from wardian.store import roster as store_roster
 
 ACCEPTCON = 0x10000  # __SO_ACCEPTCON in /proc/net/unix flags: a listening socket
 
@@ -102,7 +102,7 @@ def test_s5_no_forged_session_is_accepted_and_attribution_is_the_servers(drained
     senders = db_rows(drained_app.home.root, "SELECT a.uuid FROM interactions i JOIN agents a ON a.id = i.sender_id "
                       "WHERE i.public_id = ?", (receipt["interaction_id"],))
     assert senders == [(a_agent["uuid"],)]
-    assert "hmac.compare_digest" in inspect.getsource(store_module.InteractionStore.authenticate)
+    assert "hmac.compare_digest" in inspect.getsource(store_roster.RosterOps.authenticate)
 
 
 def _cli(app: AppHandle, token: str | None, *args: str) -> subprocess.CompletedProcess[bytes]:

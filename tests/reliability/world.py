@@ -103,7 +103,16 @@ class FakeCodex:
 
     def attempts(self, request_id: str) -> list[dict[str, Any]]:
         """Submissions of this task that Codex may have admitted (every answer but a stale-turn rejection)."""
-        return [e for e in self.entries() if request_id in e["request_ids"] and e["answer"] != "stale"]
+        return self.attempts_by_request().get(request_id, [])
+
+    def attempts_by_request(self) -> dict[str, list[dict[str, Any]]]:
+        """`attempts` of every task at once, reading the log once (D2 looks up tens of thousands of tasks)."""
+        found: dict[str, list[dict[str, Any]]] = {}
+        for entry in self.entries():
+            if entry["answer"] != "stale":
+                for rid in entry["request_ids"]:
+                    found.setdefault(rid, []).append(entry)
+        return found
 
 
 def start_with(root: Path, extra_env: dict[str, str] | None = None) -> AppHandle:

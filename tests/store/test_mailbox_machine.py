@@ -18,7 +18,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from tests.conftest import ALL_HEALTH_CHECKS
 from wardian import errors
 from wardian.model import Caller, ClaimKind, InteractionKind, ReplyStatus
-from wardian.store import InteractionStore
+from wardian.store import SqliteStore
+from wardian.store import testing as store_testing
 
 AGENTS = 3
 texts = st.text(alphabet="ab\n✓ ", min_size=1, max_size=6).filter(lambda t: t.strip() != "")
@@ -28,9 +29,9 @@ class MailboxMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.dir = Path(tempfile.mkdtemp(prefix="wm"))
-        self.store = InteractionStore.open(self.dir / "w.db")
+        self.store = SqliteStore.open(self.dir / "w.db")
         # P1 checks logic, not durability: skip the fsyncs so 150 examples stay fast.
-        self.store._conn.execute("PRAGMA synchronous = OFF")
+        store_testing.execute(self.store, "PRAGMA synchronous = OFF")
         self.seq: dict[str, int] = {}  # record id -> admission order
         self.callers: list[Caller] = []
         for i in range(AGENTS):

@@ -13,18 +13,18 @@ import pytest
 
 from wardian import errors
 from wardian.model import AgentStatus, InteractionKind
-from wardian.store import InteractionStore
-from wardian.store import runtime as rt
+from wardian.store import SqliteStore, Store
+from wardian.store import testing as store_testing
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[InteractionStore]:
-    s = InteractionStore.open(tmp_path / "wardian.db")
+def store(tmp_path: Path) -> Iterator[SqliteStore]:
+    s = SqliteStore.open(tmp_path / "wardian.db")
     yield s
     s.close()
 
 
-def test_a_cached_session_still_checks_its_secret_every_time(store: InteractionStore) -> None:
+def test_a_cached_session_still_checks_its_secret_every_time(store: SqliteStore) -> None:
     agent = store.add_agent("a", "codex", None)
     token = store.create_session(agent.id)
     assert store.authenticate(token).agent.uuid == agent.uuid  # now cached
@@ -34,7 +34,7 @@ def test_a_cached_session_still_checks_its_secret_every_time(store: InteractionS
     assert store.authenticate(token).agent.uuid == agent.uuid
 
 
-def test_a_name_that_becomes_shared_is_ambiguous_at_once(store: InteractionStore) -> None:
+def test_a_name_that_becomes_shared_is_ambiguous_at_once(store: SqliteStore) -> None:
     """Seed: a name shared by two agents is an error listing the candidates, even right after a send."""
     caller = store.authenticate(store.create_session(store.add_agent("me", "codex", None).id))
     first = store.add_agent("bob", "codex", None)
@@ -45,7 +45,7 @@ def test_a_name_that_becomes_shared_is_ambiguous_at_once(store: InteractionStore
     assert set(info.value.to_data()["candidates"]) == {first.uuid, second.uuid}
 
 
-def test_an_unknown_name_that_appears_later_resolves(store: InteractionStore) -> None:
+def test_an_unknown_name_that_appears_later_resolves(store: SqliteStore) -> None:
     caller = store.authenticate(store.create_session(store.add_agent("me", "codex", None).id))
     with pytest.raises(errors.UnknownTarget):
         store.resolve_target(caller, "late")
@@ -53,47 +53,47 @@ def test_an_unknown_name_that_appears_later_resolves(store: InteractionStore) ->
     assert store.resolve_target(caller, "late").uuid == late.uuid
 
 
-def test_runtime_state_of_a_target_is_never_stale(store: InteractionStore) -> None:
+def test_runtime_state_of_a_target_is_never_stale(store: SqliteStore) -> None:
     """An interrupt is recorded against the target's *current* turn, so a cached target must follow it."""
     caller = store.authenticate(store.create_session(store.add_agent("me", "codex", None).id))
     target = store.add_agent("worker", "codex", None)
     assert store.resolve_target(caller, "worker").active_turn_id is None
-    generation = rt.begin_generation(store, target.id)
-    rt.observe(store, target.id, generation, AgentStatus.ACTIVE, thread_id="th", active_turn_id="turn-1")
+    generation = store.begin_generation(target.id)
+    store.observe(target.id, generation, AgentStatus.ACTIVE, thread_id="th", active_turn_id="turn-1")
     assert store.resolve_target(caller, "worker").active_turn_id == "turn-1"
     assert store.record_interrupt(caller, store.resolve_target(caller, "worker")).turn_id == "turn-1"
 
 
-def test_a_session_whose_agent_is_removed_stops_working(store: InteractionStore) -> None:
+def test_a_session_whose_agent_is_removed_stops_working(store: SqliteStore) -> None:
     agent = store.add_agent("gone", "codex", None)
     token = store.create_session(agent.id)
     store.authenticate(token)  # cached
-    with store.atomic() as conn:  # no removal command exists yet; any writer of the table must be seen
-        conn.execute("UPDATE agents SET removed_at = 1 WHERE id = ?", (agent.id,))
+    with store.atomic():  # any writer of the table must be seen, not only the store's own operations
+        store_testing.execute(store, "UPDATE agents SET removed_at = 1 WHERE id = ?", (agent.id,))
     with pytest.raises(errors.UnknownSession):
         store.authenticate(token)
 
 
-def test_a_revoked_session_stops_working(store: InteractionStore) -> None:
+def test_a_revoked_session_stops_working(store: SqliteStore) -> None:
     agent = store.add_agent("a", "codex", None)
     token = store.create_session(agent.id)
     store.authenticate(token)
-    with store.atomic() as conn:
-        conn.execute("UPDATE sessions SET revoked_at = 1")
+    with store.atomic():
+        store_testing.execute(store, "UPDATE sessions SET revoked_at = 1")
     with pytest.raises(errors.UnknownSession):
         store.authenticate(token)
 
 
-def test_what_a_rolled_back_operation_saw_is_forgotten(store: InteractionStore) -> None:
+def test_what_a_rolled_back_operation_saw_is_forgotten(store: SqliteStore) -> None:
     """A batch op that added an agent, resolved it (filling the cache) and then failed leaves no trace."""
     caller = store.authenticate(store.create_session(store.add_agent("me", "codex", None).id))
 
-    def adds_then_fails(s: InteractionStore) -> None:
+    def adds_then_fails(s: Store) -> None:
         s.add_agent("ghost", "codex", None)
         s.resolve_target(caller, "ghost")
         raise errors.InvalidArguments("boom")
 
-    def sends_to_ghost(s: InteractionStore) -> object:
+    def sends_to_ghost(s: Store) -> object:
         return s.admit(caller, s.resolve_target(caller, "ghost"), InteractionKind.INFORMATION, "hi")
 
     results = store.run_batch([adds_then_fails, sends_to_ghost])
@@ -102,7 +102,7 @@ def test_what_a_rolled_back_operation_saw_is_forgotten(store: InteractionStore) 
     assert [a.name for a in store.list_agents()] == ["me"]
 
 
-def test_bare_operations_commit_with_their_batch(store: InteractionStore) -> None:
+def test_bare_operations_commit_with_their_batch(store: SqliteStore) -> None:
     """A bare op (no savepoint of its own) fails cleanly before it writes and commits with the batch."""
     caller = store.authenticate(store.create_session(store.add_agent("me", "codex", None).id))
     peer = store.add_agent("peer", "codex", None)

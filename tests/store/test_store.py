@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -13,36 +13,36 @@ from hypothesis import strategies as st
 
 from wardian import errors
 from wardian.model import Caller, ClaimKind, InteractionKind, ReplyStatus, TaskState
-from wardian.store import InteractionStore
+from wardian.store import SqliteStore, Store
+from wardian.store import testing as store_testing
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[InteractionStore]:
-    s = InteractionStore.open(tmp_path / "wardian.db")
+def store(tmp_path: Path) -> Iterator[SqliteStore]:
+    s = SqliteStore.open(tmp_path / "wardian.db")
     yield s
     s.close()
 
 
-def caller_for(store: InteractionStore, name: str) -> Caller:
+def caller_for(store: SqliteStore, name: str) -> Caller:
     agent = store.add_agent(name, "codex", None)
     return store.authenticate(store.create_session(agent.id))
 
 
-def test_store_uses_wal_with_full_sync(store: InteractionStore, tmp_path: Path) -> None:
+def test_store_uses_wal_with_full_sync(store: SqliteStore, tmp_path: Path) -> None:
     """DESIGN.md §2: SQLite in WAL mode with synchronous=FULL (receipts survive power loss)."""
-    conn = store._conn
-    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    assert store_testing.execute(store, "PRAGMA journal_mode") == [("wal",)]
+    assert store_testing.execute(store, "PRAGMA synchronous") == [(2,)]  # FULL
 
 
 def test_reopening_keeps_epoch_and_records(tmp_path: Path) -> None:
     """A reopened store is the same store: same epoch (cursors stay valid), same records."""
-    s = InteractionStore.open(tmp_path / "w.db")
+    s = SqliteStore.open(tmp_path / "w.db")
     a, b = caller_for(s, "a"), caller_for(s, "b")
     receipt = s.admit(a, b.agent, InteractionKind.TASK, "hello")
     epoch = s.epoch
     s.close()
-    s2 = InteractionStore.open(tmp_path / "w.db")
+    s2 = SqliteStore.open(tmp_path / "w.db")
     assert s2.epoch == epoch
     assert s2.task(receipt.interaction_id).state is TaskState.PENDING
     s2.close()
@@ -51,7 +51,7 @@ def test_reopening_keeps_epoch_and_records(tmp_path: Path) -> None:
 @settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
 @given(text=st.text(alphabet=st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"),
                     min_size=1, max_size=400))
-def test_text_is_stored_exactly(store: InteractionStore, text: str) -> None:
+def test_text_is_stored_exactly(store: SqliteStore, text: str) -> None:
     """Seed: "Message text retains Unicode, line breaks, and punctuation." Byte-exact round trip."""
     a = caller_for(store, "s" + os.urandom(4).hex())
     b = caller_for(store, "r" + os.urandom(4).hex())
@@ -60,7 +60,7 @@ def test_text_is_stored_exactly(store: InteractionStore, text: str) -> None:
     assert page.records[0].interaction.text.encode("utf-8") == text.encode("utf-8")
 
 
-def test_claim_is_won_exactly_once(store: InteractionStore) -> None:
+def test_claim_is_won_exactly_once(store: SqliteStore) -> None:
     """Seed: manual receive and automatic dispatch share a durable claim: only one exposes the task."""
     a, b = caller_for(store, "a"), caller_for(store, "b")
     rid = store.admit(a, b.agent, InteractionKind.TASK, "work").request_id
@@ -73,7 +73,7 @@ def test_claim_is_won_exactly_once(store: InteractionStore) -> None:
     assert page.records[0].task.claimed_by is ClaimKind.DISPATCH
 
 
-def test_receive_claim_blocks_dispatch(store: InteractionStore) -> None:
+def test_receive_claim_blocks_dispatch(store: SqliteStore) -> None:
     """A task exposed by receive can no longer be claimed by dispatch."""
     a, b = caller_for(store, "a"), caller_for(store, "b")
     rid = store.admit(a, b.agent, InteractionKind.TASK, "work").request_id
@@ -86,7 +86,7 @@ def test_receive_claim_blocks_dispatch(store: InteractionStore) -> None:
     assert again.records[0].new_work is False
 
 
-def test_cursor_of_another_recipient_is_invalid(store: InteractionStore) -> None:
+def test_cursor_of_another_recipient_is_invalid(store: SqliteStore) -> None:
     """reliability-matrix §3.5: another recipient's valid cursor is invalid_cursor; 0 records acked."""
     a, b = caller_for(store, "a"), caller_for(store, "b")
     store.admit(a, b.agent, InteractionKind.INFORMATION, "x")
@@ -102,7 +102,7 @@ def test_cursor_of_another_recipient_is_invalid(store: InteractionStore) -> None
 
 
 @pytest.mark.parametrize("mutate", ["flip_mac", "truncate", "garbage", "prefix_only", "flip_payload"])
-def test_forged_cursors_are_invalid(store: InteractionStore, mutate: str) -> None:
+def test_forged_cursors_are_invalid(store: SqliteStore, mutate: str) -> None:
     """reliability-matrix §3.5: malformed, truncated or bad-MAC cursors are invalid_cursor."""
     a, b = caller_for(store, "a"), caller_for(store, "b")
     store.admit(a, b.agent, InteractionKind.INFORMATION, "x")
@@ -122,14 +122,14 @@ def test_forged_cursors_are_invalid(store: InteractionStore, mutate: str) -> Non
 
 def test_cursor_of_a_recreated_store_is_stale(tmp_path: Path) -> None:
     """reliability-matrix §3.5: a cursor from a previous store epoch is stale_cursor."""
-    s = InteractionStore.open(tmp_path / "w.db")
+    s = SqliteStore.open(tmp_path / "w.db")
     a, b = caller_for(s, "a"), caller_for(s, "b")
     s.admit(a, b.agent, InteractionKind.INFORMATION, "x")
     cur = s.receive(b, cursor=None, ack_cursor=None, limit=10).cursor
     s.close()
     for suffix in ("", "-wal", "-shm"):
         Path(str(tmp_path / "w.db") + suffix).unlink(missing_ok=True)
-    s2 = InteractionStore.open(tmp_path / "w.db")
+    s2 = SqliteStore.open(tmp_path / "w.db")
     b2 = caller_for(s2, "b")
     assert cur is not None
     with pytest.raises(errors.StaleCursor):
@@ -137,7 +137,7 @@ def test_cursor_of_a_recreated_store_is_stale(tmp_path: Path) -> None:
     s2.close()
 
 
-def test_ack_is_idempotent_and_exact(store: InteractionStore) -> None:
+def test_ack_is_idempotent_and_exact(store: SqliteStore) -> None:
     """Part 4 decision 5: re-acking succeeds with 0 changes; an ack covers exactly its batch."""
     a, b = caller_for(store, "a"), caller_for(store, "b")
     for i in range(5):
@@ -153,14 +153,14 @@ def test_ack_is_idempotent_and_exact(store: InteractionStore) -> None:
     assert again.acked == 0
 
 
-def test_batch_isolates_a_failing_operation(store: InteractionStore) -> None:
+def test_batch_isolates_a_failing_operation(store: SqliteStore) -> None:
     """Group commit: one failing operation is rolled back alone; its neighbours commit."""
     a, b = caller_for(store, "a"), caller_for(store, "b")
 
-    def ok(text: str):
+    def ok(text: str) -> Callable[[Store], object]:
         return lambda s: s.admit(a, b.agent, InteractionKind.INFORMATION, text)
 
-    def bad(s: InteractionStore):
+    def bad(s: Store) -> None:
         s.admit(a, b.agent, InteractionKind.INFORMATION, "rolled back")
         raise errors.InvalidTarget("boom")
 
@@ -172,20 +172,20 @@ def test_batch_isolates_a_failing_operation(store: InteractionStore) -> None:
     assert texts == ["one", "two"]
 
 
-def test_storage_full_admits_nothing(store: InteractionStore) -> None:
+def test_storage_full_admits_nothing(store: SqliteStore) -> None:
     """reliability-matrix D5: SQLITE_FULL is storage_full with nothing admitted; the store stays usable."""
     a, b = caller_for(store, "a"), caller_for(store, "b")
-    pages = store._conn.execute("PRAGMA page_count").fetchone()[0]
-    store.set_max_page_count(pages)
+    pages = store_testing.execute(store, "PRAGMA page_count")[0][0]
+    store_testing.set_max_page_count(store, pages)
     results = store.run_batch([lambda s: s.admit(a, b.agent, InteractionKind.INFORMATION, "x" * 60000)])
     assert isinstance(results[0].error, errors.StorageFull)
     assert not store.has_unacked(b.agent.id)
-    store.set_max_page_count(1 << 30)
+    store_testing.set_max_page_count(store, 1 << 30)
     store.admit(a, b.agent, InteractionKind.INFORMATION, "after")
     assert store.integrity_check() == "ok"
 
 
-def test_reply_rules(store: InteractionStore) -> None:
+def test_reply_rules(store: SqliteStore) -> None:
     """Seed: reply completes the request as its authorized recipient, once; the request picks the destination."""
     a, b, c = caller_for(store, "a"), caller_for(store, "b"), caller_for(store, "c")
     rid = store.admit(a, b.agent, InteractionKind.TASK, "do it").request_id
@@ -207,7 +207,7 @@ def test_reply_rules(store: InteractionStore) -> None:
         (InteractionKind.REPLY, rid)]
 
 
-def test_a_session_token_is_bound_to_its_store_and_secret(store: InteractionStore, tmp_path: Path) -> None:
+def test_a_session_token_is_bound_to_its_store_and_secret(store: SqliteStore, tmp_path: Path) -> None:
     """reliability-matrix S5 / §3.5: wrong secret, missing secret, unknown id, other home."""
     a = caller_for(store, "a")
     token = store.create_session(a.agent.id)
@@ -220,13 +220,13 @@ def test_a_session_token_is_bound_to_its_store_and_secret(store: InteractionStor
         store.authenticate(f"{prefix}_{tag}_99999_{secret}")
     with pytest.raises(errors.UnknownSession):
         store.authenticate("not-a-session")
-    other = InteractionStore.open(tmp_path / "other.db")
+    other = SqliteStore.open(tmp_path / "other.db")
     with pytest.raises(errors.SessionHomeMismatch):
         other.authenticate(token)
     other.close()
 
 
-def test_only_hashes_of_session_secrets_are_stored(store: InteractionStore, tmp_path: Path) -> None:
+def test_only_hashes_of_session_secrets_are_stored(store: SqliteStore, tmp_path: Path) -> None:
     """reliability-matrix S6: the secret never reaches the database file."""
     a = caller_for(store, "a")
     token = store.create_session(a.agent.id)

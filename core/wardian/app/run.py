@@ -24,9 +24,10 @@ from wardian.app.runtime import Runtime
 from wardian.app.server import ControlServer
 from wardian.app.service import AppService
 from wardian.app.signals import MailboxSignals
+from wardian.app.spawn import READY, report_ready
 from wardian.app.writer import StoreWriter
 from wardian.home import Home, prepare_runtime_dir
-from wardian.store import InteractionStore
+from wardian.store import SqliteStore, Store
 
 log = logging.getLogger("wardian.app")
 
@@ -87,7 +88,7 @@ def run_app(home: Home, *, on_ready: Callable[[], None] | None = None, log_strea
     lock.acquire()
     try:
         configure_logging(home, log_stream)
-        store = InteractionStore.open(home.db_path)
+        store = SqliteStore.open(home.db_path)
         try:
             anyio.run(_serve, home, store, on_ready)
         finally:
@@ -98,7 +99,7 @@ def run_app(home: Home, *, on_ready: Callable[[], None] | None = None, log_strea
         lock.release()
 
 
-async def _serve(home: Home, store: InteractionStore, on_ready: Callable[[], None] | None) -> None:
+async def _serve(home: Home, store: Store, on_ready: Callable[[], None] | None) -> None:
     writer = StoreWriter(store)
     stopping = anyio.Event()
     signals_ = MailboxSignals()
@@ -158,17 +159,11 @@ async def _watch_signals(signals: AsyncIterator[int], stopping: anyio.Event) -> 
 
 def main_run(home: Home, ready_fd: int | None) -> int:
     """Entry for `wardian app run`; reports readiness or the startup error on `ready_fd` when given."""
-    def report(line: str) -> None:
-        if ready_fd is not None:
-            with suppress(OSError):
-                os.write(ready_fd, line.encode("utf-8") + b"\n")
-                os.close(ready_fd)
-
     try:
-        run_app(home, on_ready=lambda: report("ready"), log_stream=sys.stderr)
+        run_app(home, on_ready=lambda: report_ready(ready_fd, READY), log_stream=sys.stderr)
     except errors.WardianError as exc:
         import orjson
 
-        report(orjson.dumps(exc.to_data()).decode("utf-8"))
+        report_ready(ready_fd, orjson.dumps(exc.to_data()).decode("utf-8"))
         raise
     return 0

@@ -1,7 +1,9 @@
-"""The app's operations: validated params in, store operations through the group-commit writer, wire out.
+"""The app's operations: validated params in, store operations through the group-commit writer, results out.
 
-Attribution is decided here and only here: every operation acts for the caller its session token
-resolves to inside the same store transaction; no parameter can name a sender (DESIGN.md §4).
+Dispatch is `wardian.protocol.app.METHODS`: each method names the coroutine of this class that serves it, and
+each coroutine returns that method's declared result type. Attribution is decided here and only here: every
+operation acts for the caller its session token resolves to inside the same store transaction; no parameter
+can name a sender (DESIGN.md §4).
 """
 
 from __future__ import annotations
@@ -24,27 +26,28 @@ from wardian.model import (
     PROTOCOL_VERSION,
     Caller,
     InteractionKind,
+    InterruptReceipt,
     Receipt,
     ReceivePage,
     ReplyStatus,
+    WakeReason,
+    now_ms,
 )
 from wardian.protocol import app as proto
-from wardian.store import InteractionStore
-from wardian.store import runtime as rt
-from wardian.store.store import now_ms
+from wardian.store import Store
 
 log = logging.getLogger("wardian.app")
 
-Handler = Callable[[Any], Awaitable[dict[str, Any]]]
+Handler = Callable[[Any], Awaitable[Any]]
 
 
-def admit_op(session: str, target: str, kind: InteractionKind, text: str) -> Callable[[InteractionStore], Receipt]:
+def admit_op(session: str, target: str, kind: InteractionKind, text: str) -> Callable[[Store], Receipt]:
     """The store operation of a send or follow-up: authenticate the caller, resolve the exact target, admit.
 
     Its reads come first and its writes are one atomic store method, so it may run bare in a batch. Also what
     `scripts/bench.py` runs on the store alone for the throughput ceiling.
     """
-    def op(s: InteractionStore) -> Receipt:
+    def op(s: Store) -> Receipt:
         caller = s.authenticate(session)
         return s.admit(caller, s.resolve_target(caller, target), kind, text)
 
@@ -61,79 +64,60 @@ class AppService:
         self.started_at = now_ms()
         self._stop = stop
         self.stop_requested = False
-        self._handlers: dict[str, Handler] = {
-            "message/send": self._send,
-            "task/followup": self._followup,
-            "mailbox/receive": self._receive,
-            "mailbox/wait": self._wait,
-            "task/reply": self._reply,
-            "agent/interrupt": self._interrupt,
-            "agent/list": self._list_agents,
-            "agent/add": self._add_agent,
-            "agent/session": self._session,
-            "mailbox/records": self._records,
-            "agent/start": self._start_agent,
-            "agent/stop": self._stop_agent,
-            "agent/attach": self._attach_agent,
-            "app/status": self._status,
-            "app/stop": self._app_stop,
-        }
+        # The one method table drives dispatch: a method without its coroutine here fails at start, not at call.
+        self._dispatch: dict[str, Handler] = {name: getattr(self, spec.handler) for name, spec in proto.METHODS.items()}
 
-    async def handle(self, method: str, raw_params: Any) -> dict[str, Any]:
+    async def handle(self, method: str, raw_params: Any) -> Any:
         """Run one method.
 
         Raises:
             WardianError: the method's own error, with its code and delivery state.
         """
         params = proto.parse_params(method, raw_params)
-        return await self._handlers[method](params)
+        return await self._dispatch[method](params)
 
-    # --- operations -----------------------------------------------------------------------------------
+    # --- messages and tasks ---------------------------------------------------------------------------
 
-    async def _admit(self, p: proto.MessageSendParams, kind: InteractionKind) -> dict[str, Any]:
+    async def _admit(self, p: proto.MessageSendParams, kind: InteractionKind) -> proto.SendResult:
         receipt = await self.writer.call(admit_op(p.session, p.target, kind, p.message), bare=True)
-        out = proto.receipt_wire(receipt)
         if self.runtime is not None and kind is InteractionKind.TASK:
             self.runtime.task_admitted(receipt.recipient.uuid)
         elif self.runtime is not None and await self.runtime.push(receipt.recipient.uuid, receipt.interaction_id):
-            out["delivery"] = "provider_visible"  # already in the peer's live conversation
-            return out
+            return proto.send_result(receipt, "provider_visible")  # already in the peer's live conversation
         self.signals.notify(receipt.recipient.uuid)
-        return out
+        return proto.send_result(receipt, "admitted")
 
-    async def _send(self, p: Any) -> dict[str, Any]:
+    async def send(self, p: proto.MessageSendParams) -> proto.SendResult:
         return await self._admit(p, InteractionKind.INFORMATION)
 
-    async def _followup(self, p: Any) -> dict[str, Any]:
+    async def followup(self, p: proto.TaskFollowupParams) -> proto.SendResult:
         return await self._admit(p, InteractionKind.TASK)
 
     async def _authenticate(self, token: str) -> Caller:
         return await self.writer.call(lambda s: s.authenticate(token))
 
-    async def _receive(self, p: proto.MailboxReceiveParams) -> dict[str, Any]:
+    async def receive(self, p: proto.MailboxReceiveParams) -> proto.ReceiveResult:
         limit = p.limit if p.limit is not None else DEFAULT_RECEIVE_LIMIT
         timeout_ms = p.timeout_ms or 0
 
-        def read(ack: str | None) -> Callable[[InteractionStore], ReceivePage]:
-            return lambda s: s.receive(s.authenticate(p.session), cursor=p.cursor, ack_cursor=ack,
-                                       limit=limit)
+        def read(ack: str | None) -> Callable[[Store], ReceivePage]:
+            return lambda s: s.receive(s.authenticate(p.session), cursor=p.cursor, ack_cursor=ack, limit=limit)
 
-        def wire(page: ReceivePage, timed_out: bool, reason: str | None) -> dict[str, Any]:
-            out = proto.page_wire(page, timed_out=timed_out, wake_reason=reason)
-            if out["cursor"] is None:
-                out["cursor"] = p.cursor  # an empty page leaves the reading position where it was
-            return out
+        def result(page: ReceivePage, timed_out: bool, reason: WakeReason | None) -> proto.ReceiveResult:
+            # An empty page leaves the reading position where it was.
+            cursor = page.cursor if page.cursor is not None else p.cursor
+            return proto.receive_result(page, cursor=cursor, timed_out=timed_out, wake_reason=reason)
 
         if timeout_ms == 0:
-            return wire(await self.writer.call(read(p.ack_cursor), bare=True), False, None)
+            return result(await self.writer.call(read(p.ack_cursor), bare=True), False, None)
         caller = await self._authenticate(p.session)
         me = caller.agent.id
         ack, acked, reason = p.ack_cursor, 0, None
 
-        def read_or_context(ack_: str | None) -> Callable[[InteractionStore], tuple[ReceivePage, bool]]:
-            def op(s: InteractionStore) -> tuple[ReceivePage, bool]:
+        def read_or_context(ack_: str | None) -> Callable[[Store], tuple[ReceivePage, bool]]:
+            def op(s: Store) -> tuple[ReceivePage, bool]:
                 page = read(ack_)(s)
-                return page, (not page.records and rt.take_unseen_context(s, me))
+                return page, (not page.records and s.take_unseen_context(me))
             return op
 
         with anyio.move_on_after(timeout_ms / 1000):
@@ -143,24 +127,25 @@ class AppService:
                     page, context = await self.writer.call(read_or_context(ack))
                     ack, acked = None, acked + page.acked  # acknowledged once; later reads only look
                     if page.records:
-                        return wire(ReceivePage(page.records, page.cursor, acked, page.more), False, reason)
+                        return result(ReceivePage(page.records, page.cursor, acked, page.more), False, reason)
                     if context:
                         # Pushed into the live conversation (now or just before this wait): no duplicate body,
                         # nothing acknowledged; the model sees it in its next request.
-                        return wire(ReceivePage((), None, acked, False), False, PROVIDER_CONTEXT)
+                        return result(ReceivePage((), None, acked, False), False, PROVIDER_CONTEXT)
                     await waiter.wait()
                     reason = waiter.reason
         # Expired: an empty wait cancels nothing; later messages and replies remain available.
-        return wire(ReceivePage(records=(), cursor=None, acked=acked, more=False), True, None)
+        return result(ReceivePage(records=(), cursor=None, acked=acked, more=False), True, None)
 
-    async def _wait(self, p: proto.MailboxWaitParams) -> dict[str, Any]:
+    async def wait(self, p: proto.MailboxWaitParams) -> proto.WaitResult:
         timeout_ms = DEFAULT_WAIT_MS if p.timeout_ms is None else p.timeout_ms
         caller = await self._authenticate(p.session)
         me = caller.agent.id
-        def look(s: InteractionStore) -> str | None:
+
+        def look(s: Store) -> WakeReason | None:
             if s.has_unacked(me):
                 return "mailbox_activity"
-            return PROVIDER_CONTEXT if rt.take_unseen_context(s, me) else None
+            return PROVIDER_CONTEXT if s.take_unseen_context(me) else None
 
         with self.signals.subscribe(caller.agent.uuid) as waiter:
             # Subscribed first, then look at durable state, then wait: no lost wake-up.
@@ -171,87 +156,98 @@ class AppService:
                 with anyio.move_on_after(timeout_ms / 1000):
                     await waiter.wait()
                     if waiter.reason == PROVIDER_CONTEXT:
-                        await self.writer.call(lambda s: rt.take_unseen_context(s, me))
+                        await self.writer.call(lambda s: s.take_unseen_context(me))
                     return {"woke": True, "timed_out": False, "wake_reason": waiter.reason}
         return {"woke": False, "timed_out": True, "wake_reason": None}
 
-    async def _reply(self, p: proto.TaskReplyParams) -> dict[str, Any]:
+    async def reply(self, p: proto.TaskReplyParams) -> proto.ReplyResult:
         status = ReplyStatus(p.status)
         receipt = await self.writer.call(
             lambda s: s.reply(s.authenticate(p.session), p.request_id, status, p.message), bare=True)
-        out = proto.reply_wire(receipt)
         if self.runtime is not None and await self.runtime.push(receipt.requester.uuid, receipt.reply_id):
-            out["delivery"] = "provider_visible"
-            return out
+            return proto.reply_result(receipt, "provider_visible")
         self.signals.notify(receipt.requester.uuid)
-        return out
+        return proto.reply_result(receipt, "admitted")
 
-    async def _interrupt(self, p: proto.AgentInterruptParams) -> dict[str, Any]:
-        def op(s: InteractionStore) -> Any:
+    async def interrupt(self, p: proto.AgentInterruptParams) -> proto.InterruptResult:
+        def op(s: Store) -> InterruptReceipt:
             caller = s.authenticate(p.session)
             return s.record_interrupt(caller, s.resolve_target(caller, p.target))
 
+        if self.runtime is not None:
+            # A provider that cannot interrupt is refused before anything is recorded.
+            target = await self.writer.call(lambda s: s.resolve_target(s.authenticate(p.session), p.target))
+            self.runtime.check_interruptible(target.uuid)
         receipt = await self.writer.call(op)
         if self.runtime is not None:
             await self.runtime.interrupt(receipt.target.uuid, receipt.turn_id)
-        return proto.interrupt_wire(receipt)
+        return proto.interrupt_result(receipt)
 
-    async def _start_agent(self, p: proto.AgentStartParams) -> dict[str, Any]:
+    # --- agents ---------------------------------------------------------------------------------------
+
+    def _runtime(self) -> Runtime:
         if self.runtime is None:
             raise errors.Unsupported("this app runs without a provider runtime")
+        return self.runtime
+
+    async def start_agent(self, p: proto.AgentStartParams) -> proto.AgentStartResult:
+        runtime = self._runtime()
         agent = await self.writer.call(lambda s: s.resolve_agent(p.agent))
-        started = await self.runtime.start_agent(agent.id, p.mode, p.config, p.approve_tools)
+        started = await runtime.start_agent(agent.id, p.mode, p.config, p.approve_tools)
         current = await self.writer.call(lambda s: s.agent(agent.id))
-        return {"agent": proto.agent_wire(current), **started}
+        return {"agent": proto.agent_result(current), "thread_id": started["thread_id"],
+                "generation": started["generation"], "provider_version": started["provider_version"]}
 
-    async def _attach_agent(self, p: proto.AgentStopParams) -> dict[str, Any]:
-        if self.runtime is None:
-            raise errors.Unsupported("this app runs without a provider runtime")
+    async def attach_agent(self, p: proto.AgentAttachParams) -> proto.AgentAttachResult:
+        runtime = self._runtime()
         agent = await self.writer.call(lambda s: s.resolve_agent(p.agent))
-        return await self.runtime.attach_info(agent.id)
+        info = await runtime.attach_info(agent.id)
+        return {"socket": info["socket"], "workspace": info["workspace"], "codex": info["codex"],
+                "codex_home": info["codex_home"], "thread_id": info["thread_id"], "config": info["config"]}
 
-    async def _stop_agent(self, p: proto.AgentStopParams) -> dict[str, Any]:
-        if self.runtime is None:
-            raise errors.Unsupported("this app runs without a provider runtime")
+    async def stop_agent(self, p: proto.AgentStopParams) -> proto.AgentStopResult:
+        runtime = self._runtime()
         agent = await self.writer.call(lambda s: s.resolve_agent(p.agent))
-        stopped = await self.runtime.stop_agent(agent.id)
+        stopped = await runtime.stop_agent(agent.id)
         current = await self.writer.call(lambda s: s.agent(agent.id))
-        return {"agent": proto.agent_wire(current), "stopped": stopped}
+        return {"agent": proto.agent_result(current), "stopped": stopped}
 
-    async def _list_agents(self, p: proto.AgentListParams) -> dict[str, Any]:
-        def op(s: InteractionStore) -> Any:
+    async def list_agents(self, p: proto.AgentListParams) -> proto.AgentListResult:
+        def op(s: Store) -> Any:
             caller = s.authenticate(p.session) if p.session is not None else None
             return caller, s.list_agents()
 
         caller, agents = await self.writer.call(op)
-        return {"agents": [proto.agent_wire(a) for a in agents],
-                "caller": proto.party_wire(caller.agent) if caller else None}
+        return {"agents": [proto.agent_result(a) for a in agents],
+                "caller": proto.party_result(caller.agent) if caller else None}
 
-    async def _add_agent(self, p: proto.AgentAddParams) -> dict[str, Any]:
+    async def add_agent(self, p: proto.AgentAddParams) -> proto.AgentResult:
         workspace = p.workspace  # the CLI sends an absolute path
         agent = await self.writer.call(lambda s: s.add_agent(p.name, p.provider, workspace))
         log.info("agent added: %s %s", agent.name, agent.uuid)
-        return proto.agent_wire(agent)
+        return proto.agent_result(agent)
 
-    async def _session(self, p: proto.AgentSessionParams) -> dict[str, Any]:
-        def op(s: InteractionStore) -> Any:
+    async def session(self, p: proto.AgentSessionParams) -> proto.AgentSessionResult:
+        def op(s: Store) -> Any:
             agent = s.resolve_agent(p.agent)
             return agent, s.create_session(agent.id)
 
         agent, token = await self.writer.call(op)
         log.info("session issued for agent %s", agent.uuid)  # never the token itself
-        return {"agent": proto.agent_wire(agent), "session_id": token, "home": str(self.home.root)}
+        return {"agent": proto.agent_result(agent), "session_id": token, "home": str(self.home.root)}
 
-    async def _records(self, p: proto.MailboxRecordsParams) -> dict[str, Any]:
-        records = await self.writer.call(lambda s: s.interactions(limit=p.limit))
-        return {"records": [proto.interaction_wire(i, acked=i.acked) for i in records]}
+    # --- the operator's view and the app ----------------------------------------------------------------
 
-    async def _status(self, p: Any) -> dict[str, Any]:
+    async def records(self, p: proto.MailboxRecordsParams) -> proto.MailboxRecordsResult:
+        records = await self.writer.call(lambda s: s.log_records(limit=p.limit))
+        return {"records": [proto.log_record_result(r) for r in records]}
+
+    async def status(self, p: proto.EmptyParams) -> proto.AppStatusResult:
         agents = await self.writer.call(lambda s: len(s.list_agents()))
         return {"running": True, "version": __version__, "protocol": PROTOCOL_VERSION, "pid": os.getpid(),
                 "home": str(self.home.root), "started_at": self.started_at, "agents": agents}
 
-    async def _app_stop(self, p: Any) -> dict[str, Any]:
+    async def app_stop(self, p: proto.EmptyParams) -> proto.OkResult:
         # The answer is written first; the server stops the app right after (see ControlServer).
         self.stop_requested = True
         return {"ok": True}
@@ -260,4 +256,4 @@ class AppService:
         self._stop()
 
 
-__all__ = ["AppService", "errors"]
+__all__ = ["AppService", "admit_op", "errors"]

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Final
 
 import anyio
 
-MAILBOX_ACTIVITY = "mailbox_activity"
-PROVIDER_CONTEXT = "provider_context_available"
+from wardian.model import WakeReason
+
+MAILBOX_ACTIVITY: Final = "mailbox_activity"
+PROVIDER_CONTEXT: Final = "provider_context_available"
 
 
 class Waiter:
@@ -20,7 +23,7 @@ class Waiter:
 
     def __init__(self) -> None:
         self.event = anyio.Event()
-        self.reason = MAILBOX_ACTIVITY
+        self.reason: WakeReason = MAILBOX_ACTIVITY
 
     async def wait(self) -> None:
         await self.event.wait()
@@ -42,7 +45,7 @@ class MailboxSignals:
             if not waiters:
                 self._waiters.pop(agent_uuid, None)
 
-    def notify(self, agent_uuid: str, reason: str = MAILBOX_ACTIVITY) -> None:
+    def notify(self, agent_uuid: str, reason: WakeReason = MAILBOX_ACTIVITY) -> None:
         """Wake every wait of this recipient. Mailbox activity wins over provider context when both land."""
         for waiter in self._waiters.get(agent_uuid, ()):
             if not waiter.event.is_set() or reason == MAILBOX_ACTIVITY:

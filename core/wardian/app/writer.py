@@ -32,8 +32,7 @@ from typing import Any, TypeVar
 import anyio
 
 from wardian import errors
-from wardian.store import InteractionStore
-from wardian.store.store import BatchResult
+from wardian.store import BatchResult, Store
 
 T = TypeVar("T")
 log = logging.getLogger("wardian.app.writer")
@@ -41,7 +40,7 @@ log = logging.getLogger("wardian.app.writer")
 # One batch at most this many operations, so a burst cannot hold the writer (and the loop) for long.
 MAX_BATCH = 256
 
-_Op = tuple[Callable[[InteractionStore], Any], bool, "asyncio.Future[BatchResult]"]
+_Op = tuple[Callable[[Store], Any], bool, "asyncio.Future[BatchResult]"]
 
 
 def _outcome(result: BatchResult) -> Any:
@@ -54,7 +53,7 @@ def _outcome(result: BatchResult) -> Any:
 class StoreWriter:
     """Runs store operations in batches: statements on the event loop, a durable COMMIT on one worker thread."""
 
-    def __init__(self, store: InteractionStore) -> None:
+    def __init__(self, store: Store) -> None:
         self._store = store
         self._pending: list[_Op] = []
         self._wakeup = anyio.Event()
@@ -64,10 +63,10 @@ class StoreWriter:
         self.batches = 0
         self.operations = 0
 
-    async def call(self, fn: Callable[[InteractionStore], T], *, bare: bool = False) -> T:
+    async def call(self, fn: Callable[[Store], T], *, bare: bool = False) -> T:
         """Run `fn(store)` inside the next batch's transaction and return its result after COMMIT.
 
-        `bare`: run it without a savepoint of its own (see `InteractionStore.begin_batch`).
+        `bare`: run it without a savepoint of its own (see `Store.begin_batch`).
         """
         if self._closed:
             raise errors.StorageUnavailable("the app is shutting down; nothing was admitted")
@@ -110,7 +109,7 @@ class StoreWriter:
             if self._closed and not self._pending:
                 return
 
-    async def _execute(self, fns: list[Callable[[InteractionStore], Any]], bare: list[bool]) -> list[BatchResult]:
+    async def _execute(self, fns: list[Callable[[Store], Any]], bare: list[bool]) -> list[BatchResult]:
         """One batch: statements here on the loop; a COMMIT that wrote on the worker thread (shielded), unless it
         is a lone write with nothing waiting, which commits here (see the module docstring)."""
         store = self._store

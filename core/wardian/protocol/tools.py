@@ -17,9 +17,11 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from wardian import errors
 from wardian.model import (
     DEFAULT_RECEIVE_LIMIT,
     DEFAULT_WAIT_MS,
@@ -257,3 +259,22 @@ TOOLS: tuple[ToolSpec, ...] = (
 
 TOOLS_BY_NAME: dict[str, ToolSpec] = {t.name: t for t in TOOLS}
 TOOL_NAMES: tuple[str, ...] = tuple(TOOLS_BY_NAME)
+
+
+def parse_tool_names(names: str | Sequence[str] | None) -> tuple[str, ...]:
+    """The tools named for approval (`--approve-tools a,b` or a list), in the seed's order, each once.
+
+    The one reading of such a list, for `wardian agent start`, `wardian codex register` and the app's `agent/start`.
+
+    Raises:
+        InvalidArguments: an empty or unknown name (the error lists the seven tools).
+    """
+    if names is None:
+        return ()
+    listed = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
+    unknown = [n for n in listed if n not in TOOLS_BY_NAME]
+    if unknown:
+        shown = ", ".join(repr(n[:40]) for n in unknown[:5])
+        raise errors.InvalidArguments(f"approve_tools names no wardian tool: {shown}", field="approve_tools",
+                                      allowed=", ".join(TOOL_NAMES))
+    return tuple(t for t in TOOL_NAMES if t in listed)

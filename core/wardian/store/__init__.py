@@ -1,5 +1,6 @@
-"""The interaction store (SQLite, WAL, synchronous=FULL): the app's only persistent state."""
+"""The interaction store: the app's only persistent state, behind one seam (`Store`); SQLite is the embedded backend."""
 
-from wardian.store.store import BatchResult, InteractionStore
+from wardian.store.api import BatchResult, Store
+from wardian.store.sqlite import SqliteStore
 
-__all__ = ["BatchResult", "InteractionStore"]
+__all__ = ["BatchResult", "SqliteStore", "Store"]

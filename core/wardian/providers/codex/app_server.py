@@ -4,7 +4,8 @@ Invariants (STYLE.md §5):
 - One reader per connection. It routes each response to the one-shot waiter of its id and every
   notification to the subscriber stream. Server-initiated requests are answered here (wardian never
   grants approvals from the app: it declines elicitations and refuses the rest).
-- When the reader exits (EOF, a broken pipe, a malformed frame), every pending waiter fails at once.
+- When the reader exits (EOF, a broken pipe, a malformed frame, notifications nobody reads), every pending waiter
+  fails at once; no notification is ever dropped while the connection lives.
 - Whether the request was written decides the error: a failed write is `ProviderUnavailable` (certainly
   not admitted: the peer never read a complete line); a written request whose answer is lost or late is
   `DeliveryUncertain`; an error answer is `AppServerError` with Codex's code and message.
@@ -28,6 +29,10 @@ from wardian.providers.codex.transport import MessageStream
 log = logging.getLogger("wardian.codex.app_server")
 
 NOTIFICATION_BUFFER = 10_000
+
+
+class _Overflow(Exception):
+    """The reader's notification buffer is full."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +85,11 @@ class AppServerClient:
                 except orjson.JSONDecodeError:
                     log.warning("%s: skipped a frame that is not JSON: %r", self._name, line[:200])
                     continue
-                await self._route(msg)
+                try:
+                    await self._route(msg)
+                except _Overflow:
+                    reason = OverflowError("the notification buffer is full")
+                    return
         except BaseException as exc:  # cancellation included: waiters must not hang
             reason = exc
             raise
@@ -97,7 +106,11 @@ class AppServerClient:
             try:
                 self._notify_send.send_nowait(note)
             except anyio.WouldBlock:
-                log.error("%s: notification buffer full; dropping %s", self._name, note.method)
+                # Never drop one silently: a lost turn/completed would leave its tasks submitted forever. End the
+                # connection instead; the owner then ends, and its submissions become uncertain (logged, durable).
+                log.error("%s: %d notifications wait unread; closing the connection (its deliveries in flight "
+                          "become uncertain)", self._name, NOTIFICATION_BUFFER)
+                raise _Overflow from None
         elif "id" in msg:
             waiter = self._waiters.pop(msg["id"], None) if isinstance(msg["id"], int) else None
             if waiter is None:

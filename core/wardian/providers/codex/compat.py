@@ -10,66 +10,38 @@
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-
 from wardian import errors
+from wardian.providers.base import Capabilities
+from wardian.providers.version import Version
 
-_VERSION_RE = re.compile(r"(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?")
-
+CodexVersion = Version  # Codex's CLI versions are semantic versions; the harness reads them with this too
 MIN_STABLE = (0, 154, 0)
 ALPHA_EXCEPTION = "0.154.0-alpha.6"
 MIN_STEERING = (0, 159, 2)
+_ALLOWED = f">= {'.'.join(map(str, MIN_STABLE))} stable, {ALPHA_EXCEPTION}"
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class CodexVersion:
-    major: int
-    minor: int
-    patch: int
-    prerelease: str | None = None
-
-    @classmethod
-    def parse(cls, text: str) -> CodexVersion:
-        """Parse `codex --version` output (`codex-cli 0.171.0`) or a bare version.
-
-        Raises:
-            Unsupported: no version in the text.
-        """
-        match = _VERSION_RE.search(text)
-        if match is None:
-            raise errors.Unsupported(f"cannot read a Codex version from {text.strip()[:80]!r}")
-        return cls(int(match[1]), int(match[2]), int(match[3]), match[4])
-
-    @property
-    def triple(self) -> tuple[int, int, int]:
-        return (self.major, self.minor, self.patch)
-
-    def __str__(self) -> str:
-        base = f"{self.major}.{self.minor}.{self.patch}"
-        return f"{base}-{self.prerelease}" if self.prerelease else base
+def parse_codex_version(text: str) -> Version:
+    """The version in `codex --version` output (`codex-cli 0.171.0`). Raises: Unsupported (no version in it)."""
+    try:
+        return Version.parse(text)
+    except ValueError:
+        raise errors.Unsupported(f"cannot read a Codex version from {text.strip()[:80]!r}", field="codex",
+                                 allowed=_ALLOWED) from None
 
 
-@dataclass(frozen=True, slots=True)
-class Capabilities:
-    version: CodexVersion
-    idle_delivery: bool
-    information_delivery: bool
-    structured_steering: bool
-
-
-def capabilities(version: CodexVersion) -> Capabilities:
+def capabilities(version: Version) -> Capabilities:
     """What wardian may ask of this Codex version.
 
     Raises:
         Unsupported: the version is not eligible (the message says which versions are).
     """
-    eligible = str(version) == ALPHA_EXCEPTION if version.prerelease is not None else version.triple >= MIN_STABLE
+    eligible = str(version) == ALPHA_EXCEPTION if version.is_prerelease else version.triple >= MIN_STABLE
     if not eligible:
         raise errors.Unsupported(
             f"Codex {version} is not supported; use stable Codex {'.'.join(map(str, MIN_STABLE))} or newer "
-            f"(or the tested {ALPHA_EXCEPTION})", allowed=f">= {'.'.join(map(str, MIN_STABLE))} stable, "
-            f"{ALPHA_EXCEPTION}")
-    steering = version.prerelease is None and version.triple >= MIN_STEERING
-    return Capabilities(version=version, idle_delivery=True, information_delivery=True,
-                        structured_steering=steering)
+            f"(or the tested {ALPHA_EXCEPTION})", field="codex", allowed=_ALLOWED)
+    steering = not version.is_prerelease and version.triple >= MIN_STEERING
+    # Every eligible version pushes information (thread/inject_items), interrupts the exact turn, reports each
+    # turn's end with its items, and serves an attached TUI over its app-server socket.
+    return Capabilities(steer=steering, inject=True, interrupt=True, exact_completion=True, attach=True)

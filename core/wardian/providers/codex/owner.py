@@ -1,17 +1,24 @@
-"""The owner of one managed Codex agent: its app-server process, its conversation and its observed state.
+"""The owner of one managed Codex agent: its app-server process, its conversation and its observed state
+(a `wardian.providers.base.ProviderRuntime`).
 
-The owner never touches the store (STYLE.md §2): it reports what it observes (`StateChange`, `TurnOutcome`)
-and returns the outcome of each delivery (a turn id, or a typed error); the app persists them.
+The owner never touches the store (STYLE.md §2): it reports what it observes as `events` (state changes and turn
+outcomes, in order, never dropped) and returns the outcome of each delivery (a turn id, or a typed error); the
+app persists them.
 
 Observed state comes only from Codex's notifications: `turn/started` makes the owner active with that exact
 turn id; `turn/completed` makes it idle and yields the turn's outcome. A steer cancels the in-flight model
 stream, so an agentMessage can start and never complete: only completed items count.
+
+Error classification (what the runtime may do next) is decided here: Codex's stale-turn rejections ("no active
+turn to steer", "expected active turn id ...") are `StaleTurn` (not admitted) for a steer and `NotActive` for an
+interrupt; a request that could not be written is `ProviderUnavailable`; anything else after a byte left is an
+unknown outcome.
 """
 
 from __future__ import annotations
 
 import logging
-import os
+import math
 import signal
 import subprocess
 from collections import deque
@@ -19,23 +26,38 @@ from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import anyio.abc
-import psutil
+import pydantic
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from wardian import __version__, errors
+from wardian.model import AgentStatus, Interaction
+from wardian.providers.base import (
+    Capabilities,
+    OutcomeStatus,
+    ProviderEvent,
+    StateChange,
+    TaskDelivery,
+    TurnOutcome,
+)
+from wardian.providers.codex import messages as m
+from wardian.providers.codex import projection
 from wardian.providers.codex.app_server import AppServerClient, Notification
-from wardian.providers.codex.compat import Capabilities
+from wardian.providers.codex.items import TASK_ITEM_KIND, inbox_items, steer_context, task_payload
 from wardian.providers.codex.transport import MessageStream, NdjsonStream, connect_unix_websocket
+from wardian.providers.process import killpg, record_pid
 
 log = logging.getLogger("wardian.codex.owner")
 
-STALE_TURN_MARKERS = ("no active turn to steer", "expected active turn id")
-TASK_ITEM_KIND = "wardian_task_delivery"
-INBOX_ITEM_KIND = "wardian_inbox_delivery"
+# Codex's words for "that turn is not active": a steer or interrupt that met them was certainly not carried out.
+STALE_STEER_MARKERS = ("no active turn to steer", "expected active turn id")
+STALE_INTERRUPT_MARKERS = ("no active turn", "expected active turn id")
+_OUTCOMES = {"completed": OutcomeStatus.DONE, "interrupted": OutcomeStatus.INTERRUPTED,
+             "failed": OutcomeStatus.FAILED}
+_R = TypeVar("_R", bound=pydantic.BaseModel)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,21 +74,7 @@ class OwnerSpec:
     pid_path: Path | None = None  # where the app-server's process group is recorded while it runs
     mode: str = "background"  # background: stdio app-server; attached: --listen unix:// for a Codex TUI
     socket_path: Path | None = None  # attached mode: where the app-server listens (the TUI's --remote)
-
-
-@dataclass(frozen=True, slots=True)
-class TurnOutcome:
-    turn_id: str
-    status: str  # completed | interrupted | failed
-    final_text: str | None
-    error: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class StateChange:
-    status: str  # idle | active | off | errored
-    active_turn_id: str | None
-    thread_id: str | None
+    config: tuple[str, ...] = ()  # the agent's own -c settings, as `agent attach` gives them to the TUI
 
 
 @dataclass
@@ -75,12 +83,12 @@ class _TurnItems:
     unknown_phase: list[str] = field(default_factory=list)
 
 
-def is_stale_turn(exc: errors.AppServerError) -> bool:
+def is_stale_turn(exc: errors.AppServerError, markers: Sequence[str] = STALE_STEER_MARKERS) -> bool:
     """A recognised stale-turn rejection: Codex confirms that nothing was admitted."""
-    return any(marker in exc.message for marker in STALE_TURN_MARKERS)
+    return any(marker in exc.message for marker in markers)
 
 
-def final_text_of(items: _TurnItems, summary: Sequence[Any]) -> str | None:
+def final_text_of(items: _TurnItems, summary: Sequence[m.ThreadItem]) -> str | None:
     """The turn's final answer: the last `final_answer` item, else the last completed item with an unknown
     phase; commentary never (seed: "Commentary is excluded")."""
     if items.final:
@@ -88,9 +96,19 @@ def final_text_of(items: _TurnItems, summary: Sequence[Any]) -> str | None:
     if items.unknown_phase:
         return items.unknown_phase[-1]
     for item in reversed(summary):
-        if isinstance(item, dict) and item.get("type") == "agentMessage" and item.get("phase") != "commentary":
-            return str(item.get("text") or "")
+        if item.type == "agentMessage" and item.phase != "commentary":
+            return item.text or ""
     return None
+
+
+def _result(model: type[_R], payload: Any, method: str) -> _R:
+    """A Codex answer as `model`; one that lacks what wardian needs leaves the exchange's outcome unknown."""
+    try:
+        return model.model_validate(payload if payload is not None else {})
+    except pydantic.ValidationError as exc:
+        raise errors.DeliveryUncertain(f"Codex answered {method} with a result wardian cannot read "
+                                       f"({exc.error_count()} problems); its outcome is unknown",
+                                       method=method) from None
 
 
 class CodexOwner:
@@ -98,6 +116,7 @@ class CodexOwner:
 
     def __init__(self, spec: OwnerSpec) -> None:
         self.spec = spec
+        self.capabilities = spec.capabilities
         self.thread_id: str | None = spec.thread_id
         self.active_turn_id: str | None = None
         self.ready = False
@@ -108,14 +127,10 @@ class CodexOwner:
         # Turns already seen to end: a `turn/start` answer read after its turn's own turn/completed (a turn that
         # ends at once) must not mark a finished turn active again.
         self._ended: deque[str] = deque(maxlen=64)
-        self._outcome_send: MemoryObjectSendStream[TurnOutcome]
-        self.outcomes: MemoryObjectReceiveStream[TurnOutcome]
-        self._outcome_send, self.outcomes = anyio.create_memory_object_stream[TurnOutcome](1000)
-        self._state_send: MemoryObjectSendStream[StateChange]
-        self.states: MemoryObjectReceiveStream[StateChange]
-        self._state_send, self.states = anyio.create_memory_object_stream[StateChange](1000)
-        # Held while a submission's binding is being persisted; the completion observer takes it before
-        # looking up a finished turn's tasks, so no completion is published before its binding exists.
+        # Unbounded: an outcome is never dropped (one per turn, consumed by the app as it comes).
+        self._event_send: MemoryObjectSendStream[ProviderEvent]
+        self.events: MemoryObjectReceiveStream[ProviderEvent]
+        self._event_send, self.events = anyio.create_memory_object_stream[ProviderEvent](math.inf)
         self.submit_lock = anyio.Lock()
         self._tui_send: MemoryObjectSendStream[str]
         self._tui_threads: MemoryObjectReceiveStream[str]
@@ -139,14 +154,14 @@ class CodexOwner:
         for override in spec.overrides:
             cmd += ["-c", override]
         started = False
-        with open(spec.stderr_path, "ab") as stderr:  # noqa: ASYNC230 (a local log file, opened once)
-            process = await anyio.open_process(cmd, env=dict(spec.env), cwd=str(spec.workspace), stderr=stderr,
-                                               stdout=stderr if attached else subprocess.PIPE,
-                                               start_new_session=True)
-        self._process = process
-        if spec.pid_path is not None:
-            spec.pid_path.write_text(f"{process.pid}\n", encoding="utf-8")
         try:
+            with open(spec.stderr_path, "ab") as stderr:  # noqa: ASYNC230 (a local log file, opened once)
+                process = await anyio.open_process(cmd, env=dict(spec.env), cwd=str(spec.workspace), stderr=stderr,
+                                                   stdout=stderr if attached else subprocess.PIPE,
+                                                   start_new_session=True)
+            self._process = process
+            if spec.pid_path is not None:
+                record_pid(spec.pid_path, process.pid)
             if attached:
                 assert spec.socket_path is not None
                 stream: MessageStream = await _connect_when_listening(spec.socket_path, process)
@@ -169,11 +184,12 @@ class CodexOwner:
                 if self.thread_id:
                     await self._adopt(client, self.thread_id)
                 elif not attached:
-                    result = await client.request("thread/start", {"cwd": str(spec.workspace)}, timeout_s=600)
-                    self._become_ready(str(result["thread"]["id"]))
+                    result = _result(m.ThreadStartResponse, await client.request(
+                        "thread/start", {"cwd": str(spec.workspace)}, timeout_s=600), "thread/start")
+                    self._become_ready(result.thread.id)
                 else:
                     # Fresh attached agent: delivery waits until the TUI's own thread is observed (seed).
-                    self._state(StateChange("starting", None, None))
+                    self._emit(StateChange(AgentStatus.STARTING, None, None))
                 started = True
                 task_status.started(self.thread_id)
                 await self._stop.wait()
@@ -183,9 +199,13 @@ class CodexOwner:
             self.active_turn_id = None
             with anyio.CancelScope(shield=True):
                 await self._terminate()
-            self._state(StateChange("off", None, self.thread_id))
-            self._outcome_send.close()
-            self._state_send.close()
+                if attached:
+                    # The launch settings were projected into config.toml for the TUI; put back what was there.
+                    await anyio.to_thread.run_sync(projection.recover, spec.codex_home)
+            self._emit(StateChange(AgentStatus.OFF, None, self.thread_id))
+            self._event_send.close()
+            self._tui_send.close()
+            self._tui_threads.close()
             if not started:
                 log.error("Codex owner %s failed to start", spec.name)
 
@@ -193,7 +213,7 @@ class CodexOwner:
         self.thread_id = thread_id
         self.ready = True
         self.idle.set()
-        self._state(StateChange("idle", None, thread_id))
+        self._emit(StateChange(AgentStatus.IDLE, None, thread_id))
 
     async def _adopt(self, client: AppServerClient, thread_id: str) -> None:
         """Deliver into this thread from now on, subscribed to its turns (thread/resume).
@@ -202,7 +222,7 @@ class CodexOwner:
         unsubscribed, and the first delivery subscribes right after its turn/start has created the rollout.
         """
         try:
-            result = await client.request("thread/resume", {"threadId": thread_id}, timeout_s=600)
+            raw = await client.request("thread/resume", {"threadId": thread_id}, timeout_s=600)
         except errors.AppServerError as exc:
             if "no rollout found" not in exc.message:
                 raise
@@ -218,13 +238,13 @@ class CodexOwner:
             self._become_ready(thread_id)
             return
         self.subscribed = True
-        self._become_ready(str(result["thread"]["id"]))
+        self._become_ready(_result(m.ThreadResumeResponse, raw, "thread/resume").thread.id)
 
     async def _subscribe_after_first_turn(self, turn_id: str) -> None:
         client = self._client()
         for _ in range(300):
             try:
-                result = await client.request("thread/resume", {"threadId": self.thread_id}, timeout_s=60)
+                raw = await client.request("thread/resume", {"threadId": self.thread_id}, timeout_s=60)
             except errors.AppServerError as exc:
                 # The new thread is still being set up: its rollout is being written ("no rollout found",
                 # "rollout ... is empty") or its turn history is not listable yet ("list_turns is not
@@ -235,9 +255,9 @@ class CodexOwner:
                 continue
             self.subscribed = True
             # The turn may have ended before the subscription: take its end from the resumed thread.
-            for turn in (result.get("thread") or {}).get("turns") or []:
-                if isinstance(turn, dict) and turn.get("id") == turn_id and turn.get("status") != "inProgress":
-                    self._observe(Notification("turn/completed", {"threadId": self.thread_id, "turn": turn}))
+            for turn in _result(m.ThreadResumeResponse, raw, "thread/resume").thread.turns:
+                if turn.id == turn_id and turn.status != "inProgress":
+                    self._turn_completed(m.TurnCompletedNotification(thread_id=self.thread_id, turn=turn))
             return
         raise errors.DeliveryUncertain(f"could not subscribe to thread {self.thread_id} after its first turn")
 
@@ -262,6 +282,9 @@ class CodexOwner:
     def stop(self) -> None:
         self._stop.set()
 
+    async def wait_idle(self) -> None:
+        await self.idle.wait()
+
     async def _terminate(self) -> None:
         process = self._process
         if process is None:
@@ -272,69 +295,78 @@ class CodexOwner:
         with anyio.move_on_after(3):
             await process.wait()
         if process.returncode is None:
-            _killpg(process.pid, signal.SIGTERM)
+            killpg(process.pid, signal.SIGTERM)
             with anyio.move_on_after(3):
                 await process.wait()
         if process.returncode is None:
-            _killpg(process.pid, signal.SIGKILL)
+            killpg(process.pid, signal.SIGKILL)
             with anyio.move_on_after(3):
                 await process.wait()
         # The MCP servers Codex started share the group; a stray one must not outlive the owner.
-        _killpg(process.pid, signal.SIGKILL)
+        killpg(process.pid, signal.SIGKILL)
         if self.spec.pid_path is not None:
             with suppress(OSError):
                 self.spec.pid_path.unlink()
 
     # --- observation ----------------------------------------------------------------------------------
 
-    def _state(self, change: StateChange) -> None:
-        with suppress(anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            self._state_send.send_nowait(change)
+    def _emit(self, event: ProviderEvent) -> None:
+        try:
+            self._event_send.send_nowait(event)  # never WouldBlock: the stream is unbounded
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            # Only after the owner ended, or once the app stopped reading it (its handle is gone): whatever was
+            # submitted in this generation is marked uncertain by the app when the owner ends.
+            log.warning("%s: an event after the owner's end was not delivered: %r", self.spec.name, event)
 
     def _observe(self, note: Notification) -> None:
+        try:
+            self._observe_typed(note)
+        except pydantic.ValidationError as exc:
+            # A turn whose end cannot be read is never guessed: its tasks become uncertain when the owner ends.
+            log.error("%s: skipped a %s notification wardian cannot read (%d problems)", self.spec.name,
+                      note.method, exc.error_count())
+
+    def _observe_typed(self, note: Notification) -> None:
         p = note.params
         if note.method == "thread/started":
-            thread = p.get("thread") or {}
-            if thread.get("ephemeral") is False and thread.get("threadSource") == "user" and thread.get("id"):
+            thread = m.ThreadStartedNotification.model_validate(p).thread
+            if thread.ephemeral is False and thread.thread_source == "user":
                 with suppress(anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
-                    self._tui_send.send_nowait(str(thread["id"]))
+                    self._tui_send.send_nowait(thread.id)
             return
         if p.get("threadId") not in (None, self.thread_id):
             return
         if note.method == "turn/started":
-            turn = p.get("turn") or {}
-            turn_id = str(turn.get("id"))
+            turn_id = m.TurnStartedNotification.model_validate(p).turn.id
             self.active_turn_id = turn_id
             self._turns.setdefault(turn_id, _TurnItems())
             self.idle = anyio.Event()
-            self._state(StateChange("active", turn_id, self.thread_id))
+            self._emit(StateChange(AgentStatus.ACTIVE, turn_id, self.thread_id))
         elif note.method == "item/completed":
-            item = p.get("item") or {}
-            if item.get("type") == "agentMessage":
-                items = self._turns.setdefault(str(p.get("turnId")), _TurnItems())
-                phase = item.get("phase")
-                text = str(item.get("text") or "")
-                if phase == "final_answer":
-                    items.final.append(text)
-                elif phase is None:
-                    items.unknown_phase.append(text)
+            done = m.ItemCompletedNotification.model_validate(p)
+            if done.item.type == "agentMessage":
+                items = self._turns.setdefault(str(done.turn_id), _TurnItems())
+                if done.item.phase == "final_answer":
+                    items.final.append(done.item.text or "")
+                elif done.item.phase is None:
+                    items.unknown_phase.append(done.item.text or "")
         elif note.method == "turn/completed":
-            turn = p.get("turn") or {}
-            turn_id = str(turn.get("id"))
-            items = self._turns.pop(turn_id, _TurnItems())
-            self._ended.append(turn_id)
-            status = str(turn.get("status"))
-            error = turn.get("error") or {}
-            outcome = TurnOutcome(
-                turn_id=turn_id, status=status,
-                final_text=final_text_of(items, turn.get("items") or []) if status == "completed" else None,
-                error=str(error.get("message")) if isinstance(error, dict) and error.get("message") else None)
-            if self.active_turn_id == turn_id:
-                self.active_turn_id = None
-                self.idle.set()
-                self._state(StateChange("idle", None, self.thread_id))
-            with suppress(anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
-                self._outcome_send.send_nowait(outcome)
+            self._turn_completed(m.TurnCompletedNotification.model_validate(p))
+
+    def _turn_completed(self, note: m.TurnCompletedNotification) -> None:
+        turn = note.turn
+        items = self._turns.pop(turn.id, _TurnItems())
+        self._ended.append(turn.id)
+        status = _OUTCOMES.get(turn.status or "", OutcomeStatus.UNKNOWN)
+        outcome = TurnOutcome(
+            turn_id=turn.id, status=status,
+            final_text=final_text_of(items, turn.items) if status is OutcomeStatus.DONE else None,
+            error=turn.error.message if turn.error is not None and turn.error.message else None)
+        if self.active_turn_id == turn.id:
+            self.active_turn_id = None
+            self.idle.set()
+            self._emit(StateChange(AgentStatus.IDLE, None, self.thread_id))
+        self._emit(outcome)
 
     # --- delivery -------------------------------------------------------------------------------------
 
@@ -343,27 +375,27 @@ class CodexOwner:
             raise errors.ProviderUnavailable(f"the Codex owner of {self.spec.name} is not running; nothing was sent")
         return self.client
 
-    async def start_turn(self, payload: str, *, timeout_s: float = 30.0) -> str:
+    async def start_turn(self, task: TaskDelivery, *, timeout_s: float = 30.0) -> str:
         """`turn/start` on the existing thread with one structured task item; returns the turn id.
 
         Raises:
             ProviderUnavailable, AppServerError, DeliveryUncertain.
         """
-        result = await self._client().request("turn/start", {
-            "threadId": self.thread_id, "input": [{"type": "text", "text": payload}]}, timeout_s=timeout_s)
-        turn_id = str(result["turn"]["id"])
+        raw = await self._client().request("turn/start", {
+            "threadId": self.thread_id, "input": [{"type": "text", "text": task_payload(task)}]}, timeout_s=timeout_s)
+        turn_id = _result(m.TurnStartResponse, raw, "turn/start").turn.id
         if self.active_turn_id is None and turn_id not in self._ended:
             self.active_turn_id = turn_id
             self._turns.setdefault(turn_id, _TurnItems())
             self.idle = anyio.Event()
-            self._state(StateChange("active", turn_id, self.thread_id))
+            self._emit(StateChange(AgentStatus.ACTIVE, turn_id, self.thread_id))
         if not self.subscribed:
             # The turn was accepted; its outcome is only observable once subscribed. A failure here leaves the
             # task uncertain (the caller's error path), never resubmitted.
             await self._subscribe_after_first_turn(turn_id)
         return turn_id
 
-    async def steer(self, text: str, expected_turn_id: str, context: str, *, timeout_s: float = 30.0) -> str:
+    async def steer(self, task: TaskDelivery, expected_turn_id: str, *, timeout_s: float = 30.0) -> str:
         """`turn/steer` fenced by `expectedTurnId`: the literal peer text as input, routing in additionalContext.
 
         Raises:
@@ -371,25 +403,41 @@ class CodexOwner:
             ProviderUnavailable, AppServerError, DeliveryUncertain.
         """
         try:
-            result = await self._client().request("turn/steer", {
+            raw = await self._client().request("turn/steer", {
                 "threadId": self.thread_id, "expectedTurnId": expected_turn_id,
-                "input": [{"type": "text", "text": text}],
-                "additionalContext": {TASK_ITEM_KIND: {"kind": "application", "value": context}},
+                "input": [{"type": "text", "text": task.text}],
+                "additionalContext": {TASK_ITEM_KIND: {"kind": "application", "value": steer_context(task)}},
             }, timeout_s=timeout_s)
         except errors.AppServerError as exc:
             if is_stale_turn(exc):
                 raise errors.StaleTurn(exc.message, turn_id=expected_turn_id) from None
             raise
-        return str(result.get("turnId", expected_turn_id))
+        return _result(m.TurnSteerResponse, raw, "turn/steer").turn_id or expected_turn_id
 
-    async def inject(self, items: list[dict[str, Any]], *, timeout_s: float = 30.0) -> None:
+    async def push(self, records: Sequence[Interaction], *, timeout_s: float = 30.0) -> None:
         """`thread/inject_items`: model-visible history, no turn started."""
-        await self._client().request("thread/inject_items", {"threadId": self.thread_id, "items": items},
-                                     timeout_s=timeout_s)
+        await self._client().request("thread/inject_items", {"threadId": self.thread_id,
+                                                             "items": inbox_items(records)}, timeout_s=timeout_s)
 
     async def interrupt(self, turn_id: str, *, timeout_s: float = 30.0) -> None:
-        await self._client().request("turn/interrupt", {"threadId": self.thread_id, "turnId": turn_id},
-                                     timeout_s=timeout_s)
+        """`turn/interrupt` of the exact turn. Raises: NotActive (Codex says it is not active), WardianError."""
+        try:
+            await self._client().request("turn/interrupt", {"threadId": self.thread_id, "turnId": turn_id},
+                                         timeout_s=timeout_s)
+        except errors.AppServerError as exc:
+            if is_stale_turn(exc, STALE_INTERRUPT_MARKERS):
+                raise errors.NotActive(f"turn {turn_id} is no longer active; nothing was interrupted",
+                                       field="target") from None
+            raise
+
+    def attach_info(self) -> dict[str, Any]:
+        """How a Codex TUI attaches to this app-owned app-server (`wardian agent attach`)."""
+        spec = self.spec
+        if spec.mode != "attached":
+            raise errors.NotActive(f"agent {spec.name!r} has no attached-mode owner; start it with "
+                                   f"`wardian agent start {spec.name} --mode attached`", field="agent")
+        return {"socket": str(spec.socket_path), "workspace": str(spec.workspace), "codex": spec.codex,
+                "codex_home": str(spec.codex_home), "thread_id": self.thread_id, "config": list(spec.config)}
 
 
 async def _connect_when_listening(path: Path, process: anyio.abc.Process) -> MessageStream:
@@ -402,28 +450,6 @@ async def _connect_when_listening(path: Path, process: anyio.abc.Process) -> Mes
                 return await connect_unix_websocket(str(path))
         except (errors.ProviderUnavailable, TimeoutError):
             await anyio.sleep(0.05)
-
-
-def reap_stale_owner(pid_path: Path, codex_home: Path) -> bool:
-    """End an app-server group a killed app left behind (its pid file survived). The group is ended only if its
-    leader still runs with this agent's CODEX_HOME, so a reused pid is never touched."""
-    try:
-        pid = int(pid_path.read_text(encoding="utf-8").strip())
-    except (OSError, ValueError):
-        return False
-    reaped = False
-    with suppress(psutil.Error):
-        if psutil.Process(pid).environ().get("CODEX_HOME") == str(codex_home):
-            _killpg(pid, signal.SIGKILL)
-            reaped = True
-    with suppress(OSError):
-        pid_path.unlink()
-    return reaped
-
-
-def _killpg(pid: int, sig: int) -> None:
-    with suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, sig)
 
 
 def codex_version(codex: str) -> str:

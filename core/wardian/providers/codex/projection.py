@@ -27,43 +27,10 @@ import tomlkit
 import tomlkit.exceptions
 from tomlkit.items import Item
 
-from wardian import errors
+from wardian.overrides import parse_override
 
 JOURNAL = "projection.json"
 _ABSENT = {"absent": True}
-
-
-def parse_override(override: str) -> tuple[list[str], Any]:
-    """`key.path="value"` -> (["key", "path"], "value"), the way `codex -c` reads it: a dotted path whose
-    segments may be double-quoted, and a TOML value (a string literal when it is not TOML).
-
-    Raises:
-        InvalidArguments: no `=`, or an empty or badly quoted key.
-    """
-    key, sep, raw = override.partition("=")
-    if not sep:
-        raise errors.InvalidArguments(f"config override {override[:80]!r} is not key=value", field="config")
-    path: list[str] = []
-    buf, quoted, i = "", False, 0
-    while i < len(key):
-        ch = key[i]
-        if ch == '"':
-            quoted = not quoted
-        elif ch == "." and not quoted:
-            path.append(buf.strip())
-            buf = ""
-        else:
-            buf += ch
-        i += 1
-    path.append(buf.strip())
-    if quoted or any(not p for p in path):
-        raise errors.InvalidArguments(f"config override key {key[:80]!r} is not a dotted path", field="config")
-    try:
-        value = tomlkit.parse(f"v = {raw}")["v"]
-        value = value.unwrap() if isinstance(value, Item) else value
-    except tomlkit.exceptions.ParseError:
-        value = raw
-    return path, value
 
 
 def _load(path: Path) -> tomlkit.TOMLDocument:
@@ -131,9 +98,10 @@ def project(codex_home: Path, overrides: list[str]) -> None:
     doc = _load(config)
     entries = []
     for override in overrides:
-        path, value = parse_override(override)
-        entries.append({"path": path, "before": _get(doc, path), "projected": value})
-        _set(doc, path, value)
+        parsed = parse_override(override)
+        path = list(parsed.path)
+        entries.append({"path": path, "before": _get(doc, path), "projected": parsed.value})
+        _set(doc, path, parsed.value)
     _write_atomic(codex_home / JOURNAL, json.dumps(entries, default=str))
     _write_atomic(config, tomlkit.dumps(doc))
 

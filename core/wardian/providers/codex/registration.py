@@ -35,15 +35,13 @@ from wardian import errors
 from wardian.client import AppClient
 from wardian.home import ENV_HOME, ENV_SESSION, Home, resolve_home
 from wardian.launcher import MCP_LAUNCHER
-from wardian.protocol.tools import CODEX_TOOL_TIMEOUT_SEC, SERVER_NAME, TOOL_NAMES
+from wardian.protocol.tools import CODEX_TOOL_TIMEOUT_SEC, SERVER_NAME, parse_tool_names
 
 SERVE_ARGS = ("mcp", "serve")
 # Executable names a registration of ours may launch: the CLI, and the silent Windows launcher.
 WARDIAN_EXECUTABLES = frozenset({"wardian", "wardian.exe", "wardian-cli", "wardian-cli.exe", "wardian-mcp",
                                  "wardian-mcp.exe"})
 APPROVE = "approve"
-
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,23 +53,6 @@ class Registration:
     approved: tuple[str, ...]
     created: bool  # the entry was new (False: our earlier entry was updated)
     enabled: bool
-
-
-def parse_tool_list(raw: str | None) -> tuple[str, ...]:
-    """The tools named by `--approve-tools` (comma-separated), in the seed's order.
-
-    Raises:
-        InvalidArguments: an empty or unknown name.
-    """
-    if raw is None:
-        return ()
-    names = [n.strip() for n in raw.split(",")]
-    unknown = [n for n in names if n not in TOOL_NAMES]
-    if unknown:
-        shown = ", ".join(repr(n[:40]) for n in unknown[:5])
-        raise errors.InvalidArguments(f"--approve-tools names no wardian tool: {shown}", field="approve_tools",
-                                      allowed=", ".join(TOOL_NAMES))
-    return tuple(t for t in TOOL_NAMES if t in names)
 
 
 def wardian_executable(executable: str | None = None, frozen: bool | None = None,
@@ -247,7 +228,7 @@ def equivalent_command(reg: Registration) -> str:
 
 def main_register(args: argparse.Namespace) -> int:
     """`wardian codex register`; returns the exit code (errors are raised for the CLI to print)."""
-    approved = parse_tool_list(args.approve_tools)
+    approved = parse_tool_names(args.approve_tools)
     home = resolve_home(args.home)
     reg = register(Path(args.codex_home), args.agent, home, approved)
     summary = {

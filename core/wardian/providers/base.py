@@ -1,0 +1,185 @@
+"""The provider boundary: what the app's runtime needs of one kind of agent, and nothing about its wire.
+
+```
+Provider (one per kind: codex, ...)        probe() -> ProviderInfo (version, capabilities); prepare(spec) -> runtime
+ProviderRuntime (one per started agent)    run / stop; start_turn / steer / push / interrupt; events
+```
+
+A provider owns its executable, its private home under the agent's folder, the registration of `wardian mcp
+serve` there, its wire shapes, its version gates and its error classification. The runtime (`wardian.app.runtime`)
+reads `Capabilities`, never a provider's name, and persists every fact; a provider never touches the store.
+
+What each delivery call may raise, and what the app does with it (STYLE.md §4):
+- `Rejected` (`StaleTurn`, `ProviderUnavailable`): certainly not admitted. The app releases the claim and offers
+  the task again (after a stale turn, once the turn it named has ended).
+- any other `WardianError`: the outcome is unknown. The app marks the delivery uncertain and never resends it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Protocol
+
+import anyio
+import anyio.abc
+from anyio.streams.memory import MemoryObjectReceiveStream
+
+from wardian.home import Home
+from wardian.model import AgentStatus, Interaction, Party
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What the app may ask of a provider runtime (DESIGN.md §2: the runtime reads these, never names)."""
+
+    steer: bool
+    """A task can join the active turn, fenced by that turn's id; without it a task waits for the turn to end."""
+    inject: bool
+    """Information and replies can be pushed into the conversation without starting a turn."""
+    interrupt: bool
+    """The exact active turn can be interrupted."""
+    exact_completion: bool
+    """The end of the exact turn a task started is observed with its final text, so the app publishes the reply;
+    without it the recipient must reply explicitly (seed: "providers without an exact native completion boundary
+    still require explicit reply")."""
+    attach: bool = False
+    """A person's terminal UI can attach to the app-owned runtime (`wardian agent attach`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderInfo:
+    """What `probe` found: the executable, its version and what that version may do."""
+
+    executable: str
+    version: str
+    capabilities: Capabilities
+
+
+class OutcomeStatus(StrEnum):
+    DONE = "done"
+    INTERRUPTED = "interrupted"
+    FAILED = "failed"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class TurnOutcome:
+    """A turn ended. `final_text` is the provider's choice of the turn's final answer (None: none observed)."""
+
+    turn_id: str
+    status: OutcomeStatus
+    final_text: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StateChange:
+    """The observed runtime state: idle, active (with the exact turn id), starting, off or errored."""
+
+    status: AgentStatus
+    active_turn_id: str | None
+    thread_id: str | None
+
+
+ProviderEvent = StateChange | TurnOutcome
+
+
+@dataclass(frozen=True, slots=True)
+class TaskDelivery:
+    """A task as the runtime hands it to a provider: its request id, its sender, the literal text."""
+
+    request_id: str
+    sender: Party
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchSpec:
+    """Everything a provider needs to start one agent's runtime, decided by the app."""
+
+    name: str
+    uuid: str
+    agent_dir: Path
+    """`$WARDIAN_HOME/agents/<uuid>`: the provider keeps its private home (and its socket) under it."""
+    workspace: Path
+    mode: str
+    overrides: tuple[str, ...]
+    approve_tools: tuple[str, ...]
+    home: Home
+    session: str
+    """A session bound to the new generation, for the registered `wardian mcp serve` (never logged)."""
+    thread_id: str | None
+    """The agent's conversation, to resume; None starts one."""
+    log_path: Path
+    pid_path: Path
+
+
+class ProviderRuntime(Protocol):
+    """One started agent's provider runtime (one process, one conversation)."""
+
+    capabilities: Capabilities
+    ready: bool
+    """The conversation is ready for deliveries."""
+    thread_id: str | None
+    active_turn_id: str | None
+    """The exact turn observed active, or None when idle."""
+    submit_lock: anyio.Lock
+    """Held by the runtime while a submission and its binding are in flight; taken by the provider before it
+    switches conversations, and by the runtime's completion observer before it looks a turn's tasks up."""
+    events: MemoryObjectReceiveStream[ProviderEvent]
+    """State changes and turn outcomes in the order observed; it ends when the runtime stops. Never lossy."""
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[str | None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Start the process and the conversation; `task_status.started(thread_id)` once deliveries may begin
+        (thread_id None while the conversation is not known yet). Returns when stopped."""
+        ...
+
+    def stop(self) -> None:
+        """Ask `run` to end (it stops the process and ends `events`)."""
+        ...
+
+    async def wait_idle(self) -> None:
+        """Return once no turn is observed active."""
+        ...
+
+    async def start_turn(self, task: TaskDelivery) -> str:
+        """Start a new turn for the task on the conversation; return its turn id.
+        Raises: Rejected (not admitted), WardianError (unknown outcome)."""
+        ...
+
+    async def steer(self, task: TaskDelivery, expected_turn_id: str) -> str:
+        """Add the task to the exact active turn `expected_turn_id` (needs `capabilities.steer`); return the turn id.
+        Raises: StaleTurn (that turn is not active: not admitted), Rejected, WardianError (unknown outcome)."""
+        ...
+
+    async def push(self, records: Sequence[Interaction], *, timeout_s: float) -> None:
+        """Put information, replies or notices into the conversation without starting a turn (needs `inject`).
+        Raises: WardianError when it may not have happened (the records then stay on the receive path)."""
+        ...
+
+    async def interrupt(self, turn_id: str) -> None:
+        """Interrupt the exact active turn. Raises: NotActive (no such active turn), WardianError."""
+        ...
+
+    def attach_info(self) -> dict[str, Any]:
+        """How a person's terminal attaches (needs `capabilities.attach`). Raises: NotActive."""
+        ...
+
+
+class Provider(Protocol):
+    """One kind of agent (`codex`, ...)."""
+
+    name: str
+
+    async def probe(self) -> ProviderInfo:
+        """Find the executable and check its version. Raises: Unsupported (missing or not eligible)."""
+        ...
+
+    async def prepare(self, spec: LaunchSpec, info: ProviderInfo) -> ProviderRuntime:
+        """Prepare the agent's private provider home (registering `wardian mcp serve` with `spec.session`), end a
+        runtime a killed app left behind, and return the runtime to `run`.
+        Raises: RegistrationConflict, CliNotFound, WardianError."""
+        ...

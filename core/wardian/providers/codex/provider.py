@@ -1,0 +1,85 @@
+"""The Codex provider: finds and gates the Codex CLI, prepares an agent's private `CODEX_HOME` and returns its owner.
+
+The agent's Codex home is `<agent dir>/codex` (0700): `config.toml` with `[mcp_servers.wardian]` registered for
+a session of the new generation, and, in attached mode, the projected launch settings. The app-server listens on
+`<agent dir>/app-server.sock` in attached mode. The executable is `WARDIAN_CODEX`, else the first `codex` on PATH.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from pathlib import Path
+
+import anyio
+
+from wardian import errors
+from wardian.providers.base import LaunchSpec, ProviderInfo
+from wardian.providers.codex import projection
+from wardian.providers.codex.compat import capabilities, parse_codex_version
+from wardian.providers.codex.owner import CodexOwner, OwnerSpec, codex_version
+from wardian.providers.codex.registration import register_session
+from wardian.providers.process import child_env, reap_left_behind
+
+log = logging.getLogger("wardian.codex")
+
+ENV_CODEX = "WARDIAN_CODEX"
+# Launch settings of every managed app-server: thread/start waits until wardian's MCP server is ready, so
+# the first turn already offers its tools (codex-offline.md §2: optional servers are skipped when late).
+# Codex gives an MCP server 10 s to start by default; a loaded machine can need more, and a required server
+# that misses it fails the whole thread/start.
+LAUNCH_OVERRIDES = ("mcp_servers.wardian.required=true", "mcp_servers.wardian.startup_timeout_sec=60")
+
+
+def resolve_codex() -> str:
+    """The Codex executable: WARDIAN_CODEX, else `codex` on PATH.
+
+    Raises:
+        Unsupported: none found.
+    """
+    found = os.environ.get(ENV_CODEX) or shutil.which("codex")
+    if not found or not os.access(found, os.X_OK):
+        raise errors.Unsupported(f"no Codex CLI found: install @openai/codex or set {ENV_CODEX} to its path",
+                                 field="codex")
+    return found
+
+
+def codex_home_of(agent_dir: Path) -> Path:
+    return agent_dir / "codex"
+
+
+class CodexProvider:
+    name = "codex"
+
+    async def probe(self) -> ProviderInfo:
+        codex = resolve_codex()
+        version = parse_codex_version(await anyio.to_thread.run_sync(codex_version, codex))
+        return ProviderInfo(executable=codex, version=str(version), capabilities=capabilities(version))
+
+    async def prepare(self, spec: LaunchSpec, info: ProviderInfo) -> CodexOwner:
+        codex_home = codex_home_of(spec.agent_dir)
+        await anyio.to_thread.run_sync(self._prepare_home, spec, codex_home)
+        return CodexOwner(OwnerSpec(
+            name=spec.name, codex=info.executable, codex_home=codex_home, workspace=spec.workspace,
+            overrides=(*spec.overrides, *LAUNCH_OVERRIDES), env=child_env({"CODEX_HOME": str(codex_home)},
+                                                                         drop=("CODEX_HOME",)),
+            thread_id=spec.thread_id, capabilities=info.capabilities, stderr_path=spec.log_path,
+            pid_path=spec.pid_path, mode=spec.mode, socket_path=spec.agent_dir / "app-server.sock",
+            config=spec.overrides))
+
+    @staticmethod
+    def _prepare_home(spec: LaunchSpec, codex_home: Path) -> None:
+        codex_home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.chmod(codex_home, 0o700)
+        if reap_left_behind(spec.pid_path, "CODEX_HOME", str(codex_home)):
+            log.warning("ended the Codex app-server a previous app left running for %s", spec.name)
+        # An earlier attached launch's projection (even one a crash interrupted) is undone first.
+        projection.recover(codex_home)
+        if spec.mode == "attached":
+            # The person's TUI reads config.toml, not our -c: project the launch settings for this owner.
+            projection.project(codex_home, list(spec.overrides))
+        # Managed startup registers the bundled CLI in the agent's private home, with a session bound to this
+        # generation (seed: "Codex configuration"); grants persist there once given.
+        register_session(codex_home, spec.home, spec.session, {"name": spec.name, "uuid": spec.uuid},
+                         spec.approve_tools)

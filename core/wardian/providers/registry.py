@@ -1,0 +1,8 @@
+"""Which provider implementation serves which provider name (`wardian.model.PROVIDERS`)."""
+
+from __future__ import annotations
+
+from wardian.providers.base import Provider
+from wardian.providers.codex.provider import CodexProvider
+
+PROVIDERS: dict[str, Provider] = {"codex": CodexProvider()}

@@ -1,0 +1,240 @@
+"""The store seam: the one interface the app uses, which every backend implements (SQLite today).
+
+The app runs store operations as plain functions of a `Store` (`Callable[[Store], T]`) through its writer
+(`wardian.app.writer`), many per transaction (group commit). A backend speaks records (`wardian.model`) and the
+domain errors of `wardian.errors`; no connection, cursor or row ever leaves the store package.
+
+Invariants every backend keeps:
+- Every change runs inside `atomic()`; nested, it is a savepoint. A caller learns an outcome only after the
+  COMMIT that made it durable returned (the writer's batches end in `commit_batch`).
+- Claims, acknowledgements and completions are conditional updates checked by their row count, so exactly one
+  claimer or replier wins, whatever runs concurrently.
+- Text is stored exactly as given; nothing trims, normalises or re-encodes it.
+- The task ledger (`TaskLedger`) is the only writer of a task's delivery facts, and `complete_task` its only
+  writer of a reply: an explicit reply, a published turn outcome and a Wardian failure notice take the same path.
+- The store writes no prose for people: notices' texts come from the app.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from wardian.model import (
+    Agent,
+    AgentStatus,
+    Caller,
+    ClaimKind,
+    Interaction,
+    InteractionKind,
+    InterruptReceipt,
+    LogRecord,
+    ManagedAgent,
+    PendingTask,
+    Published,
+    Receipt,
+    ReceivePage,
+    ReplyReceipt,
+    ReplyStatus,
+    TaskFacts,
+)
+
+__all__ = ["BatchResult", "Mailbox", "Roster", "Store", "TaskLedger"]
+
+
+@dataclass(frozen=True, slots=True)
+class BatchResult:
+    """The outcome of one operation of a batch: exactly one of `value` and `error` is meaningful."""
+
+    value: Any
+    error: BaseException | None
+
+
+class Roster(Protocol):
+    """Agents, their observed runtime state and their sessions."""
+
+    def add_agent(self, name: str, provider: str, workspace: str | None) -> Agent: ...
+
+    def agent(self, agent_id: int) -> Agent:
+        """Raises: UnknownAgent."""
+        ...
+
+    def list_agents(self) -> list[Agent]:
+        """Every agent not removed, by name."""
+        ...
+
+    def find_agents(self, name_or_uuid: str) -> list[Agent]:
+        """Agents whose UUID (exact, canonical lowercase) or name (exact) is `name_or_uuid`."""
+        ...
+
+    def resolve_agent(self, name_or_uuid: str) -> Agent:
+        """The one agent an operator names. Raises: UnknownAgent, AmbiguousTarget."""
+        ...
+
+    def resolve_target(self, caller: Caller, target: str) -> Agent:
+        """The exact recipient of a caller's record. Raises: UnknownTarget, AmbiguousTarget, InvalidTarget."""
+        ...
+
+    def create_session(self, agent_id: int) -> str:
+        """A new session token for the agent's current generation; only its hash is kept."""
+        ...
+
+    def authenticate(self, token: str) -> Caller:
+        """Raises: UnknownSession, SessionHomeMismatch, Unauthenticated."""
+        ...
+
+    def managed_agent(self, agent_id: int) -> ManagedAgent: ...
+
+    def agents_desired_on(self) -> list[int]: ...
+
+    def set_desired(self, agent_id: int, desired: str, mode: str | None = None,
+                    overrides: Sequence[str] | None = None) -> None: ...
+
+    def begin_generation(self, agent_id: int) -> int:
+        """A new runtime generation for the agent (a new owner); returns its number."""
+        ...
+
+    def observe(self, agent_id: int, generation: int, status: AgentStatus, thread_id: str | None = None,
+                active_turn_id: str | None = None) -> None:
+        """Record the observed runtime state, unless a newer generation already owns the agent."""
+        ...
+
+    def reset_observed_state(self) -> None:
+        """At app startup no owner runs yet: every agent is observed off, with no active turn."""
+        ...
+
+    def mark_errored(self, agent_id: int) -> None: ...
+
+
+class Mailbox(Protocol):
+    """Records and their recipients' reading positions."""
+
+    def admit(self, caller: Caller, recipient: Agent, kind: InteractionKind, text: str) -> Receipt:
+        """Commit one information or task record from `caller` to `recipient` (admission)."""
+        ...
+
+    def has_unacked(self, agent_id: int) -> bool: ...
+
+    def receive(self, caller: Caller, *, cursor: str | None, ack_cursor: str | None, limit: int) -> ReceivePage:
+        """Acknowledge `ack_cursor`'s batch, then return the next page; tasks in it nobody claimed are claimed
+        (by receive) and marked new work. Raises: InvalidCursor, StaleCursor."""
+        ...
+
+    def record_interrupt(self, caller: Caller, target: Agent) -> InterruptReceipt:
+        """Raises: NotActive (nothing recorded)."""
+        ...
+
+    def interaction(self, public_id: str) -> Interaction:
+        """Raises: UnknownRequest."""
+        ...
+
+    def log_records(self, *, limit: int) -> list[LogRecord]:
+        """Every record, oldest first, acknowledged or not, with its task facts (operator views, evidence)."""
+        ...
+
+    def mark_provider_delivered(self, public_ids: Sequence[str]) -> None:
+        """These records are in their recipient's live conversation: they leave the receive path."""
+        ...
+
+    def take_unseen_context(self, agent_id: int) -> bool:
+        """True (once) when context was pushed into the agent's conversation since its waits last reported it."""
+        ...
+
+
+class TaskLedger(Protocol):
+    """A task's lifecycle: claim, release, bind, uncertain, capture, complete (see `wardian.store.ledger`)."""
+
+    def task(self, request_id: str) -> TaskFacts:
+        """Raises: UnknownRequest."""
+        ...
+
+    def pending_tasks(self, agent_id: int, limit: int = 50) -> list[PendingTask]: ...
+
+    def claim_task(self, request_id: str, by: ClaimKind, generation: int) -> bool:
+        """Take the one durable claim of a pending task; True only for the single winner."""
+        ...
+
+    def release_claim(self, request_id: str, generation: int) -> bool:
+        """Give a dispatch claim of this generation back (a confirmed rejection, or nothing was sent)."""
+        ...
+
+    def bind_submission(self, request_id: str, generation: int, thread_id: str, turn_id: str) -> bool:
+        """Persist the request/claim/generation/thread/turn binding of an accepted submission."""
+        ...
+
+    def mark_uncertain(self, request_id: str) -> None: ...
+
+    def tasks_of_turn(self, turn_id: str) -> list[str]: ...
+
+    def capture_outcome(self, request_id: str, status: ReplyStatus, text: str) -> bool:
+        """Persist the terminal evidence of a task's turn (once); publication comes after."""
+        ...
+
+    def publish_outcome(self, request_id: str) -> Published | None:
+        """Publish a captured outcome as the task's reply (`done`) or Wardian notice, unless an explicit reply
+        already completed it. None when nothing is captured."""
+        ...
+
+    def reply(self, caller: Caller, request_id: str, status: ReplyStatus, text: str) -> ReplyReceipt:
+        """An explicit reply by the task's assigned recipient, once.
+        Raises: UnknownRequest, NotATask, NotRecipient, AlreadyCompleted."""
+        ...
+
+    def fail_task(self, request_id: str, generation: int, text: str) -> Published | None:
+        """A definite failure before submission: claim the pending task and answer it with one correlated
+        `failed` notice, all in one transaction. None when the task was no longer pending."""
+        ...
+
+    def unpublished_outcomes(self) -> list[str]: ...
+
+    def mark_lost_bindings_uncertain(self) -> list[str]:
+        """At startup: dispatched tasks whose turn was never observed to end become uncertain."""
+        ...
+
+    def mark_generation_lost(self, agent_id: int, generation: int) -> list[str]:
+        """An owner ended: its submissions whose turn was never observed to end become uncertain."""
+        ...
+
+
+class Store(Roster, Mailbox, TaskLedger, Protocol):
+    """One home's interaction store, as the app's writer drives it."""
+
+    @property
+    def home_tag(self) -> str:
+        """A short public tag of this store, embedded in session tokens to spot another home's token."""
+        ...
+
+    @property
+    def inline_statements(self) -> bool:
+        """Whether a batch's statements are cheap enough to run on the app's event loop (an embedded engine);
+        False for a store behind a network round trip."""
+        ...
+
+    def close(self) -> None: ...
+
+    def atomic(self) -> AbstractContextManager[None]:
+        """One transaction or, nested, one savepoint, around several operations."""
+        ...
+
+    def begin_batch(self, ops: Sequence[Callable[[Store], Any]],
+                    bare: Sequence[bool] | None = None) -> list[BatchResult]:
+        """Run `ops` in one open transaction, each in its own savepoint unless `bare`; results are final only
+        once `commit_batch` returned them."""
+        ...
+
+    @property
+    def batch_wrote(self) -> bool:
+        """Whether the open batch changed anything (its COMMIT then has something to make durable)."""
+        ...
+
+    def commit_batch(self, results: list[BatchResult]) -> list[BatchResult]:
+        """COMMIT the open batch; if that fails, every operation fails with the storage error."""
+        ...
+
+    def run_batch(self, ops: Sequence[Callable[[Store], Any]],
+                  bare: Sequence[bool] | None = None) -> list[BatchResult]: ...
+
+    def integrity_check(self) -> str: ...
+

@@ -1,0 +1,223 @@
+"""The task ledger: every change to a task's delivery facts, in one place (seed: "Automatic task delivery").
+
+```
+pending --claim--> claimed --bind--> submitted --capture--> (outcome) --publish--> completed
+   ^                 |                   |                                            ^
+   `----release------'                   `--> uncertain (never resubmitted) ----------|  (an explicit reply)
+```
+
+Invariants:
+- One durable claim per task, shared by manual receive and automatic dispatch: a conditional UPDATE
+  (`pending` -> `claimed`, with claim kind and generation) that exactly one claimer wins.
+- A dispatch claim is released only by its own generation (a confirmed rejection, or nothing was sent).
+- The request/claim/generation/thread/turn binding is persisted before any completion is published; a bound task
+  leaves the receive path (it is on the provider delivery path, like pushed information).
+- Terminal evidence (`outcome_*`) is captured before the reply is published, in its own transaction, so a crash
+  between the two is recovered by publishing the captured outcome, never by rerunning the turn.
+- An uncertain delivery stays uncertain: nothing here moves a task out of `uncertain` except a reply.
+- `_complete` is the one writer of a reply or notice for a task, and it writes at most one: its conditional
+  UPDATE takes the task's reply slot before the record is inserted. An explicit reply, a published outcome and a
+  Wardian failure notice all go through it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from wardian import errors
+from wardian.model import (
+    Caller,
+    ClaimKind,
+    InteractionKind,
+    Party,
+    PendingTask,
+    Published,
+    ReplyReceipt,
+    ReplyStatus,
+    TaskFacts,
+)
+from wardian.store._sql import TASK_FACT_COLS, SqlBase, facts_of, new_public_id, now_ms
+
+
+class TaskLedgerOps(SqlBase):
+    # --- reading ----------------------------------------------------------------------------------------
+
+    def task(self, request_id: str) -> TaskFacts:
+        row = self._db.execute(f"SELECT {TASK_FACT_COLS} FROM tasks WHERE request_id = ?", (request_id,)).fetchone()
+        if row is None:
+            raise errors.UnknownRequest(f"no task has request id {request_id[:80]!r}", field="request_id")
+        return facts_of(row)
+
+    def task_facts_of(self, interaction_id: int) -> TaskFacts:
+        return facts_of(self._db.execute(f"SELECT {TASK_FACT_COLS} FROM tasks WHERE interaction_id = ?",
+                                         (interaction_id,)).fetchone())
+
+    def pending_tasks(self, agent_id: int, limit: int = 50) -> list[PendingTask]:
+        rows = self._db.execute(
+            "SELECT t.request_id, i.body, a.name, a.uuid, i.created_at FROM tasks t "
+            "JOIN interactions i ON i.id = t.interaction_id JOIN agents a ON a.id = t.requester_id "
+            "WHERE t.recipient_id = ? AND t.state = 'pending' ORDER BY t.interaction_id LIMIT ?",
+            (agent_id, limit)).fetchall()
+        return [PendingTask(r[0], r[1], Party(r[2], r[3]), r[4]) for r in rows]
+
+    def tasks_of_turn(self, turn_id: str) -> list[str]:
+        return [r[0] for r in self._db.execute(
+            "SELECT request_id FROM tasks WHERE turn_id = ? AND state = 'submitted' AND outcome_status IS NULL "
+            "ORDER BY interaction_id", (turn_id,))]
+
+    def unpublished_outcomes(self) -> list[str]:
+        return [r[0] for r in self._db.execute(
+            "SELECT request_id FROM tasks WHERE outcome_status IS NOT NULL AND state != 'completed' "
+            "ORDER BY interaction_id")]
+
+    # --- claims -----------------------------------------------------------------------------------------
+
+    def claim_task(self, request_id: str, by: ClaimKind, generation: int) -> bool:
+        with self.atomic():
+            return self._db.execute(
+                "UPDATE tasks SET state = 'claimed', claimed_by = ?, claim_generation = ?, claimed_at = ? "
+                "WHERE request_id = ? AND state = 'pending'", (by.value, generation, now_ms(), request_id),
+            ).rowcount == 1
+
+    def claim_for_receive(self, interaction_id: int, generation: int, now: int) -> bool:
+        """The claim a receive takes of a task in its page (inside the receive's transaction)."""
+        return self._db.execute(
+            "UPDATE tasks SET state = 'claimed', claimed_by = 'receive', claim_generation = ?, claimed_at = ? "
+            "WHERE interaction_id = ? AND state = 'pending'", (generation, now, interaction_id)).rowcount == 1
+
+    def release_claim(self, request_id: str, generation: int) -> bool:
+        with self.atomic():
+            return self._db.execute(
+                "UPDATE tasks SET state = 'pending', claimed_by = NULL, claim_generation = NULL, claimed_at = NULL "
+                "WHERE request_id = ? AND state = 'claimed' AND claimed_by = 'dispatch' AND claim_generation = ?",
+                (request_id, generation)).rowcount == 1
+
+    # --- submission -------------------------------------------------------------------------------------
+
+    def bind_submission(self, request_id: str, generation: int, thread_id: str, turn_id: str) -> bool:
+        with self.atomic():
+            now = now_ms()
+            bound = self._db.execute(
+                "UPDATE tasks SET state = 'submitted', submitted_at = ?, thread_id = ?, turn_id = ? "
+                "WHERE request_id = ? AND state = 'claimed' AND claimed_by = 'dispatch' AND claim_generation = ?",
+                (now, thread_id, turn_id, request_id, generation)).rowcount == 1
+            if bound:
+                # On the provider delivery path now: no duplicate body on the receive path, and the agent's own
+                # waits are not woken by the task it is already working on.
+                self._db.execute("UPDATE interactions SET provider_delivered_at = ? WHERE public_id = ? "
+                                 "AND acked_at IS NULL", (now, request_id))
+            return bound
+
+    def mark_uncertain(self, request_id: str) -> None:
+        with self.atomic():
+            self._db.execute("UPDATE tasks SET state = 'uncertain', uncertain_at = ? "
+                             "WHERE request_id = ? AND state IN ('claimed', 'submitted')", (now_ms(), request_id))
+
+    def mark_lost_bindings_uncertain(self) -> list[str]:
+        with self.atomic():
+            lost = [r[0] for r in self._db.execute(
+                "SELECT request_id FROM tasks WHERE state IN ('claimed', 'submitted') AND claimed_by = 'dispatch' "
+                "AND outcome_status IS NULL")]
+            self._db.execute(
+                "UPDATE tasks SET state = 'uncertain', uncertain_at = ? WHERE state IN ('claimed', 'submitted') "
+                "AND claimed_by = 'dispatch' AND outcome_status IS NULL", (now_ms(),))
+        return lost
+
+    def mark_generation_lost(self, agent_id: int, generation: int) -> list[str]:
+        with self.atomic():
+            lost = [r[0] for r in self._db.execute(
+                "SELECT request_id FROM tasks WHERE recipient_id = ? AND claim_generation = ? "
+                "AND claimed_by = 'dispatch' AND state = 'submitted' AND outcome_status IS NULL",
+                (agent_id, generation))]
+            self._db.execute(
+                "UPDATE tasks SET state = 'uncertain', uncertain_at = ? WHERE recipient_id = ? "
+                "AND claim_generation = ? AND claimed_by = 'dispatch' AND state = 'submitted' "
+                "AND outcome_status IS NULL", (now_ms(), agent_id, generation))
+        return lost
+
+    # --- completion -------------------------------------------------------------------------------------
+
+    def capture_outcome(self, request_id: str, status: ReplyStatus, text: str) -> bool:
+        with self.atomic():
+            return self._db.execute(
+                "UPDATE tasks SET outcome_status = ?, outcome_text = ?, outcome_at = ? "
+                "WHERE request_id = ? AND outcome_status IS NULL", (status.value, text, now_ms(), request_id)
+            ).rowcount == 1
+
+    def publish_outcome(self, request_id: str) -> Published | None:
+        with self.atomic():
+            r = self._db.execute(
+                "SELECT t.interaction_id, t.requester_id, t.recipient_id, t.reply_id, t.outcome_status, "
+                "t.outcome_text, a.uuid, t.claim_generation FROM tasks t JOIN agents a ON a.id = t.requester_id "
+                "WHERE t.request_id = ? AND t.outcome_status IS NOT NULL", (request_id,)).fetchone()
+            if r is None:
+                return None
+            interaction_id, requester_id, recipient_id, reply_id, status, text, requester_uuid, generation = r
+            if reply_id is not None:
+                # A committed explicit reply suppresses the automatic publication (seed).
+                self._db.execute("UPDATE tasks SET state = 'completed' WHERE interaction_id = ?", (interaction_id,))
+                return Published(request_id, requester_uuid, None)
+            # `done` comes from the agent (its final answer); `blocked` and `failed` are notices from Wardian.
+            done = status == ReplyStatus.DONE.value
+            record_id, _ = self._complete(interaction_id, request_id, requester_id,
+                                          recipient_id if done else None, ReplyStatus(status), text, generation)
+        return Published(request_id, requester_uuid, record_id)
+
+    def reply(self, caller: Caller, request_id: str, status: ReplyStatus, text: str) -> ReplyReceipt:
+        with self.atomic():
+            row = self._db.execute(
+                "SELECT t.interaction_id, t.requester_id, t.recipient_id, t.reply_status, t.reply_id, a.name, a.uuid "
+                "FROM tasks t JOIN agents a ON a.id = t.requester_id WHERE t.request_id = ?", (request_id,),
+            ).fetchone()
+            if row is None:
+                other = self._db.execute("SELECT kind FROM interactions WHERE public_id = ?",
+                                         (request_id,)).fetchone()
+                if other is not None:
+                    raise errors.NotATask(
+                        f"{request_id[:80]!r} is a {other[0]} record, not a task; only an assigned task's "
+                        "ask_ request id can be replied to", field="request_id")
+                raise errors.UnknownRequest(f"no task has request id {request_id[:80]!r}", field="request_id")
+            if row[2] != caller.agent.id:
+                raise errors.NotRecipient("only the task's assigned recipient may reply to it", field="request_id")
+            if row[4] is not None:
+                raise errors.AlreadyCompleted(f"the task was already completed with status {row[3]!r}",
+                                              field="request_id", status=row[3], reply_id=row[4])
+            reply_id, created = self._complete(row[0], request_id, row[1], caller.agent.id, status, text,
+                                               caller.generation)
+        return ReplyReceipt(reply_id=reply_id, request_id=request_id, status=status, requester=Party(row[5], row[6]),
+                            created_at=created)
+
+    def fail_task(self, request_id: str, generation: int, text: str) -> Published | None:
+        with self.atomic():
+            if not self.claim_task(request_id, ClaimKind.DISPATCH, generation):
+                return None
+            self.capture_outcome(request_id, ReplyStatus.FAILED, text)
+            return self.publish_outcome(request_id)
+
+    def _complete(self, interaction_id: int, request_id: str, requester_id: int, sender_id: int | None,
+                  status: ReplyStatus, text: str, generation: Any) -> tuple[str, int]:
+        """Write the task's one reply (`sender_id` an agent) or Wardian notice (`sender_id` None) and complete it.
+
+        The conditional UPDATE takes the task's reply slot first; if another reply holds it, nothing is written.
+
+        Raises:
+            AlreadyCompleted: the task already has its reply.
+        """
+        kind = InteractionKind.REPLY if sender_id is not None else InteractionKind.NOTICE
+        public_id = new_public_id(kind)
+        created = now_ms()
+        taken = self._db.execute(
+            "UPDATE tasks SET state = 'completed', completed_at = ?, reply_status = ?, reply_id = ?, "
+            "claimed_by = COALESCE(claimed_by, 'reply'), claimed_at = COALESCE(claimed_at, ?), "
+            "claim_generation = COALESCE(claim_generation, ?) WHERE interaction_id = ? AND reply_id IS NULL",
+            (created, status.value, public_id, created, generation, interaction_id)).rowcount
+        if taken != 1:
+            existing = self._db.execute("SELECT reply_status, reply_id FROM tasks WHERE interaction_id = ?",
+                                        (interaction_id,)).fetchone()
+            raise errors.AlreadyCompleted(f"the task was already completed with status {existing[0]!r}",
+                                          field="request_id", status=existing[0], reply_id=existing[1])
+        self._db.execute(
+            "INSERT INTO interactions (public_id, kind, sender_id, recipient_id, body, request_id, status, "
+            "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (public_id, kind.value, sender_id, requester_id, text, request_id, status.value, created))
+        return public_id, created

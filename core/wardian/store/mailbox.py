@@ -1,0 +1,218 @@
+"""Records and their recipients' reading positions (the mailbox half of the store).
+
+Receive and acknowledgement work on an index of only the unread, not-yet-pushed records of a recipient
+(migration 3). A cursor names an exact (start, end] id range of one recipient's mailbox, MAC-protected with the
+store's key and bound to its epoch, so a forged, another recipient's or a recreated store's cursor is refused.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+from wardian import errors
+from wardian.faults import crashpoint
+from wardian.model import (
+    MAX_PAGE_TEXT_BYTES,
+    Agent,
+    AgentStatus,
+    Caller,
+    Interaction,
+    InteractionKind,
+    InterruptReceipt,
+    LogRecord,
+    Party,
+    Receipt,
+    ReceivedRecord,
+    ReceivePage,
+)
+from wardian.store._sql import (
+    KINDS,
+    STATUSES,
+    TASK_FACT_COLS,
+    SqlBase,
+    facts_of,
+    new_public_id,
+    now_ms,
+    party_of,
+)
+
+CURSOR_PREFIX = "cur1_"
+_CURSOR_STRUCT = struct.Struct(">8sQQQ")  # epoch, recipient agent id, start (exclusive), end (inclusive)
+_MAC_BYTES = 16
+INSERT_INTERACTION = ("INSERT INTO interactions (public_id, kind, sender_id, recipient_id, body, request_id, "
+                      "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)")
+
+
+class MailboxOps(SqlBase):
+    def admit(self, caller: Caller, recipient: Agent, kind: InteractionKind, text: str) -> Receipt:
+        assert kind in (InteractionKind.INFORMATION, InteractionKind.TASK)
+        public_id = new_public_id(kind)
+        created = now_ms()
+        task = kind is InteractionKind.TASK
+        request_id = public_id if task else None
+        values = (public_id, kind.value, caller.agent.id, recipient.id, text, request_id, created)
+        if task or not self._depth:
+            with self.atomic():
+                cur = self._db.execute(INSERT_INTERACTION, values)
+                if task:
+                    self._db.execute(
+                        "INSERT INTO tasks (interaction_id, request_id, requester_id, recipient_id, state) "
+                        "VALUES (?, ?, ?, ?, 'pending')", (cur.lastrowid, public_id, caller.agent.id, recipient.id))
+                crashpoint("after_insert_before_commit")
+        else:
+            # One statement inside an open transaction is atomic by itself: no savepoint (#2, send path).
+            self._db.execute(INSERT_INTERACTION, values)
+            crashpoint("after_insert_before_commit")
+        return Receipt(interaction_id=public_id, kind=kind, request_id=request_id,
+                       sender=party_of(caller.agent), recipient=party_of(recipient), created_at=created)
+
+    def has_unacked(self, agent_id: int) -> bool:
+        row = self._db.execute(
+            "SELECT 1 FROM interactions WHERE recipient_id = ? AND acked_at IS NULL "
+            "AND provider_delivered_at IS NULL LIMIT 1", (agent_id,)).fetchone()
+        return row is not None
+
+    def receive(self, caller: Caller, *, cursor: str | None, ack_cursor: str | None, limit: int) -> ReceivePage:
+        me = caller.agent.id
+        after = self.decode_cursor(cursor, me, "cursor")[1] if cursor is not None else 0
+        ack_range = self.decode_cursor(ack_cursor, me, "ack_cursor") if ack_cursor is not None else None
+        db = self._db
+        with self.atomic():
+            acked = 0
+            now = now_ms()
+            if ack_range is not None:
+                acked = db.execute(
+                    "UPDATE interactions SET acked_at = ? WHERE recipient_id = ? AND id > ? AND id <= ? "
+                    "AND acked_at IS NULL AND provider_delivered_at IS NULL", (now, me, ack_range[0], ack_range[1]),
+                ).rowcount
+            rows = db.execute(
+                "SELECT id, public_id, kind, sender_id, body, request_id, status, created_at FROM interactions "
+                "WHERE recipient_id = ? AND acked_at IS NULL AND provider_delivered_at IS NULL AND id > ? "
+                "ORDER BY id LIMIT ?", (me, after, limit + 1)).fetchall()
+            more = len(rows) > limit
+            rows = rows[:limit]
+            page: list[Any] = []
+            text_bytes = 0
+            for row in rows:
+                size = len(row[4].encode("utf-8", "surrogatepass"))
+                if page and text_bytes + size > MAX_PAGE_TEXT_BYTES:
+                    more = True
+                    break
+                text_bytes += size
+                page.append(row)
+            parties: dict[int, Party] = {me: party_of(caller.agent)}
+            records: list[ReceivedRecord] = []
+            for row in page:
+                facts = None
+                new_work = False
+                if row[2] == InteractionKind.TASK:
+                    new_work = self.claim_for_receive(row[0], caller.generation, now)
+                    facts = self.task_facts_of(row[0])
+                records.append(ReceivedRecord(
+                    Interaction(row[1], KINDS[row[2]], self._party_by_id(row[3], parties), parties[me], row[4],
+                                row[7], row[5], STATUSES[row[6]], False),
+                    new_work, facts))
+        next_cursor = self.encode_cursor(me, after, page[-1][0]) if page else None
+        return ReceivePage(records=tuple(records), cursor=next_cursor, acked=acked, more=more)
+
+    def record_interrupt(self, caller: Caller, target: Agent) -> InterruptReceipt:
+        with self.atomic():
+            row = self._db.execute("SELECT status, active_turn_id FROM agents WHERE id = ?", (target.id,)).fetchone()
+            status = AgentStatus(row[0])
+            if status is not AgentStatus.ACTIVE or row[1] is None:
+                raise errors.NotActive(
+                    f"agent {target.name!r} has no active turn (status {status.value}); nothing was interrupted",
+                    field="target", status=status.value)
+            created = now_ms()
+            cur = self._db.execute(
+                "INSERT INTO interrupts (caller_id, target_id, turn_id, state, created_at) "
+                "VALUES (?, ?, ?, 'requested', ?)", (caller.agent.id, target.id, row[1], created))
+            assert cur.lastrowid is not None
+            return InterruptReceipt(interrupt_id=cur.lastrowid, target=party_of(target), turn_id=row[1],
+                                    created_at=created)
+
+    def interaction(self, public_id: str) -> Interaction:
+        r = self._db.execute(
+            "SELECT public_id, kind, sender_id, recipient_id, body, created_at, request_id, status, acked_at "
+            "FROM interactions WHERE public_id = ?", (public_id,)).fetchone()
+        if r is None:
+            raise errors.UnknownRequest(f"no record has id {public_id[:80]!r}", field="id")
+        parties: dict[int, Party] = {}
+        recipient = self._party_by_id(r[3], parties)
+        assert recipient is not None
+        return Interaction(r[0], KINDS[r[1]], self._party_by_id(r[2], parties), recipient, r[4], r[5], r[6],
+                           STATUSES[r[7]], r[8] is not None)
+
+    def log_records(self, *, limit: int) -> list[LogRecord]:
+        rows = self._db.execute(
+            "SELECT i.public_id, i.kind, i.sender_id, i.recipient_id, i.body, i.created_at, i.request_id, i.status, "
+            f"i.acked_at, t.{TASK_FACT_COLS.replace(', ', ', t.')} "
+            "FROM interactions i LEFT JOIN tasks t ON t.interaction_id = i.id ORDER BY i.id LIMIT ?",
+            (limit,)).fetchall()
+        parties: dict[int, Party] = {}
+        out: list[LogRecord] = []
+        for r in rows:
+            recipient = self._party_by_id(r[3], parties)
+            assert recipient is not None
+            interaction = Interaction(r[0], KINDS[r[1]], self._party_by_id(r[2], parties), recipient, r[4], r[5],
+                                      r[6], STATUSES[r[7]], r[8] is not None)
+            out.append(LogRecord(interaction, facts_of(r[9:]) if r[9] is not None else None))
+        return out
+
+    def mark_provider_delivered(self, public_ids: Sequence[str]) -> None:
+        with self.atomic():
+            now = now_ms()
+            self._db.executemany("UPDATE interactions SET provider_delivered_at = ? WHERE public_id = ?",
+                                 [(now, pid) for pid in public_ids])
+
+    def take_unseen_context(self, agent_id: int) -> bool:
+        with self.atomic():
+            row = self._db.execute(
+                "SELECT max(i.id) FROM interactions i JOIN agents a ON a.id = i.recipient_id WHERE i.recipient_id = ? "
+                "AND i.provider_delivered_at IS NOT NULL AND i.kind != 'task' AND i.id > a.context_seen_id",
+                (agent_id,)).fetchone()
+            if row[0] is None:
+                return False
+            self._db.execute("UPDATE agents SET context_seen_id = ? WHERE id = ?", (row[0], agent_id))
+            return True
+
+    # --- cursors --------------------------------------------------------------------------------------
+
+    def encode_cursor(self, recipient_id: int, start: int, end: int) -> str:
+        payload = _CURSOR_STRUCT.pack(self.epoch, recipient_id, start, end)
+        mac = hmac.new(self._cursor_key, payload, hashlib.sha256).digest()[:_MAC_BYTES]
+        return CURSOR_PREFIX + base64.urlsafe_b64encode(payload + mac).rstrip(b"=").decode("ascii")
+
+    def decode_cursor(self, cursor: str, recipient_id: int, field: str) -> tuple[int, int]:
+        """The (start, end] id range of a batch this store returned to `recipient_id`.
+
+        Raises:
+            InvalidCursor: malformed, truncated, a bad MAC, or another recipient's cursor.
+            StaleCursor: a cursor of a previous store (the database was recreated).
+        """
+        invalid = errors.InvalidCursor(
+            f"{field} is not a cursor this mailbox returned; pass a cursor from an earlier receive of "
+            "this same caller, or omit it", field=field)
+        if not cursor.startswith(CURSOR_PREFIX):
+            raise invalid
+        body = cursor[len(CURSOR_PREFIX):]
+        try:
+            raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+        except (ValueError, TypeError):
+            raise invalid from None
+        if len(raw) != _CURSOR_STRUCT.size + _MAC_BYTES:
+            raise invalid
+        payload, mac = raw[:_CURSOR_STRUCT.size], raw[_CURSOR_STRUCT.size:]
+        epoch, owner, start, end = _CURSOR_STRUCT.unpack(payload)
+        if epoch != self.epoch:
+            raise errors.StaleCursor(
+                f"{field} comes from an earlier store of this home; receive again without a cursor", field=field)
+        expected = hmac.new(self._cursor_key, payload, hashlib.sha256).digest()[:_MAC_BYTES]
+        if not hmac.compare_digest(mac, expected) or owner != recipient_id or start >= end:
+            raise invalid
+        return start, end

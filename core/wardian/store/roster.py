@@ -1,0 +1,178 @@
+"""Agents, their observed runtime state and their sessions (the roster half of the store).
+
+Sessions are capabilities: a token is `wsn1_<home tag>_<session id>_<secret>`; only a SHA-256 of the 256-bit
+secret is kept, compared in constant time on every call, cached or not.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import secrets
+import uuid as uuidlib
+from collections.abc import Sequence
+
+from wardian import errors
+from wardian.model import Agent, AgentStatus, Caller, ManagedAgent
+from wardian.store._sql import AGENT_COL_NAMES, AGENT_COLS, SqlBase, agent_of, now_ms
+
+SESSION_PREFIX = "wsn1"
+_MAX_CACHED_TARGETS = 4096
+_SESSION_SQL = ("SELECT s.generation, s.secret_hash, s.revoked_at, a.removed_at, "
+                + ", ".join(f"a.{c}" for c in AGENT_COL_NAMES)
+                + " FROM sessions s JOIN agents a ON a.id = s.agent_id WHERE s.id = ?")
+
+
+class RosterOps(SqlBase):
+    # --- agents ---------------------------------------------------------------------------------------
+
+    def add_agent(self, name: str, provider: str, workspace: str | None) -> Agent:
+        with self.atomic():
+            cur = self._db.execute(
+                "INSERT INTO agents (uuid, name, provider, workspace, created_at) VALUES (?, ?, ?, ?, ?)",
+                (str(uuidlib.uuid4()), name, provider, workspace, now_ms()),
+            )
+            agent_id = cur.lastrowid
+            assert agent_id is not None
+        return self.agent(agent_id)
+
+    def agent(self, agent_id: int) -> Agent:
+        row = self._db.execute(f"SELECT {AGENT_COLS} FROM agents WHERE id = ?", (agent_id,)).fetchone()
+        if row is None:
+            raise errors.UnknownAgent(f"no agent with id {agent_id}")
+        return agent_of(row)
+
+    def list_agents(self) -> list[Agent]:
+        rows = self._db.execute(
+            f"SELECT {AGENT_COLS} FROM agents WHERE removed_at IS NULL ORDER BY name, created_at, id").fetchall()
+        return [agent_of(r) for r in rows]
+
+    def find_agents(self, name_or_uuid: str) -> list[Agent]:
+        found = self._targets.get(name_or_uuid)
+        if found is None:
+            rows = self._db.execute(
+                f"SELECT {AGENT_COLS} FROM agents WHERE removed_at IS NULL AND (uuid = ?1 OR name = ?1) "
+                "ORDER BY created_at, id", (name_or_uuid,)).fetchall()
+            found = tuple(agent_of(r) for r in rows)
+            if len(self._targets) >= _MAX_CACHED_TARGETS:
+                self._targets.clear()  # names that match nobody must not grow it without bound
+            self._targets[name_or_uuid] = found
+        return list(found)
+
+    def resolve_agent(self, name_or_uuid: str) -> Agent:
+        found = self.find_agents(name_or_uuid)
+        if not found:
+            raise errors.UnknownAgent(f"no agent is named {name_or_uuid!r} and no agent has that UUID",
+                                      field="agent")
+        if len(found) > 1:
+            raise errors.AmbiguousTarget(
+                f"{len(found)} agents are named {name_or_uuid!r}; use one of their UUIDs",
+                field="agent", candidates=[a.uuid for a in found])
+        return found[0]
+
+    def resolve_target(self, caller: Caller, target: str) -> Agent:
+        found = self.find_agents(target)
+        if not found:
+            raise errors.UnknownTarget(
+                f"no agent is named {target[:80]!r} and no agent has that UUID (UUIDs are matched in their "
+                "canonical lowercase form; names exactly, case-sensitively)", field="target")
+        if len(found) > 1:
+            raise errors.AmbiguousTarget(
+                f"{len(found)} agents are named {target!r}; address one of them by UUID",
+                field="target", candidates=[a.uuid for a in found])
+        agent = found[0]
+        if agent.id == caller.agent.id:
+            raise errors.InvalidTarget("the target is the caller itself; address another agent", field="target")
+        return agent
+
+    # --- sessions -------------------------------------------------------------------------------------
+
+    def create_session(self, agent_id: int) -> str:
+        with self.atomic():
+            agent = self.agent(agent_id)
+            secret = secrets.token_bytes(32)
+            cur = self._db.execute(
+                "INSERT INTO sessions (agent_id, generation, secret_hash, created_at) VALUES (?, ?, ?, ?)",
+                (agent.id, agent.generation, hashlib.sha256(secret).digest(), now_ms()),
+            )
+            session_id = cur.lastrowid
+        secret_text = base64.urlsafe_b64encode(secret).rstrip(b"=").decode("ascii")
+        return f"{SESSION_PREFIX}_{self.home_tag}_{session_id}_{secret_text}"
+
+    def authenticate(self, token: str) -> Caller:
+        parts = token.split("_")
+        if len(parts) < 3 or parts[0] != SESSION_PREFIX or not parts[2].isdigit():
+            raise errors.UnknownSession(
+                "WARDIAN_SESSION_ID is not a wardian session of this home; print a valid one with "
+                "`wardian agent env NAME`")
+        if not hmac.compare_digest(parts[1], self.home_tag):
+            raise errors.SessionHomeMismatch(
+                "WARDIAN_SESSION_ID belongs to another WARDIAN_HOME; set the matching WARDIAN_HOME or "
+                "print this home's session with `wardian agent env NAME`")
+        session_id = int(parts[2])
+        hit = self._sessions.get(session_id)
+        if hit is None:
+            # One statement for the session and its agent, then kept until the roster changes.
+            row = self._db.execute(_SESSION_SQL, (session_id,)).fetchone()
+            if row is None or row[2] is not None or row[3] is not None:
+                raise errors.UnknownSession(
+                    "WARDIAN_SESSION_ID names no live session of this home; print a valid one with "
+                    "`wardian agent env NAME`")
+            hit = (bytes(row[1]), Caller(agent=agent_of(row[4:]), session_id=session_id, generation=row[0]))
+            self._sessions[session_id] = hit
+        secret_text = "_".join(parts[3:])
+        try:
+            secret = base64.urlsafe_b64decode(secret_text + "=" * (-len(secret_text) % 4))
+        except (ValueError, TypeError):
+            secret = b""
+        # The secret is checked on every call, cached or not, in constant time.
+        if not hmac.compare_digest(hashlib.sha256(secret).digest(), hit[0]):
+            raise errors.Unauthenticated("the session could not be authenticated")
+        return hit[1]
+
+    # --- the provider runtime's view of agents --------------------------------------------------------
+
+    def managed_agent(self, agent_id: int) -> ManagedAgent:
+        r = self._db.execute("SELECT id, uuid, name, provider, workspace, desired, mode, overrides, generation, "
+                             "thread_id FROM agents WHERE id = ?", (agent_id,)).fetchone()
+        if r is None:
+            raise errors.UnknownAgent(f"no agent with id {agent_id}")
+        return ManagedAgent(id=r[0], uuid=r[1], name=r[2], provider=r[3], workspace=r[4], desired=r[5], mode=r[6],
+                            overrides=tuple(json.loads(r[7])) if r[7] else (), generation=r[8], thread_id=r[9])
+
+    def agents_desired_on(self) -> list[int]:
+        return [r[0] for r in self._db.execute(
+            "SELECT id FROM agents WHERE desired = 'on' AND removed_at IS NULL ORDER BY id")]
+
+    def set_desired(self, agent_id: int, desired: str, mode: str | None = None,
+                    overrides: Sequence[str] | None = None) -> None:
+        with self.atomic():
+            if overrides is None:
+                self._db.execute("UPDATE agents SET desired = ? WHERE id = ?", (desired, agent_id))
+            else:
+                self._db.execute("UPDATE agents SET desired = ?, mode = ?, overrides = ? WHERE id = ?",
+                                 (desired, mode, json.dumps(list(overrides)), agent_id))
+
+    def begin_generation(self, agent_id: int) -> int:
+        with self.atomic():
+            self._db.execute("UPDATE agents SET generation = generation + 1, status = 'starting', "
+                             "active_turn_id = NULL WHERE id = ?", (agent_id,))
+            return int(self._db.execute("SELECT generation FROM agents WHERE id = ?", (agent_id,)).fetchone()[0])
+
+    def observe(self, agent_id: int, generation: int, status: AgentStatus, thread_id: str | None = None,
+                active_turn_id: str | None = None) -> None:
+        with self.atomic():
+            self._db.execute(
+                "UPDATE agents SET status = ?, active_turn_id = ?, thread_id = COALESCE(?, thread_id) "
+                "WHERE id = ? AND generation = ?", (status.value, active_turn_id, thread_id, agent_id, generation))
+
+    def reset_observed_state(self) -> None:
+        with self.atomic():
+            self._db.execute("UPDATE agents SET status = 'off', active_turn_id = NULL WHERE status != 'off' "
+                             "OR active_turn_id IS NOT NULL")
+
+    def mark_errored(self, agent_id: int) -> None:
+        with self.atomic():
+            self._db.execute("UPDATE agents SET status = 'errored', active_turn_id = NULL WHERE id = ?", (agent_id,))

@@ -1,0 +1,46 @@
+"""Test hooks of the store: what the tests and the bench need beneath the public operations, kept here so that no
+database connection leaves the store package.
+
+Never used by the app. Each hook takes a store the caller opened itself (never the running app's) and returns
+plain values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from wardian.model import InteractionKind
+from wardian.store._sql import new_public_id, now_ms
+from wardian.store.sqlite import SqliteStore, _map_sqlite_errors
+
+
+def execute(store: SqliteStore, sql: str, parameters: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    """Run one statement (fault injection, seeding an odd state, reading a pragma) and return its rows.
+
+    Raises:
+        StorageError: the statement failed (mapped as the store maps every sqlite error).
+    """
+    with _map_sqlite_errors():
+        return [tuple(row) for row in store._db.execute(sql, parameters).fetchall()]
+
+
+def executemany(store: SqliteStore, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+    """Run one statement for each of `rows`, inside one transaction."""
+    with store.atomic(), _map_sqlite_errors():
+        store._db.executemany(sql, rows)
+
+
+def set_max_page_count(store: SqliteStore, pages: int) -> int:
+    """Cap the database's size in pages, for storage-full faults (reliability-matrix D5); returns the new cap."""
+    return int(execute(store, f"PRAGMA max_page_count = {int(pages)}")[0][0])
+
+
+def seed_information(store: SqliteStore, sender_id: int, recipient_ids: Sequence[int], count: int, text: str, *,
+                     start: int = 0) -> None:
+    """Append `count` information records from `sender_id`, to `recipient_ids` in turn, in one transaction: a
+    large mailbox for the receive benchmark without a million admissions (the rows are what `admit` writes)."""
+    executemany(store, "INSERT INTO interactions (public_id, kind, sender_id, recipient_id, body, created_at) "
+                       "VALUES (?, ?, ?, ?, ?, ?)",
+                ((new_public_id(InteractionKind.INFORMATION), InteractionKind.INFORMATION.value, sender_id,
+                  recipient_ids[(start + i) % len(recipient_ids)], text, now_ms()) for i in range(count)))

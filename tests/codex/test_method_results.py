@@ -1,0 +1,61 @@
+"""Every app method's actual result satisfies the result type `METHODS` declares for it, on a real app with real
+Codex agents (#12: one method table; the copies that drifted, `mailbox/records` failing its own model, are gone)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.codex.conftest import CodexWorld
+from tests.codex.test_runtime import wait_active
+from wardian.protocol import app as proto
+from wardian_harness.codex_home import ScriptedProvider, codex_overrides
+from wardian_harness.scripted_model import Hold
+
+
+def test_every_method_returns_its_declared_result(codex_world: CodexWorld) -> None:
+    world = codex_world
+    app = world.app
+    seen: set[str] = set()
+
+    def call(method: str, params: dict[str, Any], **kw: Any) -> Any:
+        result = app.call(method, params, **kw)
+        proto.validate_result(method, result)
+        seen.add(method)
+        return result
+
+    lead = call("agent/add", {"name": "lead", "provider": "codex"})
+    call("agent/add", {"name": "worker", "provider": "codex"})
+    call("agent/add", {"name": "tui", "provider": "codex"})
+    lead_token = call("agent/session", {"agent": lead["uuid"]})["session_id"]
+    worker_token = app.call("agent/session", {"agent": "worker"})["session_id"]
+    call("agent/list", {"session": lead_token})
+    call("message/send", {"session": lead_token, "target": "worker", "message": "FYI"})
+    task = call("task/followup", {"session": lead_token, "target": "worker", "message": "Do it"})
+    call("mailbox/wait", {"session": worker_token, "timeout_ms": 0})
+    page = call("mailbox/receive", {"session": worker_token, "limit": 10})
+    call("mailbox/receive", {"session": worker_token, "ack_cursor": page["cursor"], "timeout_ms": 1})
+    call("task/reply", {"session": worker_token, "request_id": task["request_id"], "status": "done",
+                        "message": "Done"})
+    records = call("mailbox/records", {"limit": 100})["records"]
+    assert {r["kind"] for r in records} == {"information", "task", "reply"}
+    assert next(r for r in records if r["kind"] == "task")["task"]["reply_status"] == "done"
+
+    # A started agent in a held turn, for agent/start and agent/interrupt; an attached one for agent/attach.
+    script = world.model.agent("worker")
+    hold = Hold("working")
+    script.add(hold)
+    call("agent/start", {"agent": "worker", "config": codex_overrides(ScriptedProvider(base_url=script.base_url))},
+         timeout_s=300)
+    app.call("task/followup", {"session": lead_token, "target": "worker", "message": "Long job"})
+    hold.wait_started()
+    wait_active(world, "worker")
+    call("agent/interrupt", {"session": lead_token, "target": "worker"})
+    assert hold.wait_finished() == "disconnected"
+    tui_script = world.model.agent("tui")
+    call("agent/start", {"agent": "tui", "mode": "attached",
+                         "config": codex_overrides(ScriptedProvider(base_url=tui_script.base_url))}, timeout_s=300)
+    call("agent/attach", {"agent": "tui"})
+    call("agent/stop", {"agent": "tui"}, timeout_s=60)
+    call("app/status", {})
+    call("app/stop", {})
+    assert seen == set(proto.METHODS), f"methods whose result this test never checked: {set(proto.METHODS) - seen}"
