@@ -34,6 +34,10 @@ EXPECTED = {
     "mcp_roundtrip_send_message",
     "mcp_roundtrip_list_agents",
     "app_roundtrip_message_send",
+    "mcp_first_call_trivial_sdk_server",
+    "mcp_first_wait_agent",
+    "mcp_first_receive_messages",
+    "mcp_first_list_agents",
 }
 
 

@@ -23,7 +23,7 @@ from typing import Any, NoReturn
 import orjson
 
 from wardian import __version__, errors
-from wardian.home import ENV_SESSION, Home, resolve_home
+from wardian.home import ENV_SESSION, resolve_home
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
@@ -36,7 +36,7 @@ EXIT_HOME = 7
 EXIT_NOTHING = 8
 
 _NOT_FOUND = (errors.UnknownTarget, errors.UnknownAgent, errors.UnknownRequest, errors.UnknownSession,
-              errors.SessionHomeMismatch)
+              errors.SessionHomeMismatch, errors.StaleSession)
 
 
 def exit_code_for(exc: errors.WardianError) -> int:
@@ -107,6 +107,18 @@ def _party(p: dict[str, Any] | None) -> str:
     return "wardian" if p is None else f"{p['name']} ({p['uuid']})"
 
 
+def _task_line(f: dict[str, Any]) -> str:
+    """A task's delivery facts in a few words (the operator log; `message show` tells all)."""
+    parts = [f"task {f['state']}"]
+    if f["claimed_by"]:
+        parts.append(f"claimed by {f['claimed_by']}")
+    if f["turn_id"]:
+        parts.append(f"turn {f['turn_id']}")
+    if f["reply_id"]:
+        parts.append(f"answered {f['reply_status']} by {f['reply_id']}")
+    return ", ".join(parts)
+
+
 def _print_records(records: list[dict[str, Any]]) -> None:
     for r in records:
         head = f"[{r['kind']}] {r['id']} from {_party(r['sender'])} to {_party(r['recipient'])}"
@@ -117,7 +129,7 @@ def _print_records(records: list[dict[str, Any]]) -> None:
         if r["kind"] == "task" and r.get("new_work"):
             head += " NEW WORK"
         elif r.get("task"):
-            head += f" (task {r['task']['state']})"
+            head += f" ({_task_line(r['task'])})"
         if r.get("acked") is not None:
             head += " acked" if r["acked"] else " unacked"
         _out(head)
@@ -136,11 +148,15 @@ def cmd_app_run(args: argparse.Namespace) -> int:
 
 def cmd_app_start(args: argparse.Namespace) -> int:
     from wardian.app.spawn import start_app
+    from wardian.home import make_private_dir
 
     home = resolve_home(args.home)
-    home.root.mkdir(parents=True, exist_ok=True)
+    created = not home.root.exists()
+    make_private_dir(home.root)  # private whatever the umask (#13); the app itself refuses an open home it did not make
+    if created:
+        os.chmod(home.root, 0o700)
     log_path = home.app_out_path
-    with open(log_path, "ab") as log_file:
+    with open(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as log_file:
         try:
             proc = start_app(home.root, stdout=log_file, stderr=log_file, timeout_s=args.timeout)
         except errors.InternalError as exc:
@@ -153,22 +169,25 @@ def cmd_app_start(args: argparse.Namespace) -> int:
 
 
 def cmd_app_stop(args: argparse.Namespace) -> int:
-    import time
+    """Stop the app and return once its process has exited (#13: a script may remove the home right after)."""
+    import psutil
 
-    home = resolve_home(args.home)
     with _client(args) as client:
         try:
             status = client.call("app/status")
         except errors.AppNotRunning:
             _out("app not running")
             return EXIT_OK
+        try:
+            # Taken before asking it to stop: psutil keeps the start time, so a reused pid is never mistaken for it.
+            app_process: psutil.Process | None = psutil.Process(status["pid"])
+        except psutil.Error:
+            app_process = None
         client.call("app/stop")
-    deadline = time.monotonic() + args.timeout
-    while time.monotonic() < deadline:
-        if not home.socket_path.exists():
-            break
-        time.sleep(0.02)
-    _wait_lock_free(home, deadline)
+    if app_process is not None and not _exited(app_process, args.timeout):
+        raise errors.InternalError(
+            f"the app (pid {status['pid']}) accepted stop but has not exited within {args.timeout:g} s; it may "
+            "still be ending its agents' provider processes: wait, or end it yourself")
     if args.json:
         _out(_dump({"stopped": True, "pid": status["pid"]}))
     else:
@@ -176,25 +195,23 @@ def cmd_app_stop(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _wait_lock_free(home: Home, deadline: float) -> None:
-    import fcntl
+def _exited(process: Any, timeout_s: float) -> bool:
+    """Whether the process ended within `timeout_s`. A zombie has ended: it only waits for whoever inherited it
+    (the `app start` that spawned it is gone) to collect its status."""
     import time
 
-    try:
-        fd = os.open(home.lock_path, os.O_RDWR)
-    except OSError:
-        return
-    try:
-        while time.monotonic() < deadline:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                fcntl.flock(fd, fcntl.LOCK_UN)
-                return
-            except BlockingIOError:
-                time.sleep(0.02)
-        raise errors.InternalError("the app accepted stop but has not exited yet")
-    finally:
-        os.close(fd)
+    import psutil
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if not process.is_running() or process.status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.Error:
+            return True  # gone
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
 
 
 def cmd_app_status(args: argparse.Namespace) -> int:
@@ -278,6 +295,33 @@ def cmd_agent_stop(args: argparse.Namespace) -> int:
     else:
         _out(f"stopped {result['agent']['name']}" if result["stopped"] else
              f"{result['agent']['name']} was not running; it stays off")
+    return EXIT_OK
+
+
+def cmd_agent_remove(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        result = client.call("agent/remove", {"agent": args.name}, timeout_s=120)
+    if args.json:
+        _out(_dump(result))
+        return EXIT_OK
+    agent = result["agent"]
+    _out(f"removed {agent['name']} ({agent['uuid']}); its records stay as evidence")
+    if result["answered"]:
+        _out(f"  {len(result['answered'])} open tasks answered with a failed notice: {', '.join(result['answered'])}")
+    if result["uncertain"]:
+        _out(f"  {len(result['uncertain'])} tasks in a turn nobody saw end are uncertain (do not resend blindly): "
+             f"{', '.join(result['uncertain'])}")
+    return EXIT_OK
+
+
+def cmd_agent_revoke(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        result = client.call("agent/revoke", {"agent": args.name, "all": args.all})
+    if args.json:
+        _out(_dump(result))
+    else:
+        which = "sessions" if args.all else "operator-minted sessions (`wardian agent env`)"
+        _out(f"revoked {result['revoked']} {which} of {result['agent']['name']}")
     return EXIT_OK
 
 
@@ -380,6 +424,66 @@ def cmd_message_log(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_message_show(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        story = client.call("request/show", {"id": args.id})
+    if args.json:
+        _out(_dump(story))
+    else:
+        _print_story(story)
+    return EXIT_OK
+
+
+def _when(ms: int | None) -> str:
+    if ms is None:
+        return "-"
+    import datetime
+
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+
+
+def _print_story(s: dict[str, Any]) -> None:
+    """One record's whole story, as facts an operator reads top to bottom."""
+    _out(f"{s['kind']} {s['id']}" + (f" (request {s['request_id']})" if s["request_id"] and s["kind"] != "task"
+                                       else ""))
+    _out(f"  from       {_party(s['sender'])}")
+    _out(f"  to         {_party(s['recipient'])}")
+    _out(f"  admitted   {_when(s['created_at'])}" + (f"  status {s['status']}" if s["status"] else ""))
+    d = s["delivery"]
+    if d["push"] is not None:
+        _out(f"  pushed     {d['push']} {_when(d['pushed_at'])} into the recipient's live conversation"
+             + (f" ({d['push_note']})" if d["push_note"] else ""))
+    else:
+        _out(f"  received   {_when(d['received_at'])}   acknowledged {_when(d['acked_at'])}")
+    task = s["task"]
+    if task is not None:
+        f = task["facts"]
+        _out(f"  task       {f['state']}" + ("" if s["kind"] == "task" else f" (the task {s['request_id']})"))
+        _out(f"  requester  {_party(task['requester'])}")
+        if f["claimed_by"]:
+            _out(f"  claimed    by {f['claimed_by']} at {_when(f['claimed_at'])} (generation {f['claim_generation']})")
+        if f["submitted_at"]:
+            msg = f", provider message {task['provider_message_id']}" if task["provider_message_id"] else ""
+            _out(f"  submitted  {_when(f['submitted_at'])} thread {f['thread_id']} turn {f['turn_id']}{msg}")
+        if f["uncertain_at"]:
+            _out(f"  UNCERTAIN  {_when(f['uncertain_at'])}: {task['uncertain_reason'] or 'no reason recorded'}")
+            _out("             the provider may or may not have taken it: check the agent's conversation; "
+                 "never resend it blindly")
+        if task["outcome_status"]:
+            _out(f"  outcome    {task['outcome_status']} captured {_when(task['outcome_at'])}")
+        if f["completed_at"]:
+            _out(f"  completed  {_when(f['completed_at'])} reply {f['reply_id']} status {f['reply_status']}")
+    answer = s["answer"]
+    if answer is not None:
+        _out(f"  answer     {answer['kind']} {answer['id']} ({answer['status']}) from "
+             f"{'wardian' if answer['sender_kind'] == 'wardian' else 'the recipient'}:")
+        for line in answer["text"].splitlines() or [""]:
+            _out(f"      {line}")
+    _out("  text:")
+    for line in s["text"].splitlines() or [""]:
+        _out(f"      {line}")
+
+
 def cmd_retired(args: argparse.Namespace) -> int:
     raise errors.RetiredOperation(
         f"`wardian {args.retired}` is a retired v1 operation and delivers nothing; use `wardian message "
@@ -467,6 +571,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", help="agent name or UUID")
     p = sub(agent, "env", cmd_agent_env, "print shell exports of WARDIAN_HOME and a new WARDIAN_SESSION_ID")
     p.add_argument("name", help="agent name or UUID")
+    p = sub(agent, "remove", cmd_agent_remove,
+            "remove an agent: stop it, revoke its sessions, answer its open tasks; its records stay")
+    p.add_argument("name", help="agent name or UUID")
+    p = sub(agent, "revoke", cmd_agent_revoke, "revoke the sessions `wardian agent env` minted for an agent")
+    p.add_argument("name", help="agent name or UUID")
+    p.add_argument("--all", action="store_true", help="revoke its managed sessions too (its running MCP servers)")
 
     message = groups.add_parser("message", help="send, receive and reply").add_subparsers(
         dest="cmd", required=True, metavar="ACTION", parser_class=_Parser)
@@ -494,6 +604,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("target", help="exact agent name or UUID")
     p = sub(message, "log", cmd_message_log, "print every record of the home (operator view)")
     p.add_argument("--limit", type=int, default=1000)
+    p = sub(message, "show", cmd_message_show, "every fact the app holds about one ask_, msg_, rep_ or ntc_ id")
+    p.add_argument("id", help="the record's id")
 
     mcp = groups.add_parser("mcp", help="the MCP server").add_subparsers(
         dest="cmd", required=True, metavar="ACTION", parser_class=_Parser)

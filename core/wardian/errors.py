@@ -8,7 +8,7 @@ WardianError                      code: a stable snake_case string; delivery: wh
 │   ├── EmptyMessage, MessageTooLarge, InvalidText
 │   ├── InvalidLimit, InvalidTimeout, InvalidCursor, StaleCursor, InvalidStatus
 │   ├── UnknownRequest, NotATask, NotRecipient, AlreadyCompleted
-│   ├── MissingSession, UnknownSession, SessionHomeMismatch, Unauthenticated
+│   ├── MissingSession, UnknownSession, SessionHomeMismatch, Unauthenticated, StaleSession
 │   ├── NotActive, Unsupported, RetiredOperation, InvalidAgentName, UnknownAgent
 ├── Rejected                      definitely not admitted; the app may offer the work again (StaleTurn, ...)
 ├── DeliveryUncertain             the outcome is unknown: never replay (delivery: uncertain)
@@ -17,7 +17,7 @@ WardianError                      code: a stable snake_case string; delivery: wh
 │   ├── AppNotRunning, AppIncompatible
 ├── StorageError                  the store refused the write; nothing was committed (delivery: not_admitted)
 │   ├── StorageFull, StorageUnavailable
-└── HomeError                     the home cannot host an app (AlreadyRunning, InsecureRuntimeDir, ...)
+└── HomeError                     the home cannot host an app (AlreadyRunning, InsecureHome, ...)
 ```
 
 Whether a byte of a request was written decides between `TransportError` and `DeliveryUncertain`; the
@@ -162,6 +162,12 @@ class Unauthenticated(RequestError):
     code = "unauthenticated"
 
 
+class StaleSession(RequestError):
+    """A managed session of an earlier runtime generation: the agent was started again since (#13)."""
+
+    code = "stale_session"
+
+
 class NotActive(RequestError):
     code = "not_active"
 
@@ -303,6 +309,12 @@ class AlreadyRunning(HomeError):
 
 class InsecureRuntimeDir(HomeError):
     code = "insecure_runtime_dir"
+
+
+class InsecureHome(HomeError):
+    """The home is open to other users and no app made it so; the message names the path and the fix (#13)."""
+
+    code = "insecure_home"
 
 
 class HomePathTooLong(HomeError):

@@ -164,6 +164,7 @@ class Receipt:
     sender: Party
     recipient: Party
     created_at: int
+    pushing: bool = False  # admitted for a push into the recipient's live conversation (not yet settled)
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +182,7 @@ class ReplyReceipt:
     status: ReplyStatus
     requester: Party
     created_at: int
+    pushing: bool = False  # admitted for a push into the requester's live conversation (not yet settled)
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,3 +234,39 @@ class Published:
     request_id: str
     requester_uuid: str
     record_id: str | None  # the reply or notice written now; None when an explicit reply had completed the task
+    pushing: bool = False  # admitted for a push into the requester's live conversation (not yet settled)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordDelivery:
+    """How a record reached (or is reaching) its recipient: returned by a receive, or pushed into its live
+    conversation; never both (#13). Times are Unix ms."""
+
+    received_at: int | None  # first returned by a receive
+    acked_at: int | None
+    push_state: str | None  # sending | done | uncertain; None: the receive path
+    pushed_at: int | None  # the push settled (done, or uncertain)
+    push_note: str | None  # why a push is uncertain
+
+
+@dataclass(frozen=True, slots=True)
+class TaskStory:
+    """A task's facts beyond `TaskFacts`, for the operator's whole-story view."""
+
+    facts: TaskFacts
+    requester: Party
+    uncertain_reason: str | None
+    provider_message_id: str | None
+    outcome_status: ReplyStatus | None  # terminal evidence captured from the provider turn
+    outcome_at: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class RecordStory:
+    """Every fact the app holds about one record (`wardian message show ID`): the record, how it travelled, and for a
+    task (or the reply or notice that answers one) the task's story and its answer."""
+
+    interaction: Interaction
+    delivery: RecordDelivery
+    task: TaskStory | None
+    answer: Interaction | None  # a task's reply or notice, once written

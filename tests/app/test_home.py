@@ -142,6 +142,8 @@ def test_start_status_stop_from_the_cli() -> None:
         assert json.loads(status.stdout)["pid"] == pid
         stopped = run_cli("app", "stop", home=root)
         assert stopped.returncode == 0, stopped.stderr
+        # #13: `app stop` returns only once the process has ended (a script may `rm -rf` the home right after).
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
         after = run_cli("app", "status", "--json", home=root)
         assert after.returncode == 3
         assert json.loads(after.stdout)["running"] is False

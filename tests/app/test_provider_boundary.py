@@ -4,89 +4,20 @@ and its operations (the same `AppService` the control socket serves), with the l
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
 import pytest
 
-from tests.providers.fake_provider import FakeProvider, FakeRuntime
+from tests.app.inprocess import World, world
 from wardian import errors
-from wardian.app.runtime import Runtime
-from wardian.app.service import AppService
-from wardian.app.signals import MailboxSignals
-from wardian.app.writer import StoreWriter
-from wardian.home import Home
 from wardian.model import ReplyStatus, TaskState
 from wardian.providers.base import Capabilities, OutcomeStatus
-from wardian.store import SqliteStore
-
-T = TypeVar("T")
 
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@dataclass
-class World:
-    service: AppService
-    runtime: Runtime
-    store: SqliteStore
-    provider: FakeProvider
-    lead: str  # the lead's session token
-    worker_uuid: str
-
-    async def call(self, method: str, **params: Any) -> Any:
-        return await self.service.handle(method, params)
-
-    def worker(self) -> FakeRuntime:
-        return self.provider.runtimes[-1]
-
-    async def until(self, predicate: Callable[[], Awaitable[T]], what: str) -> T:
-        """Wait (bounded) until `predicate` returns something true, checking after each mailbox signal."""
-        with anyio.fail_after(10):
-            while True:
-                value = await predicate()
-                if value:
-                    return value
-                await anyio.sleep(0.005)
-        raise AssertionError(what)
-
-
-@asynccontextmanager
-async def world(capabilities: Capabilities | None = None) -> AsyncIterator[World]:
-    root = Path(tempfile.mkdtemp(prefix="wpb", dir="/tmp"))
-    home = Home(root)
-    (root / "logs").mkdir()
-    (root / "run").mkdir(mode=0o700)
-    store = SqliteStore.open(home.db_path)
-    provider = FakeProvider() if capabilities is None else FakeProvider(capabilities=capabilities)
-    try:
-        lead = store.add_agent("lead", "codex", None)
-        worker = store.add_agent("worker", "fake", None)
-        token = store.create_session(lead.id)
-        writer = StoreWriter(store)
-        signals = MailboxSignals()
-        runtime = Runtime(home, writer, signals, providers={"fake": provider})
-        async with anyio.create_task_group() as tg:
-            await tg.start(writer.run)
-            await tg.start(runtime.run)
-            service = AppService(home, writer, signals, tg.cancel_scope.cancel, runtime)
-            yield World(service, runtime, store, provider, token, worker.uuid)
-            for handle in list(runtime.owners.values()):
-                await runtime.stop_agent(handle.agent_id)
-            writer.close()
-            tg.cancel_scope.cancel()
-    finally:
-        store.close()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 async def lead_records(w: World) -> list[dict[str, Any]]:
@@ -107,8 +38,10 @@ async def test_a_second_provider_takes_a_task_and_its_turns_answer_is_the_reply(
         await w.until(lambda: _true(bool(fake.turns_started)), "the task never reached the fake provider")
         turn_id, delivered = fake.turns_started[0]
         assert (delivered.request_id, delivered.text, delivered.sender.name) == (rid, "Sum 2 and 2", "lead")
+        await w.until(lambda: _true(w.store.task(rid).state is TaskState.SUBMITTED), "the binding was never stored")
         facts = w.store.task(rid)
         assert (facts.state, facts.turn_id, facts.claimed_by) == (TaskState.SUBMITTED, turn_id, "dispatch")
+        await w.until(lambda: _worker_active(w), "the runtime never recorded the turn as active")
         listed = await w.call("agent/list")
         assert [(a["name"], a["status"], a["active_turn_id"]) for a in listed["agents"] if a["name"] == "worker"] \
             == [("worker", "active", turn_id)]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,3 +88,18 @@ def _world(codex: Path) -> Iterator[CodexWorld]:
             handle.client.close()
             stop_app(handle.proc)
             shutil.rmtree(root, ignore_errors=True)
+
+
+FAKE_CODEX = Path(__file__).with_name("fake_codex.py")
+
+
+@pytest.fixture
+def fake_world(tmp_path: Path) -> Iterator[tuple[Path, Path, Path]]:
+    """(home root, a `codex` executable running the fake app-server, its request log) for the fault tests."""
+    root = short_home("wf")
+    exe = tmp_path / "codex"
+    exe.write_text(f"#!/bin/sh\nexec {sys.executable} {FAKE_CODEX} \"$@\"\n", encoding="utf-8")
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    log = tmp_path / "requests.jsonl"
+    yield root, exe, log
+    shutil.rmtree(root, ignore_errors=True)

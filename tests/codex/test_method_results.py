@@ -36,6 +36,8 @@ def test_every_method_returns_its_declared_result(codex_world: CodexWorld) -> No
     call("mailbox/receive", {"session": worker_token, "ack_cursor": page["cursor"], "timeout_ms": 1})
     call("task/reply", {"session": worker_token, "request_id": task["request_id"], "status": "done",
                         "message": "Done"})
+    call("request/show", {"id": task["request_id"]})
+    call("request/status", {"session": lead_token, "request_id": task["request_id"]})
     records = call("mailbox/records", {"limit": 100})["records"]
     assert {r["kind"] for r in records} == {"information", "task", "reply"}
     assert next(r for r in records if r["kind"] == "task")["task"]["reply_status"] == "done"
@@ -56,6 +58,8 @@ def test_every_method_returns_its_declared_result(codex_world: CodexWorld) -> No
                          "config": codex_overrides(ScriptedProvider(base_url=tui_script.base_url))}, timeout_s=300)
     call("agent/attach", {"agent": "tui"})
     call("agent/stop", {"agent": "tui"}, timeout_s=60)
+    call("agent/revoke", {"agent": "lead", "all": True})
+    call("agent/remove", {"agent": "worker"}, timeout_s=60)
     call("app/status", {})
     call("app/stop", {})
     assert seen == set(proto.METHODS), f"methods whose result this test never checked: {set(proto.METHODS) - seen}"

@@ -3,31 +3,12 @@
 from __future__ import annotations
 
 import json
-import shutil
-import stat
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from tests.conftest import AppHandle, short_home, start_app, stop_app
+from tests.conftest import AppHandle, start_app, stop_app
 from wardian.client import AppClient
 from wardian.home import Home
-
-FAKE = Path(__file__).with_name("fake_codex.py")
-
-
-@pytest.fixture
-def fake_world(tmp_path: Path) -> Iterator[tuple[Path, Path, Path]]:
-    root = short_home("wf")
-    exe = tmp_path / "codex"
-    exe.write_text(f"#!/bin/sh\nexec {sys.executable} {FAKE} \"$@\"\n", encoding="utf-8")
-    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
-    log = tmp_path / "requests.jsonl"
-    yield root, exe, log
-    shutil.rmtree(root, ignore_errors=True)
 
 
 def run(root: Path, exe: Path, log: Path, scenario: str, version: str = "0.171.0") -> AppHandle:
@@ -83,6 +64,12 @@ def test_a_lost_acknowledgement_is_uncertain_and_never_resubmitted(fake_world) -
         rid = app.call("task/followup", {"session": sender, "target": "worker", "message": "x"})["request_id"]
         wait_for(lambda: task_facts(root, rid)[0] == "uncertain", app, sender)
         assert len(submissions(log)) == 1
+        # #13: the operator reads why (never resend blindly), and the sender may look its own request up.
+        story = app.call("request/status", {"session": sender, "request_id": rid})
+        assert "lost or unclear" in story["task"]["uncertain_reason"]
+        shown = app.cli("message", "show", rid)
+        assert b"UNCERTAIN" in shown.stdout
+        assert b"never resend it blindly" in shown.stdout
     finally:
         stop_app(app.proc)
     for restart in range(1, 4):  # three restarts: the agent is started again each time, the task never resubmitted

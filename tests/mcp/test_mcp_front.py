@@ -108,8 +108,6 @@ def test_a_connection_opening_with_another_request_is_left_to_the_sdk() -> None:
     {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"cursor": "next"}},
     {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": None},
     {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"_meta": {"progressToken": 1}}},
-    {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "wait_agent", "arguments": {}}},
-    {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "receive_messages"}},
     {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
      "params": {"name": "list_agents", "arguments": {}, "_meta": {"progressToken": 1.5}}},
     {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "list_agents", "_meta": "x"}},
@@ -118,12 +116,12 @@ def test_a_connection_opening_with_another_request_is_left_to_the_sdk() -> None:
     {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": None},
     {"jsonrpc": "2.0", "id": 2 ** 70, "method": "tools/call", "params": {"name": "list_agents"}},
     {"jsonrpc": "2.0", "id": 2 ** 70, "method": "ping"},
-], ids=["cursor", "params-null", "meta", "wait-tool", "receive-tool", "call-meta-float", "call-meta-str",
+], ids=["cursor", "params-null", "meta", "call-meta-float", "call-meta-str",
                              "arguments-list", "unknown-tool",
         "call-params-null", "call-huge-id", "huge-id"])
 def test_requests_the_front_cannot_vouch_for_go_to_the_sdk(message: dict[str, Any]) -> None:
-    """Any doubt hands the request to the SDK: params, _meta, a tool that waits or that does not exist, arguments
-    that are not an object, an id orjson cannot write back."""
+    """Any doubt hands the request to the SDK: params, _meta, a tool that does not exist, arguments that are not an
+    object, an id orjson cannot write back."""
     front = Front()
     assert front.route(handshake(LATEST_HANDSHAKE_VERSION)[0], sdk_busy=False).answer is not None
     route = front.route(message, sdk_busy=False)
@@ -133,9 +131,9 @@ def test_requests_the_front_cannot_vouch_for_go_to_the_sdk(message: dict[str, An
 
 
 @pytest.mark.parametrize("sdk_busy", [False, True])
-def test_a_plain_call_of_a_tool_that_never_waits_takes_the_quick_path(sdk_busy: bool) -> None:
-    """Issue #3: the quick path answers it (tests/mcp/test_mcp_quick_path.py compares its answers with the
-    SDK's); like the SDK's concurrent handlers, it may overtake a wait still running."""
+def test_a_plain_call_of_any_tool_takes_the_quick_path(sdk_busy: bool) -> None:
+    """Issues #3 and #13 (waits too): the quick path answers it (tests/mcp/test_mcp_quick_path.py compares its
+    answers with the SDK's); like the SDK's concurrent handlers, it may overtake a wait still running."""
     front = Front()
     front.route(handshake(LATEST_HANDSHAKE_VERSION)[0], sdk_busy=False)
     for tool in QUICK_TOOLS:
@@ -144,6 +142,7 @@ def test_a_plain_call_of_a_tool_that_never_waits_takes_the_quick_path(sdk_busy: 
         assert route.forward is None
         assert route.quick is not None
         assert route.quick.spec.name == tool
+        assert route.quick.waits == (tool in ("wait_agent", "receive_messages"))
         assert orjson.loads(route.quick.answer({"isError": False}))["id"] == "c1"
 
 
@@ -293,34 +292,39 @@ def _answers_by_id(server: RawServer, rest: bytes) -> dict[Any, list[dict[str, A
 
 def test_discovery_is_answered_before_the_sdk_is_imported_and_a_call_waits_for_it(
         app: AppHandle, gated_sdk: tuple[dict[str, str], Path]) -> None:
-    """Issue #3: initialize and tools/list need no SDK; a tools/call arriving before the SDK is ready waits for it
-    and is then served with the replayed handshake's state; every request is answered exactly once."""
+    """Issues #3 and #13: initialize and tools/list need no SDK, nor does any tool call, a wait included; a call the
+    quick path does not take (an unknown tool) waits for the SDK and is then served with the replayed handshake's
+    state; every request is answered exactly once."""
     extra, gate = gated_sdk
     agent, token = app.add_agent()
     with raw_server(server_env(str(app.home.root), token, **extra)) as server:
         init = server.initialize()  # answered while the SDK's import is blocked
         assert init["result"]["serverInfo"]["name"] == "wardian"
         assert len(server.request(1, "tools/list")["result"]["tools"]) == len(TOOL_NAMES)
-        # A tool that never waits is served on the quick path: answered while the SDK's import is still blocked.
+        # Served on the quick path: answered while the SDK's import is still blocked.
         quick = server.request(2, "tools/call", {"name": "list_agents", "arguments": {}})
         assert quick["result"]["isError"] is False
         assert quick["result"]["structuredContent"]["caller"]["uuid"] == agent["uuid"]
+        waited = server.request(5, "tools/call", {"name": "wait_agent", "arguments": {"timeout_ms": 0}})
+        assert waited["result"]["structuredContent"]["timed_out"] is True
+        received = server.request(6, "tools/call", {"name": "receive_messages", "arguments": {"timeout_ms": 0}})
+        assert received["result"]["structuredContent"]["records"] == []
         server.send({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
-                     "params": {"name": "wait_agent", "arguments": {"timeout_ms": 0}}})
+                     "params": {"name": "no_such_tool", "arguments": {}}})
         server.send({"jsonrpc": "2.0", "id": 3, "method": "ping"})
         _open_gate(gate)
         answers = {m["id"]: m for m in (server.read(), server.read())}
         assert answers[3]["result"] == {}
-        assert answers[4]["result"]["isError"] is False
-        assert answers[4]["result"]["structuredContent"]["timed_out"] is True
+        assert answers[4]["error"]["code"] == -32602  # the SDK handler's own answer: it serves tools/call
         code, rest, stderr = server.close()
     assert code == 0
     by_id = _answers_by_id(server, rest)
-    assert sorted(by_id, key=str) == [0, 1, 2, 3, 4]
+    assert sorted(by_id, key=str) == [0, 1, 2, 3, 4, 5, 6]
     assert all(len(answers) == 1 for answers in by_id.values())
     log = stderr.decode("utf-8", "replace")
     assert "answered initialize from constant data" in log
-    assert "tools/call list_agents on the quick path" in log
+    for tool in ("list_agents", "wait_agent", "receive_messages"):
+        assert f"tools/call {tool} on the quick path" in log
     assert "tools/call waits for the SDK server to start" in log
     assert "differs from the constant answer" not in log
     assert REPLAY_ID_PREFIX not in log

@@ -6,17 +6,23 @@ real stdout, what the server leaves on disk, and how it ends.
 
 from __future__ import annotations
 
+import json
 import os
+import select
 import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import orjson
+import psutil
 import pytest
 
 from tests.conftest import AppHandle
 from tests.mcp.conftest import Peers
-from tests.mcp.mcp_harness import RawServer, raw_server, server_env
+from tests.mcp.mcp_harness import RawServer, raw_server, serve_command, server_env
 from wardian.protocol.tools import TOOL_NAMES
 
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
@@ -138,12 +144,14 @@ def test_every_stdout_line_is_json_rpc_even_when_modules_print_and_logging_is_ve
         for n, (tool, arguments) in enumerate(calls.items()):
             server.request(10 + n, "tools/call", {"name": tool, "arguments": arguments})
             server.request(20 + n, "tools/call", {"name": tool, "arguments": {**arguments, "sender": "x"}})
+        # Every tool call takes the quick path; an unknown tool is the SDK's, so its import (and the noise) happens.
+        assert server.request(30, "tools/call", {"name": "no_such_tool", "arguments": {}})["error"]
         server.send_raw(b"not json\n")
         server.read()
         code, rest, stderr = server.close()
     assert code == 0
     lines = server.stdout_lines + [line for line in rest.split(b"\n") if line]
-    assert len(lines) >= 2 + 2 * len(calls) + 1
+    assert len(lines) >= 2 + 2 * len(calls) + 2
     for line in lines:
         message = orjson.loads(line)
         assert message["jsonrpc"] == "2.0"
@@ -227,3 +235,82 @@ def test_the_server_exits_on_sigterm_and_leaves_no_process(app: AppHandle) -> No
         _assert_group_gone(server.proc.pid)
     assert app.proc.poll() is None  # the app is not the server's to stop
 
+
+
+# The host: it starts the server on the pipes it is given, says the server's pid, and lives until it is killed.
+PARENT = r"""
+import json, subprocess, sys
+cmd, stdin_fd, stdout_fd = json.loads(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+server = subprocess.Popen(cmd, stdin=stdin_fd, stdout=stdout_fd, stderr=subprocess.DEVNULL, start_new_session=True)
+print(server.pid, flush=True)
+sys.stdin.read()
+"""
+
+
+def _live_members(pgid: int) -> list[int]:
+    """The processes of group `pgid` that are alive (a zombie is not: it only waits to be reaped)."""
+    live = []
+    for proc in psutil.process_iter(["pid", "status"]):
+        try:
+            if os.getpgid(proc.pid) == pgid and proc.info["status"] != psutil.STATUS_ZOMBIE:
+                live.append(proc.pid)
+        except (ProcessLookupError, psutil.NoSuchProcess):
+            continue
+    return live
+
+
+def _read_to_eof(fd: int, timeout_s: float) -> bytes:
+    """Everything readable from `fd` until every writer has closed it; fails if that takes over `timeout_s`."""
+    data = b""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        assert ready, f"the pipe was still open after {timeout_s} s: {data[:500]!r}"
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return data
+        data += chunk
+
+
+def test_the_server_exits_when_its_parent_dies_while_another_process_holds_its_stdin(app: AppHandle) -> None:
+    """Matrix M5 (c), issue #13: the parent (host) is SIGKILLed while a third process (this test) keeps the server's
+    stdin open, a 60 s wait in flight: the server notices its parent's death and exits by itself, writing nothing
+    more, and no process is left in its group."""
+    _, token = app.add_agent()
+    stdin_r, stdin_w = os.pipe()
+    stdout_r, stdout_w = os.pipe()
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, json.dumps(serve_command()), str(stdin_r),
+                               str(stdout_w)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              env=server_env(str(app.home.root), token), pass_fds=(stdin_r, stdout_w),
+                              start_new_session=True)
+    os.close(stdin_r)
+    os.close(stdout_w)  # from now on the parent and the server are the only writers of stdout_r
+    server_pid = None
+    try:
+        assert parent.stdout is not None
+        server_pid = int(parent.stdout.readline())
+        os.write(stdin_w, b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
+                 b'"capabilities":{},"clientInfo":{"name":"host","version":"0"}}}\n'
+                 b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        first = b""
+        while b"\n" not in first:
+            ready, _, _ = select.select([stdout_r], [], [], 30)
+            assert ready, "no answer to initialize"
+            first += os.read(stdout_r, 1 << 16)
+        assert orjson.loads(first.split(b"\n")[0])["id"] == 0
+        os.write(stdin_w, b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"wait_agent",'
+                 b'"arguments":{"timeout_ms":60000}}}\n')
+        parent.kill()
+        parent.communicate(timeout=10)
+        rest = _read_to_eof(stdout_r, 20)  # EOF: the server, the last writer, has exited
+        assert first.count(b"\n") == 1
+        assert rest == b""  # the wait, abandoned after the grace, wrote nothing
+        assert _live_members(server_pid) == []
+    finally:
+        os.close(stdin_w)
+        os.close(stdout_r)
+        if parent.poll() is None:
+            parent.kill()
+            parent.communicate(timeout=10)
+        if server_pid is not None and _live_members(server_pid):
+            os.killpg(server_pid, signal.SIGKILL)

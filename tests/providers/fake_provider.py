@@ -15,6 +15,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from wardian import errors
@@ -45,6 +46,8 @@ class FakeRuntime:
     pushed: list[Interaction] = field(default_factory=list)
     interrupted: list[str] = field(default_factory=list)
     turn_started: anyio.Event = field(default_factory=anyio.Event)
+    push_yields: int = 0
+    push_faults: list[str | None] = field(default_factory=list)  # per push: None, "unavailable" or "lost"
 
     def __post_init__(self) -> None:
         self._send: MemoryObjectSendStream[ProviderEvent]
@@ -91,7 +94,14 @@ class FakeRuntime:
         raise AssertionError("the app steered a provider whose capabilities say it cannot steer")
 
     async def push(self, records: Sequence[Interaction], *, timeout_s: float) -> None:
+        for _ in range(self.push_yields):
+            await anyio.lowlevel.checkpoint()  # as a provider's I/O would: the app's other tasks run meanwhile
+        fault = self.push_faults.pop(0) if self.push_faults else None
+        if fault == "unavailable":
+            raise errors.ProviderUnavailable("the fake runtime refused the push; nothing was sent")
         self.pushed.extend(records)
+        if fault == "lost":
+            raise errors.DeliveryUncertain("the fake runtime's answer to the push was lost")
 
     async def interrupt(self, turn_id: str) -> None:
         if turn_id != self.active_turn_id:

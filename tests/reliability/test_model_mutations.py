@@ -19,6 +19,7 @@ from tests.store.test_mailbox_machine import MailboxMachine
 from wardian.model import Caller, ClaimKind, ReceivedRecord, ReceivePage, ReplyReceipt, ReplyStatus
 from wardian.store import SqliteStore
 from wardian.store import testing as store_testing
+from wardian.store.api import Pushable
 
 
 class DispatchIgnoresClaim(SqliteStore):
@@ -32,11 +33,12 @@ class DispatchIgnoresClaim(SqliteStore):
 class ReplySkipsRecipientCheck(SqliteStore):
     """Anyone may reply to a task (the reply is filed as if its recipient wrote it)."""
 
-    def reply(self, caller: Caller, request_id: str, status: ReplyStatus, text: str) -> ReplyReceipt:
+    def reply(self, caller: Caller, request_id: str, status: ReplyStatus, text: str,
+              push: Pushable | None = None) -> ReplyReceipt:
         row = self._db.execute("SELECT recipient_id FROM tasks WHERE request_id = ?", (request_id,)).fetchone()
         if row is not None:
             caller = dataclasses.replace(caller, agent=self.agent(row[0]))
-        return super().reply(caller, request_id, status, text)
+        return super().reply(caller, request_id, status, text, push)
 
 
 class AckPastTheCursor(SqliteStore):

@@ -18,7 +18,7 @@ import pytest
 from tests.conftest import short_home, wardian_cmd
 from tests.reliability.world import AppHandle, call_outcome, db_rows, integrity_ok, report, start_with, stop
 from wardian import errors
-from wardian.home import Home, check_local_filesystem, filesystem_type, prepare_runtime_dir
+from wardian.home import Home, check_local_filesystem, filesystem_type, prepare_home
 
 FAILING_SENDS = 5
 
@@ -196,15 +196,15 @@ def test_a_missing_mountinfo_skips_the_check(tmp_path: Path) -> None:
 
 def test_the_app_refuses_to_prepare_a_home_on_a_network_filesystem(tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    """reliability-matrix D10: `wardian app run` prepares the home through prepare_runtime_dir, which refuses
+    """reliability-matrix D10: `wardian app run` prepares the home through prepare_home, which refuses
     (and creates nothing) when the OS reports the home on nfs; the real mount table here is local."""
     home = Home(tmp_path / "w")
-    prepare_runtime_dir(home)  # this machine's real /proc/self/mountinfo: local
+    prepare_home(home)  # this machine's real /proc/self/mountinfo: local
     fake = tmp_path / "mountinfo"
     (tmp_path / "n").mkdir()
     fake.write_text(f"61 1 0:52 / {tmp_path / 'n'} rw - nfs host:/n rw\n", encoding="utf-8")
     monkeypatch.setattr("wardian.home.MOUNTINFO", fake)
     nfs_home = Home(tmp_path / "n" / "w")
     with pytest.raises(errors.UnsupportedFilesystem):
-        prepare_runtime_dir(nfs_home)
+        prepare_home(nfs_home)
     assert not nfs_home.root.exists()

@@ -88,6 +88,17 @@ class MailboxMachine(RuleBasedStateMachine):
                 assert rec.interaction.id not in self.unclaimed
         self.last_page[a] = (page.cursor, got) if got else (cursor, batch)
 
+    @rule(a=st.integers(0, AGENTS - 1))
+    def peek(self, a: int) -> None:
+        """A second reader of the same mailbox (another MCP server of the agent) reads further ahead and keeps its
+        cursor to itself: what it saw is returned, and still unacknowledged."""
+        page = self.store.receive(self.callers[a], cursor=None, ack_cursor=None, limit=4)
+        assert [r.interaction.id for r in page.records] == self.pending[a][:4]
+        for rec in page.records:
+            if rec.new_work:
+                self.exposed[rec.interaction.id] = self.exposed.get(rec.interaction.id, 0) + 1
+                self.unclaimed.discard(rec.interaction.id)
+
     @precondition(lambda self: bool(self.tasks))
     @rule(data=st.data())
     def dispatch(self, data: st.DataObject) -> None:

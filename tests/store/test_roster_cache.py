@@ -117,3 +117,24 @@ def test_bare_operations_commit_with_their_batch(store: SqliteStore) -> None:
     peer_caller = store.authenticate(store.create_session(peer.id))
     texts = [r.interaction.text for r in store.receive(peer_caller, cursor=None, ack_cursor=None, limit=10).records]
     assert texts == [peer.uuid, "peer"]
+
+
+def test_a_cached_managed_session_goes_stale_when_a_new_generation_starts(store: SqliteStore) -> None:
+    """#13: a start's managed session stops authenticating once the agent's next generation begins, though it was
+    cached; an operator-minted session of the older generation stays valid."""
+    agent = store.add_agent("w", "codex", None)
+    store.begin_generation(agent.id)
+    managed = store.create_session(agent.id, "managed")
+    operator = store.create_session(agent.id)
+    assert store.authenticate(managed).generation == 1
+    store.begin_generation(agent.id)
+    with pytest.raises(errors.StaleSession) as exc:
+        store.authenticate(managed)
+    assert (exc.value.details["generation"], exc.value.details["current_generation"]) == (1, 2)
+    assert store.authenticate(operator).agent.generation == 2
+    current = store.create_session(agent.id, "managed")
+    assert store.authenticate(current).generation == 2
+    assert store.revoke_sessions(agent.id, managed_too=False) == 1
+    with pytest.raises(errors.UnknownSession):
+        store.authenticate(operator)
+    assert store.authenticate(current).generation == 2

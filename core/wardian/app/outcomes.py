@@ -38,3 +38,32 @@ def outcome_reply(outcome: TurnOutcome) -> tuple[ReplyStatus, str] | None:
 def start_failure_notice(agent_name: str, code: str, message: str) -> str:
     """The text of the `failed` notice a pending task gets when its agent definitely could not be started."""
     return f"Wardian: agent {agent_name} could not be started for this task ({code}: {message})"
+
+
+# Why a delivery is uncertain, as `wardian message show` tells the operator (never resent; check, then decide).
+RESTART_LOST = "the app stopped before this task's turn was seen to end (or before its submission was acknowledged)"
+PUSH_INTERRUPTED = "the app stopped while pushing this record into its recipient's conversation"
+
+
+def runtime_lost(generation: int) -> str:
+    return f"the agent's provider runtime (generation {generation}) ended before this task's turn was seen to end"
+
+
+def unknown_outcome(turn_id: str) -> str:
+    return f"the provider reported that turn {turn_id} ended, with an outcome wardian cannot tell"
+
+
+def submission_unknown(code: str, message: str) -> str:
+    return f"the provider's answer to the submission was lost or unclear ({code}: {message})"
+
+
+def push_unknown(code: str, message: str) -> str:
+    return f"the provider's answer to the push was lost or unclear ({code}: {message})"
+
+
+def removed_notice(agent_name: str) -> str:
+    """The `failed` notice each open task of a removed agent gets."""
+    return f"Wardian: agent {agent_name} was removed before it answered this task; nothing more will come of it."
+
+
+REMOVED_UNCERTAIN = "its recipient was removed before this task's turn was seen to end"

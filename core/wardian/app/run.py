@@ -1,6 +1,7 @@
 """`wardian app run`: own one home, serve its control socket until SIGTERM/SIGINT or `app/stop`.
 
-Startup order: secure `run/`, take the home lock (one app per home), open and migrate the store, bind the
+Startup order: a private home (umask 077; an open home refused, or tightened when an app made it), secure `run/`,
+take the home lock (one app per home), open and migrate the store, bind the
 socket (0600) replacing a stale one, then report readiness. Shutdown: stop accepting, let in-flight store
 operations commit, close the store, remove the socket.
 """
@@ -26,7 +27,7 @@ from wardian.app.service import AppService
 from wardian.app.signals import MailboxSignals
 from wardian.app.spawn import READY, report_ready
 from wardian.app.writer import StoreWriter
-from wardian.home import Home, prepare_runtime_dir
+from wardian.home import Home, prepare_home
 from wardian.store import SqliteStore, Store
 
 log = logging.getLogger("wardian.app")
@@ -83,11 +84,17 @@ def run_app(home: Home, *, on_ready: Callable[[], None] | None = None, log_strea
     Raises:
         HomeError (AlreadyRunning, InsecureRuntimeDir, HomePathTooLong), StorageError.
     """
-    prepare_runtime_dir(home)
+    # Everything the app creates in the home (the store and its WAL, logs, agents' provider homes) is owner-only,
+    # whatever umask the app was started with: the home holds every message, task and reply (#13).
+    os.umask(0o077)
+    tightened = prepare_home(home)
     lock = HomeLock(home)
     lock.acquire()
     try:
         configure_logging(home, log_stream)
+        if tightened:
+            log.warning("made these paths of the home private (they were open to other users): %s",
+                        ", ".join(str(p) for p in tightened))
         store = SqliteStore.open(home.db_path)
         try:
             anyio.run(_serve, home, store, on_ready)

@@ -25,6 +25,7 @@ import anyio
 import anyio.abc
 
 from wardian import errors
+from wardian.app import outcomes
 from wardian.app.outcomes import outcome_reply, start_failure_notice
 from wardian.app.signals import PROVIDER_CONTEXT, MailboxSignals
 from wardian.app.writer import StoreWriter
@@ -53,6 +54,7 @@ class _Handle:
     kick: anyio.Event = field(default_factory=anyio.Event)
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     done: anyio.Event = field(default_factory=anyio.Event)
+    lost: list[str] = field(default_factory=list)  # request ids made uncertain when this runtime ended
 
     @property
     def caps(self) -> Capabilities:
@@ -85,9 +87,12 @@ class Runtime:
     async def recover(self) -> None:
         """Startup: mark bindings whose observation was lost uncertain; publish captured outcomes once."""
         await self.writer.call(lambda s: s.reset_observed_state())
-        lost = await self.writer.call(lambda s: s.mark_lost_bindings_uncertain())
+        lost = await self.writer.call(lambda s: s.mark_lost_bindings_uncertain(outcomes.RESTART_LOST))
         if lost:
             log.warning("marked %d deliveries uncertain after a restart: %s", len(lost), ", ".join(lost))
+        pushes = await self.writer.call(lambda s: s.pushes_interrupted(outcomes.PUSH_INTERRUPTED))
+        if pushes:
+            log.warning("marked %d pushes uncertain after a restart: %s", len(pushes), ", ".join(pushes))
         for request_id in await self.writer.call(lambda s: s.unpublished_outcomes()):
             published = await self.writer.call(lambda s, r=request_id: s.publish_outcome(r))
             if published is not None:
@@ -106,6 +111,17 @@ class Runtime:
         handle = await self._launch(agent, tuple(approve_tools))
         return {"thread_id": handle.runtime.thread_id, "generation": handle.generation,
                 "provider_version": handle.info.version}
+
+    async def forget(self, agent_id: int) -> list[str]:
+        """The agent is being removed: stop its runtime, if any, and never start it again (desired off). Returns
+        the request ids its ending made uncertain."""
+        await self.writer.call(lambda s: s.set_desired(agent_id, "off"))
+        agent = await self.writer.call(lambda s: s.managed_agent(agent_id))
+        handle = self.owners.get(agent.uuid)
+        if handle is None:
+            return []
+        await self._stop_handle(handle)
+        return list(handle.lost)
 
     async def stop_agent(self, agent_id: int) -> bool:
         """An explicit off: stop the runtime, and do not start it again for new tasks (seed)."""
@@ -162,7 +178,7 @@ class Runtime:
                                      allowed="background")
         generation = await self.writer.call(lambda s: s.begin_generation(agent.id))
         # Managed startup registers wardian's MCP server with a session bound to this generation (seed).
-        session = await self.writer.call(lambda s: s.create_session(agent.id))
+        session = await self.writer.call(lambda s: s.create_session(agent.id, "managed"))
         workspace = Path(agent.workspace) if agent.workspace else self.home.default_workspace(agent.uuid)
         await anyio.to_thread.run_sync(lambda: workspace.mkdir(parents=True, exist_ok=True))
         spec = LaunchSpec(
@@ -199,7 +215,9 @@ class Runtime:
         with anyio.CancelScope(shield=True):
             await self.writer.call(lambda s: s.observe(handle.agent_id, handle.generation, AgentStatus.OFF))
             # Turns this runtime was running can no longer be observed to end: never guess, never replay.
-            lost = await self.writer.call(lambda s: s.mark_generation_lost(handle.agent_id, handle.generation))
+            lost = await self.writer.call(lambda s: s.mark_generation_lost(
+                handle.agent_id, handle.generation, outcomes.runtime_lost(handle.generation)))
+            handle.lost = lost
             if lost:
                 log.warning("runtime of %s ended; deliveries marked uncertain: %s", handle.name, ", ".join(lost))
         handle.done.set()
@@ -260,7 +278,8 @@ class Runtime:
             if reply is None:
                 # Never guessed, never replayed: the turn's tasks are uncertain from now on.
                 for rid in request_ids:
-                    await self.writer.call(lambda s, r=rid: s.mark_uncertain(r))
+                    await self.writer.call(lambda s, r=rid: s.mark_uncertain(r, outcomes.unknown_outcome(
+                        outcome.turn_id)))
                 log.warning("turn %s of %s ended with an unknown outcome; uncertain: %s", outcome.turn_id,
                             handle.name, ", ".join(request_ids))
             else:
@@ -268,10 +287,9 @@ class Runtime:
                 for rid in request_ids:
                     await self.writer.call(lambda s, r=rid: s.capture_outcome(r, status, text))
                     crashpoint("after_terminal_evidence_before_reply_publish")
-                    published = await self.writer.call(lambda s, r=rid: s.publish_outcome(r))
-                    if (published is not None and published.record_id is not None
-                            and not await self.push(published.requester_uuid, published.record_id)):
-                        self.signals.notify(published.requester_uuid)
+                    published = await self.writer.call(lambda s, r=rid: s.publish_outcome(r, self.can_push))
+                    if published is not None and published.record_id is not None:
+                        await self.deliver(published.requester_uuid, published.record_id, published.pushing)
         handle.kick.set()  # the turn ended: pending tasks get another chance
 
     # --- dispatch -------------------------------------------------------------------------------------
@@ -305,9 +323,10 @@ class Runtime:
         generation = (await self.writer.call(lambda s: s.managed_agent(agent.id))).generation
         text = start_failure_notice(agent.name, exc.code, exc.message)
         for task in await self.writer.call(lambda s: s.pending_tasks(agent.id)):
-            published = await self.writer.call(lambda s, t=task: s.fail_task(t.request_id, generation, text))
-            if published is not None:
-                self.signals.notify(published.requester_uuid)
+            published = await self.writer.call(lambda s, t=task: s.fail_task(t.request_id, generation, text,
+                                                                             self.can_push))
+            if published is not None and published.record_id is not None:
+                await self.deliver(published.requester_uuid, published.record_id, published.pushing)
 
     async def _dispatcher(self, handle: _Handle) -> None:
         while True:
@@ -368,7 +387,8 @@ class Runtime:
             log.info("task %s: not admitted (%s), claim released", rid, exc.code)
             return "rejected"
         except errors.WardianError as exc:
-            await self.writer.call(lambda s: s.mark_uncertain(rid))
+            reason = outcomes.submission_unknown(exc.code, exc.message)
+            await self.writer.call(lambda s: s.mark_uncertain(rid, reason))
             log.warning("task %s: delivery uncertain (%s: %s); it will not be resubmitted", rid, exc.code,
                         exc.message)
             return "uncertain"
@@ -379,29 +399,53 @@ class Runtime:
 
     # --- information ----------------------------------------------------------------------------------
 
-    async def push(self, recipient_uuid: str, record_id: str) -> bool:
-        """Push a record into the recipient's live conversation (bounded); True when the provider took it."""
-        if recipient_uuid not in self.owners:
-            return False
-        with anyio.move_on_after(PUSH_TIMEOUT_S, shield=True):
-            return await self._push_record(recipient_uuid, record_id)
+    def can_push(self, recipient_uuid: str) -> bool:
+        """Whether a record for this agent is admitted for a push into its live conversation: its runtime is
+        running, ready and can inject. Decided inside the admission's transaction, so the record is hidden from
+        receive from its first commit: it reaches the agent by exactly one path (#13)."""
+        handle = self.owners.get(recipient_uuid)
+        return handle is not None and handle.runtime.ready and handle.caps.inject
+
+    async def deliver(self, recipient_uuid: str, record_id: str, pushing: bool) -> bool:
+        """A record was committed for `recipient_uuid`: push it when it was admitted for a push, else wake the
+        recipient's waits. True when it is in the recipient's conversation."""
+        if pushing:
+            return await self.push(recipient_uuid, record_id)
+        self.signals.notify(recipient_uuid)
         return False
+
+    async def push(self, recipient_uuid: str, record_id: str) -> bool:
+        """Push a record admitted for a push; True when the provider took it. Whatever happens to the caller, the
+        push is settled: done, released to the receive path (nothing was sent), or uncertain (never shown twice)."""
+        with anyio.CancelScope(shield=True):
+            return await self._push_record(recipient_uuid, record_id)
+        raise AssertionError("unreachable: nothing cancels this shielded scope, so it swallows nothing")
 
     async def _push_record(self, recipient_uuid: str, record_id: str) -> bool:
         handle = self.owners.get(recipient_uuid)
         if handle is None or not handle.runtime.ready or not handle.caps.inject:
+            await self._release_push(recipient_uuid, record_id, "the runtime is gone")
             return False
         record = await self.writer.call(lambda s: s.interaction(record_id))
         try:
             await handle.runtime.push([record], timeout_s=PUSH_TIMEOUT_S)
-        except errors.WardianError as exc:
-            # Known gap: a lost push acknowledgement leaves the record on the receive path too, so the agent may
-            # see information twice (never a task: tasks are never pushed).
-            log.info("record %s stays on the receive path (push: %s)", record_id, exc.code)
+        except errors.Rejected as exc:
+            await self._release_push(recipient_uuid, record_id, exc.code)
             return False
-        await self.writer.call(lambda s: s.mark_provider_delivered([record_id]))
+        except errors.WardianError as exc:
+            reason = outcomes.push_unknown(exc.code, exc.message)
+            await self.writer.call(lambda s: s.push_uncertain(record_id, reason))
+            log.warning("record %s: push uncertain (%s); it stays off the receive path", record_id, exc.code)
+            self.signals.notify(recipient_uuid, PROVIDER_CONTEXT)
+            return False
+        await self.writer.call(lambda s: s.push_done(record_id))
         self.signals.notify(recipient_uuid, PROVIDER_CONTEXT)
         return True
+
+    async def _release_push(self, recipient_uuid: str, record_id: str, why: str) -> None:
+        await self.writer.call(lambda s: s.push_released(record_id))
+        log.info("record %s goes to the receive path (push: %s)", record_id, why)
+        self.signals.notify(recipient_uuid)
 
     # --- interruption ---------------------------------------------------------------------------------
 

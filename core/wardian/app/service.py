@@ -11,45 +11,55 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import anyio
 
 from wardian import __version__, errors
+from wardian.app import outcomes
 from wardian.app.runtime import Runtime
-from wardian.app.signals import PROVIDER_CONTEXT, MailboxSignals
+from wardian.app.signals import MAILBOX_ACTIVITY, PROVIDER_CONTEXT, MailboxSignals
 from wardian.app.writer import StoreWriter
 from wardian.home import Home
 from wardian.model import (
     DEFAULT_RECEIVE_LIMIT,
     DEFAULT_WAIT_MS,
     PROTOCOL_VERSION,
+    Agent,
     Caller,
     InteractionKind,
     InterruptReceipt,
+    Published,
     Receipt,
     ReceivePage,
+    RecordStory,
     ReplyStatus,
     WakeReason,
     now_ms,
 )
 from wardian.protocol import app as proto
 from wardian.store import Store
+from wardian.store.api import Pushable
 
 log = logging.getLogger("wardian.app")
 
 Handler = Callable[[Any], Awaitable[Any]]
 
 
-def admit_op(session: str, target: str, kind: InteractionKind, text: str) -> Callable[[Store], Receipt]:
-    """The store operation of a send or follow-up: authenticate the caller, resolve the exact target, admit.
+def admit_op(session: str, target: str, kind: InteractionKind, text: str,
+             push: Pushable | None = None) -> Callable[[Store], Receipt]:
+    """The store operation of a send or follow-up: authenticate the caller, resolve the exact target, admit
+    (information for a recipient `push` says yes to is admitted for a push).
 
     Its reads come first and its writes are one atomic store method, so it may run bare in a batch. Also what
     `scripts/bench.py` runs on the store alone for the throughput ceiling.
     """
     def op(s: Store) -> Receipt:
         caller = s.authenticate(session)
-        return s.admit(caller, s.resolve_target(caller, target), kind, text)
+        recipient = s.resolve_target(caller, target)
+        pushing = kind is InteractionKind.INFORMATION and push is not None and push(recipient.uuid)
+        return s.admit(caller, recipient, kind, text, push=pushing)
 
     return op
 
@@ -79,11 +89,14 @@ class AppService:
     # --- messages and tasks ---------------------------------------------------------------------------
 
     async def _admit(self, p: proto.MessageSendParams, kind: InteractionKind) -> proto.SendResult:
-        receipt = await self.writer.call(admit_op(p.session, p.target, kind, p.message), bare=True)
+        push = self.runtime.can_push if self.runtime is not None else None
+        receipt = await self.writer.call(admit_op(p.session, p.target, kind, p.message, push), bare=True)
         if self.runtime is not None and kind is InteractionKind.TASK:
             self.runtime.task_admitted(receipt.recipient.uuid)
-        elif self.runtime is not None and await self.runtime.push(receipt.recipient.uuid, receipt.interaction_id):
-            return proto.send_result(receipt, "provider_visible")  # already in the peer's live conversation
+        elif receipt.pushing and self.runtime is not None:
+            if await self.runtime.push(receipt.recipient.uuid, receipt.interaction_id):
+                return proto.send_result(receipt, "provider_visible")  # already in the peer's live conversation
+            return proto.send_result(receipt, "admitted")
         self.signals.notify(receipt.recipient.uuid)
         return proto.send_result(receipt, "admitted")
 
@@ -139,33 +152,43 @@ class AppService:
 
     async def wait(self, p: proto.MailboxWaitParams) -> proto.WaitResult:
         timeout_ms = DEFAULT_WAIT_MS if p.timeout_ms is None else p.timeout_ms
-        caller = await self._authenticate(p.session)
-        me = caller.agent.id
 
-        def look(s: Store) -> WakeReason | None:
+        def look(s: Store, me: int) -> WakeReason | None:
             if s.has_unacked(me):
-                return "mailbox_activity"
+                return MAILBOX_ACTIVITY
             return PROVIDER_CONTEXT if s.take_unseen_context(me) else None
 
+        def authenticate_and_look(s: Store) -> tuple[Caller, WakeReason | None]:
+            caller = s.authenticate(p.session)
+            return caller, look(s, caller.agent.id)
+
+        # One store operation learns the caller and looks; a signal sent between that look and the subscription is
+        # caught by `signals.sent` (then it looks again, subscribed). 100 waits on one mailbox arm in one round trip
+        # each instead of two (#13).
+        sent_before = self.signals.sent
+        caller, found = await self.writer.call(authenticate_and_look)
+        if found is not None:
+            return {"woke": True, "timed_out": False, "wake_reason": found}
+        me = caller.agent.id
         with self.signals.subscribe(caller.agent.uuid) as waiter:
-            # Subscribed first, then look at durable state, then wait: no lost wake-up.
-            found = await self.writer.call(look)
-            if found is not None:
-                return {"woke": True, "timed_out": False, "wake_reason": found}
-            if timeout_ms > 0:
-                with anyio.move_on_after(timeout_ms / 1000):
-                    await waiter.wait()
-                    if waiter.reason == PROVIDER_CONTEXT:
-                        await self.writer.call(lambda s: s.take_unseen_context(me))
-                    return {"woke": True, "timed_out": False, "wake_reason": waiter.reason}
+            if self.signals.sent != sent_before:
+                found = await self.writer.call(partial(look, me=me))
+                if found is not None:
+                    return {"woke": True, "timed_out": False, "wake_reason": found}
+            if timeout_ms > 0 and await waiter.wait_for(timeout_ms / 1000):
+                if waiter.reason == PROVIDER_CONTEXT:
+                    await self.writer.call(lambda s: s.take_unseen_context(me))
+                return {"woke": True, "timed_out": False, "wake_reason": waiter.reason}
         return {"woke": False, "timed_out": True, "wake_reason": None}
 
     async def reply(self, p: proto.TaskReplyParams) -> proto.ReplyResult:
         status = ReplyStatus(p.status)
+        push = self.runtime.can_push if self.runtime is not None else None
         receipt = await self.writer.call(
-            lambda s: s.reply(s.authenticate(p.session), p.request_id, status, p.message), bare=True)
-        if self.runtime is not None and await self.runtime.push(receipt.requester.uuid, receipt.reply_id):
-            return proto.reply_result(receipt, "provider_visible")
+            lambda s: s.reply(s.authenticate(p.session), p.request_id, status, p.message, push), bare=True)
+        if receipt.pushing and self.runtime is not None:
+            pushed = await self.runtime.push(receipt.requester.uuid, receipt.reply_id)
+            return proto.reply_result(receipt, "provider_visible" if pushed else "admitted")
         self.signals.notify(receipt.requester.uuid)
         return proto.reply_result(receipt, "admitted")
 
@@ -236,7 +259,60 @@ class AppService:
         log.info("session issued for agent %s", agent.uuid)  # never the token itself
         return {"agent": proto.agent_result(agent), "session_id": token, "home": str(self.home.root)}
 
+    async def remove_agent(self, p: proto.AgentRemoveParams) -> proto.AgentRemoveResult:
+        agent = await self.writer.call(lambda s: s.resolve_agent(p.agent))
+        # Its runtime ends first, so nothing of it is in flight any more; what that leaves uncertain is reported.
+        lost = await self.runtime.forget(agent.id) if self.runtime is not None else []
+        push = self.runtime.can_push if self.runtime is not None else None
+
+        def op(s: Store) -> tuple[Agent, list[Published], list[str]]:
+            with s.atomic():
+                removed = s.remove_agent(agent.id)
+                answered, uncertain = s.answer_open_tasks(agent.id, outcomes.removed_notice(removed.name),
+                                                          outcomes.REMOVED_UNCERTAIN, push)
+            return removed, answered, uncertain
+
+        removed, answered, uncertain = await self.writer.call(op)
+        log.info("agent removed: %s %s (%d open tasks answered)", removed.name, removed.uuid, len(answered))
+        for published in answered:
+            if published.record_id is not None:
+                if self.runtime is not None:
+                    await self.runtime.deliver(published.requester_uuid, published.record_id, published.pushing)
+                else:
+                    self.signals.notify(published.requester_uuid)
+        return {"agent": proto.agent_result(removed), "answered": [a.request_id for a in answered],
+                "uncertain": [*lost, *uncertain]}
+
+    async def revoke_sessions(self, p: proto.AgentRevokeParams) -> proto.AgentRevokeResult:
+        def op(s: Store) -> tuple[Agent, int]:
+            agent = s.resolve_agent(p.agent)
+            return agent, s.revoke_sessions(agent.id, managed_too=p.all)
+
+        agent, revoked = await self.writer.call(op)
+        log.info("revoked %d sessions of agent %s", revoked, agent.uuid)
+        return {"agent": proto.agent_result(agent), "revoked": revoked}
+
     # --- the operator's view and the app ----------------------------------------------------------------
+
+    async def show_record(self, p: proto.RequestShowParams) -> proto.RecordStoryResult:
+        return proto.record_story_result(await self.writer.call(lambda s: s.record_story(p.id)))
+
+    async def request_status(self, p: proto.RequestStatusParams) -> proto.RecordStoryResult:
+        def op(s: Store) -> RecordStory:
+            caller = s.authenticate(p.session)
+            try:
+                story = s.record_story(p.request_id)
+            except errors.UnknownRequest:
+                story = None
+            # Another agent's request, or something that is not a task, is unknown to this caller: the same error
+            # as no record at all, so nobody learns what others asked.
+            if (story is None or story.interaction.kind is not InteractionKind.TASK or story.task is None
+                    or story.task.requester.uuid != caller.agent.uuid):
+                raise errors.UnknownRequest(f"you sent no task with request id {p.request_id[:80]!r}",
+                                            field="request_id", allowed="the request id of a task you assigned")
+            return story
+
+        return proto.record_story_result(await self.writer.call(op))
 
     async def records(self, p: proto.MailboxRecordsParams) -> proto.MailboxRecordsResult:
         records = await self.writer.call(lambda s: s.log_records(limit=p.limit))
@@ -245,7 +321,8 @@ class AppService:
     async def status(self, p: proto.EmptyParams) -> proto.AppStatusResult:
         agents = await self.writer.call(lambda s: len(s.list_agents()))
         return {"running": True, "version": __version__, "protocol": PROTOCOL_VERSION, "pid": os.getpid(),
-                "home": str(self.home.root), "started_at": self.started_at, "agents": agents}
+                "home": str(self.home.root), "started_at": self.started_at, "agents": agents,
+                "waiting": self.signals.waiting()}
 
     async def app_stop(self, p: proto.EmptyParams) -> proto.OkResult:
         # The answer is written first; the server stops the app right after (see ControlServer).

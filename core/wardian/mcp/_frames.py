@@ -119,6 +119,16 @@ def decode_line(line: bytes) -> dict[str, Any] | None:
     return message
 
 
+def cancelled_request(message: dict[str, Any]) -> JsonId | None:
+    """The request id a decoded `notifications/cancelled` names, or None if `message` is not one (MCP
+    cancellation: `params.requestId`, a string or an integer, the id exactly as the request carried it)."""
+    if "id" in message or message.get("method") != "notifications/cancelled":
+        return None
+    params = message.get("params")
+    request_id = params.get("requestId") if isinstance(params, dict) else None
+    return request_id if _valid_id(request_id) else None
+
+
 def encode_message(message: dict[str, Any]) -> bytes:
     """One message as a stdio line (UTF-8 JSON, no embedded newline)."""
     return orjson.dumps(message) + b"\n"

@@ -19,12 +19,13 @@ Invariants:
   private id whose answer is never written (`REPLAY_ID_PREFIX`), so its connection state (negotiated version,
   client params) is what it would have been.
 - `ping` and `tools/list` are answered here only after a constant `initialize` and only while no request
-  handed to the SDK is unanswered, so a constant answer never overtakes the SDK's answer to an earlier request
-  and nothing is answered twice.
-- A plain `tools/call` of a tool that never waits (`QUICK_TOOLS`) is routed to the server's quick path
-  (`Route.quick`): the same result code as the SDK's handler, written in the SDK's form, without the SDK's
-  per-call machinery. Like the SDK's own concurrent handlers, its answer may overtake a wait still running.
-  Anything else about a `tools/call` (a wait, odd params or `_meta`, no constant handshake) goes to the SDK.
+  handed to the SDK is unanswered (a request the host cancelled no longer counts: it gets no answer), so a
+  constant answer never overtakes the SDK's answer to an earlier request and nothing is answered twice.
+- A plain `tools/call` of any of the seven tools (`QUICK_TOOLS`), waits included, is routed to the server's quick
+  path (`Route.quick`): the same result code as the SDK's handler, written in the SDK's form, without the SDK's
+  per-call machinery and without waiting for the SDK's import. Like the SDK's own concurrent handlers, its answer
+  may overtake a wait still running. Anything else about a `tools/call` (an unknown tool, odd params or `_meta`,
+  no constant handshake) goes to the SDK.
 """
 
 from __future__ import annotations
@@ -49,9 +50,9 @@ REPLAY_ID_PREFIX = "wardian-replay-initialize-"
 
 _ENVELOPE_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
 _FAST_METHODS = frozenset({"ping", "tools/list"})
-# The tools a `tools/call` of is served on the quick path: every tool that never waits (the waits stay with the
-# SDK, which cancels them on `notifications/cancelled`).
-QUICK_TOOLS = frozenset(tool.name for tool in TOOLS if tool.wait_argument is None)
+# The tools a `tools/call` of is served on the quick path: all of them. The server runs the waits among them
+# (`QuickCall.waits`) on threads of their own and honours `notifications/cancelled` for every quick call.
+QUICK_TOOLS = frozenset(tool.name for tool in TOOLS)
 _CALL_PARAM_KEYS = frozenset({"name", "arguments", "_meta"})
 
 
@@ -156,6 +157,11 @@ class QuickCall:
     spec: ToolSpec
     arguments: dict[str, Any] | None
 
+    @property
+    def waits(self) -> bool:
+        """Whether the call may block for its `timeout_ms` (`wait_agent`, `receive_messages`)."""
+        return self.spec.wait_argument is not None
+
     def answer(self, result: dict[str, Any]) -> bytes:
         return _response(self.encoded_id, orjson.dumps(result))
 
@@ -204,14 +210,14 @@ class Front:
     def _quick_call(self, message: dict[str, Any]) -> QuickCall | None:
         """The quick form of a `tools/call`, or None when the SDK must serve it.
 
-        Quick: after a constant `initialize`, a request of a tool that never waits, whose arguments are an object
+        Quick: after a constant `initialize`, a request of one of the seven tools, whose arguments are an object
         or absent and whose `_meta`, if any, the SDK accepts (an object; a progress token a string or an integer).
         `_meta` changes nothing in the answer: no tool reports progress, on either path (Codex 0.171.0 sends a
         `progressToken` and its turn metadata with every call). Its result is built by the same code as the SDK
         handler's (`_calls.tool_outcome`) and written in the SDK's own form (`_calls.call_tool_result`); a test
         compares the two paths call by call. The SDK's per-call machinery (its message models, a second thread,
         a worker-thread hop for the blocking app exchange) cost ~1.5 ms of CPU per call here, more than the
-        app's durable send (#3 bench).
+        app's durable send (#3 bench); and a first wait served by the SDK waited for its import (#13).
         """
         params = message.get("params")
         if (not self._quick or self.protocol_version is None or message.keys() - _ENVELOPE_KEYS

@@ -1,21 +1,23 @@
 """`wardian mcp serve`: the seven messaging tools over stdio MCP, on the official SDK's low-level server.
 
 ```
-stdin (dup of fd 0) -> main thread: decode_line -> Front --- constant answer ------------------------> writes
-                             |                        |--- quick tools/call -> call thread pool ------> writes
-                             |                        `--- everything else -> Inbox ---.
+stdin (dup of fd 0) -> stdin thread: decode_line -> Front --- constant answer -----------------------> writes
+                             |                         |--- quick tools/call -> call pool | wait pool --> writes
+                             |                         `--- everything else -> Inbox ---.
                              `-> malformed line: JSON-RPC error --------------------------------------> writes
 SDK thread (started at once, imports the SDK): anyio loop <- Inbox, SDK session (mcp.server.lowlevel.Server) --> writes
 writes -> stdout (dup of fd 1), one whole line at a time
+main thread: waits for stdin EOF or the parent's death (`_watch_parent`), then `StdioServer.finish`
 ```
 
-The SDK costs over a second to import, and a host's handshake needs none of it: the main thread answers
+The SDK costs over a second to import, and a host's handshake needs none of it: the stdin thread answers
 `initialize`, `tools/list` and `ping` from constant data (`_front`) while the SDK server is imported and
-started on its own thread. A plain `tools/call` of a tool that never waits runs on a small thread pool of
-this server (`_front.QUICK_TOOLS`, the same result code as the SDK's handler, answers compared call by call in
+started on its own thread. A plain `tools/call` of any of the seven tools runs on thread pools of this server
+(`_front.QUICK_TOOLS`, the same result code as the SDK's handler, answers compared call by call in
 tests/mcp/test_mcp_quick_path.py): the SDK's per-call machinery cost ~1.5 ms of CPU per call here, more than
-the app's durable send (#3 bench). Every other message (waits above all) waits in the `Inbox`, in arrival
-order, until the SDK's loop takes it.
+the app's durable send (#3 bench), and a first wait served by the SDK waited for its import (#13). Waits
+(`wait_agent`, `receive_messages`) have a pool of their own, so a 60 s wait never delays a send. Every other
+message waits in the `Inbox`, in arrival order, until the SDK's loop takes it.
 
 Invariants:
 - Nothing but protocol reaches the real stdout: at startup fd 1 is duplicated for the transport and then
@@ -29,26 +31,33 @@ Invariants:
   `tools/call` as if it had answered `initialize` itself, and no request is answered twice.
 - Tool failures are results with `isError: true` and `structuredContent.error`; only protocol faults are
   JSON-RPC errors. A call is sent to the app at most once (`_calls`).
+- A request the host cancels (`notifications/cancelled`) gets no answer once the cancellation is processed, on
+  either path: a quick call's answer is dropped when its app exchange ends
+  (the exchange is never resent); a request handed to the SDK stops counting as outstanding at once and any
+  answer the SDK still gives it is dropped (`_Outstanding`). A cancelled call may still have taken effect.
 - Stdin EOF ends the server promptly: requests handed to the SDK are still answered (the SDK is waited for
-  if it is still starting, then calls get a short grace), then the rest are abandoned (an admitted message
-  stays admitted; the app never cancels admitted work). Without such requests the server exits at once,
-  even while the SDK is still being imported. SIGTERM keeps its default action, so it ends the process at
-  once; the server starts no child processes.
+  if it is still starting, then calls get a short grace), quick calls get the same grace, then the rest are
+  abandoned (an admitted message stays admitted; the app never cancels admitted work). Without such requests
+  the server exits at once, even while the SDK is still being imported. The death of the parent process ends
+  it the same way, even while another process holds stdin open (reliability-matrix M5 (c)). SIGTERM keeps its
+  default action, so it ends the process at once; the server starts no child processes.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import sys
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from wardian.mcp._frames import FrameError, decode_line, encode_message
-from wardian.mcp._front import Front, QuickCall
+from wardian.mcp._frames import FrameError, JsonId, cancelled_request, decode_line, encode_message
+from wardian.mcp._front import Front, QuickCall, Route
 from wardian.protocol.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
 from wardian.protocol.tools import MAX_MCP_FRAME_BYTES
 
@@ -61,8 +70,19 @@ log = logging.getLogger("wardian.mcp")
 
 # How long calls still running after stdin EOF may finish before the server exits anyway.
 EOF_GRACE_S = 0.5
-# Threads of the quick path (`_front.QUICK_TOOLS`): calls that never wait, so a few serve any host.
+# Threads of the quick path (`_front.QUICK_TOOLS`) for calls that never wait: each takes a few ms, so a few serve
+# any host, and a burst queues only briefly.
 QUICK_WORKERS = 4
+# Threads of the quick path for waits (`QuickCall.waits`: `wait_agent`, `receive_messages` with `timeout_ms`). A
+# wait may block up to MAX_WAIT_MS (60 s) on an app connection of its own, so waits get their own threads: they
+# never hold up a send, and never queue behind one another. A model's loop waits once at a time; a host running
+# tool calls in parallel adds a few, and a cancelled wait keeps its thread until its exchange ends. Eight cover
+# that with room to spare at ~1 idle thread each; a wait beyond them goes to the SDK, which runs it on anyio's
+# worker threads, rather than queue here behind a minute-long one.
+QUICK_WAIT_WORKERS = 8
+# How often the server checks that the process that started it is still alive (reliability-matrix M5 (c): exit
+# within ~2 s of the parent's death, grace included).
+PARENT_POLL_S = 0.25
 # `WARDIAN_MCP_QUICK_PATH=0` sends every tools/call to the SDK (a diagnostic switch; tests compare both paths).
 ENV_QUICK_PATH = "WARDIAN_MCP_QUICK_PATH"
 # How long requests that arrived before stdin EOF wait for the SDK server to start (it imports in ~1-2 s).
@@ -155,33 +175,86 @@ def _reader(fd: int, deliver: Callable[[bytes], None]) -> None:
         log.exception("the stdio transport failed")
 
 
+def _take(counter: Counter[JsonId], key: JsonId) -> bool:
+    """Take one `key` from `counter` if it holds one; never below zero."""
+    if counter.get(key, 0) <= 0:
+        return False
+    counter[key] -= 1
+    if not counter[key]:
+        del counter[key]
+    return True
+
+
 class _Outstanding:
-    """The ids of client requests handed to the SDK and not yet answered (shared by both threads)."""
+    """The client requests handed to the SDK and not yet answered, by id (shared by the stdin thread and the SDK's
+    loop).
+
+    A request is outstanding from the moment it is handed to the SDK until its answer is written or the host
+    cancels it (`notifications/cancelled`, processed on the stdin thread as it is read): the host has stopped
+    waiting, and MCP says a cancelled request gets no answer, so nothing need wait for it (the constant answers,
+    the EOF grace). A cancelled request stays *unsettled* until the SDK is done with it: its handler ends without
+    an answer (the SDK's `on_request_unanswered` hook, `unanswered`), or, if the SDK had started answering before
+    it saw the cancellation, that answer reaches `answer` and is dropped. So nothing is written for an id after
+    its cancellation was processed, nothing is answered twice, and no count goes below zero.
+
+    Ids match exactly, as JSON-RPC compares them. The SDK (mcp 2.3.0) also takes a cancellation's "7" for request
+    7; such a request is released when the SDK ends it unanswered.
+    """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._ids: Counter[Any] = Counter()
-        self._total = 0
-        self.changed: Callable[[], None] = lambda: None  # the SDK loop's wake-up, once it runs
+        self._lock = threading.Condition()  # notified whenever a request stops being outstanding
+        self._waiting: Counter[JsonId] = Counter()
+        self._unsettled: Counter[JsonId] = Counter()  # cancelled by the host, not yet settled by the SDK
 
-    def add(self, id_: Any) -> None:
+    def add(self, id_: JsonId) -> None:
         with self._lock:
-            self._ids[id_] += 1
-            self._total += 1
+            self._waiting[id_] += 1
 
-    def done(self, id_: Any) -> None:
+    def cancel(self, id_: JsonId) -> bool:
+        """The host cancelled request `id_`: it stops being outstanding. False if no such request is."""
         with self._lock:
-            if self._ids[id_] <= 0:
-                return
-            self._ids[id_] -= 1
-            if not self._ids[id_]:
-                del self._ids[id_]
-            self._total -= 1
-        self.changed()
+            if not _take(self._waiting, id_):
+                return False
+            self._unsettled[id_] += 1
+            self._lock.notify_all()
+        return True
+
+    def answer(self, id_: JsonId, write: Callable[[], None]) -> bool:
+        """Write the answer to request `id_` with `write`, unless the host cancelled it (then it is dropped).
+
+        The write happens under the lock, so a cancellation is processed wholly before it (nothing is written) or
+        after it (the answer went out first). A host that reuses a cancelled id before the SDK settled it (MCP
+        forbids reuse) may lose the second request's answer instead; the counts stay exact.
+        """
+        with self._lock:
+            if _take(self._unsettled, id_):
+                log.debug("dropped the SDK's answer to request %r: the host cancelled it", id_)
+                return False
+            write()
+            if _take(self._waiting, id_):
+                self._lock.notify_all()
+        return True
+
+    def unanswered(self, id_: JsonId) -> None:
+        """The SDK ended request `id_` without an answer: it saw the host's cancellation."""
+        with self._lock:
+            if not _take(self._unsettled, id_) and _take(self._waiting, id_):
+                self._lock.notify_all()
+        log.debug("request %r ended unanswered after the host cancelled it", id_)
 
     def __bool__(self) -> bool:
         with self._lock:
-            return self._total > 0
+            return bool(self._waiting)
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        """Wait up to `timeout_s` until no request is outstanding; whether none is."""
+        with self._lock:
+            return self._lock.wait_for(lambda: not self._waiting, timeout_s)
+
+    def unsettled(self) -> int:
+        """Cancelled requests the SDK has not yet ended (diagnostics and tests)."""
+        with self._lock:
+            return self._unsettled.total()
 
 
 class _Inbox:
@@ -267,13 +340,16 @@ def build_server(caller: Caller) -> Server[Any]:
 async def _serve_sdk(write: Callable[[bytes], None], get_caller: Callable[[], Caller], inbox: _Inbox,
                      outstanding: _Outstanding, front: Front) -> None:
     """Run the SDK session on this thread's loop, fed by `inbox`, until stdin ends."""
+    from functools import partial
+
     import anyio
     import anyio.from_thread
     import anyio.lowlevel
+    import anyio.to_thread
     import mcp_types as types
     import orjson
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-    from mcp.shared.message import SessionMessage
+    from mcp.shared.message import ServerMessageMetadata, SessionMessage
     from pydantic import ValidationError
 
     caller = get_caller()
@@ -284,19 +360,6 @@ async def _serve_sdk(write: Callable[[bytes], None], get_caller: Callable[[], Ca
     to_host, from_sdk = anyio.create_memory_object_stream[Any](0)
     inbox_in, inbox_out = anyio.create_memory_object_stream[dict[str, Any] | None](_SDK_BUFFER)
     token = anyio.lowlevel.current_token()
-    answered = anyio.Event()
-
-    loop_thread = threading.get_ident()
-
-    def wake() -> None:
-        if outstanding:
-            return
-        if threading.get_ident() == loop_thread:
-            answered.set()
-        else:
-            anyio.from_thread.run_sync(answered.set, token=token)
-
-    outstanding.changed = wake
 
     async def to_session(obj: dict[str, Any]) -> None:
         try:
@@ -309,11 +372,23 @@ async def _serve_sdk(write: Callable[[bytes], None], get_caller: Callable[[], Ca
                 log.warning("dropped a malformed response from the host (id %r)", obj.get("id"))
                 return
             error = FrameError(INVALID_REQUEST, "Invalid request: not a valid JSON-RPC message", obj.get("id"))
-            write(encode_message(error.response()))
+            line = encode_message(error.response())
             if "id" in obj:
-                outstanding.done(obj["id"])
+                outstanding.answer(obj["id"], lambda: write(line))
+            else:
+                write(line)
             return
-        await to_sdk.send(SessionMessage(message))
+        metadata = None
+        if "method" in obj and "id" in obj:
+            # The SDK ends a request the host cancelled without answering it, and says so through this hook: the
+            # one sign that a cancelled request is settled (`_Outstanding`).
+            request_id = obj["id"]
+
+            async def settled() -> None:
+                outstanding.unanswered(request_id)
+
+            metadata = ServerMessageMetadata(on_request_unanswered=settled)
+        await to_sdk.send(SessionMessage(message, metadata=metadata))
 
     async def pump_in() -> None:
         backlog = inbox.attach(lambda item: anyio.from_thread.run(inbox_in.send, item, token=token))
@@ -341,9 +416,10 @@ async def _serve_sdk(write: Callable[[bytes], None], get_caller: Callable[[], Ca
                         log.error("the SDK's initialize result differs from the constant answer written to the "
                                   "host: %s", data[:2000].decode("utf-8", "replace"))
                     continue
-                write(data + b"\n")
-                if is_response:
-                    outstanding.done(answered_id)
+                if is_response and answered_id is not None:
+                    outstanding.answer(answered_id, partial(write, data + b"\n"))
+                else:
+                    write(data + b"\n")
 
     session_done = anyio.Event()
 
@@ -362,16 +438,12 @@ async def _serve_sdk(write: Callable[[bytes], None], get_caller: Callable[[], Ca
             await pump_in()
             # stdin ended: calls in flight get a short grace to answer, then the session stops.
             if outstanding:
-                answered = anyio.Event()
-                if outstanding:
-                    with anyio.move_on_after(EOF_GRACE_S):
-                        await answered.wait()
+                await anyio.to_thread.run_sync(outstanding.wait_idle, EOF_GRACE_S)
             await to_sdk.aclose()
             with anyio.move_on_after(EOF_GRACE_S):
                 await session_done.wait()
             session.cancel_scope.cancel()
     finally:
-        outstanding.changed = lambda: None
         # Both ends of the inbox (a later `Inbox.put` fails and rejects its request instead). Left open, they
         # leaked (ResourceWarnings) once per connection served in a process: found by the P3 fuzz target.
         inbox_in.close()
@@ -398,7 +470,7 @@ class StdioServer:
     """One stdio connection of `wardian mcp serve`: lines from the host in, whole JSON-RPC lines out through `write`.
 
     `main` wires it to the real stdin and stdout; the P3 fuzz target (`tests/reliability/mcp_frames.py`) drives
-    it in-process. `write` is called from two threads and must write each call's bytes whole.
+    it in-process. `write` is called from several threads and must write each call's bytes whole.
     """
 
     def __init__(self, write: Callable[[bytes], None], environ: Mapping[str, str]) -> None:
@@ -409,9 +481,17 @@ class StdioServer:
         self.inbox = _Inbox(self._reject)
         self._caller: Caller | None = None
         self._caller_lock = threading.Lock()
-        self._quick: ThreadPoolExecutor | None = None
-        self._quick_running = 0
-        self._quick_idle = threading.Condition()
+        self._finish_lock = threading.Lock()
+        self._finished = False  # stdin ended (or the parent died): later lines are ignored
+        # The quick path. `_quick_live` holds the calls started and neither answered nor cancelled; an answer is
+        # written only by taking its call out of it, under `_quick_lock`, so a cancellation or the end of the EOF
+        # grace (which empty it) is processed wholly before or after any write.
+        self._quick_lock = threading.Condition()
+        self._quick_live: dict[int, QuickCall] = {}
+        self._quick_serials = itertools.count()
+        self._quick_pool: ThreadPoolExecutor | None = None
+        self._wait_pool: ThreadPoolExecutor | None = None
+        self._waits_running = 0  # threads of `_wait_pool` in use, those of cancelled waits included
         self.sdk = threading.Thread(target=_run_sdk, name="wardian-mcp-sdk", daemon=True,
                                     args=(write, self.caller, self.inbox, self.outstanding, self.front))
 
@@ -430,6 +510,10 @@ class StdioServer:
 
     def deliver(self, line: bytes) -> None:
         """Handle one line from the host (without its newline)."""
+        if self._finished:
+            # Only after the parent's death, while another process still holds stdin open: no one is left to answer.
+            log.debug("ignored a line read after the server began to exit")
+            return
         try:
             obj = decode_line(line)
         except FrameError as exc:
@@ -437,10 +521,14 @@ class StdioServer:
             return
         if obj is None:
             return
+        cancelled = cancelled_request(obj)
+        if cancelled is not None:
+            self._cancel(cancelled)
         route = self.front.route(obj, sdk_busy=bool(self.outstanding))
         if route.quick is not None:
-            self._start_quick(route.quick)
-            return
+            if self._start_quick(route.quick):
+                return
+            route = Route(forward=obj)  # every wait thread is taken: the SDK serves this one
         if route.answer is not None:
             self._write(route.answer)
             log.debug("answered %s from constant data", obj.get("method"))
@@ -449,84 +537,175 @@ class StdioServer:
                 self.outstanding.add(obj["id"])
                 if not self.inbox.attached.is_set():
                     log.debug("%s waits for the SDK server to start", obj["method"])
-            self.inbox.put(route.forward)
+            self.inbox.put(route.forward)  # a cancellation too: the SDK cancels its own handler of that request
 
     def finish(self) -> None:
-        """Stdin ended: requests handed to the SDK are still answered, then the SDK server stops.
+        """Stdin ended (or the parent died): requests handed to the SDK are still answered, then the SDK server stops.
 
         It waits for the SDK to start (if it is still importing) and then for its grace; with no such request,
-        there is nothing to wait for.
+        there is nothing to wait for. Quick calls get the same grace. A second call returns once the first is done.
         """
-        self.inbox.put(None)
-        self._finish_quick()
-        if self.outstanding or self.inbox.attached.is_set():
-            self.sdk.join(SDK_START_TIMEOUT_S + 2 * EOF_GRACE_S if not self.inbox.attached.is_set()
-                          else 2 * EOF_GRACE_S + 1)
-        with self._caller_lock:
-            caller = self._caller
-        if caller is not None:
-            caller.close()  # last: both paths have had their grace (a call ending later closes its own socket)
+        with self._finish_lock:
+            if self._finished:
+                return
+            self._finished = True
+            self.inbox.put(None)
+            self._finish_quick()
+            if self.outstanding or self.inbox.attached.is_set():
+                self.sdk.join(SDK_START_TIMEOUT_S + 2 * EOF_GRACE_S if not self.inbox.attached.is_set()
+                              else 2 * EOF_GRACE_S + 1)
+            with self._caller_lock:
+                caller = self._caller
+            if caller is not None:
+                caller.close()  # last: both paths have had their grace (a call ending later closes its own socket)
 
-    def _start_quick(self, call: QuickCall) -> None:
-        """Run a quick tool call on a pooled thread (the stdin thread keeps reading) and write its answer."""
+    def _cancel(self, request_id: JsonId) -> None:
+        """The host cancelled `request_id`: whichever path has it answers nothing from now on."""
+        with self._quick_lock:
+            quick = [serial for serial, call in self._quick_live.items() if call.id == request_id]
+            for serial in quick:
+                del self._quick_live[serial]
+            if quick:
+                self._quick_lock.notify_all()
+        sdk = self.outstanding.cancel(request_id)
+        if quick or sdk:
+            log.debug("the host cancelled request %r (%s)", request_id, "quick path" if quick else "SDK")
+
+    def _start_quick(self, call: QuickCall) -> bool:
+        """Run a quick tool call on a pooled thread (the stdin thread keeps reading) that writes its answer.
+
+        False when `call` is a wait and every wait thread is taken.
+        """
+        with self._quick_lock:
+            if call.waits:
+                if self._waits_running >= QUICK_WAIT_WORKERS:
+                    log.debug("tools/call %s goes to the SDK: %d waits are in flight", call.spec.name,
+                              self._waits_running)
+                    return False
+                self._waits_running += 1
+                if self._wait_pool is None:
+                    self._wait_pool = ThreadPoolExecutor(max_workers=QUICK_WAIT_WORKERS,
+                                                         thread_name_prefix="wardian-mcp-wait")
+                pool = self._wait_pool
+            else:
+                if self._quick_pool is None:
+                    self._quick_pool = ThreadPoolExecutor(max_workers=QUICK_WORKERS,
+                                                          thread_name_prefix="wardian-mcp-call")
+                pool = self._quick_pool
+            serial = next(self._quick_serials)
+            self._quick_live[serial] = call
         log.debug("tools/call %s on the quick path", call.spec.name)
-        with self._quick_idle:
-            self._quick_running += 1
-            if self._quick is None:
-                self._quick = ThreadPoolExecutor(max_workers=QUICK_WORKERS, thread_name_prefix="wardian-mcp-call")
-            pool = self._quick
-        pool.submit(self._run_quick, call)
+        pool.submit(self._run_quick, serial, call)
+        return True
 
-    def _run_quick(self, call: QuickCall) -> None:
+    def _run_quick(self, serial: int, call: QuickCall) -> None:
         try:
-            from wardian.mcp._calls import call_tool_result, tool_outcome
+            try:
+                from wardian.mcp._calls import call_tool_result, tool_outcome
 
-            self._write(call.answer(call_tool_result(*tool_outcome(self.caller(), call.spec, call.arguments))))
-        except BaseException:
-            log.exception("the quick path failed for %s", call.spec.name)
-            self._write(encode_message({"jsonrpc": "2.0", "id": call.id, "error": {
-                "code": INTERNAL_ERROR, "message": f"Internal error: {call.spec.name} failed inside the MCP server; "
-                "whether the app carried it out is unknown: do not resend automatically"}}))
+                data = call.answer(call_tool_result(*tool_outcome(self.caller(), call.spec, call.arguments)))
+            except Exception:
+                log.exception("the quick path failed for %s", call.spec.name)
+                data = encode_message({"jsonrpc": "2.0", "id": call.id, "error": {
+                    "code": INTERNAL_ERROR, "message": f"Internal error: {call.spec.name} failed inside the MCP "
+                    "server; whether the app carried it out is unknown: do not resend automatically"}})
+            with self._quick_lock:
+                if self._quick_live.pop(serial, None) is None:
+                    log.debug("dropped the answer to request %r (%s): the host cancelled it, or the server is "
+                              "exiting", call.id, call.spec.name)
+                    return
+                self._quick_lock.notify_all()
+                self._write(data)  # under the lock: see `_quick_live`
+        except OSError:
+            log.exception("the stdio transport failed")
         finally:
-            with self._quick_idle:
-                self._quick_running -= 1
-                self._quick_idle.notify_all()
+            if call.waits:
+                with self._quick_lock:
+                    self._waits_running -= 1
 
     def _finish_quick(self) -> None:
-        """Stdin ended: quick calls under way get the same grace as the SDK's, then the pool is let go."""
-        with self._quick_idle:
-            self._quick_idle.wait_for(lambda: self._quick_running == 0, timeout=EOF_GRACE_S)
-            pool, self._quick = self._quick, None
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
+        """Quick calls under way get the same grace as the SDK's, then the rest are abandoned: their answers (their
+        exchanges may end later) are dropped, and the pools are let go."""
+        with self._quick_lock:
+            self._quick_lock.wait_for(lambda: not self._quick_live, timeout=EOF_GRACE_S)
+            if self._quick_live:
+                log.debug("abandoned %d quick call(s) still running at the end of the grace", len(self._quick_live))
+            self._quick_live.clear()
+            pools = [self._quick_pool, self._wait_pool]
+            self._quick_pool = self._wait_pool = None
+        for pool in pools:
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
 
     def _reject(self, obj: dict[str, Any]) -> None:
         if "method" in obj and "id" in obj and obj["id"] != self.front.replay_id:
-            self._write(encode_message({"jsonrpc": "2.0", "id": obj["id"], "error": {
-                "code": INTERNAL_ERROR, "message": "Internal error: the MCP server could not start its SDK session"}}))
-            self.outstanding.done(obj["id"])
+            line = encode_message({"jsonrpc": "2.0", "id": obj["id"], "error": {
+                "code": INTERNAL_ERROR, "message": "Internal error: the MCP server could not start its SDK session"}})
+            self.outstanding.answer(obj["id"], lambda: self._write(line))
+
+
+def _watch_parent(on_death: Callable[[], None], poll_s: float = PARENT_POLL_S) -> threading.Thread:
+    """Call `on_death` once, from a daemon thread, when the process that started this one has died.
+
+    A dead parent's children are re-parented (to init or a subreaper), so `os.getppid()` changes: polling it is
+    portable and needs no privilege, and it does not matter who else holds stdin open (reliability-matrix M5 (c)).
+    Not PR_SET_PDEATHSIG: Linux sends that when the parent *thread* that spawned us exits, and hosts such as Codex
+    spawn from short-lived threads. A parent that died before this runs is not seen (stdin EOF still ends the
+    server). On Windows a process is never re-parented, so this never fires; there the launcher's job object ends
+    the server (matrix M9).
+    """
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_s)
+        log.info("the parent process (pid %d) has died: exiting as at the end of stdin", parent)
+        on_death()
+
+    thread = threading.Thread(target=watch, name="wardian-mcp-parent", daemon=True)
+    thread.start()
+    return thread
 
 
 def main() -> int:
     """Entry point of `wardian mcp serve`; returns the process exit code."""
+    ended = threading.Event()  # stdin reached EOF, or the parent died
+    watchdog = _watch_parent(ended.set)
     fds = _StdioFds()
     logging.basicConfig(stream=sys.stderr, level=os.environ.get("WARDIAN_LOG_LEVEL", "WARNING").upper(),
                         format="wardian-mcp %(levelname)s %(name)s: %(message)s")
     server = StdioServer(fds.write, dict(os.environ))
     server.start()
+    failed = threading.Event()
+
+    def read() -> None:
+        # On a thread of its own, so the parent's death can end the server while a read blocks on a stdin that
+        # another process keeps open.
+        try:
+            _reader(fds.stdin, server.deliver)
+        except Exception:
+            log.exception("the MCP server failed")
+            failed.set()
+        finally:
+            ended.set()
+
+    threading.Thread(target=read, name="wardian-mcp-stdin", daemon=True).start()
     code = 0
     try:
-        _reader(fds.stdin, server.deliver)
+        ended.wait()
         server.finish()
     except KeyboardInterrupt:
         code = 130
     except Exception:
         log.exception("the MCP server failed")
         code = 1
+    if failed.is_set() and code == 0:
+        code = 1
     sys.stderr.flush()
-    if any(t.is_alive() for t in threading.enumerate() if t is not threading.main_thread()):
-        # The SDK thread is still importing, or a worker thread is still blocked in an app exchange abandoned at
-        # EOF; the interpreter would wait for it at exit (up to the exchange's timeout) or tear an import down
-        # mid-way, so leave without either.
+    if any(t.is_alive() for t in threading.enumerate() if t is not threading.main_thread() and t is not watchdog):
+        # The SDK thread is still importing, a worker thread is still blocked in an app exchange abandoned at EOF, or
+        # the stdin thread is blocked reading a stdin that outlived the parent; the interpreter would wait at exit
+        # for the non-daemon ones (up to an exchange's timeout) or tear an import down mid-way, so leave without
+        # either.
         os._exit(code)
     return code

@@ -47,6 +47,7 @@ from wardian.model import (
     Receipt,
     ReceivedRecord,
     ReceivePage,
+    RecordStory,
     ReplyReceipt,
     TaskFacts,
     WakeReason,
@@ -251,6 +252,26 @@ class MailboxRecordsParams(_Params):
     limit: Annotated[int, Field(ge=1, le=100_000)] = 1000
 
 
+class AgentRemoveParams(AgentStopParams):
+    pass
+
+
+class AgentRevokeParams(_Params):
+    agent: Annotated[str, Field(min_length=1, max_length=MAX_TARGET_CHARS)]
+    all: bool = False
+
+
+RecordIdField = Annotated[str, Field(min_length=1, max_length=MAX_REQUEST_ID_CHARS)]
+
+
+class RequestShowParams(_Params):
+    id: RecordIdField
+
+
+class RequestStatusParams(_SessionParams):
+    request_id: RecordIdField
+
+
 # Results: one closed TypedDict per method result, each built by the function right after it from the store's
 # records. TypedDicts, not models: a receive page of 100 records costs ~25 µs as dicts and ~0.4-1.1 ms as pydantic
 # models (measured for #12), and pyright checks every builder's keys and types against its TypedDict. `extra`
@@ -453,6 +474,7 @@ class AppStatusResult(TypedDict):
     home: str
     started_at: int
     agents: int
+    waiting: int  # waits (`mailbox/wait`, receives with a timeout) subscribed right now
 
 
 @with_config(_CLOSED)
@@ -477,6 +499,85 @@ class AgentStartResult(TypedDict):
 class AgentStopResult(TypedDict):
     agent: AgentResult
     stopped: bool
+
+
+@with_config(_CLOSED)
+class AgentRemoveResult(TypedDict):
+    agent: AgentResult
+    answered: list[str]  # the request ids of its open tasks, each answered with a `failed` notice
+    uncertain: list[str]  # the request ids of its tasks whose turn outcome is unknown
+
+
+@with_config(_CLOSED)
+class AgentRevokeResult(TypedDict):
+    agent: AgentResult
+    revoked: int
+
+
+@with_config(_CLOSED)
+class DeliveryResult(TypedDict):
+    received_at: int | None
+    acked_at: int | None
+    push: Literal["sending", "done", "uncertain"] | None
+    pushed_at: int | None
+    push_note: str | None
+
+
+@with_config(_CLOSED)
+class TaskStoryResult(TypedDict):
+    requester: PartyResult
+    facts: TaskFactsResult
+    uncertain_reason: str | None
+    provider_message_id: str | None
+    outcome_status: Literal["done", "blocked", "failed"] | None
+    outcome_at: int | None
+
+
+@with_config(_CLOSED)
+class AnswerResult(TypedDict):
+    id: str
+    kind: Literal["information", "task", "reply", "notice"]
+    status: Literal["done", "blocked", "failed"] | None
+    sender_kind: Literal["agent", "wardian"]
+    created_at: int
+    text: str
+
+
+@with_config(_CLOSED)
+class RecordStoryResult(TypedDict):
+    id: str
+    kind: Literal["information", "task", "reply", "notice"]
+    sender: PartyResult | None
+    sender_kind: Literal["agent", "wardian"]
+    recipient: PartyResult
+    text: str
+    created_at: int
+    request_id: str | None
+    status: Literal["done", "blocked", "failed"] | None
+    delivery: DeliveryResult
+    task: TaskStoryResult | None
+    answer: AnswerResult | None
+
+
+def record_story_result(s: RecordStory) -> RecordStoryResult:
+    i, d, t, a = s.interaction, s.delivery, s.task, s.answer
+    push: Literal["sending", "done", "uncertain"] | None = (
+        "sending" if d.push_state == "sending" else "done" if d.push_state == "done"
+        else "uncertain" if d.push_state == "uncertain" else None)
+    return {
+        "id": i.id, "kind": i.kind.value, "sender": party_result(i.sender) if i.sender else None,
+        "sender_kind": "agent" if i.sender else "wardian", "recipient": party_result(i.recipient), "text": i.text,
+        "created_at": i.created_at, "request_id": i.request_id, "status": i.status.value if i.status else None,
+        "delivery": {"received_at": d.received_at, "acked_at": d.acked_at, "push": push, "pushed_at": d.pushed_at,
+                     "push_note": d.push_note},
+        "task": None if t is None else {
+            "requester": party_result(t.requester), "facts": task_facts_result(t.facts),
+            "uncertain_reason": t.uncertain_reason, "provider_message_id": t.provider_message_id,
+            "outcome_status": t.outcome_status.value if t.outcome_status else None, "outcome_at": t.outcome_at},
+        "answer": None if a is None else {
+            "id": a.id, "kind": a.kind.value, "status": a.status.value if a.status else None,
+            "sender_kind": "agent" if a.sender else "wardian", "created_at": a.created_at, "text": a.text},
+    }
 
 
 @with_config(_CLOSED)
@@ -523,6 +624,14 @@ METHODS: dict[str, Method] = {
                            "attach_agent"),
     "app/status": Method(EmptyParams, AppStatusResult, False, "The app's status.", "status"),
     "app/stop": Method(EmptyParams, OkResult, False, "Stop the app.", "app_stop"),
+    "agent/remove": Method(AgentRemoveParams, AgentRemoveResult, False,
+                           "Remove an agent: stop it, revoke its sessions, answer its open tasks.", "remove_agent"),
+    "agent/revoke": Method(AgentRevokeParams, AgentRevokeResult, False,
+                           "Revoke an agent's operator-minted sessions (all of them with `all`).", "revoke_sessions"),
+    "request/show": Method(RequestShowParams, RecordStoryResult, False, "Every fact about one record (operator).",
+                           "show_record"),
+    "request/status": Method(RequestStatusParams, RecordStoryResult, True,
+                             "The story of a task the caller sent.", "request_status"),
 }
 
 # The v1 control operations the seed retires ("Legacy delivery retirement"): they answer with
@@ -538,6 +647,7 @@ _FIELD_ERRORS: dict[str, type[errors.RequestError]] = {
     "ack_cursor": errors.InvalidCursor,
     "status": errors.InvalidStatus,
     "request_id": errors.UnknownRequest,
+    "id": errors.UnknownRequest,
     "name": errors.InvalidAgentName,
     "provider": errors.InvalidProvider,
     "session": errors.MissingSession,
@@ -552,6 +662,7 @@ _ALLOWED: dict[str, str] = {
     "ack_cursor": "a cursor returned by an earlier receive",
     "message": f"a string of 1..{MAX_MESSAGE_BYTES} UTF-8 bytes",
     "request_id": "an ask_ request id",
+    "id": "an ask_, msg_, rep_ or ntc_ id",
     "mode": "background, attached",
     "config": f"at most {MAX_OVERRIDES} key=value strings",
 }

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from contextlib import suppress
 from pathlib import Path
 
+import anyio
 import psutil
 
 from wardian.home import ENV_HOME, ENV_SESSION
@@ -39,6 +40,29 @@ def killpg(pid: int, sig: int) -> None:
     """Signal a process group; a group already gone (or not ours) is no error."""
     with suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, sig)
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process of the group still exists (signal 0; EPERM means one exists but is not ours)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+async def end_group(pgid: int, *, grace_s: float = 3.0) -> bool:
+    """SIGKILL what is left of a provider's process group and wait (bounded) until none of it exists, so a caller
+    that stops an agent returns only once its processes are gone (#13). True when the group is gone."""
+    killpg(pgid, signal.SIGKILL)
+    with anyio.move_on_after(grace_s):
+        # Polled: the group's members are not our children (the leader was reaped), so no event tells their end.
+        while group_alive(pgid):  # noqa: ASYNC110
+            await anyio.sleep(0.01)
+        return True
+    return not group_alive(pgid)
 
 
 def record_pid(pid_path: Path, pid: int) -> None:

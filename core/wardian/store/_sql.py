@@ -88,7 +88,7 @@ class SqlBase:
     _cursor_key: bytes
     # Roster caches (#2: authenticate + resolve were two queries and ~40 µs of every send). The backend clears
     # them on every write to agents or sessions and on every rollback.
-    _sessions: dict[int, tuple[bytes, Caller]]
+    _sessions: dict[int, tuple[bytes, Caller, str]]
     _targets: dict[str, tuple[Agent, ...]]
 
     @property

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from wardian.model import (
     Agent,
@@ -36,12 +36,18 @@ from wardian.model import (
     Published,
     Receipt,
     ReceivePage,
+    RecordStory,
     ReplyReceipt,
     ReplyStatus,
     TaskFacts,
 )
 
-__all__ = ["BatchResult", "Mailbox", "Roster", "Store", "TaskLedger"]
+# Whether a record for this recipient (an agent's UUID) is admitted for a push into its live conversation.
+Pushable = Callable[[str], bool]
+# operator: minted by `wardian agent env` (valid until revoked); managed: minted by a start for its generation.
+SessionKind = Literal["operator", "managed"]
+
+__all__ = ["BatchResult", "Mailbox", "Pushable", "Roster", "SessionKind", "Store", "TaskLedger"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,12 +83,21 @@ class Roster(Protocol):
         """The exact recipient of a caller's record. Raises: UnknownTarget, AmbiguousTarget, InvalidTarget."""
         ...
 
-    def create_session(self, agent_id: int) -> str:
-        """A new session token for the agent's current generation; only its hash is kept."""
+    def create_session(self, agent_id: int, kind: SessionKind = "operator") -> str:
+        """A new session token for the agent's current generation; only its hash is kept. `managed`: minted by a start
+        for its generation (stale once a newer generation starts); `operator`: valid until revoked."""
         ...
 
     def authenticate(self, token: str) -> Caller:
-        """Raises: UnknownSession, SessionHomeMismatch, Unauthenticated."""
+        """Raises: UnknownSession, SessionHomeMismatch, Unauthenticated, StaleSession."""
+        ...
+
+    def revoke_sessions(self, agent_id: int, *, managed_too: bool) -> int:
+        """Revoke the agent's operator-minted sessions (and its managed ones with `managed_too`); how many."""
+        ...
+
+    def remove_agent(self, agent_id: int) -> Agent:
+        """Take the agent off the roster (records stay): name freed, sessions revoked. Raises: UnknownAgent."""
         ...
 
     def managed_agent(self, agent_id: int) -> ManagedAgent: ...
@@ -111,8 +126,11 @@ class Roster(Protocol):
 class Mailbox(Protocol):
     """Records and their recipients' reading positions."""
 
-    def admit(self, caller: Caller, recipient: Agent, kind: InteractionKind, text: str) -> Receipt:
-        """Commit one information or task record from `caller` to `recipient` (admission)."""
+    def admit(self, caller: Caller, recipient: Agent, kind: InteractionKind, text: str, *,
+              push: bool = False) -> Receipt:
+        """Commit one information or task record from `caller` to `recipient` (admission). `push` (information
+        only): admitted for a push into the recipient's live conversation, hidden from receive until the push
+        settles (`push_done`, `push_released`, `push_uncertain`)."""
         ...
 
     def has_unacked(self, agent_id: int) -> bool: ...
@@ -134,8 +152,24 @@ class Mailbox(Protocol):
         """Every record, oldest first, acknowledged or not, with its task facts (operator views, evidence)."""
         ...
 
-    def mark_provider_delivered(self, public_ids: Sequence[str]) -> None:
-        """These records are in their recipient's live conversation: they leave the receive path."""
+    def push_done(self, public_id: str) -> None:
+        """The push of this record was acknowledged: it is in its recipient's live conversation."""
+        ...
+
+    def push_released(self, public_id: str) -> None:
+        """The push certainly did not happen (nothing was sent): the record goes to the receive path."""
+        ...
+
+    def push_uncertain(self, public_id: str, reason: str) -> None:
+        """The push may have happened: the record stays off the receive path (never shown twice), with why."""
+        ...
+
+    def pushes_interrupted(self, reason: str) -> list[str]:
+        """At startup: pushes still `sending` may have left; they become uncertain. Their ids."""
+        ...
+
+    def record_story(self, public_id: str) -> RecordStory:
+        """Every fact about one record (`wardian message show`). Raises: UnknownRequest."""
         ...
 
     def take_unseen_context(self, agent_id: int) -> bool:
@@ -164,7 +198,7 @@ class TaskLedger(Protocol):
         """Persist the request/claim/generation/thread/turn binding of an accepted submission."""
         ...
 
-    def mark_uncertain(self, request_id: str) -> None: ...
+    def mark_uncertain(self, request_id: str, reason: str) -> None: ...
 
     def tasks_of_turn(self, turn_id: str) -> list[str]: ...
 
@@ -172,28 +206,36 @@ class TaskLedger(Protocol):
         """Persist the terminal evidence of a task's turn (once); publication comes after."""
         ...
 
-    def publish_outcome(self, request_id: str) -> Published | None:
+    def publish_outcome(self, request_id: str, push: Pushable | None = None) -> Published | None:
         """Publish a captured outcome as the task's reply (`done`) or Wardian notice, unless an explicit reply
         already completed it. None when nothing is captured."""
         ...
 
-    def reply(self, caller: Caller, request_id: str, status: ReplyStatus, text: str) -> ReplyReceipt:
+    def reply(self, caller: Caller, request_id: str, status: ReplyStatus, text: str,
+              push: Pushable | None = None) -> ReplyReceipt:
         """An explicit reply by the task's assigned recipient, once.
         Raises: UnknownRequest, NotATask, NotRecipient, AlreadyCompleted."""
         ...
 
-    def fail_task(self, request_id: str, generation: int, text: str) -> Published | None:
+    def fail_task(self, request_id: str, generation: int, text: str, push: Pushable | None = None) -> Published | None:
         """A definite failure before submission: claim the pending task and answer it with one correlated
         `failed` notice, all in one transaction. None when the task was no longer pending."""
         ...
 
+    def answer_open_tasks(self, recipient_id: int, text: str, uncertain_reason: str,
+                          push: Pushable | None = None) -> tuple[list[Published], list[str]]:
+        """Each task of the recipient still pending or claimed (by receive) gets one correlated `failed` notice
+        (`text`); one submitted, or claimed by a dispatch that may have submitted it, becomes uncertain
+        (`uncertain_reason`). The notices, and the request ids made uncertain."""
+        ...
+
     def unpublished_outcomes(self) -> list[str]: ...
 
-    def mark_lost_bindings_uncertain(self) -> list[str]:
+    def mark_lost_bindings_uncertain(self, reason: str) -> list[str]:
         """At startup: dispatched tasks whose turn was never observed to end become uncertain."""
         ...
 
-    def mark_generation_lost(self, agent_id: int, generation: int) -> list[str]:
+    def mark_generation_lost(self, agent_id: int, generation: int, reason: str) -> list[str]:
         """An owner ended: its submissions whose turn was never observed to end become uncertain."""
         ...
 

@@ -22,8 +22,6 @@ Invariants:
 
 from __future__ import annotations
 
-from typing import Any
-
 from wardian import errors
 from wardian.model import (
     Caller,
@@ -37,6 +35,7 @@ from wardian.model import (
     TaskFacts,
 )
 from wardian.store._sql import TASK_FACT_COLS, SqlBase, facts_of, new_public_id, now_ms
+from wardian.store.api import Pushable
 
 
 class TaskLedgerOps(SqlBase):
@@ -108,31 +107,34 @@ class TaskLedgerOps(SqlBase):
                                  "AND acked_at IS NULL", (now, request_id))
             return bound
 
-    def mark_uncertain(self, request_id: str) -> None:
+    def mark_uncertain(self, request_id: str, reason: str) -> None:
         with self.atomic():
-            self._db.execute("UPDATE tasks SET state = 'uncertain', uncertain_at = ? "
-                             "WHERE request_id = ? AND state IN ('claimed', 'submitted')", (now_ms(), request_id))
+            self._db.execute("UPDATE tasks SET state = 'uncertain', uncertain_at = ?, uncertain_reason = ? "
+                             "WHERE request_id = ? AND state IN ('claimed', 'submitted')",
+                             (now_ms(), reason, request_id))
 
-    def mark_lost_bindings_uncertain(self) -> list[str]:
+    def mark_lost_bindings_uncertain(self, reason: str) -> list[str]:
         with self.atomic():
             lost = [r[0] for r in self._db.execute(
                 "SELECT request_id FROM tasks WHERE state IN ('claimed', 'submitted') AND claimed_by = 'dispatch' "
                 "AND outcome_status IS NULL")]
             self._db.execute(
-                "UPDATE tasks SET state = 'uncertain', uncertain_at = ? WHERE state IN ('claimed', 'submitted') "
-                "AND claimed_by = 'dispatch' AND outcome_status IS NULL", (now_ms(),))
+                "UPDATE tasks SET state = 'uncertain', uncertain_at = ?, uncertain_reason = ? "
+                "WHERE state IN ('claimed', 'submitted') AND claimed_by = 'dispatch' AND outcome_status IS NULL",
+                (now_ms(), reason))
         return lost
 
-    def mark_generation_lost(self, agent_id: int, generation: int) -> list[str]:
+    def mark_generation_lost(self, agent_id: int, generation: int, reason: str) -> list[str]:
+        # Claimed but not bound: the runtime ended while the submission was in flight, so it may have left.
         with self.atomic():
             lost = [r[0] for r in self._db.execute(
                 "SELECT request_id FROM tasks WHERE recipient_id = ? AND claim_generation = ? "
-                "AND claimed_by = 'dispatch' AND state = 'submitted' AND outcome_status IS NULL",
+                "AND claimed_by = 'dispatch' AND state IN ('claimed', 'submitted') AND outcome_status IS NULL",
                 (agent_id, generation))]
             self._db.execute(
-                "UPDATE tasks SET state = 'uncertain', uncertain_at = ? WHERE recipient_id = ? "
-                "AND claim_generation = ? AND claimed_by = 'dispatch' AND state = 'submitted' "
-                "AND outcome_status IS NULL", (now_ms(), agent_id, generation))
+                "UPDATE tasks SET state = 'uncertain', uncertain_at = ?, uncertain_reason = ? WHERE recipient_id = ? "
+                "AND claim_generation = ? AND claimed_by = 'dispatch' AND state IN ('claimed', 'submitted') "
+                "AND outcome_status IS NULL", (now_ms(), reason, agent_id, generation))
         return lost
 
     # --- completion -------------------------------------------------------------------------------------
@@ -144,7 +146,7 @@ class TaskLedgerOps(SqlBase):
                 "WHERE request_id = ? AND outcome_status IS NULL", (status.value, text, now_ms(), request_id)
             ).rowcount == 1
 
-    def publish_outcome(self, request_id: str) -> Published | None:
+    def publish_outcome(self, request_id: str, push: Pushable | None = None) -> Published | None:
         with self.atomic():
             r = self._db.execute(
                 "SELECT t.interaction_id, t.requester_id, t.recipient_id, t.reply_id, t.outcome_status, "
@@ -159,11 +161,14 @@ class TaskLedgerOps(SqlBase):
                 return Published(request_id, requester_uuid, None)
             # `done` comes from the agent (its final answer); `blocked` and `failed` are notices from Wardian.
             done = status == ReplyStatus.DONE.value
+            pushing = push is not None and push(requester_uuid)
             record_id, _ = self._complete(interaction_id, request_id, requester_id,
-                                          recipient_id if done else None, ReplyStatus(status), text, generation)
-        return Published(request_id, requester_uuid, record_id)
+                                          recipient_id if done else None, ReplyStatus(status), text, generation,
+                                          push=pushing)
+        return Published(request_id, requester_uuid, record_id, pushing)
 
-    def reply(self, caller: Caller, request_id: str, status: ReplyStatus, text: str) -> ReplyReceipt:
+    def reply(self, caller: Caller, request_id: str, status: ReplyStatus, text: str,
+              push: Pushable | None = None) -> ReplyReceipt:
         with self.atomic():
             row = self._db.execute(
                 "SELECT t.interaction_id, t.requester_id, t.recipient_id, t.reply_status, t.reply_id, a.name, a.uuid "
@@ -182,23 +187,52 @@ class TaskLedgerOps(SqlBase):
             if row[4] is not None:
                 raise errors.AlreadyCompleted(f"the task was already completed with status {row[3]!r}",
                                               field="request_id", status=row[3], reply_id=row[4])
+            pushing = push is not None and push(row[6])
             reply_id, created = self._complete(row[0], request_id, row[1], caller.agent.id, status, text,
-                                               caller.generation)
+                                               caller.generation, claim_as="reply", push=pushing)
         return ReplyReceipt(reply_id=reply_id, request_id=request_id, status=status, requester=Party(row[5], row[6]),
-                            created_at=created)
+                            created_at=created, pushing=pushing)
 
-    def fail_task(self, request_id: str, generation: int, text: str) -> Published | None:
+    def fail_task(self, request_id: str, generation: int, text: str, push: Pushable | None = None) -> Published | None:
         with self.atomic():
             if not self.claim_task(request_id, ClaimKind.DISPATCH, generation):
                 return None
             self.capture_outcome(request_id, ReplyStatus.FAILED, text)
-            return self.publish_outcome(request_id)
+            return self.publish_outcome(request_id, push)
+
+    def answer_open_tasks(self, recipient_id: int, text: str, uncertain_reason: str,
+                          push: Pushable | None = None) -> tuple[list[Published], list[str]]:
+        """Every task of `recipient_id` still pending or claimed gets one correlated `failed` notice from Wardian; one
+        submitted to a turn whose outcome is unknown becomes uncertain (its recipient goes away, #13)."""
+        published: list[Published] = []
+        with self.atomic():
+            # A dispatch claim may have a submission in flight: uncertain below, never answered as failed.
+            rows = self._db.execute(
+                "SELECT t.interaction_id, t.request_id, t.requester_id, a.uuid FROM tasks t "
+                "JOIN agents a ON a.id = t.requester_id WHERE t.recipient_id = ? AND t.reply_id IS NULL "
+                "AND (t.state = 'pending' OR (t.state = 'claimed' AND t.claimed_by != 'dispatch')) "
+                "ORDER BY t.interaction_id", (recipient_id,)).fetchall()
+            for interaction_id, request_id, requester_id, requester_uuid in rows:
+                pushing = push is not None and push(requester_uuid)
+                record_id, _ = self._complete(interaction_id, request_id, requester_id, None, ReplyStatus.FAILED,
+                                              text, None, push=pushing)
+                published.append(Published(request_id, requester_uuid, record_id, pushing))
+            in_flight = ("recipient_id = ? AND (state = 'submitted' OR (state = 'claimed' "
+                         "AND claimed_by = 'dispatch')) AND outcome_status IS NULL")
+            uncertain = [r[0] for r in self._db.execute(
+                f"SELECT request_id FROM tasks WHERE {in_flight} ORDER BY interaction_id", (recipient_id,))]
+            self._db.execute(f"UPDATE tasks SET state = 'uncertain', uncertain_at = ?, uncertain_reason = ? "
+                             f"WHERE {in_flight}", (now_ms(), uncertain_reason, recipient_id))
+        return published, uncertain
 
     def _complete(self, interaction_id: int, request_id: str, requester_id: int, sender_id: int | None,
-                  status: ReplyStatus, text: str, generation: Any) -> tuple[str, int]:
+                  status: ReplyStatus, text: str, generation: int | None, *, claim_as: str | None = None,
+                  push: bool = False) -> tuple[str, int]:
         """Write the task's one reply (`sender_id` an agent) or Wardian notice (`sender_id` None) and complete it.
 
         The conditional UPDATE takes the task's reply slot first; if another reply holds it, nothing is written.
+        `claim_as`: an explicit reply to an unclaimed task records the claim it implies. `push`: the record is
+        admitted for a push into the requester's live conversation (hidden from receive until the push settles).
 
         Raises:
             AlreadyCompleted: the task already has its reply.
@@ -208,9 +242,10 @@ class TaskLedgerOps(SqlBase):
         created = now_ms()
         taken = self._db.execute(
             "UPDATE tasks SET state = 'completed', completed_at = ?, reply_status = ?, reply_id = ?, "
-            "claimed_by = COALESCE(claimed_by, 'reply'), claimed_at = COALESCE(claimed_at, ?), "
+            "claimed_by = COALESCE(claimed_by, ?), claimed_at = COALESCE(claimed_at, ?), "
             "claim_generation = COALESCE(claim_generation, ?) WHERE interaction_id = ? AND reply_id IS NULL",
-            (created, status.value, public_id, created, generation, interaction_id)).rowcount
+            (created, status.value, public_id, claim_as, created if claim_as else None, generation,
+             interaction_id)).rowcount
         if taken != 1:
             existing = self._db.execute("SELECT reply_status, reply_id FROM tasks WHERE interaction_id = ?",
                                         (interaction_id,)).fetchone()
@@ -218,6 +253,7 @@ class TaskLedgerOps(SqlBase):
                                           field="request_id", status=existing[0], reply_id=existing[1])
         self._db.execute(
             "INSERT INTO interactions (public_id, kind, sender_id, recipient_id, body, request_id, status, "
-            "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (public_id, kind.value, sender_id, requester_id, text, request_id, status.value, created))
+            "created_at, push_state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (public_id, kind.value, sender_id, requester_id, text, request_id, status.value, created,
+             "sending" if push else None))
         return public_id, created

@@ -11,7 +11,6 @@ import base64
 import hashlib
 import hmac
 import struct
-from collections.abc import Sequence
 from typing import Any
 
 from wardian import errors
@@ -29,6 +28,9 @@ from wardian.model import (
     Receipt,
     ReceivedRecord,
     ReceivePage,
+    RecordDelivery,
+    RecordStory,
+    TaskStory,
 )
 from wardian.store._sql import (
     KINDS,
@@ -45,17 +47,22 @@ CURSOR_PREFIX = "cur1_"
 _CURSOR_STRUCT = struct.Struct(">8sQQQ")  # epoch, recipient agent id, start (exclusive), end (inclusive)
 _MAC_BYTES = 16
 INSERT_INTERACTION = ("INSERT INTO interactions (public_id, kind, sender_id, recipient_id, body, request_id, "
-                      "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)")
+                      "created_at, push_state) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+# A record admitted for a push is hidden from receive from its first commit: it reaches its recipient through
+# exactly one path (#13).
+PUSH_SENDING = "sending"
 
 
 class MailboxOps(SqlBase):
-    def admit(self, caller: Caller, recipient: Agent, kind: InteractionKind, text: str) -> Receipt:
+    def admit(self, caller: Caller, recipient: Agent, kind: InteractionKind, text: str, *,
+              push: bool = False) -> Receipt:
         assert kind in (InteractionKind.INFORMATION, InteractionKind.TASK)
         public_id = new_public_id(kind)
         created = now_ms()
         task = kind is InteractionKind.TASK
         request_id = public_id if task else None
-        values = (public_id, kind.value, caller.agent.id, recipient.id, text, request_id, created)
+        values = (public_id, kind.value, caller.agent.id, recipient.id, text, request_id, created,
+                  PUSH_SENDING if push and not task else None)
         if task or not self._depth:
             with self.atomic():
                 cur = self._db.execute(INSERT_INTERACTION, values)
@@ -69,12 +76,13 @@ class MailboxOps(SqlBase):
             self._db.execute(INSERT_INTERACTION, values)
             crashpoint("after_insert_before_commit")
         return Receipt(interaction_id=public_id, kind=kind, request_id=request_id,
-                       sender=party_of(caller.agent), recipient=party_of(recipient), created_at=created)
+                       sender=party_of(caller.agent), recipient=party_of(recipient), created_at=created,
+                       pushing=values[7] is not None)
 
     def has_unacked(self, agent_id: int) -> bool:
         row = self._db.execute(
             "SELECT 1 FROM interactions WHERE recipient_id = ? AND acked_at IS NULL "
-            "AND provider_delivered_at IS NULL LIMIT 1", (agent_id,)).fetchone()
+            "AND provider_delivered_at IS NULL AND push_state IS NULL LIMIT 1", (agent_id,)).fetchone()
         return row is not None
 
     def receive(self, caller: Caller, *, cursor: str | None, ack_cursor: str | None, limit: int) -> ReceivePage:
@@ -86,14 +94,16 @@ class MailboxOps(SqlBase):
             acked = 0
             now = now_ms()
             if ack_range is not None:
+                # Only what a receive returned can be acknowledged: a record a push gave back to the receive path
+                # after that page was read lies in its range unseen, and stays unacknowledged.
                 acked = db.execute(
                     "UPDATE interactions SET acked_at = ? WHERE recipient_id = ? AND id > ? AND id <= ? "
-                    "AND acked_at IS NULL AND provider_delivered_at IS NULL", (now, me, ack_range[0], ack_range[1]),
-                ).rowcount
+                    "AND acked_at IS NULL AND provider_delivered_at IS NULL AND received_at IS NOT NULL",
+                    (now, me, ack_range[0], ack_range[1])).rowcount
             rows = db.execute(
-                "SELECT id, public_id, kind, sender_id, body, request_id, status, created_at FROM interactions "
-                "WHERE recipient_id = ? AND acked_at IS NULL AND provider_delivered_at IS NULL AND id > ? "
-                "ORDER BY id LIMIT ?", (me, after, limit + 1)).fetchall()
+                "SELECT id, public_id, kind, sender_id, body, request_id, status, created_at, received_at "
+                "FROM interactions WHERE recipient_id = ? AND acked_at IS NULL AND provider_delivered_at IS NULL "
+                "AND push_state IS NULL AND id > ? ORDER BY id LIMIT ?", (me, after, limit + 1)).fetchall()
             more = len(rows) > limit
             rows = rows[:limit]
             page: list[Any] = []
@@ -105,6 +115,11 @@ class MailboxOps(SqlBase):
                     break
                 text_bytes += size
                 page.append(row)
+            if page and any(row[8] is None for row in page):
+                # Returned now: from here on this record travels the receive path only (never pushed as well).
+                db.execute("UPDATE interactions SET received_at = ? WHERE recipient_id = ? AND id > ? AND id <= ? "
+                           "AND received_at IS NULL AND acked_at IS NULL AND provider_delivered_at IS NULL "
+                           "AND push_state IS NULL", (now, me, after, page[-1][0]))
             parties: dict[int, Party] = {me: party_of(caller.agent)}
             records: list[ReceivedRecord] = []
             for row in page:
@@ -148,6 +163,35 @@ class MailboxOps(SqlBase):
         return Interaction(r[0], KINDS[r[1]], self._party_by_id(r[2], parties), recipient, r[4], r[5], r[6],
                            STATUSES[r[7]], r[8] is not None)
 
+    def record_story(self, public_id: str) -> RecordStory:
+        """Raises: UnknownRequest (no record has that id)."""
+        r = self._db.execute(
+            "SELECT id, public_id, kind, sender_id, recipient_id, body, created_at, request_id, status, acked_at, "
+            "received_at, push_state, provider_delivered_at, push_note FROM interactions WHERE public_id = ?",
+            (public_id,)).fetchone()
+        if r is None:
+            raise errors.UnknownRequest(f"no record has id {public_id[:80]!r}", field="id",
+                                        allowed="an ask_, msg_, rep_ or ntc_ id of this home")
+        parties: dict[int, Party] = {}
+        recipient = self._party_by_id(r[4], parties)
+        assert recipient is not None
+        interaction = Interaction(r[1], KINDS[r[2]], self._party_by_id(r[3], parties), recipient, r[5], r[6], r[7],
+                                  STATUSES[r[8]], r[9] is not None)
+        delivery = RecordDelivery(r[10], r[9], r[11], r[12] if r[11] in ("done", "uncertain") else None, r[13])
+        task: TaskStory | None = None
+        answer: Interaction | None = None
+        if interaction.request_id is not None:
+            t = self._db.execute(
+                f"SELECT {TASK_FACT_COLS}, requester_id, uncertain_reason, provider_message_id, outcome_status, "
+                "outcome_at FROM tasks WHERE request_id = ?", (interaction.request_id,)).fetchone()
+            if t is not None:
+                requester = self._party_by_id(t[11], parties)
+                assert requester is not None
+                task = TaskStory(facts_of(t[:11]), requester, t[12], t[13], STATUSES[t[14]], t[15])
+                if interaction.kind is InteractionKind.TASK and task.facts.reply_id is not None:
+                    answer = self.interaction(task.facts.reply_id)
+        return RecordStory(interaction, delivery, task, answer)
+
     def log_records(self, *, limit: int) -> list[LogRecord]:
         rows = self._db.execute(
             "SELECT i.public_id, i.kind, i.sender_id, i.recipient_id, i.body, i.created_at, i.request_id, i.status, "
@@ -164,11 +208,31 @@ class MailboxOps(SqlBase):
             out.append(LogRecord(interaction, facts_of(r[9:]) if r[9] is not None else None))
         return out
 
-    def mark_provider_delivered(self, public_ids: Sequence[str]) -> None:
+    # --- pushes (a record admitted with push=True, hidden from receive until settled here) ----------------
+
+    def push_done(self, public_id: str) -> None:
         with self.atomic():
-            now = now_ms()
-            self._db.executemany("UPDATE interactions SET provider_delivered_at = ? WHERE public_id = ?",
-                                 [(now, pid) for pid in public_ids])
+            self._db.execute("UPDATE interactions SET push_state = 'done', provider_delivered_at = ? "
+                             "WHERE public_id = ? AND push_state = 'sending'", (now_ms(), public_id))
+
+    def push_released(self, public_id: str) -> None:
+        with self.atomic():
+            self._db.execute("UPDATE interactions SET push_state = NULL WHERE public_id = ? AND push_state = 'sending'",
+                             (public_id,))
+
+    def push_uncertain(self, public_id: str, reason: str) -> None:
+        with self.atomic():
+            self._db.execute("UPDATE interactions SET push_state = 'uncertain', push_note = ?, "
+                             "provider_delivered_at = ? WHERE public_id = ? AND push_state = 'sending'",
+                             (reason, now_ms(), public_id))
+
+    def pushes_interrupted(self, reason: str) -> list[str]:
+        with self.atomic():
+            ids = [r[0] for r in self._db.execute(
+                "SELECT public_id FROM interactions WHERE push_state = 'sending' ORDER BY id")]
+            self._db.execute("UPDATE interactions SET push_state = 'uncertain', push_note = ?, "
+                             "provider_delivered_at = ? WHERE push_state = 'sending'", (reason, now_ms()))
+        return ids
 
     def take_unseen_context(self, agent_id: int) -> bool:
         with self.atomic():

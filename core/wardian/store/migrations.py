@@ -112,4 +112,25 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX interactions_pushed ON interactions(recipient_id, id)
         WHERE provider_delivered_at IS NOT NULL AND kind != 'task';
     """,
+    # 5 (#13): sessions are operator-minted (`wardian agent env`, valid until revoked) or managed (minted by a start,
+    # stale once a newer generation starts). A record reaches its recipient through exactly one path: returned by a
+    # receive (`received_at`; only such records can be acknowledged) or pushed into the live conversation
+    # (`push_state`: sending, then done or uncertain). Tasks keep why they became uncertain and the provider's id
+    # of the message that carried them. Records admitted before this version count as received: they were
+    # visible to receive, and a page read before the upgrade must stay acknowledgeable.
+    """
+    ALTER TABLE sessions ADD COLUMN kind TEXT NOT NULL DEFAULT 'operator'
+        CHECK (kind IN ('operator', 'managed'));
+    ALTER TABLE interactions ADD COLUMN received_at INTEGER;
+    ALTER TABLE interactions ADD COLUMN push_state TEXT
+        CHECK (push_state IS NULL OR push_state IN ('sending', 'done', 'uncertain'));
+    ALTER TABLE interactions ADD COLUMN push_note TEXT;
+    ALTER TABLE tasks ADD COLUMN uncertain_reason TEXT;
+    ALTER TABLE tasks ADD COLUMN provider_message_id TEXT;
+    CREATE INDEX interactions_pushing ON interactions(push_state) WHERE push_state = 'sending';
+    UPDATE interactions SET received_at = created_at
+        WHERE acked_at IS NULL AND provider_delivered_at IS NULL AND kind != 'task';
+    UPDATE interactions SET received_at = created_at WHERE kind = 'task' AND acked_at IS NULL
+        AND id IN (SELECT interaction_id FROM tasks WHERE claimed_by = 'receive');
+    """,
 )

@@ -17,10 +17,11 @@ from collections.abc import Sequence
 from wardian import errors
 from wardian.model import Agent, AgentStatus, Caller, ManagedAgent
 from wardian.store._sql import AGENT_COL_NAMES, AGENT_COLS, SqlBase, agent_of, now_ms
+from wardian.store.api import SessionKind
 
 SESSION_PREFIX = "wsn1"
 _MAX_CACHED_TARGETS = 4096
-_SESSION_SQL = ("SELECT s.generation, s.secret_hash, s.revoked_at, a.removed_at, "
+_SESSION_SQL = ("SELECT s.generation, s.secret_hash, s.revoked_at, a.removed_at, s.kind, "
                 + ", ".join(f"a.{c}" for c in AGENT_COL_NAMES)
                 + " FROM sessions s JOIN agents a ON a.id = s.agent_id WHERE s.id = ?")
 
@@ -89,13 +90,13 @@ class RosterOps(SqlBase):
 
     # --- sessions -------------------------------------------------------------------------------------
 
-    def create_session(self, agent_id: int) -> str:
+    def create_session(self, agent_id: int, kind: SessionKind = "operator") -> str:
         with self.atomic():
             agent = self.agent(agent_id)
             secret = secrets.token_bytes(32)
             cur = self._db.execute(
-                "INSERT INTO sessions (agent_id, generation, secret_hash, created_at) VALUES (?, ?, ?, ?)",
-                (agent.id, agent.generation, hashlib.sha256(secret).digest(), now_ms()),
+                "INSERT INTO sessions (agent_id, generation, secret_hash, created_at, kind) VALUES (?, ?, ?, ?, ?)",
+                (agent.id, agent.generation, hashlib.sha256(secret).digest(), now_ms(), kind),
             )
             session_id = cur.lastrowid
         secret_text = base64.urlsafe_b64encode(secret).rstrip(b"=").decode("ascii")
@@ -120,7 +121,8 @@ class RosterOps(SqlBase):
                 raise errors.UnknownSession(
                     "WARDIAN_SESSION_ID names no live session of this home; print a valid one with "
                     "`wardian agent env NAME`")
-            hit = (bytes(row[1]), Caller(agent=agent_of(row[4:]), session_id=session_id, generation=row[0]))
+            hit = (bytes(row[1]), Caller(agent=agent_of(row[5:]), session_id=session_id, generation=row[0]),
+                   row[4])
             self._sessions[session_id] = hit
         secret_text = "_".join(parts[3:])
         try:
@@ -130,7 +132,34 @@ class RosterOps(SqlBase):
         # The secret is checked on every call, cached or not, in constant time.
         if not hmac.compare_digest(hashlib.sha256(secret).digest(), hit[0]):
             raise errors.Unauthenticated("the session could not be authenticated")
-        return hit[1]
+        caller = hit[1]
+        if hit[2] == "managed" and caller.generation < caller.agent.generation:
+            # A newer generation of this agent started and was given its own session: this one speaks for a runtime
+            # that is gone (an old MCP server, say), so it may no longer act for the agent (#13).
+            raise errors.StaleSession(
+                f"this session of agent {caller.agent.name!r} belongs to its runtime generation {caller.generation}; "
+                f"the agent now runs generation {caller.agent.generation}, whose MCP server has its own session",
+                agent=caller.agent.name, generation=caller.generation, current_generation=caller.agent.generation)
+        return caller
+
+    def revoke_sessions(self, agent_id: int, *, managed_too: bool) -> int:
+        """Revoke the agent's operator-minted sessions (and with `managed_too` its managed ones); returns how many."""
+        with self.atomic():
+            return self._db.execute(
+                "UPDATE sessions SET revoked_at = ? WHERE agent_id = ? AND revoked_at IS NULL AND (kind = 'operator' "
+                "OR ?)", (now_ms(), agent_id, 1 if managed_too else 0)).rowcount
+
+    def remove_agent(self, agent_id: int) -> Agent:
+        """Remove the agent from the roster (its records stay as evidence): its name is free, its sessions are
+        revoked, and no target or start resolves to it again. Raises: UnknownAgent."""
+        with self.atomic():
+            agent = self.agent(agent_id)
+            now = now_ms()
+            self._db.execute("UPDATE agents SET removed_at = ?, desired = 'off', status = 'off', active_turn_id = NULL "
+                             "WHERE id = ? AND removed_at IS NULL", (now, agent_id))
+            self._db.execute("UPDATE sessions SET revoked_at = ? WHERE agent_id = ? AND revoked_at IS NULL",
+                             (now, agent_id))
+        return agent
 
     # --- the provider runtime's view of agents --------------------------------------------------------
 

@@ -63,7 +63,7 @@ class SqliteStore(RosterOps, MailboxOps, TaskLedgerOps):
         # The roster caches are valid for what this connection sees: a TEMP trigger on every write to agents or
         # sessions clears them, and so does every rollback (a cache filled inside a transaction that did not
         # commit must not outlive it).
-        self._sessions: dict[int, tuple[bytes, Caller]] = {}
+        self._sessions: dict[int, tuple[bytes, Caller, str]] = {}
         self._targets: dict[str, tuple[Agent, ...]] = {}
         conn.create_function("wardian_roster_changed", 0, self._roster_changed)
         for table in ("agents", "sessions"):

@@ -48,7 +48,7 @@ from wardian.providers.codex import projection
 from wardian.providers.codex.app_server import AppServerClient, Notification
 from wardian.providers.codex.items import TASK_ITEM_KIND, inbox_items, steer_context, task_payload
 from wardian.providers.codex.transport import MessageStream, NdjsonStream, connect_unix_websocket
-from wardian.providers.process import killpg, record_pid
+from wardian.providers.process import end_group, killpg, record_pid
 
 log = logging.getLogger("wardian.codex.owner")
 
@@ -302,8 +302,10 @@ class CodexOwner:
             killpg(process.pid, signal.SIGKILL)
             with anyio.move_on_after(3):
                 await process.wait()
-        # The MCP servers Codex started share the group; a stray one must not outlive the owner.
-        killpg(process.pid, signal.SIGKILL)
+        # The MCP servers Codex started share the group; a stray one must not outlive the owner, and a stop returns
+        # only once they are gone.
+        if not await end_group(process.pid):
+            log.warning("%s: processes of the app-server's group %d outlived SIGKILL", self.spec.name, process.pid)
         if self.spec.pid_path is not None:
             with suppress(OSError):
                 self.spec.pid_path.unlink()
