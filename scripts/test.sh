@@ -3,7 +3,7 @@
 # also hold for the frozen binary (scripts/frozen_check.sh). With arguments, only pytest runs, with them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh --with-node
+scripts/setup.sh --with-node --with-system
 .venv/bin/ruff check .
 scripts/typecheck.sh
 if [ "$#" -gt 0 ]; then
