@@ -16,6 +16,7 @@ import pytest
 from wardian_harness.codex_install import discover_codex
 from wardian_harness.homes import RUN_MARKER_ENV, IsolatedRun
 from wardian_harness.native import NativeRun, Settings
+from wardian_harness.opencode_home import find_opencode
 from wardian_harness.proctree import ProcessTree
 from wardian_harness.scripted_model import ScriptedModel
 
@@ -39,8 +40,9 @@ def native() -> Iterator[NativeRun]:
     run = IsolatedRun.join(Path(root), os.environ[RUN_MARKER_ENV]) if root else IsolatedRun.create()
     model = None if settings.real else ScriptedModel().start()
     tree = ProcessTree(run.run_id)
-    native = NativeRun(settings, run, tree, codex, model, progress=lambda line: print(f"[native] {line}",
-                                                                                       flush=True))
+    opencode = find_opencode() if "opencode" in settings.providers else None
+    native = NativeRun(settings, run, tree, codex, model, progress=lambda line: print(f"[native] {line}", flush=True),
+                       opencode=opencode)
     try:
         yield native
     finally:

@@ -46,7 +46,13 @@ def modules(folder: str) -> list[Path]:
     ("app", ("wardian.providers.codex", "wardian.cli", "wardian.mcp", "wardian.client", "sqlite3")),
     ("app/spawn.py", ("pydantic", "anyio", "mcp", "wardian.store", "wardian.providers", "wardian.protocol")),
     ("providers", ("wardian.cli", "wardian.mcp", "wardian.store", "wardian.app")),
-    ("providers/base.py", ("wardian.providers.codex", "pydantic")),
+    ("providers/base.py", ("wardian.providers.codex", "wardian.providers.opencode", "pydantic")),
+    # #14: providers know nothing of each other; what they share lives beside base.py.
+    ("providers/codex", ("wardian.providers.opencode",)),
+    ("providers/opencode", ("wardian.providers.codex",)),
+    # #16: the console reads and acts only through the service's method table, never the store or a provider.
+    ("console", ("wardian.store", "wardian.providers", "wardian.app.runtime", "wardian.client", "wardian.mcp",
+                 "sqlite3")),
     ("client.py", ("pydantic", "anyio", "mcp", "wardian.store", "wardian.app")),
     ("cli.py", ("mcp", "wardian.store")),
     ("mcp", ("wardian.store", "wardian.app", "sqlite3")),

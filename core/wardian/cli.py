@@ -114,6 +114,10 @@ def _task_line(f: dict[str, Any]) -> str:
         parts.append(f"claimed by {f['claimed_by']}")
     if f["turn_id"]:
         parts.append(f"turn {f['turn_id']}")
+    if f.get("lookup") == "confirmed":
+        parts.append("confirmed by lookup")
+    elif f.get("lookup") == "not_found":
+        parts.append("lookup found nothing")
     if f["reply_id"]:
         parts.append(f"answered {f['reply_status']} by {f['reply_id']}")
     return ", ".join(parts)
@@ -143,7 +147,7 @@ def _print_records(records: list[dict[str, Any]]) -> None:
 def cmd_app_run(args: argparse.Namespace) -> int:
     from wardian.app.run import main_run
 
-    return main_run(resolve_home(args.home), args.ready_fd)
+    return main_run(resolve_home(args.home), args.ready_fd, args.console)
 
 
 def cmd_app_start(args: argparse.Namespace) -> int:
@@ -151,6 +155,10 @@ def cmd_app_start(args: argparse.Namespace) -> int:
     from wardian.home import make_private_dir
 
     home = resolve_home(args.home)
+    if args.console is not None:
+        from wardian.console.address import parse_console_address
+
+        parse_console_address(args.console)  # a refused address changes nothing, not even the home (#16)
     created = not home.root.exists()
     make_private_dir(home.root)  # private whatever the umask (#13); the app itself refuses an open home it did not make
     if created:
@@ -158,13 +166,20 @@ def cmd_app_start(args: argparse.Namespace) -> int:
     log_path = home.app_out_path
     with open(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as log_file:
         try:
-            proc = start_app(home.root, stdout=log_file, stderr=log_file, timeout_s=args.timeout)
+            proc = start_app(home.root, stdout=log_file, stderr=log_file, timeout_s=args.timeout,
+                             extra_args=() if args.console is None else ("--console", args.console))
         except errors.InternalError as exc:
             raise errors.InternalError(f"{exc.message}; see {log_path}") from None
+    console = None
+    if args.console is not None:
+        with _client(args) as client:
+            console = client.call("app/status")["console"]
     if args.json:
-        _out(_dump({"running": True, "pid": proc.pid, "home": str(home.root)}))
+        _out(_dump({"running": True, "pid": proc.pid, "home": str(home.root), "console": console}))
     else:
         _out(f"app running for {home.root} (pid {proc.pid})")
+        if console is not None:
+            _out(f"web console at {console}; log in with `wardian console`")
     return EXIT_OK
 
 
@@ -229,7 +244,37 @@ def cmd_app_status(args: argparse.Namespace) -> int:
     else:
         _out(f"app running for {status['home']} (pid {status['pid']}, version {status['version']}, "
              f"{status['agents']} agents)")
+        if status.get("console"):
+            _out(f"web console at {status['console']} (log in with `wardian console`)")
     return EXIT_OK
+
+
+def cmd_console(args: argparse.Namespace) -> int:
+    """Print a fresh one-time login URL of the web console and open it in a browser (#16)."""
+    with _client(args) as client:
+        login = client.call("console/login")
+    if args.json:
+        _out(_dump(login))
+        return EXIT_OK
+    _out("Open this URL to log in to the web console (it works once, for 10 minutes):")
+    _out(f"  {login['url']}")
+    if not args.no_open:
+        if _can_open_a_browser():
+            import webbrowser
+
+            if not webbrowser.open(login["url"]):
+                _out("no browser could be opened here: open the URL yourself")
+        else:
+            _out("no graphical session here (no DISPLAY or WAYLAND_DISPLAY): open the URL on this machine, or tunnel "
+                 "to it (ssh -L PORT:127.0.0.1:PORT HOST) and open it there")
+    return EXIT_OK
+
+
+def _can_open_a_browser() -> bool:
+    """Whether `webbrowser` would open a graphical browser, not a text one taking over this terminal (over SSH)."""
+    if sys.platform in ("win32", "darwin") or os.environ.get("BROWSER"):
+        return True
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
 def cmd_agent_add(args: argparse.Namespace) -> int:
@@ -252,8 +297,13 @@ def cmd_agent_list(args: argparse.Namespace) -> int:
         _out(_dump(result))
         return EXIT_OK
     rows = [("NAME", "UUID", "PROVIDER", "STATUS")]
+    doubts = result.get("deliveries", {})
     for a in result["agents"]:
         status = a["status"] + (f" (turn {a['active_turn_id']})" if a.get("active_turn_id") else "")
+        if (d := doubts.get(a["uuid"])) is not None:
+            said = [f"{d['uncertain']} uncertain" if d["uncertain"] else "",
+                    f"{d['confirmed_by_lookup']} confirmed by lookup" if d["confirmed_by_lookup"] else ""]
+            status += "; deliveries: " + ", ".join(x for x in said if x)
         rows.append((a["name"], a["uuid"], a["provider"], status))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for r in rows:
@@ -337,7 +387,12 @@ def cmd_agent_env(args: argparse.Namespace) -> int:
 
 
 def _send(args: argparse.Namespace, method: str) -> int:
-    params = {"session": _session(), "target": args.to, "message": _text(args)}
+    if args.operator:
+        # As the operator (#16): the control socket's owner; no session is involved.
+        method = {"message/send": "operator/send", "task/followup": "operator/followup"}[method]
+        params = {"target": args.to, "message": _text(args)}
+    else:
+        params = {"session": _session(), "target": args.to, "message": _text(args)}
     with _client(args) as client:
         receipt = client.call(method, params)
     if args.json:
@@ -358,13 +413,14 @@ def cmd_message_task(args: argparse.Namespace) -> int:
 
 
 def cmd_message_receive(args: argparse.Namespace) -> int:
-    params: dict[str, Any] = {"session": _session()}
+    params: dict[str, Any] = {} if args.operator else {"session": _session()}
     for key in ("cursor", "ack_cursor", "limit", "timeout_ms"):
         value = getattr(args, key)
         if value is not None:
             params[key] = value
+    method = "operator/receive" if args.operator else "mailbox/receive"
     with _client(args) as client:
-        page = client.call_wait("mailbox/receive", params, args.timeout_ms or 0)
+        page = client.call_wait(method, params, args.timeout_ms or 0)
     if args.json:
         _out(_dump(page))
         return EXIT_OK
@@ -408,7 +464,10 @@ def cmd_message_reply(args: argparse.Namespace) -> int:
 
 def cmd_message_interrupt(args: argparse.Namespace) -> int:
     with _client(args) as client:
-        result = client.call("agent/interrupt", {"session": _session(), "target": args.target})
+        if args.operator:
+            result = client.call("operator/interrupt", {"target": args.target})
+        else:
+            result = client.call("agent/interrupt", {"session": _session(), "target": args.target})
     _out(_dump(result) if args.json else
          f"interrupt requested for {_party(result['target'])} turn {result['turn_id']}")
     return EXIT_OK
@@ -465,8 +524,13 @@ def _print_story(s: dict[str, Any]) -> None:
         if f["submitted_at"]:
             msg = f", provider message {task['provider_message_id']}" if task["provider_message_id"] else ""
             _out(f"  submitted  {_when(f['submitted_at'])} thread {f['thread_id']} turn {f['turn_id']}{msg}")
+        if f["lookup"] == "confirmed":
+            _out(f"  LOOKUP     the provider's answer was lost ({task['lookup_note']}); a lookup found the message: "
+                 "the delivery is confirmed")
         if f["uncertain_at"]:
             _out(f"  UNCERTAIN  {_when(f['uncertain_at'])}: {task['uncertain_reason'] or 'no reason recorded'}")
+            if f["lookup"] == "not_found":
+                _out("             a lookup of its message by the id the app chose found nothing")
             _out("             the provider may or may not have taken it: check the agent's conversation; "
                  "never resend it blindly")
         if task["outcome_status"]:
@@ -502,6 +566,12 @@ def cmd_codex_register(args: argparse.Namespace) -> int:
     return int(main_register(args))
 
 
+def cmd_opencode_register(args: argparse.Namespace) -> int:
+    from wardian.providers.opencode.registration import main_register
+
+    return int(main_register(args))
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """Run the demo, which ships with the harness: core loads it by entry point and never imports it."""
     from importlib.metadata import entry_points
@@ -511,7 +581,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         sys.stderr.write("wardian: demo_unavailable: no `demo` entry point in group `wardian.plugins` (it ships "
                          "with the wardian_harness package of a source checkout: run scripts/setup.sh)\n")
         return EXIT_INTERNAL
-    return int(found[0].load()(list(args.demo_args)))
+    forwarded = ["--providers", args.providers] + (["--evidence", args.evidence] if args.evidence else [])
+    return int(found[0].load()(forwarded))
 
 
 # --- parser ------------------------------------------------------------------------------------------------
@@ -540,10 +611,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     app = groups.add_parser("app", help="run and control the app").add_subparsers(
         dest="cmd", required=True, metavar="ACTION", parser_class=_Parser)
+    console_help = ("also serve the web console on this loopback address (default 127.0.0.1:8765; PORT 0 picks a "
+                    "free port); log in with `wardian console`")
     p = sub(app, "run", cmd_app_run, "run the app in the foreground")
     p.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--console", nargs="?", const="", default=None, metavar="ADDR", help=console_help)
     p = sub(app, "start", cmd_app_start, "start the app in the background; returns once it accepts calls")
     p.add_argument("--timeout", type=float, default=15.0, help="seconds to wait for readiness")
+    p.add_argument("--console", nargs="?", const="", default=None, metavar="ADDR", help=console_help)
     p = sub(app, "stop", cmd_app_stop, "stop the running app")
     p.add_argument("--timeout", type=float, default=15.0, help="seconds to wait for the app to exit")
     sub(app, "status", cmd_app_status, "show whether the app runs")
@@ -552,14 +627,16 @@ def build_parser() -> argparse.ArgumentParser:
         dest="cmd", required=True, metavar="ACTION", parser_class=_Parser)
     p = sub(agent, "add", cmd_agent_add, "register a managed agent")
     p.add_argument("name")
-    p.add_argument("--provider", required=True, help="the agent's provider (codex)")
+    p.add_argument("--provider", required=True, help="the agent's provider (codex or opencode)")
     p.add_argument("--workspace", default=None, help="the agent's workspace directory")
     sub(agent, "list", cmd_agent_list, "list agents (name, UUID, provider, status)")
-    p = sub(agent, "start", cmd_agent_start, "start the agent's Codex (app-owned app-server) and its conversation")
+    p = sub(agent, "start", cmd_agent_start,
+            "start the agent's provider runtime (Codex app-server, opencode serve) and its conversation")
     p.add_argument("name", help="agent name or UUID")
     p.add_argument("--mode", choices=("background", "attached"), default="background")
     p.add_argument("-c", "--config", action="append", default=[], metavar="KEY=VALUE",
-                   help="a Codex config override, exactly as `codex -c` takes it (TOML value); repeatable")
+                   help="a launch setting: for Codex exactly as `codex -c` takes it (TOML value); for OpenCode a "
+                   "key of the agent's opencode.json (dotted path, TOML value); repeatable")
     p.add_argument("--approve-tools", dest="approve_tools", default=None, metavar="TOOL,...",
                    help="grant approval_mode = \"approve\" to these wardian tools in the agent's private home")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for the conversation")
@@ -567,7 +644,7 @@ def build_parser() -> argparse.ArgumentParser:
             "open the agent's Codex TUI here, attached to the app-owned app-server (mode attached)")
     p.add_argument("name", help="agent name or UUID")
     p.add_argument("codex_args", nargs=argparse.REMAINDER, help="extra arguments for codex (after --)")
-    p = sub(agent, "stop", cmd_agent_stop, "stop the agent's Codex; new tasks wait for an explicit start")
+    p = sub(agent, "stop", cmd_agent_stop, "stop the agent's provider runtime; new tasks wait for an explicit start")
     p.add_argument("name", help="agent name or UUID")
     p = sub(agent, "env", cmd_agent_env, "print shell exports of WARDIAN_HOME and a new WARDIAN_SESSION_ID")
     p.add_argument("name", help="agent name or UUID")
@@ -580,13 +657,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     message = groups.add_parser("message", help="send, receive and reply").add_subparsers(
         dest="cmd", required=True, metavar="ACTION", parser_class=_Parser)
+    operator_help = "act as the operator (the home's owner), not as the agent of WARDIAN_SESSION_ID"
     p = sub(message, "send", cmd_message_send, "send information (starts no work)")
     p.add_argument("--to", required=True, help="exact agent name or UUID")
+    p.add_argument("--operator", action="store_true", help=operator_help)
     text_args(p)
     p = sub(message, "task", cmd_message_task, "assign a task; prints its request id")
     p.add_argument("--to", required=True, help="exact agent name or UUID")
+    p.add_argument("--operator", action="store_true", help=operator_help)
     text_args(p)
     p = sub(message, "receive", cmd_message_receive, "read (and acknowledge) mailbox records")
+    p.add_argument("--operator", action="store_true",
+                   help="read the operator's mailbox (replies to the tasks it assigned), not an agent's")
     p.add_argument("--cursor", default=None, help="continue after the batch this cursor names")
     p.add_argument("--ack-cursor", dest="ack_cursor", default=None,
                    help="acknowledge the batch this cursor names")
@@ -602,10 +684,17 @@ def build_parser() -> argparse.ArgumentParser:
     text_args(p)
     p = sub(message, "interrupt", cmd_message_interrupt, "interrupt an agent's active turn")
     p.add_argument("target", help="exact agent name or UUID")
+    p.add_argument("--operator", action="store_true", help=operator_help)
     p = sub(message, "log", cmd_message_log, "print every record of the home (operator view)")
     p.add_argument("--limit", type=int, default=1000)
     p = sub(message, "show", cmd_message_show, "every fact the app holds about one ask_, msg_, rep_ or ntc_ id")
     p.add_argument("id", help="the record's id")
+
+    p = groups.add_parser("console", help="print (and open) a one-time login URL of the web console",
+                          description="print a fresh one-time login URL of the running app's web console and open it "
+                          "in a browser (the app must run with --console)", parents=[common])
+    p.add_argument("--no-open", dest="no_open", action="store_true", help="only print the URL")
+    p.set_defaults(func=cmd_console)
 
     mcp = groups.add_parser("mcp", help="the MCP server").add_subparsers(
         dest="cmd", required=True, metavar="ACTION", parser_class=_Parser)
@@ -620,9 +709,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--approve-tools", dest="approve_tools", default=None,
                    help="comma-separated tool names to grant approval_mode = \"approve\"")
 
-    p = groups.add_parser("demo", help="two real Codex agents exchange a task; the exchange is shown live",
+    opencode = groups.add_parser("opencode", help="OpenCode integration").add_subparsers(
+        dest="cmd", required=True, metavar="ACTION", parser_class=_Parser)
+    p = sub(opencode, "register", cmd_opencode_register,
+            "register `wardian mcp serve` for one managed agent in an OpenCode config dir (opencode.json)")
+    p.add_argument("--config-dir", dest="config_dir", required=True,
+                   help="the OpenCode config dir to register in (its opencode.json or opencode.jsonc)")
+    p.add_argument("--agent", required=True, help="the managed agent's name or UUID")
+
+    p = groups.add_parser("demo", help="two real agents exchange a task; the exchange is shown live",
                           parents=[common])
-    p.add_argument("demo_args", nargs=argparse.REMAINDER, help="arguments for the demo (--evidence DIR)")
+    p.add_argument("--providers", default="codex,codex", metavar="LEAD,WORKER",
+                   help="the lead's and the worker's provider: codex or opencode (default: codex,codex; "
+                        "codex,opencode shows a mixed team)")
+    p.add_argument("--evidence", default=None, metavar="DIR",
+                   help="where to keep the records, rollouts and bindings (default: a new folder under /tmp)")
     p.set_defaults(func=cmd_demo)
 
     for retired in ("send", "ask"):

@@ -27,6 +27,10 @@ MAX_REQUEST_ID_CHARS = 128
 # A receive page stops adding records once their text passes this many bytes (at least one record is
 # always returned), so a page of 100 records of 64 KiB each cannot build a 6 MiB response.
 MAX_PAGE_TEXT_BYTES = 1024 * 1024
+# The console's exchange timeline shows this much of each record's text; the request view shows all of it (#16).
+EXCHANGE_PREVIEW_CHARS = 400
+# A page of the exchange filtered by participant searches at most this many records (by id) below its start.
+EXCHANGE_WINDOW = 100_000
 # The largest NDJSON frame the app reads from a client; larger frames get a JSON-RPC error.
 MAX_REQUEST_FRAME_BYTES = 1024 * 1024
 # The largest frame a client accepts from the app (a page is bounded by MAX_PAGE_TEXT_BYTES).
@@ -77,7 +81,7 @@ class AgentStatus(StrEnum):
     ERRORED = "errored"
 
 
-PROVIDERS = ("codex",)
+PROVIDERS = ("codex", "opencode")
 
 # Why a wait or a receive with a timeout woke: a record arrived, or context was pushed into the live conversation.
 WakeReason = Literal["mailbox_activity", "provider_context_available"]
@@ -93,6 +97,13 @@ ID_PREFIX = {
     InteractionKind.REPLY: "rep",
     InteractionKind.NOTICE: "ntc",
 }
+
+# The person running the agents (#16): one reserved participant of every home, never an agent. It sends information
+# and tasks and receives the replies to its tasks like any participant, only through the control socket (whose peer
+# uid check makes the caller the home's owner); no session, target or roster listing ever resolves to it, and no
+# agent may take its name.
+OPERATOR_NAME = "operator"
+OPERATOR_UUID = "00000000-0000-0000-0000-000000000000"
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +147,9 @@ class TaskFacts(NamedTuple):
     completed_at: int | None
     reply_status: ReplyStatus | None
     reply_id: str | None
+    lookup: Literal["confirmed", "not_found"] | None = None
+    """A submission whose answer was lost, settled by looking its message up by the id the app chose (#14):
+    found (the delivery is confirmed) or not found (it stays uncertain)."""
 
 
 class Interaction(NamedTuple):
@@ -259,6 +273,16 @@ class TaskStory:
     provider_message_id: str | None
     outcome_status: ReplyStatus | None  # terminal evidence captured from the provider turn
     outcome_at: int | None
+    lookup_note: str | None = None  # why the provider's answer was lost, when a lookup then found the message
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryDoubts:
+    """Of the tasks one agent was given: how many deliveries are uncertain, and how many were confirmed only by
+    looking their message up after the provider's answer was lost (#14)."""
+
+    uncertain: int
+    confirmed_by_lookup: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,3 +294,60 @@ class RecordStory:
     delivery: RecordDelivery
     task: TaskStory | None
     answer: Interaction | None  # a task's reply or notice, once written
+
+
+@dataclass(frozen=True, slots=True)
+class AgentOverview:
+    """An agent as the console's agents page shows it: the agent and its open tasks (#16)."""
+
+    agent: Agent
+    pending: int  # admitted, not yet claimed by a receive or a dispatch
+    in_flight: int  # claimed or submitted, not yet completed
+
+
+@dataclass(frozen=True, slots=True)
+class ExchangeRecord:
+    """One record of the console's exchange timeline: its place in the store's order (`seq`, newest highest), the record
+    with its text cut to a preview, how it travelled, and a task's facts (#16)."""
+
+    seq: int
+    interaction: Interaction  # `text` is a preview of at most EXCHANGE_PREVIEW_CHARS characters
+    text_chars: int  # the whole text's length in characters
+    delivery: RecordDelivery
+    task: TaskFacts | None
+    uncertain_reason: str | None  # why a task's delivery is uncertain
+
+
+@dataclass(frozen=True, slots=True)
+class ExchangePage:
+    """A page of the exchange timeline, newest first; `older` is the `before` of the next page (None: no more).
+    `searched_to` (participant filters): the page holds every match down to this seq, and its search window ended
+    there before the page was full; older matches may follow on the next page."""
+
+    records: tuple[ExchangeRecord, ...]
+    older: int | None
+    searched_to: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class InterruptFact:
+    """An interrupt recorded against one turn: who asked, whose turn, when."""
+
+    interrupt_id: int
+    caller: Party
+    target: Party
+    turn_id: str
+    created_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class RequestTrace:
+    """Everything the console's request view draws for one record (#16): its story, its answer's story (how the reply
+    or notice reached the requester), the interrupts recorded against the task's turn, and every task that turn
+    carried."""
+
+    story: RecordStory
+    answer: RecordStory | None
+    interrupts: tuple[InterruptFact, ...]
+    turn_tasks: tuple[str, ...]
+

@@ -1,4 +1,4 @@
-"""Native acceptance (seed: "Native acceptance"): two fresh managed Codex agents and a plain-English request.
+"""Native acceptance (seed: "Native acceptance"): two fresh managed agents and a plain-English request.
 
 The sender must actually call `followup_task`, the receiver's turn answers that request (the app publishes
 its final answer as the reply), and the sender must consume the correlated reply (pushed into its
@@ -6,6 +6,9 @@ conversation; its `receive_messages` wakes with `provider_context_available`) be
 matching final string is not enough: the tool call, the receipt's request id, the reply record's request id
 and the sender's final request holding the reply are all checked, and bound to each agent's rollout in the
 evidence report. Modes: WARDIAN_E2E_MESSAGING_V2_MODE=background | attached_tui (see e2e_native/conftest.py).
+Teams: WARDIAN_E2E_MESSAGING_V2_PROVIDERS=lead,worker (codex,codex by default; codex,opencode and opencode,codex are
+the mixed teams, background mode). For an OpenCode agent the evidence is its own store (`opencode.db`): every ask_
+it got is bound to the ses_/msg_ ids the app chose, and checked against the stored messages and tool parts.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from wardian_harness.native import (
 from wardian_harness.report import (
     executable_evidence,
     find_rollouts,
+    read_opencode_store,
     read_rollout,
     text_counts,
     write_report,
@@ -52,6 +56,9 @@ def _by_id(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 def _thread_ids(native: NativeRun, agent: Agent) -> list[str]:
     ids = [str(s["thread_id"]) for s in agent.started if s.get("thread_id")]
+    if agent.opencode_dir is not None:
+        stored = read_opencode_store(agent.opencode_dir / "data")["sessions"]
+        return list(dict.fromkeys([*ids, *(s["id"] for s in stored)]))
     if agent.script is not None:
         ids += [str(r.body.get("prompt_cache_key")) for r in agent.script.requests if r.body.get("prompt_cache_key")]
     for path in find_rollouts(agent.codex_home):
@@ -61,14 +68,41 @@ def _thread_ids(native: NativeRun, agent: Agent) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
+def _bindings(native: NativeRun, agent: Agent, store: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each task `agent` got, bound to the OpenCode session and the msg_ id the app chose for it, and what
+    OpenCode stored under that id (the user message holding the ask_ id, the assistant messages answering it)."""
+    out: list[dict[str, Any]] = []
+    for record in native.records() if native.app_proc is not None else []:
+        if record["kind"] != "task" or record["recipient"]["name"] != agent.name:
+            continue
+        task = native.story(record["id"])["task"] or {}
+        facts = task.get("facts") or {}
+        msg, ses = task.get("provider_message_id"), facts.get("thread_id")
+        stored = next((m for m in store["messages"] if m["id"] == msg), None)
+        answers = [m for m in store["messages"] if m["parent_id"] == msg and m["role"] == "assistant"]
+        out.append({"request_id": record["id"], "session_id": ses, "message_id": msg,
+                    "turn_id": facts.get("turn_id"), "state": facts.get("state"),
+                    "stored": stored is not None and stored["session_id"] == ses
+                    and any(record["id"] in t for t in stored["texts"]),
+                    "answered_by": [m["id"] for m in answers],
+                    "final_text": next((t for m in reversed(answers) for t in reversed(m["texts"]) if t), None)})
+    return out
+
+
 def _agent_evidence(native: NativeRun, agent: Agent) -> dict[str, Any]:
     threads = _thread_ids(native, agent)
     out: dict[str, Any] = {
-        "name": agent.name, "uuid": agent.uuid, "workspace": str(agent.workspace), "codex_home": str(agent.codex_home),
+        "name": agent.name, "uuid": agent.uuid, "provider": agent.provider, "workspace": str(agent.workspace),
         "launch_config": agent.config, "tool_grants": list(native.settings.grants(agent.name)),
         "starts": agent.started, "thread_ids": threads,
-        "rollouts": [read_rollout(p) for p in find_rollouts(agent.codex_home, threads)],
     }
+    if agent.opencode_dir is not None:
+        store = read_opencode_store(agent.opencode_dir / "data", threads)
+        out.update({"opencode_home": str(agent.opencode_dir), "opencode_store": store,
+                    "bindings": _bindings(native, agent, store), "rollouts": []})
+    else:
+        out.update({"codex_home": str(agent.codex_home),
+                    "rollouts": [read_rollout(p) for p in find_rollouts(agent.codex_home, threads)]})
     if agent.script is not None:
         requests = agent.script.requests
         out["model_requests"] = [{"index": r.index, "turn_id": r.turn_id, "model": r.body.get("model"),
@@ -90,6 +124,8 @@ def _agent_evidence(native: NativeRun, agent: Agent) -> dict[str, Any]:
 
 def _executables(native: NativeRun) -> list[dict[str, Any]]:
     exes = [executable_evidence(native.codex.executable, "codex (as given)")]
+    if native.opencode is not None:
+        exes.append(executable_evidence(native.opencode.executable, f"opencode {native.opencode.version}"))
     # npm's layout: the platform package with the native binary sits beside @openai/codex.
     vendor = sorted(Path(native.codex.executable).resolve().parents[2].glob("codex-*/vendor/*/bin/codex*"))
     exes += [executable_evidence(v, "codex (native binary)") for v in vendor]
@@ -107,7 +143,8 @@ def test_a_sender_agent_assigns_work_and_consumes_the_correlated_reply(native: N
     """Seed, "Native acceptance" and "Behavioral experiment": the exchange, proven on records and evidence."""
     s = native.settings
     report: dict[str, Any] = {
-        "run": {"mode": s.mode, "lifecycle": s.lifecycle, "real_model": s.real, "trust_fixture_workspaces": s.trust,
+        "run": {"mode": s.mode, "providers": {SENDER: s.providers[0], RECEIVER: s.providers[1]},
+                "lifecycle": s.lifecycle, "real_model": s.real, "trust_fixture_workspaces": s.trust,
                 "approve_tools": s.approve_all, "run_root": str(native.run.root),
                 "codex": {"path": str(native.codex.executable), "version": str(native.codex.version),
                           "version_output": native.codex.version_output,
@@ -223,8 +260,14 @@ def _check_scripted_exchange(native: NativeRun, lead: Agent, worker: Agent, rece
     pushed = '"wake_reason":"provider_context_available"' in wake
     received = f'"request_id":"{ask}"' in wake and f'"id":"{reply["id"]}"' in wake
     assert pushed or received, wake
+    if lead.opencode_dir is not None:
+        # OpenCode takes pushes only between turns (inject_while_active=False): the reply that arrives while the
+        # sender's turn waits in receive_messages stays on the receive path, and that receive returns it.
+        assert received, wake
     checks.append(f"{SENDER} consumed the reply "
                   + ("pushed into its conversation (receive woke with provider_context_available)" if pushed
+                     else "through receive_messages (OpenCode takes pushes only between turns)"
+                     if lead.opencode_dir is not None
                      else "through receive_messages (it was committed before the app pushed it)"))
     seen = "\n".join([*final_request.user_texts(), *(o.text for o in final_request.function_call_outputs())])
     assert ask in seen
@@ -235,8 +278,41 @@ def _check_scripted_exchange(native: NativeRun, lead: Agent, worker: Agent, rece
     assert "wardian_task_delivery" in delivered
     assert ask in delivered
     checks.append(f"{RECEIVER}'s turn got {ask} as a structured wardian_task_delivery item")
+    if worker.opencode_dir is not None:
+        _check_opencode_binding(native, worker, ask, WORKER_ANSWER, checks)
+    if lead.opencode_dir is not None:
+        store = read_opencode_store(lead.opencode_dir / "data")
+        parts = [c for m in store["messages"] for c in m["tool_calls"]]
+        followup = [c for c in parts if c["tool"] == "wardian_followup_task"]
+        assert len(followup) == 1, parts
+        assert followup[0]["status"] == "completed"
+        assert ask in str(followup[0]["output"]), followup
+        checks.append(f"{SENDER}'s OpenCode store holds its wardian_followup_task tool part, whose output (the "
+                      f"receipt) names {ask}")
     assert lead.script.exhausted_requests == []
     assert worker.script.exhausted_requests == []
+
+
+def _check_opencode_binding(native: NativeRun, agent: Agent, request_id: str, final: str, checks: list[str]) -> None:
+    """The ask_ is bound to the session and the msg_ the app chose; OpenCode stored the delivery under that id and
+    answered it (assistant messages whose parentID is that id) with the text the reply carries."""
+    assert agent.opencode_dir is not None
+    story = native.story(request_id)
+    task = story["task"]
+    msg, ses = task["provider_message_id"], task["facts"]["thread_id"]
+    assert msg.startswith("msg_"), task
+    assert ses.startswith("ses_"), task
+    assert (task["facts"]["state"], task["outcome_status"]) == ("completed", "done"), task
+    store = read_opencode_store(agent.opencode_dir / "data", [ses])
+    stored = next(m for m in store["messages"] if m["id"] == msg)
+    assert stored["session_id"] == ses
+    assert stored["role"] == "user"
+    assert any(request_id in t and "wardian_task_delivery" in t for t in stored["texts"]), stored
+    answers = [m for m in store["messages"] if m["parent_id"] == msg]
+    assert answers, store["messages"]
+    assert answers[-1]["texts"][-1] == final == story["answer"]["text"], (answers, story["answer"])
+    checks.append(f"{request_id} ↔ OpenCode session {ses}, message {msg}: stored with the delivery and answered by "
+                  f"{[m['id'] for m in answers]} with the reply's text")
 
 
 def _check_real_exchange(native: NativeRun, lead: Agent, ask: str, reply: dict[str, Any], checks: list[str]) -> None:
@@ -276,7 +352,14 @@ def _later_task(native: NativeRun, lead: Agent, report: dict[str, Any], checks: 
     report["correlation"].update({"later_request_id": task["request_id"], "later_answer_id": answer["id"],
                                   "generations": [before["generation"], row["generation"]]})
     report["later_input"] = {"text": LATER_REQUEST, "counts": text_counts(LATER_REQUEST)}
-    if lead.script is not None:
+    if lead.opencode_dir is not None:
+        assert answer["text"] == RECALL_ANSWER
+        sessions = {native.story(rid)["task"]["facts"]["thread_id"]
+                    for rid in (report["correlation"]["operator_request_id"], task["request_id"])}
+        assert len(sessions) == 1, sessions
+        assert sessions <= set(threads), (sessions, threads)
+        _check_opencode_binding(native, lead, task["request_id"], RECALL_ANSWER, checks)
+    elif lead.script is not None:
         assert answer["text"] == RECALL_ANSWER
         later = lead.script.requests[-1]
         assert later.body["prompt_cache_key"] == lead.script.requests[0].body["prompt_cache_key"]

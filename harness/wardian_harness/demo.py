@@ -1,11 +1,13 @@
-"""`wardian demo`: two real Codex agents on the scripted model, and the exchange shown as it happens.
+"""`wardian demo`: two real agents on the scripted model, and the exchange shown as it happens.
 
 Loaded by core's `wardian demo` through the `wardian.plugins` entry point `demo` (core never imports the
-harness). It starts an app on a temporary home, registers `lead` and `worker` (each with its own private
-CODEX_HOME and fixture workspace) and a person, `human`; starts both agents' Codex app-servers on the scripted
-model (offline, no account); asks lead in plain English to find something out from worker; and prints every
-record as the app commits it: who asked whom, the request id, the delivery state, the reply. At the end it
-writes the evidence (records, each agent's rollout file and its sha256) and stops everything it started.
+harness). It starts an app on a temporary home, registers `lead` and `worker` (each with its own private provider
+home and fixture workspace) and a person, `human`; starts both agents (Codex app-servers by default; `--providers
+codex,opencode` makes the worker an OpenCode agent, `opencode,codex` the lead) on the scripted model (offline, no
+account); asks lead in plain English to find something out from worker; and prints every record as the app
+commits it: who asked whom, the request id, the delivery state, the reply. At the end it writes the evidence
+(records, each Codex agent's rollout file, each OpenCode agent's ask_ <-> ses_/msg_ bindings and its store's
+sha256) and stops everything it started.
 """
 
 from __future__ import annotations
@@ -24,15 +26,18 @@ from wardian_harness.homes import IsolatedRun
 from wardian_harness.native import (
     OPERATOR,
     PLAIN_REQUEST,
+    PROVIDERS,
     RECEIVER,
     SENDER,
     NativeRun,
     NativeRunError,
     Settings,
+    parse_providers,
     script_exchange,
 )
+from wardian_harness.opencode_home import OpenCodeInstall, OpenCodeNotFound, find_opencode
 from wardian_harness.proctree import ProcessTree
-from wardian_harness.report import find_rollouts, sha256_file
+from wardian_harness.report import find_rollouts, read_opencode_store, sha256_file
 from wardian_harness.scripted_model import ScriptedModel
 
 _BOLD, _DIM, _RESET = ("\033[1m", "\033[2m", "\033[0m") if sys.stdout.isatty() else ("", "", "")
@@ -80,12 +85,30 @@ def _evidence(native: NativeRun, directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "records.json").write_text(json.dumps(native.records(), indent=2, ensure_ascii=False) + "\n",
                                             encoding="utf-8")
+    bindings: list[dict[str, Any]] = []
     for name in (SENDER, RECEIVER):
         agent = native.agents[name]
+        if agent.opencode_dir is not None:
+            store = read_opencode_store(agent.opencode_dir / "data")
+            for f in store["files"]:
+                target = directory / f"{name}-{Path(f['path']).name}"
+                shutil.copyfile(f["path"], target)
+                _note(f"{name}'s OpenCode store: {target} (sha256 {f['sha256'][:16]}…)")
+            for record in native.records():
+                if record["kind"] == "task" and record["recipient"]["name"] == name:
+                    task = native.story(record["id"])["task"] or {}
+                    binding = {"request_id": record["id"], "session_id": (task.get("facts") or {}).get("thread_id"),
+                               "message_id": task.get("provider_message_id")}
+                    bindings.append(binding)
+                    _note(f"{record['id']} ↔ OpenCode session {binding['session_id']}, message "
+                          f"{binding['message_id']}")
+            continue
         for rollout in find_rollouts(agent.codex_home):
             target = directory / f"{name}-{rollout.name}"
             shutil.copyfile(rollout, target)
             _note(f"{name}'s Codex rollout: {target} (sha256 {sha256_file(target)[:16]}…)")
+    if bindings:
+        (directory / "opencode-bindings.json").write_text(json.dumps(bindings, indent=2) + "\n", encoding="utf-8")
     _note(f"every record: {directory / 'records.json'}")
 
 
@@ -93,21 +116,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="wardian demo", description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--evidence", type=Path, default=None,
                         help="where to keep the records and rollouts (default: a new folder under /tmp)")
+    parser.add_argument("--providers", default="codex,codex", metavar="LEAD,WORKER",
+                        help=f"the lead's and the worker's provider (allowed: {', '.join(PROVIDERS)}; default: "
+                             "codex,codex; codex,opencode shows a mixed team)")
     args = parser.parse_args(argv)
+    try:
+        providers = parse_providers(args.providers)
+    except ValueError as exc:
+        parser.error(str(exc).replace("WARDIAN_E2E_MESSAGING_V2_PROVIDERS=", "--providers "))
     try:
         codex = discover_codex()
     except (CodexInstallError, ValueError) as exc:
         print(f"wardian demo: Codex unusable: {exc}\n(scripts/setup.sh --with-node installs the pinned Codex)",
               file=sys.stderr)
         return 3
+    opencode: OpenCodeInstall | None = None
+    if "opencode" in providers:
+        try:
+            opencode = find_opencode()
+        except OpenCodeNotFound as exc:
+            print(f"wardian demo: OpenCode unusable: {exc}\n(scripts/setup.sh --with-node installs the pinned one)",
+                  file=sys.stderr)
+            return 3
     evidence = args.evidence or Path(f"/tmp/wardian-demo-evidence-{time.strftime('%Y%m%d-%H%M%S')}")
     run = IsolatedRun.create(prefix="wdemo")
     tree = ProcessTree(run.run_id)
     status = 1
     try:
         with ScriptedModel() as model:
-            native = NativeRun(Settings(), run, tree, codex, model, progress=_note)
-            _say(f"an app on a temporary home ({run.wardian_home}), Codex {codex.version}, a scripted model")
+            native = NativeRun(Settings(providers=providers), run, tree, codex, model, progress=_note,
+                               opencode=opencode)
+            versions = f"Codex {codex.version}" + (f", OpenCode {opencode.version}" if opencode else "")
+            _say(f"an app on a temporary home ({run.wardian_home}), {versions}, a scripted model")
             native.start_app()
             lead, worker = native.add_agent(SENDER), native.add_agent(RECEIVER)
             native.add_agent(OPERATOR, workspace=False)
@@ -115,7 +155,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             assert lead.script is not None
             assert worker.script is not None
             script_exchange(lead.script, worker.script, receipts)
-            _say("two real Codex agents, each with its own CODEX_HOME and workspace")
+            _say(f"two real agents ({SENDER}: {providers[0]}, {RECEIVER}: {providers[1]}), each with its own "
+                 "provider home and workspace")
             for agent in (lead, worker):
                 started = native.start_agent(agent)
                 _note(f"{agent.name}: thread {started['thread_id']}, generation {started['generation']}")
@@ -132,6 +173,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             if woke and "provider_context_available" in woke[-1]:
                 _note("lead's receive_messages woke with provider_context_available: the reply was pushed into "
                       "its conversation, and its final request held it")
+            elif lead.provider == "opencode" and receipts:
+                _note("lead's receive_messages returned the reply (OpenCode takes pushes only between turns, so a "
+                      "reply that arrives while its turn waits stays on the receive path)")
             _say(f"{SENDER}'s answer to {OPERATOR}: {answer['text']}")
             _say("evidence")
             _evidence(native, evidence)
@@ -146,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"wardian demo: processes left running: {[p.pid for p in leftovers]}", file=sys.stderr)
             status = 1
         else:
-            _say("stopped: the app, both Codex app-servers and their MCP servers; nothing is left running")
+            _say("stopped: the app, both agents' provider servers and their MCP servers; nothing is left running")
     return status
 
 

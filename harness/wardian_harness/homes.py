@@ -151,6 +151,10 @@ class IsolatedRun:
         """The agent's private CODEX_HOME, which the app prepares under WARDIAN_HOME."""
         return self.wardian_home / "agents" / agent_uuid / "codex"
 
+    def opencode_dir(self, agent_uuid: str) -> Path:
+        """An OpenCode agent's private XDG root (config, data, cache, state), which the app prepares."""
+        return self.wardian_home / "agents" / agent_uuid / "opencode"
+
     def workspace(self, name: str) -> Path:
         """Create (once) the agent's fixture workspace: an empty directory with its own git repository."""
         path = self.root / "ws" / name

@@ -1,4 +1,5 @@
-"""Two real Codex agents in one isolated run, driven the way a person drives them: through the wardian CLI.
+"""Two real agents (Codex, OpenCode or one of each) in one isolated run, driven the way a person drives them:
+through the wardian CLI.
 
 `NativeRun` is the shared engine of the native acceptance (`e2e_native/`), the runner (`run-native-e2e`) and
 the demo (`wardian demo`): it starts an app on the run's home, registers agents with fixture workspaces,
@@ -30,6 +31,7 @@ from wardian.home import Home
 from wardian_harness.codex_home import DUMMY_API_KEY, ScriptedProvider, codex_overrides
 from wardian_harness.codex_install import CodexInstall
 from wardian_harness.homes import IsolatedRun
+from wardian_harness.opencode_home import OpenCodeInstall, ScriptedOpenCode, opencode_overrides
 from wardian_harness.proctree import ProcessTree
 from wardian_harness.scripted_model import (
     AgentScript,
@@ -42,6 +44,8 @@ from wardian_harness.scripted_model import (
 from wardian_harness.terminal import Terminal, TerminalTimeout, open_terminal, wait_for_text
 
 MODES = ("background", "attached_tui")
+PROVIDERS = ("codex", "opencode")
+PROVIDERS_ENV = "WARDIAN_E2E_MESSAGING_V2_PROVIDERS"
 SIX_TOOLS = ("send_message", "followup_task", "wait_agent", "receive_messages", "reply", "list_agents")
 """What WARDIAN_E2E_MESSAGING_V2_APPROVE_TOOLS=1 grants: every tool but the destructive `interrupt_agent`."""
 SENDER_TOOLS = ("followup_task",)
@@ -63,6 +67,19 @@ class NativeRunError(RuntimeError):
     """A step of the native run failed; the message says which and what was seen."""
 
 
+def parse_providers(value: str) -> tuple[str, str]:
+    """`lead,worker` providers, e.g. "codex,opencode".
+
+    Raises:
+        ValueError: not two names, or a name that is not a provider.
+    """
+    names = tuple(part.strip() for part in value.split(","))
+    if len(names) != 2 or any(n not in PROVIDERS for n in names):
+        raise ValueError(f"{PROVIDERS_ENV}={value!r}: give the lead's and the worker's provider, e.g. "
+                         f"codex,opencode (allowed: {', '.join(PROVIDERS)})")
+    return names[0], names[1]
+
+
 def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
     value = env.get(name)
     return default if value in (None, "") else value == "1"
@@ -80,31 +97,46 @@ class Settings:
     cli: tuple[str, ...] = (sys.executable, "-m", "wardian")
     app: tuple[str, ...] = (sys.executable, "-m", "wardian")
     auth_home: Path | None = None
+    providers: tuple[str, str] = ("codex", "codex")
+    """The lead's and the worker's provider (WARDIAN_E2E_MESSAGING_V2_PROVIDERS=lead,worker)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
-        """Raises: ValueError: an unknown WARDIAN_E2E_MESSAGING_V2_MODE."""
+        """Raises: ValueError: an unknown mode or provider, or a combination the run cannot do."""
         env = os.environ if env is None else env
         mode = env.get("WARDIAN_E2E_MESSAGING_V2_MODE") or "background"
         if mode not in MODES:
             raise ValueError(f"WARDIAN_E2E_MESSAGING_V2_MODE={mode!r} (allowed: {', '.join(MODES)})")
+        providers = parse_providers(env.get(PROVIDERS_ENV) or "codex,codex")
+        real = _flag(env, "WARDIAN_E2E_REAL_MESSAGING_V2", False)
+        if "opencode" in providers and mode != "background":
+            raise ValueError(f"{PROVIDERS_ENV}={','.join(providers)} needs WARDIAN_E2E_MESSAGING_V2_MODE=background: "
+                             "OpenCode agents have no attached TUI in wardian")
+        if "opencode" in providers and real:
+            raise ValueError(f"{PROVIDERS_ENV}={','.join(providers)}: the real-model run signs in Codex agents only "
+                             "(WARDIAN_E2E_CODEX_AUTH_HOME); OpenCode agents run on the scripted model")
         cli = env.get("WARDIAN_E2E_MESSAGING_CLI")
         app = env.get("WARDIAN_NATIVE_APP")
         source = (sys.executable, "-m", "wardian")
         cli_cmd = (str(Path(cli).resolve()),) if cli else (str(Path(app).resolve()),) if app else source
         app_cmd = (str(Path(app).resolve()),) if app else cli_cmd
         auth = env.get("WARDIAN_E2E_CODEX_AUTH_HOME")
-        return cls(mode=mode, lifecycle=_flag(env, "WARDIAN_E2E_MESSAGING_V2_LIFECYCLE", False),
-                   real=_flag(env, "WARDIAN_E2E_REAL_MESSAGING_V2", False),
+        return cls(mode=mode, lifecycle=_flag(env, "WARDIAN_E2E_MESSAGING_V2_LIFECYCLE", False), real=real,
                    trust=_flag(env, "WARDIAN_E2E_MESSAGING_V2_TRUST_FIXTURE_WORKSPACES", True),
                    approve_all=_flag(env, "WARDIAN_E2E_MESSAGING_V2_APPROVE_TOOLS", False),
-                   cli=cli_cmd, app=app_cmd, auth_home=Path(auth) if auth else None)
+                   cli=cli_cmd, app=app_cmd, auth_home=Path(auth) if auth else None, providers=providers)
 
     @property
     def attached(self) -> bool:
         return self.mode == "attached_tui"
 
+    def provider(self, name: str) -> str:
+        """The provider of the agent called `name` (the operator's never-started agent is a Codex one)."""
+        return self.providers[0] if name == SENDER else self.providers[1] if name == RECEIVER else "codex"
+
     def grants(self, name: str) -> tuple[str, ...]:
+        if self.provider(name) != "codex":
+            return ()  # OpenCode has no approval step for MCP tools: wardian refuses grants for it
         if self.approve_all:
             return SIX_TOOLS
         return SENDER_TOOLS if name == SENDER else ()
@@ -116,10 +148,12 @@ class Agent:
     uuid: str
     workspace: Path | None
     codex_home: Path
+    provider: str = "codex"
     script: AgentScript | None = None
     terminal: Terminal | None = None
     started: list[dict[str, Any]] = field(default_factory=list)  # each `agent start --json` result
     config: list[str] = field(default_factory=list)  # the -c overrides given (no secrets: the key is a dummy)
+    opencode_dir: Path | None = None  # an OpenCode agent's private XDG root (config, data, cache, state)
 
 
 def poll(check: Callable[[], Any], what: str, *, rounds: int = 600, interval_s: float = 0.05) -> Any:
@@ -141,11 +175,13 @@ class NativeRun:
     """One app and its agents on an isolated run root, every child in `tree`."""
 
     def __init__(self, settings: Settings, run: IsolatedRun, tree: ProcessTree, codex: CodexInstall,
-                 model: ScriptedModel | None, progress: Callable[[str], None] | None = None) -> None:
+                 model: ScriptedModel | None, progress: Callable[[str], None] | None = None,
+                 opencode: OpenCodeInstall | None = None) -> None:
         self.settings = settings
         self.run = run
         self.tree = tree
         self.codex = codex
+        self.opencode = opencode
         self.model = model
         self.progress = progress or (lambda _line: None)
         self.home = Home(run.wardian_home)
@@ -162,10 +198,12 @@ class NativeRun:
     # -- processes -------------------------------------------------------------------------------------------
 
     def env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-        """The environment of every child: the run's allowlisted env, the selected Codex, the dummy model key."""
+        """The environment of every child: the run's allowlisted env, the selected Codex (and OpenCode), the dummy
+        model key."""
         codex_dir = str(self.codex.executable.parent)
         path = os.pathsep.join([codex_dir, os.environ.get("PATH", "")])
-        return self.run.child_env({"PATH": path, "WARDIAN_CODEX": str(self.codex.executable),
+        chosen = {"WARDIAN_OPENCODE": str(self.opencode.executable)} if self.opencode is not None else {}
+        return self.run.child_env({"PATH": path, "WARDIAN_CODEX": str(self.codex.executable), **chosen,
                                    "WARDIAN_SCRIPTED_MODEL_KEY": DUMMY_API_KEY, **(extra or {})})
 
     def start_app(self) -> None:
@@ -224,11 +262,13 @@ class NativeRun:
 
     def add_agent(self, name: str, *, workspace: bool = True) -> Agent:
         ws = self.run.workspace(name) if workspace else None
-        args = ["agent", "add", name, "--provider", "codex"]
+        provider = self.settings.provider(name)
+        args = ["agent", "add", name, "--provider", provider]
         if ws is not None:
             args += ["--workspace", str(ws)]
         row = self.cli_json(*args)
-        agent = Agent(name, row["uuid"], ws, self.run.codex_home(row["uuid"]))
+        agent = Agent(name, row["uuid"], ws, self.run.codex_home(row["uuid"]), provider=provider,
+                      opencode_dir=self.run.opencode_dir(row["uuid"]) if provider == "opencode" else None)
         if self.model is not None and workspace:
             agent.script = self.model.agent(name)
         self.agents[name] = agent
@@ -247,6 +287,9 @@ class NativeRun:
 
     def launch_config(self, agent: Agent) -> list[str]:
         config: list[str] = []
+        if agent.provider == "opencode":
+            assert agent.script is not None  # Settings.from_env refuses OpenCode with a real model
+            return opencode_overrides(ScriptedOpenCode(agent.script.base_url))
         if agent.script is not None:
             config += codex_overrides(ScriptedProvider(base_url=agent.script.base_url))
         else:
@@ -318,6 +361,10 @@ class NativeRun:
 
     # -- messages --------------------------------------------------------------------------------------------
 
+    def story(self, record_id: str) -> dict[str, Any]:
+        """`wardian message show ID --json`: one record, its delivery and (a task) its ledger facts and binding."""
+        return dict(self.cli_json("message", "show", record_id))
+
     def task(self, sender: str, target: str, text: str) -> dict[str, Any]:
         return self.cli_json("message", "task", "--to", target, "--stdin", session=self.session(sender), stdin=text)
 
@@ -381,7 +428,7 @@ def script_recall(lead: AgentScript) -> None:
     """The later task: answer only from the resumed conversation's history, never from the new input."""
 
     def recall(body: dict[str, Any]) -> Message:
-        history = json.dumps(body.get("input", []))
+        history = json.dumps(body.get("input") or body.get("messages") or [])
         new_input = "\n".join(t for t in user_texts(body) if LATER_REQUEST in t)
         if WORKER_ANSWER not in history or WORKER_ANSWER in new_input:
             raise AssertionError("the earlier result is not in the resumed history (or was given again)")
@@ -391,9 +438,21 @@ def script_recall(lead: AgentScript) -> None:
 
 
 def tool_calls(bodies: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every function call in the given request bodies' inputs, with its output (receipt), by call id."""
+    """Every function call in the given request bodies' inputs, with its output (receipt), by call id. In the
+    chat dialect (OpenCode), a `wardian_<tool>` function is reported as `<tool>` in namespace `mcp__wardian`."""
     calls: dict[str, dict[str, Any]] = {}
     for body in bodies:
+        for message in body.get("messages", []):
+            if not isinstance(message, dict):
+                continue
+            for call in message.get("tool_calls") or []:
+                function = call.get("function") or {} if isinstance(call, dict) else {}
+                server, _, tool = str(function.get("name", "")).partition("_")
+                calls.setdefault(call["id"], {"call_id": call["id"], "name": tool or server,
+                                              "namespace": f"mcp__{server}" if tool else None,
+                                              "arguments": function.get("arguments"), "output": None})
+            if message.get("role") == "tool" and message.get("tool_call_id") in calls:
+                calls[message["tool_call_id"]]["output"] = message.get("content")
         for item in body.get("input", []):
             if not isinstance(item, dict):
                 continue

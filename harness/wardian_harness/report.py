@@ -1,7 +1,8 @@
 """The evidence report of a native run: JSON plus a short Markdown summary.
 
 It binds the canonical interaction records (`wardian message log --json`) to each agent's exact native
-rollout file (under its private CODEX_HOME/sessions), thread, model, turn ids and tool calls with their
+rollout file (under its private CODEX_HOME/sessions) or, for an OpenCode agent, its own store (`opencode.db`: the
+ask_ ↔ ses_/msg_ binding, the stored messages and tool parts), thread, model, turn ids and tool calls with their
 receipts, and records the exact input, the tool schema Codex was shown, the visible output (TUI screens in
 attached mode) and the sha256 of every executable used. Reasoning effort that Codex does not record is
 "unverified", never inferred from the requested configuration. Character and word counts are labelled as
@@ -17,7 +18,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
+import sqlite3
+import tempfile
 from collections.abc import Iterable, Mapping
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +103,53 @@ def find_rollouts(codex_home: Path, thread_ids: Iterable[str] = ()) -> list[Path
     return wanted + [f for f in files if f not in wanted]
 
 
+OPENCODE_DB_FILES = ("opencode.db", "opencode.db-wal")
+
+
+def read_opencode_store(data_home: Path, session_ids: Iterable[str] = ()) -> dict[str, Any]:
+    """What an OpenCode agent's own store says (`<XDG_DATA_HOME>/opencode/opencode.db`, SQLite in WAL mode): the
+    files with their sha256, and every message of `session_ids` (all sessions when empty) with its role, parent,
+    error, text and tool parts (a tool part's call id, tool name, input and output: the tool receipts).
+
+    It reads a copy of the database files, so it neither locks nor changes the store of a running OpenCode."""
+    folder = data_home / "opencode"
+    files = [folder / name for name in OPENCODE_DB_FILES if (folder / name).is_file()]
+    out: dict[str, Any] = {"path": str(folder / OPENCODE_DB_FILES[0]),
+                           "files": [{"path": str(f), "sha256": sha256_file(f)} for f in files],
+                           "sessions": [], "messages": []}
+    if not files:
+        return out
+    wanted = [s for s in session_ids if s]
+    with tempfile.TemporaryDirectory(prefix="wardian-ocdb-") as tmp:
+        for f in files:
+            shutil.copyfile(f, Path(tmp) / f.name)
+        with closing(sqlite3.connect(Path(tmp) / OPENCODE_DB_FILES[0])) as db:
+            sessions = db.execute("SELECT id, title, directory FROM session ORDER BY time_created").fetchall()
+            out["sessions"] = [{"id": i, "title": t, "directory": d} for i, t, d in sessions
+                               if not wanted or i in wanted]
+            chosen = [s["id"] for s in out["sessions"]]
+            for mid, sid, data in db.execute("SELECT id, session_id, data FROM message ORDER BY time_created, id"):
+                if sid not in chosen:
+                    continue
+                info = json.loads(data)
+                error = info.get("error") or {}
+                message: dict[str, Any] = {"id": mid, "session_id": sid, "role": info.get("role"),
+                                           "parent_id": info.get("parentID"), "finish": info.get("finish"),
+                                           "error": error.get("name"), "texts": [], "tool_calls": []}
+                for (pdata,) in db.execute("SELECT data FROM part WHERE message_id = ? ORDER BY time_created, id",
+                                           (mid,)):
+                    part = json.loads(pdata)
+                    if part.get("type") == "text" and not part.get("synthetic"):
+                        message["texts"].append(part.get("text", ""))
+                    elif part.get("type") == "tool":
+                        state = part.get("state") or {}
+                        message["tool_calls"].append({"call_id": part.get("callID"), "tool": part.get("tool"),
+                                                      "status": state.get("status"), "input": state.get("input"),
+                                                      "output": state.get("output")})
+                out["messages"].append(message)
+    return out
+
+
 def _auth_values(auth_files: Iterable[Path]) -> list[str]:
     values: list[str] = []
 
@@ -150,6 +202,12 @@ def markdown_summary(report: Mapping[str, Any]) -> str:
     for agent in report.get("agents", []):
         lines.append(f"### {agent['name']} ({agent['uuid']})")
         lines.append(f"- thread ids: {', '.join(agent.get('thread_ids', [])) or 'none'}")
+        store = agent.get("opencode_store")
+        for f in (store or {}).get("files", []):
+            lines.append(f"- OpenCode store `{f['path']}` sha256 {f['sha256']}")
+        for binding in agent.get("bindings", []):
+            lines.append(f"- `{binding['request_id']}` ↔ session `{binding['session_id']}` message "
+                         f"`{binding['message_id']}` (stored: {binding['stored']})")
         for ro in agent.get("rollouts", []):
             lines.append(f"- rollout `{ro['path']}` sha256 {ro['sha256']}; models {ro['models']}; "
                          f"reasoning effort {sorted(set(ro['reasoning_effort']))}; turns {ro['turn_ids']}")

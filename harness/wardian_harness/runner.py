@@ -6,8 +6,9 @@ its lock, runs the acceptance test under pytest as a member of its process tree 
 on PATH, prints where the evidence report is, and stops every process of the run before it exits, pass or
 fail. Without WARDIAN_E2E_REAL_MESSAGING_V2=1 it runs the scripted-model acceptance (real Codex, offline).
 
-Exit status: 0 passed; 1 the acceptance failed; 2 bad settings; 3 Codex missing, unreadable or the wrong
-version; 4 a process outlived the run (a harness bug: the run is not clean).
+Exit status: 0 passed; 1 the acceptance failed; 2 bad settings; 3 Codex (or, for a team with an OpenCode
+agent chosen by WARDIAN_E2E_MESSAGING_V2_PROVIDERS, OpenCode) missing, unreadable or the wrong version; 4 a
+process outlived the run (a harness bug: the run is not clean).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 from wardian_harness.codex_install import CodexInstallError, discover_codex
 from wardian_harness.homes import RUN_MARKER_ENV, IsolatedRun
 from wardian_harness.native import Settings
+from wardian_harness.opencode_home import OpenCodeNotFound, find_opencode
 from wardian_harness.proctree import ProcessTree
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -66,17 +68,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         _say(f"Codex unusable: {exc} (install the pinned one with scripts/setup.sh --with-node, or set "
              "WARDIAN_E2E_CODEX_EXECUTABLE)")
         return EXIT_CODEX
+    opencode = ""
+    if "opencode" in settings.providers:
+        try:
+            found = find_opencode(env)
+        except OpenCodeNotFound as exc:
+            _say(f"OpenCode unusable: {exc}")
+            return EXIT_CODEX
+        opencode = f"; OpenCode {found.version} at {found.executable}"
     for cmd in (settings.cli, settings.app):
         if len(cmd) == 1 and not Path(cmd[0]).is_file() and env.get("WARDIAN_NATIVE_SKIP_BUILD") == "1":
             _say(f"{cmd[0]} does not exist (WARDIAN_NATIVE_SKIP_BUILD=1, so nothing is built)")
             return EXIT_SETTINGS
     _build_if_asked(settings, env)
     stamp = time.strftime("%Y%m%d-%H%M%S")
+    team = "-".join(settings.providers)
     report_dir = Path(env.get("WARDIAN_E2E_REPORT_DIR") or
-                      REPO_ROOT / "dist" / "e2e-reports" / f"{stamp}-{settings.mode}-{os.getpid()}")
+                      REPO_ROOT / "dist" / "e2e-reports" / f"{stamp}-{settings.mode}-{team}-{os.getpid()}")
     run = IsolatedRun.create()
     tree = ProcessTree(run.run_id)
-    _say(f"Codex {codex.version} at {codex.executable}; mode {settings.mode}"
+    _say(f"Codex {codex.version} at {codex.executable}{opencode}; team {','.join(settings.providers)} "
+         f"(lead,worker); mode {settings.mode}"
          f"{' + lifecycle' if settings.lifecycle else ''}; {'real model' if settings.real else 'scripted model'}; "
          f"run root {run.root}")
     child_env = {**env, "PATH": os.pathsep.join([str(codex.executable.parent), env.get("PATH", "")]),

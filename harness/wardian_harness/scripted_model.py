@@ -1,16 +1,20 @@
-"""A scripted Responses API model on loopback, so the real Codex CLI runs fully offline in tests.
+"""A scripted model on loopback, so the real Codex and OpenCode CLIs run fully offline in tests.
 
-`ScriptedModel` is an HTTP server on 127.0.0.1 (ephemeral port, background threads) that answers
-`POST /agents/<name>/v1/responses` with a Server-Sent Events stream in the form Codex accepts
-(`/work/shared/codex-offline.md` §1, checked against the real binary in `tests/harness/`). Each agent has its
-own base URL and its own script, so one server serves several private `CODEX_HOME`s. A script is a queue of
-steps; every model request consumes one step:
+`ScriptedModel` is an HTTP server on 127.0.0.1 (ephemeral port, background threads) that answers, in two wire
+dialects from the same scripts:
+- `POST /agents/<name>/v1/responses` (Codex): a Responses API Server-Sent Events stream in the form Codex accepts
+  (`/work/shared/codex-offline.md` §1, checked against the real binary in `tests/harness/`);
+- `POST /agents/<name>/v1/chat/completions` (OpenCode, through its bundled `@ai-sdk/openai-compatible`): a Chat
+  Completions stream of `data:` chunks ended by `data: [DONE]` (`/work/shared/opencode-offline.md` §1).
+Each agent has its own base URL (the same for both dialects) and its own script, so one server serves several
+private provider homes. A script is a queue of steps; every model request consumes one step:
 
 - `Message(text, phase=None)`: one assistant message; `phase` is "commentary" or "final_answer" and reaches
   the agentMessage item unchanged.
 - `Response(items)`: several output items (messages and tool calls) in one response, e.g. commentary then final.
 - `ToolCall(name, arguments, namespace="mcp__wardian")`: a function call in the namespace form Codex needs to
   run an MCP tool (a flat `mcp__server__tool` name is answered with "unsupported call"); `call_id` is generated.
+  In the chat dialect the same step calls OpenCode's `<server>_<tool>` function (`wardian_send_message`).
 - `Fail(message)`: `response.failed`, so the turn fails with "stream disconnected before completion: <message>".
 - `Disconnect(partial_text=None)`: the stream ends before `response.completed` (optionally after a partial message).
 - `HttpError(status=500)`: a plain HTTP error with a JSON body instead of a stream.
@@ -19,6 +23,10 @@ steps; every model request consumes one step:
   server stops, or `timeout_s` passes (then `response.failed`). A `Hold` is single-use.
 - a callable `(request_body: dict) -> Step`, called with the parsed request, so a script can react to what Codex
   sent (for example, read the previous `function_call_output` and act on it).
+
+In the chat dialect a `Message`'s phase is dropped (OpenCode has none), `Fail` is an HTTP 400 (a stream cannot fail
+in this dialect), `Disconnect` ends the stream without a finish reason, and a released `Hold`'s message is its delta
+followed by the rest of its `text` (chunks can only add to what was streamed).
 
 When a script runs out, the request is answered with `Message(EXHAUSTED_TEXT)` and recorded as exhausted instead
 of hanging. Every request is recorded per agent (`RecordedRequest`: JSON body, headers without Authorization,
@@ -53,6 +61,7 @@ from typing import Any, Literal, TypeAlias, cast
 from urllib.parse import quote, unquote
 
 __all__ = [
+    "CHAT_TITLE_PROMPT",
     "EXHAUSTED_TEXT",
     "TITLE_PROMPT",
     "TITLE_TEXT",
@@ -85,6 +94,8 @@ TITLE_PROMPT = "Generate a concise, single-line task title"
 """Codex asks for a thread title (a helper thread) on a TUI's first message; such requests consume no step."""
 TITLE_TEXT = "Scripted task"
 """The assistant text sent when an agent's script has no step left for a request."""
+CHAT_TITLE_PROMPT = "You are a title generator"
+"""OpenCode's title helper (its system prompt) for a session created without a title; consumes no step."""
 
 _LOOPBACK = "127.0.0.1"
 _MAX_BODY_BYTES = 64 * 1024 * 1024  # Codex replays the whole history each request; far above any real test.
@@ -268,7 +279,7 @@ def _content_texts(item: Mapping[str, Any]) -> list[str]:
 
 def _role_texts(body: Mapping[str, Any], role: str) -> list[str]:
     texts: list[str] = []
-    for item in body.get("input") or []:
+    for item in body.get("input") or body.get("messages") or []:
         if isinstance(item, dict) and item.get("type", "message") == "message" and item.get("role") == role:
             texts.extend(_content_texts(item))
     return texts
@@ -295,8 +306,33 @@ class FunctionCallOutput:
     namespace: str | None = None
 
 
+def _chat_tool_outputs(body: Mapping[str, Any]) -> list[FunctionCallOutput]:
+    """The chat dialect's `role: tool` messages, named after the assistant `tool_calls` they answer."""
+    names: dict[str, str] = {}
+    outputs: list[FunctionCallOutput] = []
+    for message in body.get("messages") or []:
+        if not isinstance(message, dict):
+            continue
+        for call in message.get("tool_calls") or []:
+            if isinstance(call, dict) and isinstance(call.get("id"), str):
+                names[call["id"]] = str((call.get("function") or {}).get("name", ""))
+        if message.get("role") == "tool":
+            raw = message.get("content")
+            text = raw if isinstance(raw, str) else "\n".join(_content_texts({"content": raw}))
+            call_id = message.get("tool_call_id")
+            full = names.get(call_id or "", "")
+            server, _, tool = full.partition("_")
+            outputs.append(FunctionCallOutput(call_id=call_id, text=text, raw=raw, name=tool or full,
+                                              namespace=f"mcp__{server}" if tool else None))
+    return outputs
+
+
 def function_call_outputs(body: Mapping[str, Any]) -> list[FunctionCallOutput]:
-    """Every `function_call_output` in a request's `input`, in order, named after its matching function_call."""
+    """Every tool result in a request, in order, named after its matching call: the Responses dialect's
+    `function_call_output` items, or the chat dialect's `role: tool` messages (namespace `mcp__<server>` for an
+    OpenCode `<server>_<tool>` function)."""
+    if "messages" in body:
+        return _chat_tool_outputs(body)
     calls: dict[str, JsonDict] = {}
     outputs: list[FunctionCallOutput] = []
     for item in body.get("input") or []:
@@ -316,12 +352,22 @@ def function_call_outputs(body: Mapping[str, Any]) -> list[FunctionCallOutput]:
 
 def _is_title_request(body: Mapping[str, Any]) -> bool:
     instructions = body.get("instructions")
-    texts = [*user_texts(body), *developer_texts(body), instructions if isinstance(instructions, str) else ""]
-    return any(TITLE_PROMPT in t for t in texts)
+    texts = [*user_texts(body), *developer_texts(body), instructions if isinstance(instructions, str) else "",
+             *_role_texts(body, "system")]
+    return any(TITLE_PROMPT in t or CHAT_TITLE_PROMPT in t for t in texts)
 
 
 def offered_tools(body: Mapping[str, Any], namespace: str = "mcp__wardian") -> dict[str, JsonDict]:
-    """The function tools Codex offered inside `namespace` (e.g. "mcp__wardian"), by name; {} when absent."""
+    """The function tools offered inside `namespace` (e.g. "mcp__wardian"), by tool name; {} when absent. In the
+    chat dialect, OpenCode's `wardian_<tool>` functions (the server name before the first underscore)."""
+    if "messages" in body:
+        prefix = namespace.removeprefix("mcp__") + "_"
+        found: dict[str, JsonDict] = {}
+        for tool in body.get("tools") or []:
+            function = tool.get("function") if isinstance(tool, dict) else None
+            if isinstance(function, dict) and str(function.get("name", "")).startswith(prefix):
+                found[str(function["name"])[len(prefix):]] = function
+        return found
     for tool in body.get("tools") or []:
         if isinstance(tool, dict) and tool.get("type") == "namespace" and tool.get("name") == namespace:
             return {t["name"]: t for t in tool.get("tools") or [] if isinstance(t, dict) and "name" in t}
@@ -501,6 +547,29 @@ class _Stream:
             self._handler.close_connection = True
 
 
+class _ChatStream(_Stream):
+    """One Chat Completions stream: `data:` chunks without event names, ended by `data: [DONE]`."""
+
+    def chunk(self, payload: JsonDict) -> None:
+        if self.closed:
+            return
+        data = f"data: {json.dumps(payload, ensure_ascii=False)}\n\n".encode()
+        self._write(b"%x\r\n%s\r\n" % (len(data), data))
+
+    def delta(self, delta: JsonDict) -> None:
+        self.chunk({"id": self.response_id, "object": "chat.completion.chunk", "model": "scripted",
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+
+    def finish(self, reason: str) -> None:
+        self.chunk({"id": self.response_id, "object": "chat.completion.chunk", "model": "scripted",
+                    "choices": [{"index": 0, "delta": {}, "finish_reason": reason}],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+        self._write(b"e\r\ndata: [DONE]\n\n\r\n")
+
+    def error(self, message: str) -> None:
+        self.chunk({"error": {"message": message, "type": "scripted_model"}})
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # chunked SSE, as the real API sends
 
@@ -522,13 +591,16 @@ class _Handler(BaseHTTPRequestHandler):
         pass  # the request log is the record; stderr noise would only hide test output
 
     def do_GET(self) -> None:
-        self._fail_request(404, f"only POST .../v1/responses is served, not GET {self.path}")
+        self._fail_request(404, f"only POST .../v1/responses and .../v1/chat/completions are served, not GET "
+                           f"{self.path}")
 
     def do_POST(self) -> None:
         model = self._model
         parts = self.path.split("?", 1)[0].strip("/").split("/")
-        if len(parts) != 4 or parts[0] != "agents" or parts[2:] != ["v1", "responses"]:
-            self._fail_request(404, f"unknown path {self.path!r}; expected /agents/<name>/v1/responses")
+        chat = parts[2:] == ["v1", "chat", "completions"]
+        if len(parts) < 4 or parts[0] != "agents" or not (chat or parts[2:] == ["v1", "responses"]):
+            self._fail_request(404, f"unknown path {self.path!r}; expected /agents/<name>/v1/responses or "
+                               "/agents/<name>/v1/chat/completions")
             return
         name = unquote(parts[1])
         agent = model.agents.get(name)
@@ -543,7 +615,7 @@ class _Handler(BaseHTTPRequestHandler):
         if _is_title_request(body):
             # Codex's title helper, not the agent's conversation: answer it without consuming a script step.
             recorded = agent._record_title(lambda i: self._recorded(agent, i, body, "title"))
-            self._answer(Message(TITLE_TEXT), recorded)
+            (self._answer_chat if chat else self._answer)(Message(TITLE_TEXT), recorded)
             return
         step = agent._next_step()
         exhausted = step is None
@@ -560,7 +632,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         recorded = agent._record(lambda i: self._recorded(agent, i, body, "exhausted" if exhausted else repr(step)))
         try:
-            self._answer(step, recorded)
+            (self._answer_chat if chat else self._answer)(step, recorded)
         except Exception:
             self.close_connection = True
             model._error(f"agent {name!r}: answering with {step!r} raised:\n{traceback.format_exc()}")
@@ -694,6 +766,78 @@ class _Handler(BaseHTTPRequestHandler):
             stream.event({"type": "response.output_item.done", "output_index": index, "item": call})
         else:
             raise TypeError(f"not an output item: {item!r}")
+
+    # --- the chat dialect (OpenCode) -------------------------------------------------------------------
+
+    def _answer_chat(self, step: Step, recorded: RecordedRequest) -> None:
+        if isinstance(step, HttpError):
+            self._send_json_error(step.status, step.message)
+            return
+        if isinstance(step, Fail):
+            # A Chat Completions stream has no failure event: the scripted failure is a request error.
+            self._send_json_error(400, step.message)
+            return
+        if isinstance(step, Hold):
+            step._claim()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        n = self._model._next_id()
+        stream = _ChatStream(self, f"chatcmpl-scripted-{n}")
+        if isinstance(step, Message | ToolCall):
+            step = Response([step])
+        if isinstance(step, Response):
+            calls = 0
+            for item in step.items:
+                if isinstance(item, Message):
+                    if item.text:
+                        stream.delta({"role": "assistant", "content": item.text})
+                elif isinstance(item, ToolCall):
+                    arguments = item.arguments if isinstance(item.arguments, str) else json.dumps(dict(item.arguments))
+                    server = (item.namespace or "").removeprefix("mcp__")
+                    stream.delta({"tool_calls": [{
+                        "index": calls, "id": item.call_id or f"call_scripted_{n}_{calls}", "type": "function",
+                        "function": {"name": f"{server}_{item.name}" if server else item.name,
+                                     "arguments": arguments}}]})
+                    calls += 1
+                else:
+                    raise TypeError(f"not an output item: {item!r}")
+            stream.finish("tool_calls" if calls else "stop")
+        elif isinstance(step, Disconnect):
+            if step.partial_text is not None:
+                stream.delta({"role": "assistant", "content": step.partial_text})
+            self.close_connection = True
+            stream.end()
+            return
+        elif isinstance(step, Hold):
+            self._hold_chat(stream, step, recorded)
+        else:
+            raise TypeError(f"not a step: {step!r}")
+        stream.end()
+
+    def _hold_chat(self, stream: _ChatStream, hold: Hold, recorded: RecordedRequest) -> None:
+        stream.delta({"role": "assistant", "content": hold.delta})
+        hold.request = recorded
+        self._model._holding(hold, add=True)
+        hold._started.set()
+        outcome: HoldOutcome = "disconnected"
+        try:
+            outcome = "disconnected" if stream.closed else hold._wait(self.connection)
+            if outcome == "released":
+                # Chunks only add to what was streamed: the rest of `text` after the delta, or `text` itself.
+                rest = hold.text[len(hold.delta):] if hold.text.startswith(hold.delta) else hold.text
+                if rest:
+                    stream.delta({"content": rest})
+                stream.finish("stop")
+            elif outcome == "timed_out":
+                stream.error(f"scripted hold timed out after {hold.timeout_s}s")
+            else:
+                self.close_connection = True
+        finally:
+            self._model._holding(hold, add=False)
+            hold._finish(outcome)
 
     @staticmethod
     def _complete(stream: _Stream) -> None:

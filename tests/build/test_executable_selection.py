@@ -14,7 +14,7 @@ import pytest
 
 from wardian import errors
 from wardian.launcher import MCP_LAUNCHER
-from wardian.providers.codex.registration import WARDIAN_EXECUTABLES, wardian_executable
+from wardian.providers.mcp_command import WARDIAN_EXECUTABLES, wardian_executable
 
 
 def touch(path: Path, mode: int = 0o755) -> Path:

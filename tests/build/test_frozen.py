@@ -8,12 +8,14 @@ state (pytest-xdist workers share it through a lock), and reuse it while the sou
 from __future__ import annotations
 
 import hashlib
+import http.client
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -43,7 +45,9 @@ pytestmark = pytest.mark.timeout(900)  # the first test may wait for a build
 def _source_digest() -> str:
     """What a build depends on: the package, the build files and the locked dependencies."""
     digest = hashlib.sha256()
-    files = sorted(p for p in (REPO / "core").rglob("*.py")) + sorted((REPO / "build").glob("*.py"))
+    # Python, and the console's templates and static files (#16), which the build bundles as data.
+    files = sorted(p for p in (REPO / "core").rglob("*") if p.suffix in {".py", ".j2", ".css", ".js", ".svg"}
+                   and "__pycache__" not in p.parts) + sorted((REPO / "build").glob("*.py"))
     for path in [*files, REPO / "build" / "wardian.spec", REPO / "uv.lock"]:
         digest.update(str(path.relative_to(REPO)).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
@@ -194,3 +198,50 @@ def test_the_frozen_mcp_server_initializes_and_lists_its_tools_for_the_sdk_clien
     name, tools = anyio.run(_initialize_and_list, frozen_cli, clean_env())
     assert name == "wardian"
     assert tools == list(TOOL_NAMES)
+
+
+def test_the_frozen_app_serves_the_web_console_and_wardian_console_logs_in(frozen_cli: Path) -> None:
+    """Issue #16: frozen, `app start --console` serves the console (templates and static files bundled) and `wardian
+    console --no-open` prints a one-time login URL that logs in; a form posted there reaches the operator's path."""
+    home = Path(tempfile.mkdtemp(prefix="wfz", dir="/tmp"))
+    cli = Frozen(frozen_cli, home)
+    cli.run("app", "start", "--console", "127.0.0.1:0")
+    try:
+        cli.run("agent", "add", "worker", "--provider", "codex")
+        url = urllib.parse.urlsplit(cli.json("console", "--no-open")["url"])
+        assert url.hostname == "127.0.0.1"
+        assert url.port
+        printed = cli.run("console", "--no-open").stdout
+        assert b"/login?token=wcl1_" in printed
+
+        def get(path: str, cookie: str | None = None, method: str = "GET", body: bytes | None = None,
+                **headers: str) -> tuple[int, dict[str, str], bytes]:
+            conn = http.client.HTTPConnection("127.0.0.1", url.port, timeout=30)
+            try:
+                conn.request(method, path, body=body, headers={**({"Cookie": cookie} if cookie else {}), **headers})
+                response = conn.getresponse()
+                return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+            finally:
+                conn.close()
+
+        status, headers, _ = get(f"{url.path}?{url.query}")
+        assert status == 200
+        cookie = headers["set-cookie"].split(";")[0]
+        assert get(f"{url.path}?{url.query}")[0] == 401  # once
+        for path, needle in (("/agents", b"worker"), ("/exchange", b"Exchange"), ("/act", b"Act as the operator"),
+                             ("/static/console.js", b"EventSource"), ("/static/console.css", b"--brand")):
+            status, _, body = get(path, cookie)
+            assert status == 200, path
+            assert needle in body, path
+        csrf = get("/act", cookie)[2].split(b'name="csrf" value="')[1].split(b'"')[0].decode()
+        form = urllib.parse.urlencode({"csrf": csrf, "target": "worker", "kind": "task", "text": "frozen"}).encode()
+        origin = f"http://127.0.0.1:{url.port}"
+        status, headers, _ = get("/act/send", cookie, "POST", form, Origin=origin,
+                                 **{"Content-Type": "application/x-www-form-urlencoded"})
+        assert status == 303
+        assert headers["location"].startswith("/requests/ask_")
+        [record] = cli.json("message", "log")["records"]
+        assert (record["text"], record["sender"]["name"]) == ("frozen", "operator")
+    finally:
+        cli.run("app", "stop", expect=None)
+        shutil.rmtree(home, ignore_errors=True)

@@ -7,6 +7,8 @@ from typing import Any
 
 from tests.codex.conftest import CodexWorld
 from tests.codex.test_runtime import wait_active
+from tests.conftest import stop_app
+from tests.console.conftest import start_console_app
 from wardian.protocol import app as proto
 from wardian_harness.codex_home import ScriptedProvider, codex_overrides
 from wardian_harness.scripted_model import Hold
@@ -15,6 +17,9 @@ from wardian_harness.scripted_model import Hold
 def test_every_method_returns_its_declared_result(codex_world: CodexWorld) -> None:
     world = codex_world
     app = world.app
+    # The same home, served with the web console, so that `console/login` has a console to log in to (#16).
+    stop_app(app.proc)
+    app.proc = start_console_app(app.home.root, world.env)
     seen: set[str] = set()
 
     def call(method: str, params: dict[str, Any], **kw: Any) -> Any:
@@ -42,6 +47,24 @@ def test_every_method_returns_its_declared_result(codex_world: CodexWorld) -> No
     assert {r["kind"] for r in records} == {"information", "task", "reply"}
     assert next(r for r in records if r["kind"] == "task")["task"]["reply_status"] == "done"
 
+    # The operator and the console (#16).
+    assert call("console/login", {})["url"].startswith(app.call("app/status")["console"] + "/login?token=")
+    call("operator/send", {"target": "worker", "message": "FYI from the operator"})
+    ask = call("operator/followup", {"target": "worker", "message": "Operator task"})
+    got = app.call("mailbox/receive", {"session": worker_token, "limit": 10})
+    app.call("mailbox/receive", {"session": worker_token, "ack_cursor": got["cursor"]})
+    app.call("task/reply", {"session": worker_token, "request_id": ask["request_id"], "status": "done",
+                            "message": "Done for the operator"})
+    assert [r["request_id"] for r in call("operator/receive", {"timeout_ms": 1})["records"]] == [ask["request_id"]]
+    call("agent/overview", {})
+    page = call("exchange/page", {"limit": 3})
+    assert page["older"] is not None
+    call("exchange/page", {"agent": "operator", "kind": "task", "before": page["older"]})
+    call("exchange/page", {"uncertain": True})
+    trace = call("request/trace", {"id": ask["request_id"]})
+    assert trace["answer"] is not None
+    assert trace["answer"]["sender_kind"] == "agent"
+
     # A started agent in a held turn, for agent/start and agent/interrupt; an attached one for agent/attach.
     script = world.model.agent("worker")
     hold = Hold("working")
@@ -52,6 +75,15 @@ def test_every_method_returns_its_declared_result(codex_world: CodexWorld) -> No
     hold.wait_started()
     wait_active(world, "worker")
     call("agent/interrupt", {"session": lead_token, "target": "worker"})
+    assert hold.wait_finished() == "disconnected"
+    # The console's start: the agent's saved settings (its scripted model), then an operator's interrupt.
+    call("agent/start", {"agent": "worker", "keep_settings": True}, timeout_s=300)
+    hold = Hold("working again")
+    script.add(hold)
+    app.call("operator/followup", {"target": "worker", "message": "Another long job"})
+    hold.wait_started()
+    wait_active(world, "worker")
+    call("operator/interrupt", {"target": "worker"})
     assert hold.wait_finished() == "disconnected"
     tui_script = world.model.agent("tui")
     call("agent/start", {"agent": "tui", "mode": "attached",

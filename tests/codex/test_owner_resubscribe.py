@@ -10,7 +10,7 @@ import anyio
 
 from wardian import errors
 from wardian.model import Party
-from wardian.providers.base import TaskDelivery
+from wardian.providers.base import Started, TaskDelivery
 from wardian.providers.codex.app_server import Notification
 from wardian.providers.codex.owner import CodexOwner, OwnerSpec
 
@@ -75,10 +75,10 @@ def test_a_turn_that_ended_before_its_start_answer_was_read_is_not_left_active()
     owner.client = _InstantTurnClient(owner)  # type: ignore[assignment]
     owner.ready = True
 
-    async def start() -> str:
+    async def start() -> Started:
         return await owner.start_turn(TaskDelivery("ask_1", Party("lead", "u-lead"), "task"))
 
-    assert anyio.run(start) == "turn-9"
+    assert anyio.run(start) == Started("turn-9")
     assert owner.active_turn_id is None
     assert owner.idle.is_set()
     for stream in (owner._event_send, owner.events, owner._tui_send, owner._tui_threads):

@@ -19,3 +19,28 @@ def test_without_the_entry_point_the_demo_is_a_clear_error(monkeypatch: pytest.M
     monkeypatch.setattr(importlib.metadata, "entry_points", lambda **_: [])
     assert cli.main(["demo"]) == cli.EXIT_INTERNAL
     assert "demo_unavailable" in capsys.readouterr().err
+
+
+def test_the_demo_options_reach_the_demo(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`wardian demo --providers … --evidence …` hands both to the harness's demo unchanged (#14)."""
+    seen: list[list[str]] = []
+
+    class Entry:
+        def load(self) -> object:
+            return lambda argv: seen.append(argv) or 0
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda **_: [Entry()])
+    assert cli.main(["demo", "--providers", "opencode,codex", "--evidence", "/tmp/x"]) == 0
+    assert cli.main(["demo"]) == 0
+    assert seen == [["--providers", "opencode,codex", "--evidence", "/tmp/x"], ["--providers", "codex,codex"]]
+
+
+@pytest.mark.parametrize("value", ["codex,claude", "opencode", "codex,opencode,codex"])
+def test_a_team_the_demo_cannot_run_is_a_usage_error_naming_the_allowed_providers(
+        value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from wardian_harness import demo
+
+    with pytest.raises(SystemExit) as exc:
+        demo.main(["--providers", value])
+    assert exc.value.code == 2
+    assert "allowed: codex, opencode" in capsys.readouterr().err

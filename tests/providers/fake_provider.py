@@ -26,6 +26,7 @@ from wardian.providers.base import (
     OutcomeStatus,
     ProviderEvent,
     ProviderInfo,
+    Started,
     StateChange,
     TaskDelivery,
     TurnOutcome,
@@ -76,7 +77,10 @@ class FakeRuntime:
     async def wait_idle(self) -> None:
         await self._idle.wait()
 
-    async def start_turn(self, task: TaskDelivery) -> str:
+    def plan_message_id(self) -> str | None:
+        return None
+
+    async def start_turn(self, task: TaskDelivery, message_id: str | None = None) -> Started:
         if not self.ready:
             raise errors.ProviderUnavailable("the fake runtime is not running; nothing was sent")
         if self.active_turn_id is not None:
@@ -88,7 +92,7 @@ class FakeRuntime:
         self._send.send_nowait(StateChange(AgentStatus.ACTIVE, turn_id, self.thread_id))
         self.turn_started.set()
         self.turn_started = anyio.Event()
-        return turn_id
+        return Started(turn_id)
 
     async def steer(self, task: TaskDelivery, expected_turn_id: str) -> str:
         raise AssertionError("the app steered a provider whose capabilities say it cannot steer")

@@ -25,8 +25,9 @@ from wardian.store.api import Pushable
 class DispatchIgnoresClaim(SqliteStore):
     """Dispatch takes a task whoever holds its claim."""
 
-    def claim_task(self, request_id: str, by: ClaimKind, generation: int) -> bool:
-        super().claim_task(request_id, by, generation)
+    def claim_task(self, request_id: str, by: ClaimKind, generation: int, *, provider_message_id: str | None = None,
+                   thread_id: str | None = None) -> bool:
+        super().claim_task(request_id, by, generation, provider_message_id=provider_message_id, thread_id=thread_id)
         return True
 
 

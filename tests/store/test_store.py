@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from wardian import errors
-from wardian.model import Caller, ClaimKind, InteractionKind, ReplyStatus, TaskState
+from wardian.model import Caller, ClaimKind, DeliveryDoubts, InteractionKind, ReplyStatus, TaskState
 from wardian.store import SqliteStore, Store
 from wardian.store import testing as store_testing
 
@@ -237,3 +237,32 @@ def test_only_hashes_of_session_secrets_are_stored(store: SqliteStore, tmp_path:
     conn = sqlite3.connect(tmp_path / "wardian.db")
     assert all(len(r[0]) == 32 for r in conn.execute("SELECT secret_hash FROM sessions"))
     conn.close()
+
+
+def test_a_planned_message_id_is_kept_with_the_claim_and_a_lookup_is_counted_per_agent(store: SqliteStore) -> None:
+    """#14: the client-chosen message id is committed with the dispatch claim (released with it); a submission
+    confirmed by lookup and one a lookup did not find are task facts, counted per recipient by `delivery_doubts`."""
+    a, b, c = caller_for(store, "a"), caller_for(store, "b"), caller_for(store, "c")
+    first = store.admit(a, b.agent, InteractionKind.TASK, "one").request_id
+    second = store.admit(a, b.agent, InteractionKind.TASK, "two").request_id
+    third = store.admit(a, c.agent, InteractionKind.TASK, "three").request_id
+    assert first is not None
+    assert second is not None
+    assert third is not None
+    assert store.delivery_doubts() == {}
+    assert store.claim_task(first, ClaimKind.DISPATCH, 1, provider_message_id="msg_a", thread_id="ses_1")
+    assert store.release_claim(first, 1)
+    assert store.claim_task(first, ClaimKind.DISPATCH, 1, provider_message_id="msg_b", thread_id="ses_1")
+    assert store.bind_submission(first, 1, "ses_1", "msg_b", lookup="the answer was lost")
+    story = store.record_story(first)
+    assert story.task is not None
+    assert (story.task.provider_message_id, story.task.facts.lookup, story.task.lookup_note) == (
+        "msg_b", "confirmed", "the answer was lost")
+    assert store.claim_task(second, ClaimKind.DISPATCH, 1, provider_message_id="msg_c")
+    store.mark_uncertain(second, "lost", looked_up=True)
+    assert store.claim_task(third, ClaimKind.DISPATCH, 1)
+    store.mark_uncertain(third, "owner ended")
+    assert store.task(second).lookup == "not_found"
+    assert store.task(third).lookup is None
+    assert store.delivery_doubts() == {b.agent.id: DeliveryDoubts(uncertain=1, confirmed_by_lookup=1),
+                                       c.agent.id: DeliveryDoubts(uncertain=1, confirmed_by_lookup=0)}

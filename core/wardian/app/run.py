@@ -1,9 +1,12 @@
 """`wardian app run`: own one home, serve its control socket until SIGTERM/SIGINT or `app/stop`.
 
-Startup order: a private home (umask 077; an open home refused, or tightened when an app made it), secure `run/`,
-take the home lock (one app per home), open and migrate the store, bind the
-socket (0600) replacing a stale one, then report readiness. Shutdown: stop accepting, let in-flight store
-operations commit, close the store, remove the socket.
+Startup order: check the console address if one is asked for, a private home (umask 077; an open home refused, or
+tightened when an app made it), secure `run/`, take the home lock (one app per home), open and migrate the store,
+bind the socket (0600) replacing a stale one and the web console's loopback port (`--console`), then report
+readiness. Shutdown: stop accepting, end the console, let in-flight store operations commit, close the store, remove
+the socket.
+
+The web console (#16) is imported only when asked for: an app without it never loads Starlette, uvicorn or Jinja2.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import signal
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import suppress
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 import anyio
 import anyio.abc
@@ -24,11 +27,15 @@ from wardian import errors
 from wardian.app.runtime import Runtime
 from wardian.app.server import ControlServer
 from wardian.app.service import AppService
-from wardian.app.signals import MailboxSignals
+from wardian.app.signals import ChangeFeed, MailboxSignals
 from wardian.app.spawn import READY, report_ready
 from wardian.app.writer import StoreWriter
 from wardian.home import Home, prepare_home
 from wardian.store import SqliteStore, Store
+
+if TYPE_CHECKING:
+    from wardian.console.address import ConsoleAddress
+    from wardian.console.server import Console
 
 log = logging.getLogger("wardian.app")
 
@@ -78,12 +85,20 @@ def configure_logging(home: Home, stream: IO[str] | None) -> None:
         root.addHandler(console)
 
 
-def run_app(home: Home, *, on_ready: Callable[[], None] | None = None, log_stream: IO[str] | None = None) -> None:
-    """Run the app in the foreground until it is told to stop.
+def run_app(home: Home, *, on_ready: Callable[[], None] | None = None, log_stream: IO[str] | None = None,
+            console: str | None = None) -> None:
+    """Run the app in the foreground until it is told to stop; with `console` (an address, "" for the default), serve
+    the web console there too.
 
     Raises:
-        HomeError (AlreadyRunning, InsecureRuntimeDir, HomePathTooLong), StorageError.
+        HomeError (AlreadyRunning, InsecureRuntimeDir, HomePathTooLong), StorageError, InvalidArguments (the console's
+        address is not loopback, or cannot be bound).
     """
+    console_address = None
+    if console is not None:
+        from wardian.console.address import parse_console_address
+
+        console_address = parse_console_address(console)  # refused before anything of the home changes
     # Everything the app creates in the home (the store and its WAL, logs, agents' provider homes) is owner-only,
     # whatever umask the app was started with: the home holds every message, task and reply (#13).
     os.umask(0o077)
@@ -97,7 +112,7 @@ def run_app(home: Home, *, on_ready: Callable[[], None] | None = None, log_strea
                         ", ".join(str(p) for p in tightened))
         store = SqliteStore.open(home.db_path)
         try:
-            anyio.run(_serve, home, store, on_ready)
+            anyio.run(_serve, home, store, on_ready, console_address)
         finally:
             store.close()
     finally:
@@ -106,13 +121,22 @@ def run_app(home: Home, *, on_ready: Callable[[], None] | None = None, log_strea
         lock.release()
 
 
-async def _serve(home: Home, store: Store, on_ready: Callable[[], None] | None) -> None:
+async def _serve(home: Home, store: Store, on_ready: Callable[[], None] | None,
+                 console_address: ConsoleAddress | None = None) -> None:
     writer = StoreWriter(store)
     stopping = anyio.Event()
     signals_ = MailboxSignals()
     runtime = Runtime(home, writer, signals_)
     service = AppService(home, writer, signals_, stopping.set, runtime)
     server = ControlServer(service)
+    console: Console | None = None
+    if console_address is not None:
+        from wardian.console.server import Console
+
+        feed = ChangeFeed()
+        writer.on_commit = feed.changed  # only with a console: without one, commits signal nothing
+        console = Console(service, feed, console_address)  # binds now: a taken port fails the start
+        service.console = console
     # The lock is ours, so a socket file left here belongs to a dead app: replace it.
     with suppress(FileNotFoundError):
         os.unlink(home.socket_path)
@@ -124,18 +148,23 @@ async def _serve(home: Home, store: Store, on_ready: Callable[[], None] | None) 
     home.pid_path.write_text(f"{os.getpid()}\n", encoding="utf-8")
     # The handlers are installed before readiness is reported, so a SIGTERM right after start is clean.
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        await _serve_until_stopped(home, writer, runtime, server, listener, stopping, signals, on_ready)
+        await _serve_until_stopped(home, writer, runtime, server, listener, stopping, signals, on_ready, console)
 
 
 async def _serve_until_stopped(home: Home, writer: StoreWriter, runtime: Runtime, server: ControlServer,
                                listener: anyio.abc.Listener[anyio.abc.SocketStream], stopping: anyio.Event,
-                               signals: AsyncIterator[int], on_ready: Callable[[], None] | None) -> None:
+                               signals: AsyncIterator[int], on_ready: Callable[[], None] | None,
+                               console: Console | None = None) -> None:
     async with anyio.create_task_group() as outer:
         await outer.start(writer.run)
         async with anyio.create_task_group() as providers:
             # Recovery (lost bindings -> uncertain, captured outcomes -> published) runs before readiness.
             await providers.start(runtime.run)
+            if console is not None:
+                await providers.start(console.run)  # serving before readiness is reported
             await _serve_clients(home, server, listener, stopping, signals, on_ready)
+            if console is not None:
+                await console.stop()  # its pages read the store: it ends before the writer does
             providers.cancel_scope.cancel()  # owners stop their app-servers in shielded cleanup
         with suppress(OSError):
             await listener.aclose()
@@ -164,10 +193,10 @@ async def _watch_signals(signals: AsyncIterator[int], stopping: anyio.Event) -> 
         return
 
 
-def main_run(home: Home, ready_fd: int | None) -> int:
+def main_run(home: Home, ready_fd: int | None, console: str | None = None) -> int:
     """Entry for `wardian app run`; reports readiness or the startup error on `ready_fd` when given."""
     try:
-        run_app(home, on_ready=lambda: report_ready(ready_fd, READY), log_stream=sys.stderr)
+        run_app(home, on_ready=lambda: report_ready(ready_fd, READY), log_stream=sys.stderr, console=console)
     except errors.WardianError as exc:
         import orjson
 

@@ -55,6 +55,8 @@ class _Handle:
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     done: anyio.Event = field(default_factory=anyio.Event)
     lost: list[str] = field(default_factory=list)  # request ids made uncertain when this runtime ended
+    # Records admitted while a turn ran, for a provider that cannot push then: pushed at idle unless received.
+    deferred: list[str] = field(default_factory=list)
 
     @property
     def caps(self) -> Capabilities:
@@ -102,7 +104,19 @@ class Runtime:
 
     async def start_agent(self, agent_id: int, mode: str, overrides: Sequence[str],
                           approve_tools: Sequence[str] = ()) -> dict[str, Any]:
-        """Start (or restart with new settings) the agent's runtime; returns once its conversation is ready."""
+        """Start (or restart with new settings) the agent's runtime; returns once its conversation is ready.
+
+        Raises:
+            Unsupported: the provider has no such mode, or takes no tool grants (checked before anything is saved).
+        """
+        saved = await self.writer.call(lambda s: s.managed_agent(agent_id))
+        provider = self._provider(saved)
+        try:
+            caps: Capabilities | None = (await provider.probe()).capabilities
+        except errors.WardianError:
+            caps = None  # the launch below reports it (and marks the agent errored)
+        if caps is not None:
+            self._check_launch(provider.name, caps, mode, approve_tools)
         await self.writer.call(lambda s: s.set_desired(agent_id, "on", mode, list(overrides)))
         agent = await self.writer.call(lambda s: s.managed_agent(agent_id))
         existing = self.owners.get(agent.uuid)
@@ -168,14 +182,22 @@ class Runtime:
                                      "run", field="provider", allowed=", ".join(self.providers))
         return provider
 
+    @staticmethod
+    def _check_launch(provider: str, caps: Capabilities, mode: str, approve_tools: Sequence[str]) -> None:
+        if mode == "attached" and not caps.attach:
+            raise errors.Unsupported(f"{provider} agents have no attached mode", field="mode", allowed="background")
+        if approve_tools and not caps.tool_grants:
+            raise errors.Unsupported(
+                f"{provider} agents take no --approve-tools: {provider} has no approval step for wardian's tools "
+                "(they run unless the provider's own settings deny them)", field="approve_tools",
+                allowed="no grants; restrict tools with the provider's settings (-c)")
+
     async def _launch_once(self, agent: ManagedAgent, approve_tools: tuple[str, ...]) -> _Handle:
         assert self._tg is not None
         provider = self._provider(agent)
         info = await provider.probe()
         mode = agent.mode or "background"
-        if mode == "attached" and not info.capabilities.attach:
-            raise errors.Unsupported(f"{provider.name} agents have no attached mode", field="mode",
-                                     allowed="background")
+        self._check_launch(provider.name, info.capabilities, mode, approve_tools)
         generation = await self.writer.call(lambda s: s.begin_generation(agent.id))
         # Managed startup registers wardian's MCP server with a session bound to this generation (seed).
         session = await self.writer.call(lambda s: s.create_session(agent.id, "managed"))
@@ -266,6 +288,7 @@ class Runtime:
                 if event.status is AgentStatus.OFF:
                     handle.scope.cancel()  # the runtime ended: take its dispatcher and observer down with it
                 elif event.status is AgentStatus.IDLE:
+                    await self._push_deferred(handle)
                     handle.kick.set()  # ready (e.g. an attached TUI's thread was adopted): a dispatch chance
             else:
                 await self._turn_ended(handle, event)
@@ -348,13 +371,16 @@ class Runtime:
                 active = runtime.active_turn_id
                 if active is not None and not handle.caps.steer:
                     return  # no fenced steer: wait for the turn to end (the observer kicks us)
-                won = await self.writer.call(lambda s, t=task: s.claim_task(t.request_id, ClaimKind.DISPATCH,
-                                                                            handle.generation))
+                # A provider that takes a client-chosen message id gets one now; it is persisted with the claim.
+                message_id = runtime.plan_message_id() if active is None else None
+                thread = runtime.thread_id if message_id is not None else None
+                won = await self.writer.call(lambda s, t=task, m=message_id, th=thread: s.claim_task(
+                    t.request_id, ClaimKind.DISPATCH, handle.generation, provider_message_id=m, thread_id=th))
                 if not won:
                     continue
                 crashpoint("after_claim_before_provider_submit")
                 async with runtime.submit_lock:
-                    outcome = await self._submit(handle, task, active)
+                    outcome = await self._submit(handle, task, active, message_id)
                 if outcome == "stale":
                     if active is not None and runtime.active_turn_id == active:
                         # The provider says that turn is over; its end is on the way. Wait for it (bounded) rather
@@ -368,13 +394,15 @@ class Runtime:
             if not retry:
                 return
 
-    async def _submit(self, handle: _Handle, task: PendingTask, active: str | None) -> str:
+    async def _submit(self, handle: _Handle, task: PendingTask, active: str | None, message_id: str | None) -> str:
         runtime = handle.runtime
         rid = task.request_id
         delivery = TaskDelivery(request_id=rid, sender=task.sender, text=task.text)
+        lookup: str | None = None  # why the provider's answer was lost, when a lookup then found the message
         try:
             if active is None:
-                turn_id = await runtime.start_turn(delivery)
+                started = await runtime.start_turn(delivery, message_id)
+                turn_id, lookup = started.turn_id, started.confirmed_by_lookup
             else:
                 turn_id = await runtime.steer(delivery, active)
         except errors.StaleTurn:
@@ -388,12 +416,17 @@ class Runtime:
             return "rejected"
         except errors.WardianError as exc:
             reason = outcomes.submission_unknown(exc.code, exc.message)
-            await self.writer.call(lambda s: s.mark_uncertain(rid, reason))
-            log.warning("task %s: delivery uncertain (%s: %s); it will not be resubmitted", rid, exc.code,
-                        exc.message)
+            looked_up = bool(exc.details.get("looked_up"))
+            await self.writer.call(lambda s: s.mark_uncertain(rid, reason, looked_up=looked_up))
+            log.warning("task %s: delivery uncertain (%s: %s)%s; it will not be resubmitted", rid, exc.code,
+                        exc.message, "; a lookup did not find its message" if looked_up else "")
             return "uncertain"
         crashpoint("after_provider_submit_before_ack_persist")
-        await self.writer.call(lambda s: s.bind_submission(rid, handle.generation, runtime.thread_id or "", turn_id))
+        await self.writer.call(lambda s: s.bind_submission(rid, handle.generation, runtime.thread_id or "", turn_id,
+                                                           lookup=lookup))
+        if lookup is not None:
+            log.warning("task %s: the provider's answer was lost (%s), and a lookup found message %s: the delivery "
+                        "is confirmed", rid, lookup, turn_id)
         log.info("task %s: %s into turn %s", rid, "steered" if active else "started", turn_id)
         return "accepted"
 
@@ -404,15 +437,37 @@ class Runtime:
         running, ready and can inject. Decided inside the admission's transaction, so the record is hidden from
         receive from its first commit: it reaches the agent by exactly one path (#13)."""
         handle = self.owners.get(recipient_uuid)
-        return handle is not None and handle.runtime.ready and handle.caps.inject
+        return (handle is not None and handle.runtime.ready and handle.caps.inject
+                and (handle.caps.inject_while_active or handle.runtime.active_turn_id is None))
+
+    def can_push_later(self, recipient_uuid: str) -> bool:
+        """Whether the recipient's runtime can push, but not while its current turn runs."""
+        handle = self.owners.get(recipient_uuid)
+        return (handle is not None and handle.runtime.ready and handle.caps.inject
+                and not handle.caps.inject_while_active and handle.runtime.active_turn_id is not None)
 
     async def deliver(self, recipient_uuid: str, record_id: str, pushing: bool) -> bool:
         """A record was committed for `recipient_uuid`: push it when it was admitted for a push, else wake the
-        recipient's waits. True when it is in the recipient's conversation."""
+        recipient's waits (and, for a provider that pushes only between turns, push it at idle unless a receive
+        took it first). True when it is in the recipient's conversation."""
         if pushing:
             return await self.push(recipient_uuid, record_id)
+        self.defer_push(recipient_uuid, record_id)
         self.signals.notify(recipient_uuid)
         return False
+
+    def defer_push(self, recipient_uuid: str, record_id: str) -> None:
+        """Remember a record admitted on the receive path while its recipient's turn ran, to push it at idle."""
+        handle = self.owners.get(recipient_uuid)
+        if handle is not None and self.can_push_later(recipient_uuid):
+            handle.deferred.append(record_id)
+
+    async def _push_deferred(self, handle: _Handle) -> None:
+        """At idle: push what waited for the turn to end, each record only if no receive has taken it meanwhile."""
+        while handle.deferred and handle.runtime.ready and handle.runtime.active_turn_id is None:
+            record_id = handle.deferred.pop(0)
+            if await self.writer.call(lambda s, r=record_id: s.claim_push(r)):
+                await self.push(handle.uuid, record_id)
 
     async def push(self, recipient_uuid: str, record_id: str) -> bool:
         """Push a record admitted for a push; True when the provider took it. Whatever happens to the caller, the

@@ -12,7 +12,7 @@ import logging
 import os
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 
@@ -25,6 +25,8 @@ from wardian.home import Home
 from wardian.model import (
     DEFAULT_RECEIVE_LIMIT,
     DEFAULT_WAIT_MS,
+    OPERATOR_NAME,
+    OPERATOR_UUID,
     PROTOCOL_VERSION,
     Agent,
     Caller,
@@ -35,6 +37,7 @@ from wardian.model import (
     ReceivePage,
     RecordStory,
     ReplyStatus,
+    RequestTrace,
     WakeReason,
     now_ms,
 )
@@ -64,6 +67,32 @@ def admit_op(session: str, target: str, kind: InteractionKind, text: str,
     return op
 
 
+def operator_admit_op(target: str, kind: InteractionKind, text: str,
+                      push: Pushable | None = None) -> Callable[[Store], Receipt]:
+    """`admit_op` for the operator (#16): the same target resolution and admission, with the operator as the caller
+    (the control socket vouched for it; no session is involved)."""
+    def op(s: Store) -> Receipt:
+        caller = s.operator()
+        recipient = s.resolve_target(caller, target)
+        pushing = kind is InteractionKind.INFORMATION and push is not None and push(recipient.uuid)
+        return s.admit(caller, recipient, kind, text, push=pushing)
+
+    return op
+
+
+class ConsoleLogins(Protocol):
+    """What the service needs of the web console (#16), when the app serves one."""
+
+    @property
+    def address(self) -> str:
+        """The console's base URL (no secret in it)."""
+        ...
+
+    def mint_login(self) -> tuple[str, int]:
+        """A new one-time login URL and when it expires (Unix ms)."""
+        ...
+
+
 class AppService:
     def __init__(self, home: Home, writer: StoreWriter, signals: MailboxSignals,
                  stop: Callable[[], None], runtime: Runtime | None = None) -> None:
@@ -74,6 +103,7 @@ class AppService:
         self.started_at = now_ms()
         self._stop = stop
         self.stop_requested = False
+        self.console: ConsoleLogins | None = None  # set by `app run --console`
         # The one method table drives dispatch: a method without its coroutine here fails at start, not at call.
         self._dispatch: dict[str, Handler] = {name: getattr(self, spec.handler) for name, spec in proto.METHODS.items()}
 
@@ -88,13 +118,16 @@ class AppService:
 
     # --- messages and tasks ---------------------------------------------------------------------------
 
-    async def _admit(self, p: proto.MessageSendParams, kind: InteractionKind) -> proto.SendResult:
+    async def _admit(self, p: proto.MessageSendParams | proto.OperatorSendParams,
+                     kind: InteractionKind) -> proto.SendResult:
         push = self.runtime.can_push if self.runtime is not None else None
-        receipt = await self.writer.call(admit_op(p.session, p.target, kind, p.message, push), bare=True)
+        op = (admit_op(p.session, p.target, kind, p.message, push) if isinstance(p, proto.MessageSendParams)
+              else operator_admit_op(p.target, kind, p.message, push))
+        receipt = await self.writer.call(op, bare=True)
         if self.runtime is not None and kind is InteractionKind.TASK:
             self.runtime.task_admitted(receipt.recipient.uuid)
-        elif receipt.pushing and self.runtime is not None:
-            if await self.runtime.push(receipt.recipient.uuid, receipt.interaction_id):
+        elif self.runtime is not None:
+            if await self.runtime.deliver(receipt.recipient.uuid, receipt.interaction_id, receipt.pushing):
                 return proto.send_result(receipt, "provider_visible")  # already in the peer's live conversation
             return proto.send_result(receipt, "admitted")
         self.signals.notify(receipt.recipient.uuid)
@@ -106,15 +139,25 @@ class AppService:
     async def followup(self, p: proto.TaskFollowupParams) -> proto.SendResult:
         return await self._admit(p, InteractionKind.TASK)
 
-    async def _authenticate(self, token: str) -> Caller:
-        return await self.writer.call(lambda s: s.authenticate(token))
+    async def operator_send(self, p: proto.OperatorSendParams) -> proto.SendResult:
+        return await self._admit(p, InteractionKind.INFORMATION)
+
+    async def operator_followup(self, p: proto.OperatorSendParams) -> proto.SendResult:
+        return await self._admit(p, InteractionKind.TASK)
 
     async def receive(self, p: proto.MailboxReceiveParams) -> proto.ReceiveResult:
+        return await self._receive(p, lambda s: s.authenticate(p.session))
+
+    async def operator_receive(self, p: proto.OperatorReceiveParams) -> proto.ReceiveResult:
+        return await self._receive(p, lambda s: s.operator())
+
+    async def _receive(self, p: proto.MailboxReceiveParams | proto.OperatorReceiveParams,
+                       who: Callable[[Store], Caller]) -> proto.ReceiveResult:
         limit = p.limit if p.limit is not None else DEFAULT_RECEIVE_LIMIT
         timeout_ms = p.timeout_ms or 0
 
         def read(ack: str | None) -> Callable[[Store], ReceivePage]:
-            return lambda s: s.receive(s.authenticate(p.session), cursor=p.cursor, ack_cursor=ack, limit=limit)
+            return lambda s: s.receive(who(s), cursor=p.cursor, ack_cursor=ack, limit=limit)
 
         def result(page: ReceivePage, timed_out: bool, reason: WakeReason | None) -> proto.ReceiveResult:
             # An empty page leaves the reading position where it was.
@@ -123,7 +166,7 @@ class AppService:
 
         if timeout_ms == 0:
             return result(await self.writer.call(read(p.ack_cursor), bare=True), False, None)
-        caller = await self._authenticate(p.session)
+        caller = await self.writer.call(who)
         me = caller.agent.id
         ack, acked, reason = p.ack_cursor, 0, None
 
@@ -186,20 +229,26 @@ class AppService:
         push = self.runtime.can_push if self.runtime is not None else None
         receipt = await self.writer.call(
             lambda s: s.reply(s.authenticate(p.session), p.request_id, status, p.message, push), bare=True)
-        if receipt.pushing and self.runtime is not None:
-            pushed = await self.runtime.push(receipt.requester.uuid, receipt.reply_id)
+        if self.runtime is not None:
+            pushed = await self.runtime.deliver(receipt.requester.uuid, receipt.reply_id, receipt.pushing)
             return proto.reply_result(receipt, "provider_visible" if pushed else "admitted")
         self.signals.notify(receipt.requester.uuid)
         return proto.reply_result(receipt, "admitted")
 
     async def interrupt(self, p: proto.AgentInterruptParams) -> proto.InterruptResult:
+        return await self._interrupt(p.target, lambda s: s.authenticate(p.session))
+
+    async def operator_interrupt(self, p: proto.OperatorInterruptParams) -> proto.InterruptResult:
+        return await self._interrupt(p.target, lambda s: s.operator())
+
+    async def _interrupt(self, target_name: str, who: Callable[[Store], Caller]) -> proto.InterruptResult:
         def op(s: Store) -> InterruptReceipt:
-            caller = s.authenticate(p.session)
-            return s.record_interrupt(caller, s.resolve_target(caller, p.target))
+            caller = who(s)
+            return s.record_interrupt(caller, s.resolve_target(caller, target_name))
 
         if self.runtime is not None:
             # A provider that cannot interrupt is refused before anything is recorded.
-            target = await self.writer.call(lambda s: s.resolve_target(s.authenticate(p.session), p.target))
+            target = await self.writer.call(lambda s: s.resolve_target(who(s), target_name))
             self.runtime.check_interruptible(target.uuid)
         receipt = await self.writer.call(op)
         if self.runtime is not None:
@@ -215,8 +264,16 @@ class AppService:
 
     async def start_agent(self, p: proto.AgentStartParams) -> proto.AgentStartResult:
         runtime = self._runtime()
+        if p.keep_settings and (p.config or "mode" in p.model_fields_set):
+            raise errors.InvalidArguments("keep_settings starts the agent with its saved mode and config; give "
+                                          "neither with it", field="keep_settings",
+                                          allowed="keep_settings alone, or mode and config without it")
         agent = await self.writer.call(lambda s: s.resolve_agent(p.agent))
-        started = await runtime.start_agent(agent.id, p.mode, p.config, p.approve_tools)
+        mode, config = p.mode, list(p.config)
+        if p.keep_settings:
+            saved = await self.writer.call(lambda s: s.managed_agent(agent.id))
+            mode, config = saved.mode or "background", list(saved.overrides)
+        started = await runtime.start_agent(agent.id, mode, config, p.approve_tools)
         current = await self.writer.call(lambda s: s.agent(agent.id))
         return {"agent": proto.agent_result(current), "thread_id": started["thread_id"],
                 "generation": started["generation"], "provider_version": started["provider_version"]}
@@ -238,11 +295,13 @@ class AppService:
     async def list_agents(self, p: proto.AgentListParams) -> proto.AgentListResult:
         def op(s: Store) -> Any:
             caller = s.authenticate(p.session) if p.session is not None else None
-            return caller, s.list_agents()
+            return caller, s.list_agents(), s.delivery_doubts()
 
-        caller, agents = await self.writer.call(op)
+        caller, agents, doubts = await self.writer.call(op)
         return {"agents": [proto.agent_result(a) for a in agents],
-                "caller": proto.party_result(caller.agent) if caller else None}
+                "caller": proto.party_result(caller.agent) if caller else None,
+                "deliveries": {a.uuid: {"uncertain": d.uncertain, "confirmed_by_lookup": d.confirmed_by_lookup}
+                               for a in agents if (d := doubts.get(a.id)) is not None}}
 
     async def add_agent(self, p: proto.AgentAddParams) -> proto.AgentResult:
         workspace = p.workspace  # the CLI sends an absolute path
@@ -318,11 +377,41 @@ class AppService:
         records = await self.writer.call(lambda s: s.log_records(limit=p.limit))
         return {"records": [proto.log_record_result(r) for r in records]}
 
+    async def agent_overview(self, p: proto.EmptyParams) -> proto.AgentOverviewListResult:
+        rows = await self.writer.call(lambda s: s.agents_overview())
+        return {"agents": [proto.agent_overview_result(o) for o in rows]}
+
+    async def exchange_page(self, p: proto.ExchangePageParams) -> proto.ExchangePageResult:
+        kind = InteractionKind(p.kind) if p.kind is not None else None
+
+        def op(s: Store) -> Any:
+            participant = None
+            if p.agent in (OPERATOR_NAME, OPERATOR_UUID):
+                participant = s.operator().agent.id
+            elif p.agent is not None:
+                participant = s.resolve_agent(p.agent).id
+            return s.exchange(participant=participant, kind=kind, uncertain=p.uncertain, before=p.before,
+                              limit=p.limit)
+
+        return proto.exchange_page_result(await self.writer.call(op))
+
+    async def request_trace(self, p: proto.RequestTraceParams) -> proto.RequestTraceResult:
+        trace: RequestTrace = await self.writer.call(lambda s: s.request_trace(p.id))
+        return proto.request_trace_result(trace)
+
+    async def console_login(self, p: proto.EmptyParams) -> proto.ConsoleLoginResult:
+        if self.console is None:
+            raise errors.Unsupported("this app serves no web console; start it with `wardian app start --console` "
+                                     "(or `wardian app run --console`)", field="console")
+        url, expires_at = self.console.mint_login()
+        log.info("console login URL issued (valid once, until %d)", expires_at)  # never the URL: it holds the secret
+        return {"url": url, "expires_at": expires_at}
+
     async def status(self, p: proto.EmptyParams) -> proto.AppStatusResult:
         agents = await self.writer.call(lambda s: len(s.list_agents()))
         return {"running": True, "version": __version__, "protocol": PROTOCOL_VERSION, "pid": os.getpid(),
                 "home": str(self.home.root), "started_at": self.started_at, "agents": agents,
-                "waiting": self.signals.waiting()}
+                "waiting": self.signals.waiting(), "console": self.console.address if self.console else None}
 
     async def app_stop(self, p: proto.EmptyParams) -> proto.OkResult:
         # The answer is written first; the server stops the app right after (see ControlServer).
@@ -333,4 +422,4 @@ class AppService:
         self._stop()
 
 
-__all__ = ["AppService", "admit_op", "errors"]
+__all__ = ["AppService", "ConsoleLogins", "admit_op", "errors", "operator_admit_op"]

@@ -4,6 +4,10 @@ Subscribe before you look: a waiter registers first, then reads durable state, t
 landing between the read and the wait is never lost (DESIGN.md §4 "Wait"). A waiter that must read before it can
 subscribe (it learns its recipient in the same read) compares `sent` around the gap and reads again when a signal
 went out meanwhile: the same guarantee, one store round trip fewer in the common case.
+
+`ChangeFeed` is the other signal: every store commit that changed something (a record, a task's fact, an agent's
+observed state), for live views of the whole home (the web console's Server-Sent Events, #16). It carries no detail;
+a view reads what it shows again after each change.
 """
 
 from __future__ import annotations
@@ -89,3 +93,37 @@ class MailboxSignals:
         if agent_uuid is None:
             return sum(len(w) for w in self._waiters.values())
         return len(self._waiters.get(agent_uuid, ()))
+
+
+class ChangeFeed:
+    """A counter of store commits that wrote, and the waits on its next change.
+
+    `changed` runs after every such commit (`StoreWriter.on_commit`): with nobody waiting it is an increment and a
+    test, so the write path pays nothing measurable for a console nobody watches. A view remembers the `version` it
+    showed and waits for the next one: subscribe-before-look holds, because `next_change` compares versions before it
+    waits.
+    """
+
+    def __init__(self) -> None:
+        self.version = 0
+        self._event: anyio.Event | None = None
+
+    def changed(self) -> None:
+        self.version += 1
+        if self._event is not None:
+            self._event.set()
+            self._event = None
+
+    def wake_all(self) -> None:
+        """Wake every wait without a change (a view is closing)."""
+        if self._event is not None:
+            self._event.set()
+            self._event = None
+
+    async def next_change(self, seen: int) -> int:
+        """Return the current version once it differs from `seen` (at once if it already does), or after `wake_all`."""
+        if self.version == seen:
+            if self._event is None:
+                self._event = anyio.Event()
+            await self._event.wait()
+        return self.version

@@ -62,6 +62,8 @@ class StoreWriter:
         self._limiter = anyio.CapacityLimiter(1)
         self.batches = 0
         self.operations = 0
+        # Called after every batch whose COMMIT made a change durable (the app's `ChangeFeed`, for live views, #16).
+        self.on_commit: Callable[[], None] | None = None
 
     async def call(self, fn: Callable[[Store], T], *, bare: bool = False) -> T:
         """Run `fn(store)` inside the next batch's transaction and return its result after COMMIT.
@@ -114,7 +116,8 @@ class StoreWriter:
         is a lone write with nothing waiting, which commits here (see the module docstring)."""
         store = self._store
         results = store.begin_batch(fns, bare)
-        if not store.batch_wrote:
+        wrote = store.batch_wrote
+        if not wrote:
             results = store.commit_batch(results)
         elif len(fns) > 1 or self._pending:
             with anyio.CancelScope(shield=True):
@@ -128,6 +131,8 @@ class StoreWriter:
                 await anyio.lowlevel.checkpoint()
         self.batches += 1
         self.operations += len(fns)
+        if wrote and self.on_commit is not None:
+            self.on_commit()
         for i, result in enumerate(results):
             if result.error is not None and not isinstance(result.error, errors.WardianError):
                 log.error("store operation failed", exc_info=result.error)

@@ -38,17 +38,25 @@ from wardian.model import (
     MAX_REQUEST_ID_CHARS,
     MAX_TARGET_CHARS,
     MAX_WAIT_MS,
+    OPERATOR_NAME,
+    OPERATOR_UUID,
     PROVIDERS,
     Agent,
+    AgentOverview,
+    ExchangePage,
+    ExchangeRecord,
     InteractionKind,
+    InterruptFact,
     InterruptReceipt,
     LogRecord,
     Party,
     Receipt,
     ReceivedRecord,
     ReceivePage,
+    RecordDelivery,
     RecordStory,
     ReplyReceipt,
+    RequestTrace,
     TaskFacts,
     WakeReason,
 )
@@ -103,13 +111,20 @@ def check_text(value: str, field: str = "message") -> str:
     return value
 
 
+def check_cursor(value: str | None, field: str) -> str | None:
+    if value == "":  # a cursor is never empty (the tool schema's minLength 1): refused here, not by the store
+        raise errors.InvalidCursor(f"{field} is empty; pass a cursor from an earlier receive result, or omit it",
+                                   field=field, allowed="a cursor returned by an earlier receive")
+    return value
+
+
 def check_agent_name(value: str) -> str:
     if (not AGENT_NAME_RE.match(value) or value.lower() in BROADCAST_NAMES or _UUID_RE.match(value)
-            or value.lower() == "wardian"):
+            or value.lower() in ("wardian", OPERATOR_NAME)):
         raise errors.InvalidAgentName(
             f"agent name {value[:80]!r} is not allowed", field="name",
             allowed=f"1..{MAX_AGENT_NAME_CHARS} characters of A-Z a-z 0-9 . _ -, starting with a letter or "
-            "digit; not a UUID and not all/everyone/wardian")
+            "digit; not a UUID and not all/everyone/wardian/operator")
     return value
 
 
@@ -161,11 +176,7 @@ class MailboxReceiveParams(_SessionParams):
     @field_validator("cursor", "ack_cursor")
     @classmethod
     def _cursor(cls, v: str | None, info: ValidationInfo) -> str | None:
-        if v == "":  # a cursor is never empty (the tool schema's minLength 1): refused here, not by the store
-            raise errors.InvalidCursor(
-                f"{info.field_name} is empty; pass a cursor from an earlier receive result, or omit it",
-                field=str(info.field_name), allowed="a cursor returned by an earlier receive")
-        return v
+        return check_cursor(v, str(info.field_name))
 
 
 class MailboxWaitParams(_SessionParams):
@@ -224,6 +235,9 @@ class AgentStartParams(_Params):
     mode: Literal["background", "attached"] = "background"
     config: Annotated[list[str], Field(max_length=MAX_OVERRIDES)] = []
     approve_tools: Annotated[list[str], Field(max_length=16)] = []
+    # Start with the mode and `-c` settings kept from the agent's last start instead of `mode` and `config` (the
+    # console's start button, #16); giving either with it is refused.
+    keep_settings: bool = False
 
     @field_validator("approve_tools")
     @classmethod
@@ -272,6 +286,58 @@ class RequestStatusParams(_SessionParams):
     request_id: RecordIdField
 
 
+class OperatorSendParams(_Params):
+    """`message/send` and `task/followup` as the operator (#16): no session; the control socket's peer uid check is what
+    makes the caller the operator."""
+
+    target: TargetField
+    message: MessageField
+
+    @field_validator("target")
+    @classmethod
+    def _target(cls, v: str) -> str:
+        return check_target(v)
+
+    @field_validator("message")
+    @classmethod
+    def _message(cls, v: str) -> str:
+        return check_text(v)
+
+
+class OperatorReceiveParams(_Params):
+    cursor: CursorField | None = None
+    ack_cursor: CursorField | None = None
+    limit: LimitField | None = None
+    timeout_ms: TimeoutField | None = None
+
+    @field_validator("cursor", "ack_cursor")
+    @classmethod
+    def _cursor(cls, v: str | None, info: ValidationInfo) -> str | None:
+        return check_cursor(v, str(info.field_name))
+
+
+class OperatorInterruptParams(_Params):
+    target: TargetField
+
+    @field_validator("target")
+    @classmethod
+    def _target(cls, v: str) -> str:
+        return check_target(v)
+
+
+class ExchangePageParams(_Params):
+    # One agent's name or UUID, or `operator`: records to or from it. Omitted: everyone's.
+    agent: Annotated[str, Field(min_length=1, max_length=MAX_TARGET_CHARS)] | None = None
+    kind: Literal["information", "task", "reply", "notice"] | None = None
+    uncertain: bool = False  # only records whose delivery is uncertain (a task's, or a push's)
+    before: Annotated[int, Field(ge=1)] | None = None  # a record's `seq`: the page of records older than it
+    limit: LimitField = 50
+
+
+class RequestTraceParams(_Params):
+    id: RecordIdField
+
+
 # Results: one closed TypedDict per method result, each built by the function right after it from the store's
 # records. TypedDicts, not models: a receive page of 100 records costs ~25 µs as dicts and ~0.4-1.1 ms as pydantic
 # models (measured for #12), and pyright checks every builder's keys and types against its TypedDict. `extra`
@@ -290,6 +356,14 @@ def party_result(p: Party | Agent) -> PartyResult:
     return {"name": p.name, "uuid": p.uuid}
 
 
+# Who wrote a record: an agent, the operator (the person running the agents, #16), or Wardian itself (notices).
+SenderKind = Literal["agent", "operator", "wardian"]
+
+
+def sender_kind(p: Party | None) -> SenderKind:
+    return "wardian" if p is None else "operator" if p.uuid == OPERATOR_UUID else "agent"
+
+
 @with_config(_CLOSED)
 class TaskFactsResult(TypedDict):
     state: Literal["pending", "claimed", "submitted", "uncertain", "completed"]
@@ -303,6 +377,7 @@ class TaskFactsResult(TypedDict):
     completed_at: int | None
     reply_status: Literal["done", "blocked", "failed"] | None
     reply_id: str | None
+    lookup: Literal["confirmed", "not_found"] | None
 
 
 def task_facts_result(f: TaskFacts) -> TaskFactsResult:
@@ -310,7 +385,7 @@ def task_facts_result(f: TaskFacts) -> TaskFactsResult:
             "claim_generation": f.claim_generation, "claimed_at": f.claimed_at, "submitted_at": f.submitted_at,
             "thread_id": f.thread_id, "turn_id": f.turn_id, "uncertain_at": f.uncertain_at,
             "completed_at": f.completed_at, "reply_status": f.reply_status.value if f.reply_status else None,
-            "reply_id": f.reply_id}
+            "reply_id": f.reply_id, "lookup": f.lookup}
 
 
 @with_config(_CLOSED)
@@ -318,7 +393,7 @@ class RecordResult(TypedDict):
     id: str
     kind: Literal["information", "task", "reply", "notice"]
     sender: PartyResult | None
-    sender_kind: Literal["agent", "wardian"]
+    sender_kind: SenderKind
     recipient: PartyResult
     text: str
     created_at: int
@@ -331,7 +406,7 @@ class RecordResult(TypedDict):
 def record_result(r: ReceivedRecord) -> RecordResult:
     i = r.interaction
     return {"id": i.id, "kind": i.kind.value, "sender": party_result(i.sender) if i.sender else None,
-            "sender_kind": "agent" if i.sender else "wardian", "recipient": party_result(i.recipient),
+            "sender_kind": sender_kind(i.sender), "recipient": party_result(i.recipient),
             "text": i.text, "created_at": i.created_at, "request_id": i.request_id,
             "status": i.status.value if i.status else None, "new_work": r.new_work,
             "task": task_facts_result(r.task) if r.task else None}
@@ -342,7 +417,7 @@ class LogRecordResult(TypedDict):
     id: str
     kind: Literal["information", "task", "reply", "notice"]
     sender: PartyResult | None
-    sender_kind: Literal["agent", "wardian"]
+    sender_kind: SenderKind
     recipient: PartyResult
     text: str
     created_at: int
@@ -355,7 +430,7 @@ class LogRecordResult(TypedDict):
 def log_record_result(r: LogRecord) -> LogRecordResult:
     i = r.interaction
     return {"id": i.id, "kind": i.kind.value, "sender": party_result(i.sender) if i.sender else None,
-            "sender_kind": "agent" if i.sender else "wardian", "recipient": party_result(i.recipient),
+            "sender_kind": sender_kind(i.sender), "recipient": party_result(i.recipient),
             "text": i.text, "created_at": i.created_at, "request_id": i.request_id,
             "status": i.status.value if i.status else None, "acked": i.acked,
             "task": task_facts_result(r.task) if r.task else None}
@@ -453,9 +528,18 @@ def agent_result(a: Agent) -> AgentResult:
 
 
 @with_config(_CLOSED)
+class DeliveryDoubtsResult(TypedDict):
+    uncertain: int
+    confirmed_by_lookup: int
+
+
+@with_config(_CLOSED)
 class AgentListResult(TypedDict):
     agents: list[AgentResult]
     caller: PartyResult | None
+    deliveries: dict[str, DeliveryDoubtsResult]
+    """By agent UUID, agents with any: tasks given to it whose delivery is uncertain, and those whose provider answer
+    was lost but a lookup of the message found it (#14)."""
 
 
 @with_config(_CLOSED)
@@ -475,6 +559,7 @@ class AppStatusResult(TypedDict):
     started_at: int
     agents: int
     waiting: int  # waits (`mailbox/wait`, receives with a timeout) subscribed right now
+    console: str | None  # the web console's address (`--console`), without any login secret; None when not served
 
 
 @with_config(_CLOSED)
@@ -531,6 +616,7 @@ class TaskStoryResult(TypedDict):
     provider_message_id: str | None
     outcome_status: Literal["done", "blocked", "failed"] | None
     outcome_at: int | None
+    lookup_note: str | None
 
 
 @with_config(_CLOSED)
@@ -538,7 +624,7 @@ class AnswerResult(TypedDict):
     id: str
     kind: Literal["information", "task", "reply", "notice"]
     status: Literal["done", "blocked", "failed"] | None
-    sender_kind: Literal["agent", "wardian"]
+    sender_kind: SenderKind
     created_at: int
     text: str
 
@@ -548,7 +634,7 @@ class RecordStoryResult(TypedDict):
     id: str
     kind: Literal["information", "task", "reply", "notice"]
     sender: PartyResult | None
-    sender_kind: Literal["agent", "wardian"]
+    sender_kind: SenderKind
     recipient: PartyResult
     text: str
     created_at: int
@@ -560,24 +646,121 @@ class RecordStoryResult(TypedDict):
 
 
 def record_story_result(s: RecordStory) -> RecordStoryResult:
-    i, d, t, a = s.interaction, s.delivery, s.task, s.answer
-    push: Literal["sending", "done", "uncertain"] | None = (
-        "sending" if d.push_state == "sending" else "done" if d.push_state == "done"
-        else "uncertain" if d.push_state == "uncertain" else None)
+    i, t, a = s.interaction, s.task, s.answer
     return {
         "id": i.id, "kind": i.kind.value, "sender": party_result(i.sender) if i.sender else None,
-        "sender_kind": "agent" if i.sender else "wardian", "recipient": party_result(i.recipient), "text": i.text,
+        "sender_kind": sender_kind(i.sender), "recipient": party_result(i.recipient), "text": i.text,
         "created_at": i.created_at, "request_id": i.request_id, "status": i.status.value if i.status else None,
-        "delivery": {"received_at": d.received_at, "acked_at": d.acked_at, "push": push, "pushed_at": d.pushed_at,
-                     "push_note": d.push_note},
+        "delivery": delivery_result(s.delivery),
         "task": None if t is None else {
             "requester": party_result(t.requester), "facts": task_facts_result(t.facts),
             "uncertain_reason": t.uncertain_reason, "provider_message_id": t.provider_message_id,
-            "outcome_status": t.outcome_status.value if t.outcome_status else None, "outcome_at": t.outcome_at},
+            "outcome_status": t.outcome_status.value if t.outcome_status else None, "outcome_at": t.outcome_at,
+            "lookup_note": t.lookup_note},
         "answer": None if a is None else {
             "id": a.id, "kind": a.kind.value, "status": a.status.value if a.status else None,
-            "sender_kind": "agent" if a.sender else "wardian", "created_at": a.created_at, "text": a.text},
+            "sender_kind": sender_kind(a.sender), "created_at": a.created_at, "text": a.text},
     }
+
+
+def delivery_result(d: RecordDelivery) -> DeliveryResult:
+    push: Literal["sending", "done", "uncertain"] | None = (
+        "sending" if d.push_state == "sending" else "done" if d.push_state == "done"
+        else "uncertain" if d.push_state == "uncertain" else None)
+    return {"received_at": d.received_at, "acked_at": d.acked_at, "push": push, "pushed_at": d.pushed_at,
+            "push_note": d.push_note}
+
+
+@with_config(_CLOSED)
+class ConsoleLoginResult(TypedDict):
+    url: str  # the one-time login URL; it holds a secret: print it to its owner, never log it
+    expires_at: int
+
+
+@with_config(_CLOSED)
+class AgentOverviewResult(TypedDict):
+    agent: AgentResult
+    pending: int
+    in_flight: int
+
+
+@with_config(_CLOSED)
+class AgentOverviewListResult(TypedDict):
+    agents: list[AgentOverviewResult]
+
+
+def agent_overview_result(o: AgentOverview) -> AgentOverviewResult:
+    return {"agent": agent_result(o.agent), "pending": o.pending, "in_flight": o.in_flight}
+
+
+@with_config(_CLOSED)
+class ExchangeRecordResult(TypedDict):
+    seq: int  # the record's place in the store's order (newest highest): what `before` pages by
+    id: str
+    kind: Literal["information", "task", "reply", "notice"]
+    sender: PartyResult | None
+    sender_kind: SenderKind
+    recipient: PartyResult
+    text: str  # at most EXCHANGE_PREVIEW_CHARS characters; `text_chars` says how long the whole text is
+    text_chars: int
+    created_at: int
+    request_id: str | None
+    status: Literal["done", "blocked", "failed"] | None
+    delivery: DeliveryResult
+    task: TaskFactsResult | None
+    uncertain_reason: str | None
+
+
+def exchange_record_result(r: ExchangeRecord) -> ExchangeRecordResult:
+    i = r.interaction
+    return {"seq": r.seq, "id": i.id, "kind": i.kind.value, "sender": party_result(i.sender) if i.sender else None,
+            "sender_kind": sender_kind(i.sender), "recipient": party_result(i.recipient), "text": i.text,
+            "text_chars": r.text_chars, "created_at": i.created_at, "request_id": i.request_id,
+            "status": i.status.value if i.status else None, "delivery": delivery_result(r.delivery),
+            "task": task_facts_result(r.task) if r.task else None, "uncertain_reason": r.uncertain_reason}
+
+
+@with_config(_CLOSED)
+class ExchangePageResult(TypedDict):
+    records: list[ExchangeRecordResult]  # newest first
+    older: int | None  # the `before` of the next (older) page; None: this is the oldest
+    # With an agent filter, a page searches a bounded window of records (EXCHANGE_WINDOW): when the window ended before
+    # the page was full, every match down to this seq is shown and `older` goes on below it.
+    searched_to: int | None
+
+
+def exchange_page_result(p: ExchangePage) -> ExchangePageResult:
+    return {"records": [exchange_record_result(r) for r in p.records], "older": p.older, "searched_to": p.searched_to}
+
+
+@with_config(_CLOSED)
+class InterruptFactResult(TypedDict):
+    interrupt_id: int
+    caller: PartyResult
+    caller_kind: Literal["agent", "operator"]
+    target: PartyResult
+    turn_id: str
+    created_at: int
+
+
+@with_config(_CLOSED)
+class RequestTraceResult(TypedDict):
+    story: RecordStoryResult  # a reply's or notice's trace is its task's
+    answer: RecordStoryResult | None  # the reply or notice, with how it reached the requester
+    interrupts: list[InterruptFactResult]  # recorded against the task's turn
+    turn_tasks: list[str]  # every task that turn carried (this one included)
+
+
+def request_trace_result(t: RequestTrace) -> RequestTraceResult:
+    return {"story": record_story_result(t.story),
+            "answer": record_story_result(t.answer) if t.answer is not None else None,
+            "interrupts": [interrupt_fact_result(f) for f in t.interrupts], "turn_tasks": list(t.turn_tasks)}
+
+
+def interrupt_fact_result(f: InterruptFact) -> InterruptFactResult:
+    return {"interrupt_id": f.interrupt_id, "caller": party_result(f.caller),
+            "caller_kind": "operator" if f.caller.uuid == OPERATOR_UUID else "agent", "target": party_result(f.target),
+            "turn_id": f.turn_id, "created_at": f.created_at}
 
 
 @with_config(_CLOSED)
@@ -632,6 +815,25 @@ METHODS: dict[str, Method] = {
                            "show_record"),
     "request/status": Method(RequestStatusParams, RecordStoryResult, True,
                              "The story of a task the caller sent.", "request_status"),
+    # The operator and the web console (#16): the control socket's owner acts as the operator.
+    "operator/send": Method(OperatorSendParams, SendResult, False, "Send information as the operator.",
+                            "operator_send"),
+    "operator/followup": Method(OperatorSendParams, SendResult, False, "Assign a task as the operator.",
+                                "operator_followup"),
+    "operator/receive": Method(OperatorReceiveParams, ReceiveResult, False,
+                               "Read and acknowledge the operator's records (replies to its tasks).",
+                               "operator_receive"),
+    "operator/interrupt": Method(OperatorInterruptParams, InterruptResult, False,
+                                 "Interrupt an agent's active turn as the operator.", "operator_interrupt"),
+    "agent/overview": Method(EmptyParams, AgentOverviewListResult, False,
+                             "Every agent with its pending and in-flight tasks (operator).", "agent_overview"),
+    "exchange/page": Method(ExchangePageParams, ExchangePageResult, False,
+                            "A page of every record, newest first, filtered (operator).", "exchange_page"),
+    "request/trace": Method(RequestTraceParams, RequestTraceResult, False,
+                            "A record's story with its answer's and its turn's interrupts (operator).",
+                            "request_trace"),
+    "console/login": Method(EmptyParams, ConsoleLoginResult, False,
+                            "A fresh one-time login URL of the web console (operator).", "console_login"),
 }
 
 # The v1 control operations the seed retires ("Legacy delivery retirement"): they answer with
@@ -665,6 +867,9 @@ _ALLOWED: dict[str, str] = {
     "id": "an ask_, msg_, rep_ or ntc_ id",
     "mode": "background, attached",
     "config": f"at most {MAX_OVERRIDES} key=value strings",
+    "kind": "information, task, reply, notice",
+    "before": "the seq of a record of an earlier page (an integer >= 1)",
+    "agent": "one agent's name or UUID",
 }
 _MISSING: dict[str, type[errors.RequestError]] = {
     "message": errors.EmptyMessage,

@@ -249,8 +249,9 @@ TOOLS: tuple[ToolSpec, ...] = (
         title="List peer agents",
         description=(
             "List the Wardian agents you can address: name, UUID, provider and status (off, starting, "
-            "idle, active, errored), and which of them is you (caller). Use a name or UUID from here as "
-            "target. Reading the list changes nothing."
+            "idle, active, errored), and which of them is you (caller); deliveries counts, per agent UUID, "
+            "tasks whose delivery is uncertain or was confirmed only by a lookup. Use a name or UUID from here "
+            "as target. Reading the list changes nothing."
         ),
         input_schema=_object({}),
         read_only=True, destructive=False, idempotent=True, open_world=False,

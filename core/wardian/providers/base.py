@@ -47,6 +47,12 @@ class Capabilities:
     still require explicit reply")."""
     attach: bool = False
     """A person's terminal UI can attach to the app-owned runtime (`wardian agent attach`)."""
+    inject_while_active: bool = True
+    """A push may land while a turn runs (it joins the model's next request). Without it a push waits for the turn
+    to end: until then the record stays on the receive path, and is pushed at idle only if no receive took it."""
+    tool_grants: bool = False
+    """`--approve-tools` grants mean something: the provider asks a person before any wardian tool not granted. A
+    provider without an approval step refuses grants rather than ignore them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +100,16 @@ class TaskDelivery:
     request_id: str
     sender: Party
     text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    """A submission the provider took: the turn it started (or will start) for the task."""
+
+    turn_id: str
+    confirmed_by_lookup: str | None = None
+    """Set when the provider's answer to the submission was lost (why) and the message was then found by the id the
+    app chose for it: the delivery is confirmed, not uncertain (#14)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,9 +161,15 @@ class ProviderRuntime(Protocol):
         """Return once no turn is observed active."""
         ...
 
-    async def start_turn(self, task: TaskDelivery) -> str:
-        """Start a new turn for the task on the conversation; return its turn id.
-        Raises: Rejected (not admitted), WardianError (unknown outcome)."""
+    def plan_message_id(self) -> str | None:
+        """The provider-facing id the next submission's message will carry, chosen before it is sent so the app can
+        persist the binding first (None when the provider names it only in its answer)."""
+        ...
+
+    async def start_turn(self, task: TaskDelivery, message_id: str | None = None) -> Started:
+        """Start a new turn for the task on the conversation (its message carrying `message_id` when planned);
+        return its turn id (and, when a lost answer was settled by a lookup, why). Raises: Rejected (not admitted),
+        WardianError (unknown outcome; `details["looked_up"]` when a lookup did not find the message)."""
         ...
 
     async def steer(self, task: TaskDelivery, expected_turn_id: str) -> str:

@@ -4,5 +4,6 @@ from __future__ import annotations
 
 from wardian.providers.base import Provider
 from wardian.providers.codex.provider import CodexProvider
+from wardian.providers.opencode.provider import OpenCodeProvider
 
-PROVIDERS: dict[str, Provider] = {"codex": CodexProvider()}
+PROVIDERS: dict[str, Provider] = {"codex": CodexProvider(), "opencode": OpenCodeProvider()}

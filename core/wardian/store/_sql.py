@@ -58,7 +58,8 @@ AGENT_COL_NAMES = ("id", "uuid", "name", "provider", "workspace", "status", "gen
                    "created_at")
 AGENT_COLS = ", ".join(AGENT_COL_NAMES)
 TASK_FACT_COLS = ("state, claimed_by, claim_generation, claimed_at, submitted_at, thread_id, turn_id, uncertain_at, "
-                  "completed_at, reply_status, reply_id")
+                  "completed_at, reply_status, reply_id, lookup")
+TASK_FACT_COUNT = TASK_FACT_COLS.count(",") + 1
 KINDS = {k.value: k for k in InteractionKind}
 STATUSES: dict[str | None, ReplyStatus | None] = {None: None, **{s.value: s for s in ReplyStatus}}
 _STATES = {s.value: s for s in TaskState}
@@ -77,7 +78,7 @@ def party_of(agent: Agent) -> Party:
 def facts_of(row: Sequence[Any]) -> TaskFacts:
     """TaskFacts from the `TASK_FACT_COLS` of a row, in that order."""
     return TaskFacts(_STATES[row[0]], _CLAIMS[row[1]], row[2], row[3], row[4], row[5], row[6], row[7], row[8],
-                     STATUSES[row[9]], row[10])
+                     STATUSES[row[9]], row[10], row[11])
 
 
 class SqlBase:

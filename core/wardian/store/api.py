@@ -24,9 +24,12 @@ from typing import Any, Literal, Protocol
 
 from wardian.model import (
     Agent,
+    AgentOverview,
     AgentStatus,
     Caller,
     ClaimKind,
+    DeliveryDoubts,
+    ExchangePage,
     Interaction,
     InteractionKind,
     InterruptReceipt,
@@ -39,6 +42,7 @@ from wardian.model import (
     RecordStory,
     ReplyReceipt,
     ReplyStatus,
+    RequestTrace,
     TaskFacts,
 )
 
@@ -68,7 +72,15 @@ class Roster(Protocol):
         ...
 
     def list_agents(self) -> list[Agent]:
-        """Every agent not removed, by name."""
+        """Every agent not removed, by name (never the operator)."""
+        ...
+
+    def agents_overview(self) -> list[AgentOverview]:
+        """`list_agents` with each agent's pending and in-flight task counts (the console's agents page)."""
+        ...
+
+    def operator(self) -> Caller:
+        """The operator as a caller (#16): the reserved participant the control socket's owner acts as."""
         ...
 
     def find_agents(self, name_or_uuid: str) -> list[Agent]:
@@ -152,6 +164,10 @@ class Mailbox(Protocol):
         """Every record, oldest first, acknowledged or not, with its task facts (operator views, evidence)."""
         ...
 
+    def claim_push(self, public_id: str) -> bool:
+        """Take a record on the receive path that no receive returned for a push now; True when the push owns it."""
+        ...
+
     def push_done(self, public_id: str) -> None:
         """The push of this record was acknowledged: it is in its recipient's live conversation."""
         ...
@@ -172,6 +188,16 @@ class Mailbox(Protocol):
         """Every fact about one record (`wardian message show`). Raises: UnknownRequest."""
         ...
 
+    def exchange(self, *, participant: int | None, kind: InteractionKind | None, uncertain: bool,
+                 before: int | None, limit: int) -> ExchangePage:
+        """A page of every record, newest first, older than `before` (a record's `seq`): those to or from
+        `participant` (an agent's or the operator's id), of `kind`, or uncertain (a task's delivery or a push)."""
+        ...
+
+    def request_trace(self, public_id: str) -> RequestTrace:
+        """A record's story for the request view: a reply or notice gives its task's. Raises: UnknownRequest."""
+        ...
+
     def take_unseen_context(self, agent_id: int) -> bool:
         """True (once) when context was pushed into the agent's conversation since its waits last reported it."""
         ...
@@ -186,19 +212,30 @@ class TaskLedger(Protocol):
 
     def pending_tasks(self, agent_id: int, limit: int = 50) -> list[PendingTask]: ...
 
-    def claim_task(self, request_id: str, by: ClaimKind, generation: int) -> bool:
-        """Take the one durable claim of a pending task; True only for the single winner."""
+    def claim_task(self, request_id: str, by: ClaimKind, generation: int, *, provider_message_id: str | None = None,
+                   thread_id: str | None = None) -> bool:
+        """Take the one durable claim of a pending task; True only for the single winner. A dispatch claim of a
+        provider that lets the client choose its message id persists that id (and the conversation) with the claim,
+        so the ask_ <-> message binding is durable before a byte of the submission leaves (#14)."""
         ...
 
     def release_claim(self, request_id: str, generation: int) -> bool:
         """Give a dispatch claim of this generation back (a confirmed rejection, or nothing was sent)."""
         ...
 
-    def bind_submission(self, request_id: str, generation: int, thread_id: str, turn_id: str) -> bool:
-        """Persist the request/claim/generation/thread/turn binding of an accepted submission."""
+    def bind_submission(self, request_id: str, generation: int, thread_id: str, turn_id: str, *,
+                        lookup: str | None = None) -> bool:
+        """Persist the request/claim/generation/thread/turn binding of an accepted submission; `lookup`: why the
+        provider's answer was lost when a lookup then found the message (recorded as confirmed by lookup)."""
         ...
 
-    def mark_uncertain(self, request_id: str, reason: str) -> None: ...
+    def mark_uncertain(self, request_id: str, reason: str, *, looked_up: bool = False) -> None:
+        """The submission's outcome is unknown (`looked_up`: a lookup of its message found nothing)."""
+        ...
+
+    def delivery_doubts(self) -> dict[int, DeliveryDoubts]:
+        """By agent id, for agents with any: their tasks' uncertain deliveries and those confirmed by lookup."""
+        ...
 
     def tasks_of_turn(self, turn_id: str) -> list[str]: ...
 

@@ -26,6 +26,7 @@ from wardian import errors
 from wardian.model import (
     Caller,
     ClaimKind,
+    DeliveryDoubts,
     InteractionKind,
     Party,
     PendingTask,
@@ -71,11 +72,14 @@ class TaskLedgerOps(SqlBase):
 
     # --- claims -----------------------------------------------------------------------------------------
 
-    def claim_task(self, request_id: str, by: ClaimKind, generation: int) -> bool:
+    def claim_task(self, request_id: str, by: ClaimKind, generation: int, *, provider_message_id: str | None = None,
+                   thread_id: str | None = None) -> bool:
         with self.atomic():
             return self._db.execute(
-                "UPDATE tasks SET state = 'claimed', claimed_by = ?, claim_generation = ?, claimed_at = ? "
-                "WHERE request_id = ? AND state = 'pending'", (by.value, generation, now_ms(), request_id),
+                "UPDATE tasks SET state = 'claimed', claimed_by = ?, claim_generation = ?, claimed_at = ?, "
+                "provider_message_id = ?, thread_id = COALESCE(?, thread_id) "
+                "WHERE request_id = ? AND state = 'pending'",
+                (by.value, generation, now_ms(), provider_message_id, thread_id, request_id),
             ).rowcount == 1
 
     def claim_for_receive(self, interaction_id: int, generation: int, now: int) -> bool:
@@ -87,19 +91,22 @@ class TaskLedgerOps(SqlBase):
     def release_claim(self, request_id: str, generation: int) -> bool:
         with self.atomic():
             return self._db.execute(
-                "UPDATE tasks SET state = 'pending', claimed_by = NULL, claim_generation = NULL, claimed_at = NULL "
-                "WHERE request_id = ? AND state = 'claimed' AND claimed_by = 'dispatch' AND claim_generation = ?",
+                "UPDATE tasks SET state = 'pending', claimed_by = NULL, claim_generation = NULL, claimed_at = NULL, "
+                "provider_message_id = NULL WHERE request_id = ? AND state = 'claimed' AND claimed_by = 'dispatch' "
+                "AND claim_generation = ?",
                 (request_id, generation)).rowcount == 1
 
     # --- submission -------------------------------------------------------------------------------------
 
-    def bind_submission(self, request_id: str, generation: int, thread_id: str, turn_id: str) -> bool:
+    def bind_submission(self, request_id: str, generation: int, thread_id: str, turn_id: str, *,
+                        lookup: str | None = None) -> bool:
         with self.atomic():
             now = now_ms()
             bound = self._db.execute(
-                "UPDATE tasks SET state = 'submitted', submitted_at = ?, thread_id = ?, turn_id = ? "
+                "UPDATE tasks SET state = 'submitted', submitted_at = ?, thread_id = ?, turn_id = ?, "
+                "lookup = CASE WHEN ? IS NULL THEN lookup ELSE 'confirmed' END, lookup_note = coalesce(?, lookup_note) "
                 "WHERE request_id = ? AND state = 'claimed' AND claimed_by = 'dispatch' AND claim_generation = ?",
-                (now, thread_id, turn_id, request_id, generation)).rowcount == 1
+                (now, thread_id, turn_id, lookup, lookup, request_id, generation)).rowcount == 1
             if bound:
                 # On the provider delivery path now: no duplicate body on the receive path, and the agent's own
                 # waits are not woken by the task it is already working on.
@@ -107,11 +114,20 @@ class TaskLedgerOps(SqlBase):
                                  "AND acked_at IS NULL", (now, request_id))
             return bound
 
-    def mark_uncertain(self, request_id: str, reason: str) -> None:
+    def mark_uncertain(self, request_id: str, reason: str, *, looked_up: bool = False) -> None:
         with self.atomic():
-            self._db.execute("UPDATE tasks SET state = 'uncertain', uncertain_at = ?, uncertain_reason = ? "
+            self._db.execute("UPDATE tasks SET state = 'uncertain', uncertain_at = ?, uncertain_reason = ?, "
+                             "lookup = CASE WHEN ? THEN 'not_found' ELSE lookup END "
                              "WHERE request_id = ? AND state IN ('claimed', 'submitted')",
-                             (now_ms(), reason, request_id))
+                             (now_ms(), reason, looked_up, request_id))
+
+    def delivery_doubts(self) -> dict[int, DeliveryDoubts]:
+        # Both arms read a partial index (migration 7), so the cost follows the number of doubtful tasks.
+        rows = self._db.execute(
+            "SELECT recipient_id, sum(u), sum(c) FROM ("
+            "SELECT recipient_id, 1 AS u, 0 AS c FROM tasks WHERE state = 'uncertain' UNION ALL "
+            "SELECT recipient_id, 0, 1 FROM tasks WHERE lookup = 'confirmed') GROUP BY recipient_id").fetchall()
+        return {r[0]: DeliveryDoubts(uncertain=r[1], confirmed_by_lookup=r[2]) for r in rows}
 
     def mark_lost_bindings_uncertain(self, reason: str) -> list[str]:
         with self.atomic():

@@ -1,7 +1,10 @@
 """Records and their recipients' reading positions (the mailbox half of the store).
 
 Receive and acknowledgement work on an index of only the unread, not-yet-pushed records of a recipient
-(migration 3). A cursor names an exact (start, end] id range of one recipient's mailbox, MAC-protected with the
+(migration 3). The console's exchange timeline (`exchange`) pages through every record newest first by id, each
+filter a bounded range scan of migration 6's indexes (see there).
+
+A cursor names an exact (start, end] id range of one recipient's mailbox, MAC-protected with the
 store's key and bound to its epoch, so a forged, another recipient's or a recreated store's cursor is refused.
 """
 
@@ -16,12 +19,17 @@ from typing import Any
 from wardian import errors
 from wardian.faults import crashpoint
 from wardian.model import (
+    EXCHANGE_PREVIEW_CHARS,
+    EXCHANGE_WINDOW,
     MAX_PAGE_TEXT_BYTES,
     Agent,
     AgentStatus,
     Caller,
+    ExchangePage,
+    ExchangeRecord,
     Interaction,
     InteractionKind,
+    InterruptFact,
     InterruptReceipt,
     LogRecord,
     Party,
@@ -30,12 +38,14 @@ from wardian.model import (
     ReceivePage,
     RecordDelivery,
     RecordStory,
+    RequestTrace,
     TaskStory,
 )
 from wardian.store._sql import (
     KINDS,
     STATUSES,
     TASK_FACT_COLS,
+    TASK_FACT_COUNT,
     SqlBase,
     facts_of,
     new_public_id,
@@ -51,6 +61,21 @@ INSERT_INTERACTION = ("INSERT INTO interactions (public_id, kind, sender_id, rec
 # A record admitted for a push is hidden from receive from its first commit: it reaches its recipient through
 # exactly one path (#13).
 PUSH_SENDING = "sending"
+
+
+def _exchange_filter(participant: int | None, kind: InteractionKind | None) -> tuple[str, list[object]]:
+    """The extra WHERE terms (on `i`, the interactions row) of an exchange filter, and their arguments.
+
+    The unary `+` keeps SQLite from answering them with the participant or kind indexes: the uncertain arms must walk
+    their own small partial indexes and filter on the way, not sort all of a participant's records."""
+    where, args = "", []
+    if participant is not None:
+        where += " AND (+i.sender_id = ? OR +i.recipient_id = ?)"
+        args += [participant, participant]
+    if kind is not None:
+        where += " AND +i.kind = ?"
+        args.append(kind.value)
+    return where, args
 
 
 class MailboxOps(SqlBase):
@@ -183,14 +208,97 @@ class MailboxOps(SqlBase):
         if interaction.request_id is not None:
             t = self._db.execute(
                 f"SELECT {TASK_FACT_COLS}, requester_id, uncertain_reason, provider_message_id, outcome_status, "
-                "outcome_at FROM tasks WHERE request_id = ?", (interaction.request_id,)).fetchone()
+                "outcome_at, lookup_note FROM tasks WHERE request_id = ?", (interaction.request_id,)).fetchone()
             if t is not None:
-                requester = self._party_by_id(t[11], parties)
+                n = TASK_FACT_COUNT
+                requester = self._party_by_id(t[n], parties)
                 assert requester is not None
-                task = TaskStory(facts_of(t[:11]), requester, t[12], t[13], STATUSES[t[14]], t[15])
+                task = TaskStory(facts_of(t[:n]), requester, t[n + 1], t[n + 2], STATUSES[t[n + 3]], t[n + 4],
+                                 t[n + 5])
                 if interaction.kind is InteractionKind.TASK and task.facts.reply_id is not None:
                     answer = self.interaction(task.facts.reply_id)
         return RecordStory(interaction, delivery, task, answer)
+
+    def exchange(self, *, participant: int | None, kind: InteractionKind | None, uncertain: bool,
+                 before: int | None, limit: int, window: int = EXCHANGE_WINDOW) -> ExchangePage:
+        """Raises: nothing for unknown values; an unknown participant or an id past the end gives an empty page."""
+        top = before if before is not None else int(
+            self._db.execute("SELECT coalesce(max(id), 0) FROM interactions").fetchone()[0]) + 1
+        low = 0  # the participant window's lowest id, when there is more below it
+        arms: list[str] = []
+        args: list[object] = []
+        if uncertain:
+            # Few records are uncertain: walk the two partial indexes of them, filtering as we go.
+            where, extra = _exchange_filter(participant, kind)
+            arms.append("SELECT i.id FROM tasks t JOIN interactions i ON i.id = t.interaction_id "
+                        f"WHERE t.state = 'uncertain' AND t.interaction_id < ?{where} "
+                        "ORDER BY t.interaction_id DESC LIMIT ?")
+            args += [top, *extra, limit + 1]
+            arms.append(f"SELECT i.id FROM interactions i WHERE i.push_state = 'uncertain' AND i.id < ?{where} "
+                        "ORDER BY i.id DESC LIMIT ?")
+            args += [top, *extra, limit + 1]
+        elif participant is not None:
+            # Per kind, a backward range scan of the narrow `interactions_by_kind` (kind, id, sender, recipient)
+            # over the window's ids: never more than `window` entries, whatever the size of the store.
+            low = max(top - window, 1)
+            for k in [kind.value] if kind is not None else [k.value for k in InteractionKind]:
+                arms.append("SELECT id FROM interactions INDEXED BY interactions_by_kind WHERE kind = ? AND id < ? "
+                            "AND id >= ? AND (sender_id = ? OR recipient_id = ?) ORDER BY id DESC LIMIT ?")
+                args += [k, top, low, participant, participant, limit + 1]
+        elif kind is not None:
+            arms.append("SELECT id FROM interactions WHERE kind = ? AND id < ? ORDER BY id DESC LIMIT ?")
+            args += [kind.value, top, limit + 1]
+        else:
+            arms.append("SELECT id FROM interactions WHERE id < ? ORDER BY id DESC LIMIT ?")
+            args += [top, limit + 1]
+        ids = " UNION ".join(f"SELECT id FROM ({arm})" for arm in arms)
+        rows = self._db.execute(
+            "SELECT i.id, i.public_id, i.kind, i.sender_id, i.recipient_id, substr(i.body, 1, ?), length(i.body), "
+            "i.created_at, i.request_id, i.status, i.acked_at, i.received_at, i.push_state, i.provider_delivered_at, "
+            f"i.push_note, t.uncertain_reason, t.{TASK_FACT_COLS.replace(', ', ', t.')} "
+            f"FROM interactions i LEFT JOIN tasks t ON t.interaction_id = i.id WHERE i.id IN ({ids}) "
+            "ORDER BY i.id DESC LIMIT ?", (EXCHANGE_PREVIEW_CHARS, *args, limit + 1)).fetchall()
+        more = len(rows) > limit
+        parties: dict[int, Party] = {}
+        records: list[ExchangeRecord] = []
+        for r in rows[:limit]:
+            recipient = self._party_by_id(r[4], parties)
+            assert recipient is not None
+            interaction = Interaction(r[1], KINDS[r[2]], self._party_by_id(r[3], parties), recipient, r[5], r[7], r[8],
+                                      STATUSES[r[9]], r[10] is not None)
+            delivery = RecordDelivery(r[11], r[10], r[12], r[13] if r[12] in ("done", "uncertain") else None, r[14])
+            records.append(ExchangeRecord(r[0], interaction, r[6], delivery,
+                                          facts_of(r[16:]) if r[16] is not None else None, r[15]))
+        if more:
+            return ExchangePage(tuple(records), records[-1].seq)
+        if low > 1:
+            return ExchangePage(tuple(records), low, searched_to=low)  # the window ended the page: go on below it
+        return ExchangePage(tuple(records), None)
+
+    def request_trace(self, public_id: str) -> RequestTrace:
+        """Raises: UnknownRequest (no record has that id)."""
+        story = self.record_story(public_id)
+        if story.interaction.kind is not InteractionKind.TASK and story.interaction.request_id is not None:
+            story = self.record_story(story.interaction.request_id)  # a reply or notice: the task it answers
+        answer = story.answer
+        answer_story = self.record_story(answer.id) if answer is not None else None
+        interrupts: tuple[InterruptFact, ...] = ()
+        turn_tasks: tuple[str, ...] = ()
+        turn_id = story.task.facts.turn_id if story.task is not None else None
+        if turn_id is not None:
+            parties: dict[int, Party] = {}
+            rows = self._db.execute("SELECT id, caller_id, target_id, turn_id, created_at FROM interrupts "
+                                    "WHERE turn_id = ? ORDER BY id", (turn_id,)).fetchall()
+            facts: list[InterruptFact] = []
+            for r in rows:
+                caller, target = self._party_by_id(r[1], parties), self._party_by_id(r[2], parties)
+                assert caller is not None
+                assert target is not None
+                facts.append(InterruptFact(r[0], caller, target, r[3], r[4]))
+            interrupts = tuple(facts)
+            turn_tasks = tuple(r[0] for r in self._db.execute(
+                "SELECT request_id FROM tasks WHERE turn_id = ? ORDER BY interaction_id", (turn_id,)))
+        return RequestTrace(story, answer_story, interrupts, turn_tasks)
 
     def log_records(self, *, limit: int) -> list[LogRecord]:
         rows = self._db.execute(
@@ -209,6 +317,15 @@ class MailboxOps(SqlBase):
         return out
 
     # --- pushes (a record admitted with push=True, hidden from receive until settled here) ----------------
+
+    def claim_push(self, public_id: str) -> bool:
+        """Take a record still on the receive path, and never returned by a receive, for a push now (a provider that
+        could not push while a turn ran pushes at idle); True when this push owns it."""
+        with self.atomic():
+            return self._db.execute(
+                "UPDATE interactions SET push_state = 'sending' WHERE public_id = ? AND push_state IS NULL "
+                "AND received_at IS NULL AND acked_at IS NULL AND provider_delivered_at IS NULL AND kind != 'task'",
+                (public_id,)).rowcount == 1
 
     def push_done(self, public_id: str) -> None:
         with self.atomic():

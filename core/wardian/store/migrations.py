@@ -133,4 +133,35 @@ MIGRATIONS: tuple[str, ...] = (
     UPDATE interactions SET received_at = created_at WHERE kind = 'task' AND acked_at IS NULL
         AND id IN (SELECT interaction_id FROM tasks WHERE claimed_by = 'receive');
     """,
+    # 6 (#16): the operator, the person running the agents, is a participant of its own: one reserved row of kind
+    # `operator` (the nil UUID, name `operator`) that sends tasks and information and receives the replies to its tasks,
+    # but that no roster listing, target or session ever resolves to. An agent named `operator` from before this
+    # version stays an agent. The web console's exchange timeline pages through records newest first by id: a kind
+    # filter is a range scan of `interactions_by_kind`, which also carries both parties, so a participant filter reads
+    # that narrow index (never the records' text) over a bounded window of ids per page; uncertain records are walked
+    # through their own small indexes. No index is keyed by participant: each would add a B-tree leaf per sender or
+    # recipient to every commit of the send path (measured: about a fifth of the store's throughput each), while
+    # `interactions_by_kind` only appends at the end of each kind. The request view finds the interrupts of a turn,
+    # and the agents page counts each agent's pending and in-flight tasks, by index too.
+    """
+    ALTER TABLE agents ADD COLUMN kind TEXT NOT NULL DEFAULT 'agent' CHECK (kind IN ('agent', 'operator'));
+    INSERT INTO agents (uuid, name, provider, kind, created_at)
+        VALUES ('00000000-0000-0000-0000-000000000000', 'operator', 'operator', 'operator',
+                CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER));
+    CREATE INDEX interactions_by_kind ON interactions(kind, id, sender_id, recipient_id);
+    CREATE INDEX interactions_push_uncertain ON interactions(id) WHERE push_state = 'uncertain';
+    CREATE INDEX tasks_uncertain ON tasks(interaction_id) WHERE state = 'uncertain';
+    CREATE INDEX tasks_in_flight ON tasks(recipient_id) WHERE state IN ('claimed', 'submitted');
+    CREATE INDEX interrupts_by_turn ON interrupts(turn_id);
+    """,
+    # 7 (#14): a submission whose answer was lost is settled by looking its message up by the id the app chose:
+    # `lookup` says whether it was found (the delivery is confirmed) or not (it stays uncertain), `lookup_note` why
+    # the answer was lost. The agent list counts each agent's uncertain and lookup-confirmed deliveries by these
+    # partial indexes, so its cost follows the number of doubtful tasks, not of tasks.
+    """
+    ALTER TABLE tasks ADD COLUMN lookup TEXT CHECK (lookup IS NULL OR lookup IN ('confirmed', 'not_found'));
+    ALTER TABLE tasks ADD COLUMN lookup_note TEXT;
+    CREATE INDEX tasks_uncertain_by_recipient ON tasks(recipient_id) WHERE state = 'uncertain';
+    CREATE INDEX tasks_looked_up ON tasks(recipient_id) WHERE lookup = 'confirmed';
+    """,
 )

@@ -2,6 +2,10 @@
 
 Sessions are capabilities: a token is `wsn1_<home tag>_<session id>_<secret>`; only a SHA-256 of the 256-bit
 secret is kept, compared in constant time on every call, cached or not.
+
+The operator (#16) is a row of `agents` of kind `operator` (migration 6): a participant records can come from and go
+to, never an agent. No listing, target, name or UUID resolution returns it, and no session can be minted for it; the
+app reaches it only through `operator()`, for callers the control socket vouches for.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import uuid as uuidlib
 from collections.abc import Sequence
 
 from wardian import errors
-from wardian.model import Agent, AgentStatus, Caller, ManagedAgent
+from wardian.model import OPERATOR_UUID, Agent, AgentOverview, AgentStatus, Caller, ManagedAgent
 from wardian.store._sql import AGENT_COL_NAMES, AGENT_COLS, SqlBase, agent_of, now_ms
 from wardian.store.api import SessionKind
 
@@ -47,15 +51,32 @@ class RosterOps(SqlBase):
 
     def list_agents(self) -> list[Agent]:
         rows = self._db.execute(
-            f"SELECT {AGENT_COLS} FROM agents WHERE removed_at IS NULL ORDER BY name, created_at, id").fetchall()
+            f"SELECT {AGENT_COLS} FROM agents WHERE removed_at IS NULL AND kind = 'agent' "
+            "ORDER BY name, created_at, id").fetchall()
         return [agent_of(r) for r in rows]
+
+    def agents_overview(self) -> list[AgentOverview]:
+        counts: dict[int, list[int]] = {}
+        for i, state in enumerate(("state = 'pending'", "state IN ('claimed', 'submitted')")):
+            # Each count is a scan of a partial index (tasks_pending, tasks_in_flight): only open tasks are read.
+            for recipient_id, n in self._db.execute(
+                    f"SELECT recipient_id, count(*) FROM tasks WHERE {state} GROUP BY recipient_id"):
+                counts.setdefault(recipient_id, [0, 0])[i] = n
+        return [AgentOverview(a, *counts.get(a.id, (0, 0))) for a in self.list_agents()]
+
+    def operator(self) -> Caller:
+        row = self._db.execute(f"SELECT {AGENT_COLS} FROM agents WHERE uuid = ? AND kind = 'operator'",
+                               (OPERATOR_UUID,)).fetchone()
+        if row is None:  # migration 6 made it; only a store edited by hand lacks it
+            raise errors.StorageUnavailable("the store has no operator row; it was changed outside wardian")
+        return Caller(agent=agent_of(row), session_id=0, generation=0)
 
     def find_agents(self, name_or_uuid: str) -> list[Agent]:
         found = self._targets.get(name_or_uuid)
         if found is None:
             rows = self._db.execute(
-                f"SELECT {AGENT_COLS} FROM agents WHERE removed_at IS NULL AND (uuid = ?1 OR name = ?1) "
-                "ORDER BY created_at, id", (name_or_uuid,)).fetchall()
+                f"SELECT {AGENT_COLS} FROM agents WHERE removed_at IS NULL AND kind = 'agent' "
+                "AND (uuid = ?1 OR name = ?1) ORDER BY created_at, id", (name_or_uuid,)).fetchall()
             found = tuple(agent_of(r) for r in rows)
             if len(self._targets) >= _MAX_CACHED_TARGETS:
                 self._targets.clear()  # names that match nobody must not grow it without bound
@@ -93,6 +114,9 @@ class RosterOps(SqlBase):
     def create_session(self, agent_id: int, kind: SessionKind = "operator") -> str:
         with self.atomic():
             agent = self.agent(agent_id)
+            if agent.uuid == OPERATOR_UUID:
+                # Nothing may speak for the operator with a token: it acts only through the control socket (#16).
+                raise errors.UnknownAgent("no session can be minted for the operator", field="agent")
             secret = secrets.token_bytes(32)
             cur = self._db.execute(
                 "INSERT INTO sessions (agent_id, generation, secret_hash, created_at, kind) VALUES (?, ?, ?, ?, ?)",

@@ -7,12 +7,14 @@ plain values.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 from wardian.model import InteractionKind
 from wardian.store._sql import new_public_id, now_ms
 from wardian.store.sqlite import SqliteStore, _map_sqlite_errors
+
+T = TypeVar("T")
 
 
 def execute(store: SqliteStore, sql: str, parameters: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -44,3 +46,20 @@ def seed_information(store: SqliteStore, sender_id: int, recipient_ids: Sequence
                        "VALUES (?, ?, ?, ?, ?, ?)",
                 ((new_public_id(InteractionKind.INFORMATION), InteractionKind.INFORMATION.value, sender_id,
                   recipient_ids[(start + i) % len(recipient_ids)], text, now_ms()) for i in range(count)))
+
+
+def vm_steps(store: SqliteStore, fn: Callable[[], T], every: int = 100) -> tuple[T, int]:
+    """Run `fn` and count how much work SQLite did for it: the number of times its virtual machine passed another
+    `every` instructions. A query whose count does not grow with the store reads only what it returns (#16)."""
+    count = 0
+
+    def tick() -> int:
+        nonlocal count
+        count += 1
+        return 0  # 0: go on
+
+    store._conn.set_progress_handler(tick, every)
+    try:
+        return fn(), count
+    finally:
+        store._conn.set_progress_handler(None, every)

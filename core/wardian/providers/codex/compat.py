@@ -44,4 +44,5 @@ def capabilities(version: Version) -> Capabilities:
     steering = not version.is_prerelease and version.triple >= MIN_STEERING
     # Every eligible version pushes information (thread/inject_items), interrupts the exact turn, reports each
     # turn's end with its items, and serves an attached TUI over its app-server socket.
-    return Capabilities(steer=steering, inject=True, interrupt=True, exact_completion=True, attach=True)
+    return Capabilities(steer=steering, inject=True, interrupt=True, exact_completion=True, attach=True,
+                        tool_grants=True)

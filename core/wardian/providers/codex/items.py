@@ -1,8 +1,5 @@
-"""What a Codex conversation is given: the structured wardian items of a task, a steer and an inbox push.
-
-Peer text always travels as a JSON string inside the item (never spliced into prose), so a peer cannot forge
-routing metadata or another item (reliability-matrix S9).
-"""
+"""What a Codex conversation is given: the task item of a `turn/start`, the routing context of a `turn/steer` and
+the history items of a `thread/inject_items` push (the texts themselves are `wardian.providers.delivery`'s)."""
 
 from __future__ import annotations
 
@@ -12,19 +9,14 @@ from typing import Any
 
 from wardian.model import Interaction
 from wardian.providers.base import TaskDelivery
+from wardian.providers.delivery import INBOX_ITEM_KIND, TASK_ITEM_KIND, inbox_text, task_text
 
-TASK_ITEM_KIND = "wardian_task_delivery"
-INBOX_ITEM_KIND = "wardian_inbox_delivery"
+__all__ = ["INBOX_ITEM_KIND", "TASK_ITEM_KIND", "inbox_items", "steer_context", "task_payload"]
 
 
 def task_payload(task: TaskDelivery) -> str:
     """The structured `wardian_task_delivery` item of an idle delivery (`turn/start` input)."""
-    return TASK_ITEM_KIND + "\n" + json.dumps({
-        "request_id": task.request_id, "from": {"name": task.sender.name, "uuid": task.sender.uuid},
-        "text": task.text,
-        "reply": "Work on this task now. Your final answer in this turn is returned to the sender as this "
-                 "task's reply; use the reply tool with this request_id only to answer differently.",
-    }, ensure_ascii=False, indent=1)
+    return task_text(task)
 
 
 def steer_context(task: TaskDelivery) -> str:
@@ -37,12 +29,5 @@ def steer_context(task: TaskDelivery) -> str:
 
 def inbox_items(records: Sequence[Interaction]) -> list[dict[str, Any]]:
     """`wardian_inbox_delivery` history items for `thread/inject_items` (information, replies, notices)."""
-    items: list[dict[str, Any]] = []
-    for record in records:
-        body = {"id": record.id, "kind": record.kind.value,
-                "from": {"name": record.sender.name, "uuid": record.sender.uuid} if record.sender else "wardian",
-                "request_id": record.request_id, "status": record.status.value if record.status else None,
-                "text": record.text}
-        text = INBOX_ITEM_KIND + "\n" + json.dumps(body, ensure_ascii=False, indent=1)
-        items.append({"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]})
-    return items
+    return [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": inbox_text(record)}]}
+            for record in records]

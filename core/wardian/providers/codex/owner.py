@@ -39,6 +39,7 @@ from wardian.providers.base import (
     Capabilities,
     OutcomeStatus,
     ProviderEvent,
+    Started,
     StateChange,
     TaskDelivery,
     TurnOutcome,
@@ -377,7 +378,11 @@ class CodexOwner:
             raise errors.ProviderUnavailable(f"the Codex owner of {self.spec.name} is not running; nothing was sent")
         return self.client
 
-    async def start_turn(self, task: TaskDelivery, *, timeout_s: float = 30.0) -> str:
+    def plan_message_id(self) -> str | None:
+        return None  # Codex names the turn in its answer to turn/start
+
+    async def start_turn(self, task: TaskDelivery, message_id: str | None = None, *,
+                         timeout_s: float = 30.0) -> Started:
         """`turn/start` on the existing thread with one structured task item; returns the turn id.
 
         Raises:
@@ -395,7 +400,7 @@ class CodexOwner:
             # The turn was accepted; its outcome is only observable once subscribed. A failure here leaves the
             # task uncertain (the caller's error path), never resubmitted.
             await self._subscribe_after_first_turn(turn_id)
-        return turn_id
+        return Started(turn_id)
 
     async def steer(self, task: TaskDelivery, expected_turn_id: str, *, timeout_s: float = 30.0) -> str:
         """`turn/steer` fenced by `expectedTurnId`: the literal peer text as input, routing in additionalContext.

@@ -19,10 +19,8 @@ Invariants:
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,13 +32,9 @@ import tomlkit.exceptions
 from wardian import errors
 from wardian.client import AppClient
 from wardian.home import ENV_HOME, ENV_SESSION, Home, resolve_home
-from wardian.launcher import MCP_LAUNCHER
 from wardian.protocol.tools import CODEX_TOOL_TIMEOUT_SEC, SERVER_NAME, parse_tool_names
+from wardian.providers.mcp_command import SERVE_ARGS, WARDIAN_EXECUTABLES, wardian_executable, write_private
 
-SERVE_ARGS = ("mcp", "serve")
-# Executable names a registration of ours may launch: the CLI, and the silent Windows launcher.
-WARDIAN_EXECUTABLES = frozenset({"wardian", "wardian.exe", "wardian-cli", "wardian-cli.exe", "wardian-mcp",
-                                 "wardian-mcp.exe"})
 APPROVE = "approve"
 
 
@@ -53,38 +47,6 @@ class Registration:
     approved: tuple[str, ...]
     created: bool  # the entry was new (False: our earlier entry was updated)
     enabled: bool
-
-
-def wardian_executable(executable: str | None = None, frozen: bool | None = None,
-                       launcher: str | None = MCP_LAUNCHER) -> Path:
-    """The absolute path of the wardian command to register: never a Python interpreter.
-
-    Frozen (PyInstaller): the frozen executable itself, or, where the platform ships a launcher
-    (`wardian-mcp.exe` on Windows, seed "Codex configuration"), that launcher beside it. From source: the
-    `wardian` console script beside the interpreter. The arguments default to this process's
-    `sys.executable`, `sys.frozen` and the platform's launcher name.
-
-    Raises:
-        CliNotFound: frozen but the launcher is missing beside the executable, or not frozen and no `wardian`
-            console script beside this interpreter.
-    """
-    exe = Path(sys.executable if executable is None else executable).absolute()
-    if getattr(sys, "frozen", False) if frozen is None else frozen:
-        if launcher is None:
-            return exe
-        silent = exe.with_name(launcher)
-        if silent.is_file():
-            return silent
-        # Registering the console CLI instead would open a console window for every Codex server start.
-        raise errors.CliNotFound(f"the silent launcher {launcher} is missing beside {exe}: reinstall wardian "
-                                 "so Codex has a windowless command to launch", field="executable")
-    bindir = exe.parent
-    for name in ("wardian", "wardian.exe"):
-        candidate = bindir / name
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return candidate
-    raise errors.CliNotFound(f"no `wardian` executable beside {exe}: install wardian into this environment "
-                      "(pip install wardian) so Codex has a command to launch")
 
 
 def _refuse_global_home(codex_home: Path) -> None:
@@ -167,22 +129,6 @@ def _write_entry(doc: tomlkit.TOMLDocument, command: str, home: str, session: st
     return created, enabled
 
 
-def _replace(path: Path, text: str) -> None:
-    mode = path.stat().st_mode & 0o777 if path.exists() else 0o600
-    fd, tmp = tempfile.mkstemp(prefix=".config.", suffix=".toml.tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        # The file holds a session secret: never wider than the user's own access.
-        os.chmod(tmp, mode & 0o700)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def register(codex_home: Path, agent: str, home: Home, approved: tuple[str, ...]) -> Registration:
     """Register `wardian mcp serve` for `agent` of `home` in `codex_home/config.toml`.
 
@@ -216,7 +162,7 @@ def register_session(codex_home: Path, home: Home, session: str, agent: dict[str
     _check_entry(doc, home, config_path)
     codex_home.mkdir(mode=0o700, parents=True, exist_ok=True)
     created, enabled = _write_entry(doc, command, str(home.root), session, approved)
-    _replace(config_path, tomlkit.dumps(doc))
+    write_private(config_path, tomlkit.dumps(doc))
     return Registration(config_path, command, agent, str(home.root), approved, created, enabled)
 
 

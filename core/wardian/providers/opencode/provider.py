@@ -1,0 +1,114 @@
+"""The OpenCode provider: finds and gates the OpenCode CLI, prepares an agent's private OpenCode homes and returns its
+runtime.
+
+An agent's OpenCode lives under `<agent dir>/opencode/` (0700): `config/` (its XDG_CONFIG_HOME: `opencode/opencode.json`
+with `mcp.wardian` registered for a session of the new generation, and the agent's `-c` settings), `data/`,
+`cache/`, `state/` (its XDG dirs: sessions, logs), and `server.password` (0600: the Basic-auth password of the
+`opencode serve` this start runs; never printed or logged). The executable is `WARDIAN_OPENCODE`, else the pinned
+npm one (`node_modules/.bin/opencode` of the working directory or of a source checkout), else `opencode` on PATH.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import shutil
+import subprocess
+from pathlib import Path
+
+import anyio
+
+from wardian import errors
+from wardian.providers.base import LaunchSpec, ProviderInfo
+from wardian.providers.mcp_command import write_private
+from wardian.providers.opencode import registration, settings
+from wardian.providers.opencode.compat import ENV_OPENCODE, capabilities, parse_opencode_version
+from wardian.providers.opencode.runtime import OpenCodeRuntime, ServeSpec
+from wardian.providers.process import child_env, reap_left_behind
+
+log = logging.getLogger("wardian.opencode")
+
+# Offline and quiet: no model-list fetch, no self-update, no sharing, no LSP downloads (opencode-offline.md §1).
+OFFLINE_ENV = {"OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1",
+               "OPENCODE_DISABLE_SHARE": "1", "OPENCODE_DISABLE_LSP_DOWNLOAD": "1"}
+XDG = ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME")
+
+
+def resolve_opencode() -> str:
+    """The OpenCode executable (see the module docstring).
+
+    Raises:
+        Unsupported: none found (the message names WARDIAN_OPENCODE).
+    """
+    explicit = os.environ.get(ENV_OPENCODE)
+    if explicit:
+        if not os.access(explicit, os.X_OK):
+            raise errors.Unsupported(f"{ENV_OPENCODE}={explicit} is not an executable", field="opencode")
+        return explicit
+    checkout = Path(__file__).resolve().parents[4]  # core/wardian/providers/opencode -> the source checkout
+    for root in (Path.cwd(), checkout):
+        pinned = root / "node_modules" / ".bin" / "opencode"
+        if os.access(pinned, os.X_OK):
+            return str(pinned)
+    found = shutil.which("opencode")
+    if not found:
+        raise errors.Unsupported(f"no OpenCode CLI found: install opencode-ai (npm) or set {ENV_OPENCODE} to its path",
+                                 field="opencode")
+    return found
+
+
+def opencode_version(opencode: str) -> str:
+    """`opencode --version` output (bounded)."""
+    out = subprocess.run([opencode, "--version"], capture_output=True, text=True, timeout=60, check=False,
+                         stdin=subprocess.DEVNULL)
+    return out.stdout.strip() or out.stderr.strip()
+
+
+def opencode_dirs(agent_dir: Path) -> dict[str, Path]:
+    """The agent's private XDG dirs, by variable."""
+    base = agent_dir / "opencode"
+    return {"XDG_CONFIG_HOME": base / "config", "XDG_DATA_HOME": base / "data", "XDG_CACHE_HOME": base / "cache",
+            "XDG_STATE_HOME": base / "state"}
+
+
+def config_dir_of(agent_dir: Path) -> Path:
+    return opencode_dirs(agent_dir)["XDG_CONFIG_HOME"] / "opencode"
+
+
+class OpenCodeProvider:
+    name = "opencode"
+
+    async def probe(self) -> ProviderInfo:
+        opencode = resolve_opencode()
+        version = parse_opencode_version(await anyio.to_thread.run_sync(opencode_version, opencode))
+        return ProviderInfo(executable=opencode, version=str(version), capabilities=capabilities(version))
+
+    async def prepare(self, spec: LaunchSpec, info: ProviderInfo) -> OpenCodeRuntime:
+        password_path = spec.agent_dir / "opencode" / "server.password"
+        env = await anyio.to_thread.run_sync(self._prepare_homes, spec, password_path)
+        return OpenCodeRuntime(ServeSpec(
+            name=spec.name, opencode=info.executable, workspace=spec.workspace, env=env, password_path=password_path,
+            session_id=spec.thread_id, capabilities=info.capabilities, stderr_path=spec.log_path,
+            pid_path=spec.pid_path))
+
+    @staticmethod
+    def _prepare_homes(spec: LaunchSpec, password_path: Path) -> dict[str, str]:
+        dirs = opencode_dirs(spec.agent_dir)
+        for path in (spec.agent_dir / "opencode", *dirs.values()):
+            path.mkdir(parents=True, exist_ok=True, mode=0o700)
+            os.chmod(path, 0o700)
+        config_dir = config_dir_of(spec.agent_dir)
+        config_dir.mkdir(mode=0o700, exist_ok=True)
+        if reap_left_behind(spec.pid_path, "XDG_CONFIG_HOME", str(dirs["XDG_CONFIG_HOME"])):
+            log.warning("ended the opencode serve a previous app left running for %s", spec.name)
+        # The agent's -c settings, then wardian's registration with this generation's session (seed: "Codex
+        # configuration", the same rules for OpenCode).
+        settings.apply(config_dir, list(spec.overrides))
+        registration.register_session(config_dir, spec.home, spec.session, {"name": spec.name, "uuid": spec.uuid})
+        write_private(password_path, secrets.token_urlsafe(32) + "\n")
+        password = password_path.read_text(encoding="utf-8").strip()
+        extra = {name: str(path) for name, path in dirs.items()}
+        return child_env({**extra, **OFFLINE_ENV, "OPENCODE_SERVER_PASSWORD": password},
+                         drop=(*XDG, "OPENCODE_CONFIG", "OPENCODE_CONFIG_CONTENT", "OPENCODE_CONFIG_DIR",
+                               "OPENCODE_SERVER_PASSWORD", "OPENCODE_PERMISSION"))

@@ -1,0 +1,218 @@
+"""Serving the console (#16): `wardian app run|start --console [ADDR]` on loopback only, `wardian console [--no-open]`
+minting a one-time login URL over the control socket, and an app (or a CLI) that does not serve the console never
+loading its web libraries."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import AppHandle, AppProcess, short_home, stop_app
+from tests.console.conftest import ConsoleApp
+from tests.test_structure import imports_of
+from wardian import errors
+from wardian.app.spawn import start_app as spawn_app
+from wardian.cli import EXIT_USAGE
+from wardian.console.address import DEFAULT_HOST, DEFAULT_PORT, ConsoleAddress, parse_console_address
+
+WEB_MODULES = ("starlette", "uvicorn", "jinja2", "markupsafe", "sse_starlette")
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("", ConsoleAddress(DEFAULT_HOST, DEFAULT_PORT)),
+    ("127.0.0.1:9000", ConsoleAddress("127.0.0.1", 9000)),
+    ("127.0.0.1", ConsoleAddress("127.0.0.1", DEFAULT_PORT)),
+    ("localhost:9001", ConsoleAddress("127.0.0.1", 9001)),
+    ("9002", ConsoleAddress("127.0.0.1", 9002)),
+    ("[::1]:9003", ConsoleAddress("::1", 9003)),
+    ("127.1.2.3:0", ConsoleAddress("127.1.2.3", 0)),
+])
+def test_loopback_addresses_are_accepted(text: str, expected: ConsoleAddress) -> None:
+    assert parse_console_address(text) == expected
+
+
+@pytest.mark.parametrize("text", ["0.0.0.0:8765", "192.168.1.10:8765", "10.0.0.1", "[::]:8765", "example.com:80",
+                                  "::1:8765", "[::1", "127.0.0.1:99999", "127.0.0.1:http", "127.0.0.1:-1",
+                                  "[::1]x"])
+def test_other_addresses_are_refused_with_what_is_allowed(text: str) -> None:
+    with pytest.raises(errors.InvalidArguments) as caught:
+        parse_console_address(text)
+    assert caught.value.field == "console"
+    assert caught.value.allowed is not None
+    assert "127.0.0.1:PORT" in caught.value.allowed
+
+
+@pytest.mark.parametrize("address", ["0.0.0.0:8765", "192.168.1.10"])
+def test_app_start_refuses_a_non_loopback_console_and_changes_nothing(address: str) -> None:
+    root = Path(tempfile.mkdtemp(prefix="wn", dir="/tmp")) / "home"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARDIAN_")}
+    try:
+        for command in ("start", "run"):
+            proc = subprocess.run([sys.executable, "-m", "wardian", "app", command, "--home", str(root), "--console",
+                                   address], env=env, capture_output=True, timeout=60, check=False)
+            assert proc.returncode == EXIT_USAGE, proc.stderr
+            assert b"invalid_arguments" in proc.stderr
+            assert b"not a loopback address" in proc.stderr
+            assert b"ssh -L" in proc.stderr  # how to reach it from elsewhere
+            assert not root.exists()  # nothing was created
+    finally:
+        shutil.rmtree(root.parent, ignore_errors=True)
+
+
+def test_a_console_port_in_use_fails_the_start_with_a_clear_error() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        root = short_home("wp")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("WARDIAN_")}
+        try:
+            proc = subprocess.run([sys.executable, "-m", "wardian", "app", "start", "--home", str(root), "--console",
+                                   f"127.0.0.1:{port}"], env=env, capture_output=True, timeout=60, check=False)
+            assert proc.returncode == EXIT_USAGE, proc.stderr
+            assert f"cannot listen on http://127.0.0.1:{port}".encode() in proc.stderr
+            status = subprocess.run([sys.executable, "-m", "wardian", "app", "status", "--home", str(root)], env=env,
+                                    capture_output=True, timeout=60, check=False)
+            assert status.returncode == 3  # no app was left running
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def test_wardian_console_prints_a_fresh_login_url_each_time(console_app: ConsoleApp) -> None:
+    first = console_app.app.cli("console", "--no-open")
+    second = console_app.app.cli("console", "--no-open")
+    assert first.returncode == second.returncode == 0
+    urls = [next(line.strip() for line in p.stdout.decode().splitlines() if "/login?token=" in line)
+            for p in (first, second)]
+    assert urls[0] != urls[1]
+    assert all(u.startswith(console_app.base + "/login?token=wcl1_") for u in urls)
+    status = json.loads(console_app.app.cli("app", "status", "--json").stdout)
+    assert status["console"] == console_app.base
+    assert "token" not in status["console"]
+
+
+def test_wardian_console_opens_the_url_in_a_browser(console_app: ConsoleApp, tmp_path: Path) -> None:
+    """Without --no-open, the URL goes to the browser (`webbrowser`, here $BROWSER: a script that records it)."""
+    opened = tmp_path / "opened"
+    browser = tmp_path / "browser.sh"
+    browser.write_text(f'#!/bin/sh\nprintf "%s" "$1" > {opened}\n', encoding="utf-8")
+    browser.chmod(0o755)
+    env = console_app.app.env()
+    env["BROWSER"] = str(browser)
+    proc = subprocess.run([sys.executable, "-m", "wardian", "console"], env=env, capture_output=True, timeout=60,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr
+    url = opened.read_text(encoding="utf-8")
+    assert url.startswith(console_app.base + "/login?token=wcl1_")
+    assert url.encode() in proc.stdout
+    status, _, _ = console_app.http("GET", url[len(console_app.base):])
+    assert status == 200  # the URL it opened logs in
+
+
+def test_wardian_console_without_a_console_says_how_to_serve_one(app: AppHandle) -> None:
+    proc = app.cli("console", "--no-open")
+    assert proc.returncode == EXIT_USAGE
+    assert b"unsupported" in proc.stderr
+    assert b"--console" in proc.stderr
+    assert app.call("app/status")["console"] is None
+
+
+# --- the web libraries load only with a console -------------------------------------------------------------------
+
+
+def _imported(stderr: bytes) -> set[str]:
+    """Top-level module names from `python -X importtime` lines."""
+    names = set()
+    for line in stderr.decode("utf-8", "replace").splitlines():
+        if line.startswith("import time:") and "|" in line:
+            names.add(line.rsplit("|", 1)[1].strip().split(".")[0])
+    return names
+
+
+@pytest.fixture
+def importtime_app(request: pytest.FixtureRequest) -> Iterator[tuple[AppProcess, bool]]:
+    console = bool(request.param)
+    root = short_home("wi")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARDIAN_")}
+    spawned: list[AppProcess] = []
+
+    def spawn(argv: list[str], **kwargs: object) -> subprocess.Popen[bytes]:
+        spawned.append(AppProcess(argv, start_new_session=True, **kwargs))
+        return spawned[0]
+
+    try:
+        spawn_app(root, command=[sys.executable, "-X", "importtime", "-m", "wardian"], env=env, spawn=spawn,
+                  timeout_s=120, extra_args=("--console", "127.0.0.1:0") if console else ())
+        yield spawned[0], console
+    finally:
+        if spawned:
+            stop_app(spawned[0])
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.parametrize("importtime_app", [False, True], ids=["without-console", "with-console"], indirect=True)
+def test_the_app_loads_the_web_libraries_only_with_a_console(importtime_app: tuple[AppProcess, bool]) -> None:
+    proc, console = importtime_app
+    stop_app(proc)
+    loaded = _imported(proc.stderr_output()) & set(WEB_MODULES)
+    if console:
+        assert {"starlette", "uvicorn", "jinja2"} <= loaded  # the control: importtime does see them
+    else:
+        assert loaded == set()
+
+
+def test_the_cli_never_loads_the_web_libraries(console_app: ConsoleApp) -> None:
+    """The CLI's cold start (a product figure) stays free of them, `wardian console` included."""
+    env = console_app.app.env()
+    _, token = console_app.app.add_agent()
+    for argv, session in ((["message", "wait", "--timeout-ms", "0"], token), (["console", "--no-open"], None),
+                          (["app", "status"], None)):
+        run_env = dict(env, **({"WARDIAN_SESSION_ID": session} if session else {}))
+        proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "wardian", *argv], env=run_env,
+                              capture_output=True, timeout=60, check=False)
+        assert proc.returncode in (0, 8), proc.stderr[-2000:]
+        assert _imported(proc.stderr) & set(WEB_MODULES) == set(), argv
+
+
+def test_the_console_stops_with_the_app(console_app: ConsoleApp) -> None:
+    """`app/stop` ends the console too, live streams included: the process exits and the port is closed."""
+    cookie = console_app.login_cookie()
+    port = console_app.port
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as stream:
+        stream.sendall(f"GET /events/agents HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nCookie: {cookie}\r\n\r\n".encode())
+        assert stream.recv(4096).startswith(b"HTTP/1.1 200")
+        console_app.app.call("app/stop")
+        assert console_app.app.proc.wait(timeout=30) == 0
+        stream.settimeout(10)
+        rest = b""
+        while chunk := stream.recv(65536):  # the stream ended (EOF), with its "end" event
+            rest += chunk
+        assert b"event: end" in rest
+    with pytest.raises(ConnectionRefusedError), socket.create_connection(("127.0.0.1", port), timeout=5):
+        pass
+
+
+
+def test_the_console_reaches_the_app_only_through_its_method_table() -> None:
+    """DESIGN.md §3: the console is an edge of the app: it calls the service's method table (`AppService.handle`), never
+    the store, a provider, the CLI or the control client; and no module of the app imports it at load time."""
+    console = Path(__file__).resolve().parents[2] / "core" / "wardian" / "console"
+    paths = sorted(console.rglob("*.py"))
+    assert paths
+    for path in paths:
+        bad = {n for n in imports_of(path) if n == "sqlite3" or n.startswith(
+            ("wardian.store", "wardian.providers", "wardian.cli", "wardian.client", "wardian.mcp"))}
+        assert not bad, (path.name, bad)
+    for path in (console.parent / "app").rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        top = [line for line in text.splitlines() if line.startswith(("import ", "from "))]
+        assert not [line for line in top if "wardian.console" in line], path.name
