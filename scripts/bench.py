@@ -1,6 +1,6 @@
 """Benchmarks of the messaging core (issue 2, "Done means"): one JSON object per line on stdout.
 
-Usage: `.venv/bin/python scripts/bench.py [--quick] [--only NAME ...]`
+Usage: `.venv/bin/python scripts/bench.py [--quick] [--only NAME ...] [--store sqlite|postgresql]`
 
 Every figure comes from a real `wardian app run` process on a fresh home under /tmp, started the way the
 tests start it (`python -m wardian app run --home DIR --ready-fd N`), talked to over its control socket.
@@ -11,6 +11,15 @@ Progress and the import-time report go to stderr; stdout carries only the JSON l
 Latency metrics repeat in rounds and report the median of the rounds' percentiles with their range, because
 the machine is shared and noisy. `--quick` uses small sizes so the whole run fits in CI in well under a
 minute; its figures are indicative only.
+
+`--store postgresql` (#15) starts one private PostgreSQL server (`wardian_harness.postgres.PrivateCluster`, Debian's
+binaries) and runs the store-bound figures on both backends in the same run, each line tagged `"store": "sqlite"` or
+`"postgresql"` (rounds alternate between the backends where both run at once): `roundtrip` (the same two round
+trips), `wake` (same-host wakes on each, and `wake_1_waiter_cross_host`: sender on host alpha, waiter on host beta,
+two apps of one database), `throughput` (32 senders on the SQLite app vs 16 on each of two PostgreSQL apps, with
+each store's one-writer ceiling and `pg_raw_insert_commit_per_s_32_connections`, raw psycopg on the same schema),
+and `receive` (1,000,000 records on each; PostgreSQL seeded by INSERT ... SELECT generate_series). Without it
+(`sqlite`, the default) the run and its lines are what they always were.
 
 How each client is built, so the figure measures the app rather than the client:
 - round trips use `AppClient` (the CLI's and MCP server's client) over one persistent connection;
@@ -43,7 +52,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -52,9 +61,12 @@ from wardian.app.service import admit_op
 from wardian.app.spawn import start_app
 from wardian.client import AppClient
 from wardian.home import Home
-from wardian.model import InteractionKind
-from wardian.store import SqliteStore
+from wardian.model import InteractionKind, now_ms
+from wardian.store import SqliteStore, Store
 from wardian.store import testing as store_testing
+
+if TYPE_CHECKING:
+    from wardian_harness.postgres import PrivateCluster
 
 TEXT = "benchmark message: " + "x" * 280  # ~300 bytes, the size perf-baselines.md uses per message
 
@@ -114,12 +126,13 @@ def new_home() -> Path:
 
 
 @contextlib.contextmanager
-def running_app(root: Path, extra_env: dict[str, str] | None = None) -> Iterator[RunningApp]:
+def running_app(root: Path, extra_env: dict[str, str] | None = None,
+                extra_args: tuple[str, ...] = ()) -> Iterator[RunningApp]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("WARDIAN_")}
     env.update(extra_env or {})
     with open(root / "bench-app.stderr", "wb") as err:
         try:
-            proc = start_app(root, env=env, stderr=err, timeout_s=60)
+            proc = start_app(root, env=env, stderr=err, timeout_s=60, extra_args=extra_args)
         except errors.WardianError as exc:
             # The home is removed on the way out, so show the app's own words here.
             said = (root / "bench-app.stderr").read_text(encoding="utf-8", errors="replace")[-3000:]
@@ -138,10 +151,12 @@ def running_app(root: Path, extra_env: dict[str, str] | None = None) -> Iterator
 
 
 @contextlib.contextmanager
-def fresh_app() -> Iterator[RunningApp]:
+def fresh_app(store_url: str | None = None, host_name: str | None = None) -> Iterator[RunningApp]:
+    """An app on a fresh home: on its own SQLite file, or serving `host_name` of the shared store `store_url`."""
     root = new_home()
+    extra = (*(("--store", store_url) if store_url else ()), *(("--host-name", host_name) if host_name else ()))
     try:
-        with running_app(root) as app:
+        with running_app(root, extra_args=extra) as app:
             yield app
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -207,26 +222,32 @@ def drain_mailbox(client: AppClient, token: str) -> None:
 
 def bench_roundtrip(cfg: Config) -> None:
     with fresh_app() as app, AppClient(app.home) as client:
+        _roundtrips(cfg, [({}, client)])
+
+
+def _roundtrips(cfg: Config, apps: list[tuple[dict[str, Any], AppClient]]) -> None:
+    """Round trips of a cheap read and the roster listing on each of `apps` ((tag, client)), interleaved round by
+    round so all meet the same background load; each figure is emitted with its app's tag."""
+    cases: list[tuple[dict[str, Any], AppClient, str, str, dict[str, Any]]] = []
+    for tag, client in apps:
         (_, token), _ = add_agents(client, "rt", 2)
-        cases: list[tuple[str, str, dict[str, Any]]] = [
-            ("roundtrip_mailbox_wait", "mailbox/wait", {"session": token, "timeout_ms": 0}),
-            ("roundtrip_agent_list", "agent/list", {}),
-        ]
-        results: dict[str, list[list[float]]] = {name: [] for name, _, _ in cases}
-        for _, method, params in cases:
-            for _ in range(200):
-                client.call(method, params)  # warm-up: connection, statement cache, lazy imports
-        for _ in range(cfg.rounds):
-            for name, method, params in cases:  # interleaved, so both meet the same background load
-                samples = []
-                for _ in range(cfg.roundtrips):
-                    t0 = time.perf_counter()
-                    client.call(method, params)
-                    samples.append(time.perf_counter() - t0)
-                results[name].append(samples)
-        for name, method, _ in cases:
-            emit(name, **latency_fields(results[name]), method=method, unit="ms", target="p50_ms <= 0.3",
-                 met=ms(statistics.median(pct(r, 0.5) for r in results[name])) <= 0.3)
+        cases += [(tag, client, "roundtrip_mailbox_wait", "mailbox/wait", {"session": token, "timeout_ms": 0}),
+                  (tag, client, "roundtrip_agent_list", "agent/list", {})]
+    results: list[list[list[float]]] = [[] for _ in cases]
+    for _, client, _, method, params in cases:
+        for _ in range(200):
+            client.call(method, params)  # warm-up: connection, statement cache, lazy imports
+    for _ in range(cfg.rounds):
+        for k, (_, client, _, method, params) in enumerate(cases):  # interleaved: all meet the same load
+            samples = []
+            for _ in range(cfg.roundtrips):
+                t0 = time.perf_counter()
+                client.call(method, params)
+                samples.append(time.perf_counter() - t0)
+            results[k].append(samples)
+    for (tag, _, name, method, _), rounds in zip(cases, results, strict=True):
+        emit(name, **latency_fields(rounds), method=method, unit="ms", target="p50_ms <= 0.3",
+             met=ms(statistics.median(pct(r, 0.5) for r in rounds)) <= 0.3, **tag)
 
 
 def _arm_wait(conn: RawConn, token: str) -> None:
@@ -248,26 +269,7 @@ def bench_wake(cfg: Config) -> None:
         sel = selectors.DefaultSelector()
 
         def one_wake(waiters: list[RawConn], target_uuid: str) -> float:
-            """Send one message and return the time until the last of `waiters` answered."""
-            pending = {w.sock.fileno(): w for w in waiters}
-            for w in waiters:
-                sel.register(w.sock, selectors.EVENT_READ)
-            t0 = time.perf_counter()
-            send_conn.send(frame("message/send", {"session": sender_token, "target": target_uuid,
-                                                  "message": TEXT}))
-            last = t0
-            while pending:
-                for key, _ in sel.select(timeout=10):
-                    last = time.perf_counter()
-                    w = pending.pop(key.fd)
-                    sel.unregister(w.sock)
-                    res = w.result()
-                    if not res["woke"]:
-                        raise RuntimeError(f"a waiter returned without waking: {res}")
-                if not pending:
-                    break
-            send_conn.result()
-            return last - t0
+            return _one_wake(sel, send_conn, sender_token, waiters, target_uuid)
 
         # 1 waiter, and 100 waiters (one per recipient) of whom the send wakes one.
         for metric, n_waiters in (("wake_1_waiter", 1), ("wake_100_waiters", 100)):
@@ -315,14 +317,118 @@ def bench_wake(cfg: Config) -> None:
              note="time until the last of 100 waits on one recipient answered")
 
 
+def _one_wake(sel: selectors.BaseSelector, send_conn: RawConn, sender_token: str, waiters: list[RawConn],
+              target_uuid: str) -> float:
+    """Send one message over `send_conn` and return the time until the last of `waiters` answered."""
+    pending = {w.sock.fileno(): w for w in waiters}
+    for w in waiters:
+        sel.register(w.sock, selectors.EVENT_READ)
+    t0 = time.perf_counter()
+    send_conn.send(frame("message/send", {"session": sender_token, "target": target_uuid, "message": TEXT}))
+    last = t0
+    while pending:
+        for key, _ in sel.select(timeout=10):
+            last = time.perf_counter()
+            w = pending.pop(key.fd)
+            sel.unregister(w.sock)
+            res = w.result()
+            if not res["woke"]:
+                raise RuntimeError(f"a waiter returned without waking: {res}")
+        if not pending:
+            break
+    send_conn.result()
+    return last - t0
+
+
+@dataclass
+class WakeCase:
+    """One sender -> one waiting recipient, possibly on two apps (two hosts of one shared store)."""
+
+    metric: str
+    tag: dict[str, Any]
+    target: float  # p99 ms
+    send_conn: RawConn  # on the sender's app
+    sender_token: str
+    waiter: RawConn  # on the recipient's app
+    recipient: tuple[dict[str, Any], str]
+    recipient_client: AppClient  # the recipient's app: drains its mailbox, counts its waits
+    rounds: list[list[float]]
+
+
+def _wake_once(sel: selectors.BaseSelector, case: WakeCase) -> float:
+    """Arm the case's wait, let it subscribe (the recipient's app/status counts it), then time one wake."""
+    agent, token = case.recipient
+    _arm_wait(case.waiter, token)
+    deadline = time.monotonic() + 10
+    while case.recipient_client.call("app/status")["waiting"] < 1:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{case.metric} ({case.tag}): the wait never subscribed (it answered early?)")
+        time.sleep(0.0005)
+    took = _one_wake(sel, case.send_conn, case.sender_token, [case.waiter], agent["uuid"])
+    drain_mailbox(case.recipient_client, token)
+    return took
+
+
+def _wake_rounds(cfg: Config, cases: list[WakeCase]) -> None:
+    """Wake each case's waiter `cfg.wakes` times per round, the cases in turn round by round (same load)."""
+    sel = selectors.DefaultSelector()
+    for case in cases:  # warm-up: statement caches, the listener's first notifications
+        for _ in range(20):
+            _wake_once(sel, case)
+    for _ in range(cfg.rounds):
+        for case in cases:
+            case.rounds.append([_wake_once(sel, case) for _ in range(cfg.wakes)])
+    sel.close()
+    for case in cases:
+        p99 = ms(statistics.median(pct(r, 0.99) for r in case.rounds))
+        emit(case.metric, **latency_fields(case.rounds), waiters=1, unit="ms", target=f"p99_ms <= {case.target:g}",
+             met=p99 <= case.target, **case.tag,
+             how="message/send written on the sender's connection -> the recipient's mailbox/wait answered "
+                 "(woke), the wait subscribed first (app/status), mailbox drained between wakes")
+
+
+def bench_wake_compare(cfg: Config, cluster: PrivateCluster) -> None:
+    """send -> waiting recipient wakes, side by side: the SQLite app (one host), one PostgreSQL app (sender and
+    waiter on host alpha) and two PostgreSQL apps on one database (sender on alpha, waiter on beta: the commit's
+    NOTIFY wakes the other app's wait)."""
+    url = cluster.database()
+    with fresh_app() as sq, fresh_app(url, "alpha") as alpha, fresh_app(url, "beta") as beta, \
+            AppClient(sq.home) as sq_client, AppClient(alpha.home) as a_client, AppClient(beta.home) as b_client:
+        conns: list[RawConn] = []
+
+        def conn(app: RunningApp) -> RawConn:
+            conns.append(RawConn(app.socket_path))
+            return conns[-1]
+
+        (_, sq_sender), sq_rcv = add_agents(sq_client, "snd", 1)[0], add_agents(sq_client, "rcv", 1)[0]
+        (_, a_sender), a_rcv = add_agents(a_client, "snd", 1)[0], add_agents(a_client, "rcv", 1)[0]
+        b_rcv = add_agents(b_client, "rcv_beta", 1)[0]
+        cases = [
+            WakeCase("wake_1_waiter", {"store": "sqlite", "hosts": "same"}, 5, conn(sq), sq_sender, conn(sq), sq_rcv,
+                     sq_client, []),
+            WakeCase("wake_1_waiter", {"store": "postgresql", "hosts": "same"}, 5, conn(alpha), a_sender,
+                     conn(alpha), a_rcv, a_client, []),
+            WakeCase("wake_1_waiter_cross_host", {"store": "postgresql", "hosts": "alpha->beta"}, 20, conn(alpha),
+                     a_sender, conn(beta), b_rcv, b_client, []),
+        ]
+        _wake_rounds(cfg, cases)
+        for c in conns:
+            c.close()
+
+
 def drive_senders(path: str, frames: list[bytes], duration_s: float) -> tuple[int, int, list[float]]:
     """Each frame on its own connection, sent again as soon as its answer arrives, for `duration_s`.
 
     Returns (answers, errors, latencies of every answered request).
     """
+    return drive_connections([(path, data) for data in frames], duration_s)
+
+
+def drive_connections(targets: list[tuple[str, bytes]], duration_s: float) -> tuple[int, int, list[float]]:
+    """As `drive_senders`, each (socket path, frame) on its own connection: the senders may talk to several apps."""
     sel = selectors.EpollSelector()
     conns: dict[int, tuple[socket.socket, bytes]] = {}
-    for data in frames:
+    for path, data in targets:
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.connect(path)
         s.setblocking(False)
@@ -365,64 +471,261 @@ def drive_senders(path: str, frames: list[bytes], duration_s: float) -> tuple[in
     return answers, errors, latencies
 
 
+@dataclass
+class SendLoad:
+    """32 senders in a ring over one or more apps, and what each round of driving them measured."""
+
+    tag: dict[str, Any]
+    apps: list[RunningApp]
+    targets: list[tuple[str, bytes]]  # (the sender's app socket, its send frame)
+    server_cpu: Callable[[], float] | None = None  # CPU seconds of a database server, when there is one
+    total: int = 0
+
+    def __post_init__(self) -> None:
+        self.rates: list[float] = []
+        self.p50s: list[float] = []
+        self.p99s: list[float] = []
+        self.cpu: list[float] = []
+        self.client_cpu: list[float] = []
+        self.server_us: list[float] = []
+        self.syncs: list[float] = []
+
+    def round(self, seconds: float) -> None:
+        self.syncs.append(fdatasync_p50(self.apps[0].home.root))  # the disk's state right now: it bounds group commit
+        server0 = self.server_cpu() if self.server_cpu else 0.0
+        cpu0, own0, t0 = sum(a.cpu_seconds() for a in self.apps), time.process_time(), time.perf_counter()
+        answers, errs, lat = drive_connections(self.targets, seconds)
+        elapsed, used = time.perf_counter() - t0, sum(a.cpu_seconds() for a in self.apps) - cpu0
+        self.client_cpu.append((time.process_time() - own0) / answers * 1e6)
+        if self.server_cpu:
+            self.server_us.append((self.server_cpu() - server0) / answers * 1e6)
+        if errs:
+            raise RuntimeError(f"{errs} of {answers} sends failed")
+        self.total += answers
+        self.rates.append(answers / elapsed)
+        self.p50s.append(pct(lat, 0.5))
+        self.p99s.append(pct(lat, 0.99))
+        self.cpu.append(used / answers * 1e6)
+        label = f"{self.tag['store']} " if self.tag else ""
+        log(f"{label}sends: {answers / elapsed:,.0f}/s over {elapsed:.1f} s, app CPU {used / elapsed:.2f} cores")
+
+    def emit(self, agents: int, ceiling: int, client: str, **extra: Any) -> None:
+        emit("durable_sends_per_s_32_senders", value=round(statistics.median(self.rates)),
+             range=[round(min(self.rates)), round(max(self.rates))], n=self.total, rounds=len(self.rates),
+             senders=len(self.targets), latency_p50_ms=ms(statistics.median(self.p50s)),
+             latency_p99_ms=ms(statistics.median(self.p99s)), app_cpu_us_per_send=round(statistics.median(self.cpu), 1),
+             client_cpu_us_per_send=round(statistics.median(self.client_cpu), 1),
+             disk_fdatasync_p50_ms=ms(statistics.median(self.syncs)), agents=agents,
+             unit="sends/s", target=">= 20000", met=statistics.median(self.rates) >= 20_000, client=client,
+             store_ceiling_sends_per_s=ceiling, **extra, **self.tag)
+
+
+def ring_load(tag: dict[str, Any], apps: list[tuple[RunningApp, AppClient]], n: int = 32) -> SendLoad:
+    """`n` agents spread evenly over `apps` (each added through its own app, so on a shared store it belongs to that
+    app's host), taken in turn from each app; sender i writes to agent i+1 through its own app, so every agent is both
+    a sender and a recipient (with two apps, every send crosses to the other host)."""
+    per_app = [add_agents(client, "tp", n // len(apps)) for _, client in apps]
+    ring = [(apps[k][0], per_app[k][i]) for i in range(n // len(apps)) for k in range(len(apps))]
+    targets = [(app.socket_path, frame("message/send", {"session": token, "target": ring[(i + 1) % n][1][0]["uuid"],
+                                                         "message": TEXT}))
+               for i, (app, (_, token)) in enumerate(ring)]
+    return SendLoad(tag, [app for app, _ in apps], targets)
+
+
+def app_floor(cfg: Config, app: RunningApp, tag: dict[str, Any], n: int = 32) -> None:
+    """The same senders against a request the app answers without the store (an unknown method: frame split, JSON
+    parse, dispatch, error answer): the ceiling of this server and client on this machine, measured in the same run,
+    so the durable figure can be read against it."""
+    floor_frames = [frame("bench/no_such_method", {}) for _ in range(n)]
+    drive_senders(app.socket_path, floor_frames, 0.3)
+    cpu0, t0 = app.cpu_seconds(), time.perf_counter()
+    floor_answers, _, floor_lat = drive_senders(app.socket_path, floor_frames, cfg.send_seconds)
+    floor_elapsed, floor_cpu = time.perf_counter() - t0, app.cpu_seconds() - cpu0
+    emit("app_floor_requests_per_s_32_senders", value=round(floor_answers / floor_elapsed), n=floor_answers,
+         latency_p50_ms=ms(pct(floor_lat, 0.5)), app_cpu_us_per_request=round(floor_cpu / floor_answers * 1e6, 1),
+         unit="requests/s", note="same senders, a request answered without touching the store (unknown "
+         "method): the no-work ceiling of the app's request path plus this client on this machine", **tag)
+
+
+ONE_APP_CLIENT = "32 connections on one epoll loop in the bench process, one request in flight each"
+
+
 def bench_throughput(cfg: Config) -> None:
-    n = 32
     with fresh_app() as app, AppClient(app.home) as client:
-        agents = add_agents(client, "tp", n)
-        # A ring: sender i writes to agent i+1, so every agent is both a sender and a recipient.
-        frames = [frame("message/send", {"session": token, "target": agents[(i + 1) % n][0]["uuid"],
-                                         "message": TEXT}) for i, (_, token) in enumerate(agents)]
-        drive_senders(app.socket_path, frames, 0.5)  # warm-up
-        rates, p50s, p99s, cpu, client_cpu, syncs = [], [], [], [], [], []
-        total = 0
+        load = ring_load({}, [(app, client)])
+        drive_connections(load.targets, 0.5)  # warm-up
         for _ in range(cfg.rounds):
-            syncs.append(fdatasync_p50(app.home.root))  # the disk's state right now: it bounds group commit
-            cpu0, own0, t0 = app.cpu_seconds(), time.process_time(), time.perf_counter()
-            answers, errs, lat = drive_senders(app.socket_path, frames, cfg.send_seconds)
-            elapsed, used = time.perf_counter() - t0, app.cpu_seconds() - cpu0
-            client_cpu.append((time.process_time() - own0) / answers * 1e6)
-            if errs:
-                raise RuntimeError(f"{errs} of {answers} sends failed")
-            total += answers
-            rates.append(answers / elapsed)
-            p50s.append(pct(lat, 0.5))
-            p99s.append(pct(lat, 0.99))
-            cpu.append(used / answers * 1e6)
-            log(f"sends: {answers / elapsed:,.0f}/s over {elapsed:.1f} s, app CPU {used / elapsed:.2f} cores")
+            load.round(cfg.send_seconds)
         status = client.call("app/status")
-        # The same senders against a request the app answers without the store (an unknown method: frame
-        # split, JSON parse, dispatch, error answer): the ceiling of this server and client on this machine,
-        # measured in the same run, so the durable figure can be read against it.
-        floor_frames = [frame("bench/no_such_method", {}) for _ in range(n)]
-        drive_senders(app.socket_path, floor_frames, 0.3)
-        cpu0, t0 = app.cpu_seconds(), time.perf_counter()
-        floor_answers, _, floor_lat = drive_senders(app.socket_path, floor_frames, cfg.send_seconds)
-        floor_elapsed, floor_cpu = time.perf_counter() - t0, app.cpu_seconds() - cpu0
-        emit("app_floor_requests_per_s_32_senders", value=round(floor_answers / floor_elapsed), n=floor_answers,
-             latency_p50_ms=ms(pct(floor_lat, 0.5)), app_cpu_us_per_request=round(floor_cpu / floor_answers * 1e6, 1),
-             unit="requests/s", note="same senders, a request answered without touching the store (unknown "
-             "method): the no-work ceiling of the app's request path plus this client on this machine")
+        app_floor(cfg, app, {})
         ceiling = store_ceiling(cfg)
-        emit("durable_sends_per_s_32_senders", value=round(statistics.median(rates)),
-             range=[round(min(rates)), round(max(rates))], n=total, rounds=cfg.rounds, senders=n,
-             latency_p50_ms=ms(statistics.median(p50s)), latency_p99_ms=ms(statistics.median(p99s)),
-             app_cpu_us_per_send=round(statistics.median(cpu), 1),
-             client_cpu_us_per_send=round(statistics.median(client_cpu), 1),
-             disk_fdatasync_p50_ms=ms(statistics.median(syncs)), agents=status["agents"],
-             unit="sends/s", target=">= 20000", met=statistics.median(rates) >= 20_000,
-             client="32 connections on one epoll loop in the bench process, one request in flight each",
-             store_ceiling_sends_per_s=ceiling)
+        load.emit(status["agents"], ceiling, ONE_APP_CLIENT)
 
 
-def store_ceiling(cfg: Config) -> int:
+def bench_throughput_compare(cfg: Config, cluster: PrivateCluster) -> None:
+    """Durable sends/s side by side: 32 senders on the SQLite app, and 32 senders spread over two apps (hosts alpha
+    and beta, 16 each) of one PostgreSQL database, rounds alternating; then each store's one-writer ceiling and raw
+    PostgreSQL INSERT+COMMIT from 32 connections on the same schema (apps stopped)."""
+    url = cluster.database()
+    with fresh_app() as sq, fresh_app(url, "alpha") as alpha, fresh_app(url, "beta") as beta, \
+            AppClient(sq.home) as sq_client, AppClient(alpha.home) as a_client, AppClient(beta.home) as b_client:
+        sq_load = ring_load({"store": "sqlite"}, [(sq, sq_client)])
+        pg_load = ring_load({"store": "postgresql"}, [(alpha, a_client), (beta, b_client)])
+        pg_load.server_cpu = lambda: pg_cpu_seconds(cluster)
+        for load in (sq_load, pg_load):
+            drive_connections(load.targets, 0.5)  # warm-up
+        for _ in range(cfg.rounds):
+            for load in (sq_load, pg_load):  # alternating, so both meet the same background load and disk
+                load.round(cfg.send_seconds)
+        sq_agents, pg_agents = sq_client.call("app/status")["agents"], a_client.call("app/status")["agents"]
+        app_floor(cfg, sq, {"store": "sqlite"})
+    sq_ceiling = store_ceiling(cfg, tag={"store": "sqlite"})
+    pg_ceiling = store_ceiling(cfg, url=cluster.database(), tag={"store": "postgresql"})
+    raw = pg_raw_ceiling(cfg, url)
+    sq_load.emit(sq_agents, sq_ceiling, ONE_APP_CLIENT)
+    sq_rate, pg_rate = statistics.median(sq_load.rates), statistics.median(pg_load.rates)
+    pg_load.emit(pg_agents, pg_ceiling, "32 connections (16 to each of the apps alpha and beta, one database) on one "
+                 "epoll loop in the bench process, one request in flight each; sender i -> agent i+1 on the other host",
+                 apps=2, ratio_to_sqlite=round(pg_rate / sq_rate, 3), raw_ceiling_inserts_per_s=raw["schema"],
+                 ratio_to_raw_ceiling=round(pg_rate / raw["schema"], 3),
+                 raw_no_notify_inserts_per_s=raw["no_notify"],
+                 ratio_to_raw_no_notify=round(pg_rate / raw["no_notify"], 3),
+                 pg_server_cpu_us_per_send=round(statistics.median(pg_load.server_us), 1),
+                 raw_ceiling_how="pg_raw_insert_commit_per_s_32_connections: raw psycopg, 32 threads/connections, one "
+                                 "autocommit INSERT of one interactions row (= INSERT+COMMIT) each, no append lock, "
+                                 "the schema's NOTIFY trigger on (raw_no_notify_*: that trigger disabled)")
+
+
+def pg_cpu_seconds(cluster: PrivateCluster) -> float:
+    """User + system CPU the private server's processes (postmaster and its children) have used so far; NaN when the
+    data directory cannot be read."""
+    try:
+        postmaster = int((cluster.data / "postmaster.pid").read_text(encoding="utf-8").split()[0])
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+    ticks = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if int(entry) == postmaster or int(fields[1]) == postmaster:
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+RAW_INSERT = ("INSERT INTO interactions (public_id, kind, sender_id, recipient_id, body, created_at) "
+              "VALUES (%s, 'information', %s, %s, %s, %s)")
+
+
+RAW_VARIANTS = ("schema", "append_lock", "no_notify")
+
+
+def pg_raw_ceiling(cfg: Config, url: str, n: int = 32) -> dict[str, int]:
+    """PostgreSQL alone: `n` threads, each on its own psycopg connection, each doing one autocommit INSERT of one
+    `interactions` row (a durable INSERT+COMMIT per round trip, synchronous_commit on, the schema's NOTIFY trigger
+    firing with nobody listening) into the database the apps migrated and used, back to back for `send_seconds`.
+    Then two variants: the store's append lock taken first (BEGIN; pg_advisory_xact_lock; INSERT; COMMIT), and the
+    plain INSERT with the schema's NOTIFY trigger disabled on this database for that run only, which shows what the
+    per-row NOTIFY costs (PostgreSQL serialises the commits of transactions that notified). Emitted as its own
+    metric; returns each variant's median rows/s."""
+    import threading
+
+    import psycopg
+
+    from wardian.store.pg_schema import APPEND_LOCK
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        ids = [int(r[0]) for r in conn.execute("SELECT id FROM agents WHERE kind = 'agent' ORDER BY id").fetchall()]
+    conns = [psycopg.connect(url, autocommit=True, prepare_threshold=0) for _ in range(n)]
+    results: dict[str, tuple[list[float], list[float], int]] = {}
+    try:
+        for v, variant in enumerate(RAW_VARIANTS):
+            if variant == "no_notify":  # this bench's own database, the apps stopped: re-enabled below
+                conns[0].execute("ALTER TABLE interactions DISABLE TRIGGER interactions_notify")
+            locked = variant == "append_lock"
+            rates: list[float] = []
+            p50s: list[float] = []
+            total = 0
+            for r in range(cfg.rounds + 1):  # round 0 warms up
+                counts = [0] * n
+                lat: list[list[float]] = [[] for _ in range(n)]
+                spans = [0.0] * n
+                start = threading.Barrier(n)
+
+                def worker(k: int, r: int = r, v: int = v, locked: bool = locked, counts: list[int] = counts,
+                           lat: list[list[float]] = lat, spans: list[float] = spans,
+                           start: threading.Barrier = start) -> None:
+                    conn, mine, sender, recipient = conns[k], lat[k], ids[k % len(ids)], ids[(k + 1) % len(ids)]
+                    start.wait()
+                    t_start = time.perf_counter()
+                    end, i = t_start + (0.5 if r == 0 else cfg.send_seconds), 0
+                    while (t0 := time.perf_counter()) < end:
+                        params = (f"msg_raw{v}{r:02d}{k:02d}{i:012x}", sender, recipient, TEXT, now_ms())
+                        if locked:
+                            with conn.transaction():
+                                conn.execute("SELECT pg_advisory_xact_lock(%s)", (APPEND_LOCK,))
+                                conn.execute(RAW_INSERT, params)
+                        else:
+                            conn.execute(RAW_INSERT, params)
+                        mine.append(time.perf_counter() - t0)
+                        i += 1
+                    counts[k], spans[k] = i, time.perf_counter() - t_start
+
+                threads = [threading.Thread(target=worker, args=(k,)) for k in range(n)]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+                if r == 0:
+                    continue
+                rates.append(sum(counts) / max(spans))
+                p50s.append(pct([x for m in lat for x in m], 0.5))
+                total += sum(counts)
+            results[variant] = (rates, p50s, total)
+            log(f"raw PostgreSQL INSERT+COMMIT, {n} connections, {variant}: {statistics.median(rates):,.0f}/s")
+    finally:
+        with contextlib.suppress(psycopg.Error):
+            conns[0].execute("ALTER TABLE interactions ENABLE TRIGGER interactions_notify")
+        for c in conns:
+            c.close()
+    fields: dict[str, Any] = {}
+    for variant in RAW_VARIANTS[1:]:
+        rates, p50s, total = results[variant]
+        fields.update({f"{variant}_per_s": round(statistics.median(rates)),
+                       f"{variant}_range": [round(min(rates)), round(max(rates))], f"{variant}_n": total,
+                       f"{variant}_latency_p50_ms": ms(statistics.median(p50s))})
+    rates, p50s, total = results["schema"]
+    value = round(statistics.median(rates))
+    emit("pg_raw_insert_commit_per_s_32_connections", value=value, range=[round(min(rates)), round(max(rates))],
+         n=total, rounds=len(rates), latency_p50_ms=ms(statistics.median(p50s)), unit="rows/s", **fields,
+         store="postgresql",
+         how="raw psycopg (no wardian code), 32 threads each on its own connection: one autocommit INSERT of one "
+             "300-byte information row into the real interactions table (migrated by the app: its indexes and its "
+             "per-row NOTIFY trigger, nobody listening) = one durable INSERT+COMMIT per round trip; append_lock_*: "
+             "BEGIN, pg_advisory_xact_lock(APPEND_LOCK), INSERT, COMMIT (the store's commit-order rule); "
+             "no_notify_*: the plain INSERT with the trigger interactions_notify disabled for that run only")
+    return {variant: round(statistics.median(results[variant][0])) for variant in RAW_VARIANTS}
+
+
+def store_ceiling(cfg: Config, url: str | None = None, tag: dict[str, Any] | None = None) -> int:
     """The store alone: the app's send operation (authenticate, resolve, admit) in batches of 32, one COMMIT
     each under synchronous=FULL, run back to back in this process with no socket, server or client.
 
     What one writer can do at best on this machine: the app's sends/s cannot exceed it (its statements and
     COMMITs are serial, and its server and the 32 senders share the same cores). Emitted as its own metric.
+    With `url`, the same on a fresh PostgreSQL database (synchronous_commit on; every statement a round trip).
     """
     root = new_home()
-    store = SqliteStore.open(Home(root).db_path)
+    store: Store
+    if url is None:
+        store = SqliteStore.open(Home(root).db_path)
+    else:
+        from wardian.store.postgres import PostgresStore
+
+        store = PostgresStore.open(url)
     try:
         agents = [store.add_agent(f"ceil{i}", "codex", None) for i in range(32)]
         tokens = [store.create_session(a.id) for a in agents]
@@ -457,7 +760,7 @@ def store_ceiling(cfg: Config) -> int:
          commit_us_per_send=round(statistics.median(commit_us), 1), unit="sends/s",
          note="the app's send operation on the store alone, batches of 32 committed back to back in the bench "
          "process (no socket, server or client): the most one writer can do here, an upper bound for "
-         "durable_sends_per_s_32_senders")
+         "durable_sends_per_s_32_senders", **(tag or {}))
     return value
 
 
@@ -509,6 +812,18 @@ def seed_store(root: Path, recipients: int, per_recipient: int) -> list[str]:
     return tokens
 
 
+@dataclass
+class ReceiveCase:
+    """One app's mailboxes of `stored` seeded records, and the rounds measured on them."""
+
+    tag: dict[str, Any]
+    client: AppClient
+    tokens: list[str]
+    target: float  # p99 ms
+    first: list[list[float]]
+    walk: list[list[float]]
+
+
 def bench_receive(cfg: Config) -> None:
     recipients, per = 100, cfg.records // 100
     root = new_home()
@@ -516,39 +831,119 @@ def bench_receive(cfg: Config) -> None:
         tokens = seed_store(root, recipients, per)
         log(f"store size {(root / 'wardian.db').stat().st_size / 1e6:.0f} MB")
         with running_app(root) as app, AppClient(app.home) as client:
-            for token in tokens[:10]:  # warm-up
-                client.call("mailbox/receive", {"session": token, "limit": 100})
-            first: list[list[float]] = []
-            walk: list[list[float]] = []
-            for r in range(cfg.rounds):
-                samples = []
-                for i in range(cfg.receives):
-                    params = {"session": tokens[i % recipients], "limit": 100}
-                    t0 = time.perf_counter()
-                    page = client.call("mailbox/receive", params)
-                    samples.append(time.perf_counter() - t0)
-                    if len(page["records"]) != 100 or not page["more"]:
-                        raise RuntimeError(f"expected a full page with more to come, got {len(page['records'])}")
-                first.append(samples)
-                # Cursor continuation: walk one recipient's whole backlog, page after page, acking nothing.
-                samples = []
-                token, cursor = tokens[(r * 7 + 3) % recipients], None
-                while len(samples) < cfg.receives:
-                    params = {"session": token, "limit": 100}
-                    if cursor is not None:
-                        params["cursor"] = cursor
-                    t0 = time.perf_counter()
-                    page = client.call("mailbox/receive", params)
-                    samples.append(time.perf_counter() - t0)
-                    cursor = page["cursor"] if page["more"] else None
-                walk.append(samples)
-            for metric, rounds, how in (("receive_100_at_1m", first, "the same first page, nothing acked"),
-                                        ("receive_100_at_1m_cursor", walk, "successive pages via cursor")):
-                p99 = ms(statistics.median(pct(r, 0.99) for r in rounds))
-                emit(metric, **latency_fields(rounds), stored=recipients * per, recipients=recipients,
-                     limit=100, how=how, unit="ms", target="p99_ms <= 2", met=p99 <= 2)
+            _receive_rounds(cfg, [ReceiveCase({}, client, tokens, 2, [], [])], recipients * per)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _receive_rounds(cfg: Config, cases: list[ReceiveCase], stored: int) -> None:
+    """The first page of 100 (nothing acked) and a cursor walk of one backlog, on each case's app, the cases in
+    turn round by round so all meet the same background load; each figure is emitted with its case's tag."""
+    for case in cases:
+        for token in case.tokens[:10]:  # warm-up
+            case.client.call("mailbox/receive", {"session": token, "limit": 100})
+    for r in range(cfg.rounds):
+        for case in cases:
+            client, tokens, recipients = case.client, case.tokens, len(case.tokens)
+            samples = []
+            for i in range(cfg.receives):
+                params = {"session": tokens[i % recipients], "limit": 100}
+                t0 = time.perf_counter()
+                page = client.call("mailbox/receive", params)
+                samples.append(time.perf_counter() - t0)
+                if len(page["records"]) != 100 or not page["more"]:
+                    raise RuntimeError(f"expected a full page with more to come, got {len(page['records'])}")
+            case.first.append(samples)
+            # Cursor continuation: walk one recipient's whole backlog, page after page, acking nothing.
+            samples = []
+            token, cursor = tokens[(r * 7 + 3) % recipients], None
+            while len(samples) < cfg.receives:
+                params = {"session": token, "limit": 100}
+                if cursor is not None:
+                    params["cursor"] = cursor
+                t0 = time.perf_counter()
+                page = client.call("mailbox/receive", params)
+                samples.append(time.perf_counter() - t0)
+                cursor = page["cursor"] if page["more"] else None
+            case.walk.append(samples)
+    for case in cases:
+        for metric, rounds, how in (("receive_100_at_1m", case.first, "the same first page, nothing acked"),
+                                    ("receive_100_at_1m_cursor", case.walk, "successive pages via cursor")):
+            p99 = ms(statistics.median(pct(r, 0.99) for r in rounds))
+            emit(metric, **latency_fields(rounds), stored=stored, recipients=len(case.tokens),
+                 limit=100, how=how, unit="ms", target=f"p99_ms <= {case.target:g}", met=p99 <= case.target, **case.tag)
+
+
+PG_SEED = (
+    "INSERT INTO interactions (public_id, kind, sender_id, recipient_id, body, created_at) "
+    "SELECT 'msg_' || lpad(to_hex(?::bigint), 11, '0') || lpad(to_hex(g), 16, '0'), 'information', ?, "
+    "(?::bigint[])[1 + (g % ?)::int], ?, ? FROM generate_series(?::bigint, ?::bigint) AS g"
+)
+
+
+def seed_pg(client: AppClient, url: str, recipients: int, per_recipient: int) -> list[str]:
+    """As `seed_store`, on the shared store an app serves: the agents, their sessions and each recipient's first
+    record through the app (its host's agents, the store's own admit), the rest as the same rows (what `admit` writes,
+    recipients in turn) by INSERT ... SELECT generate_series in transactions of 100,000, through the store's raw
+    statement hook; triggers off for the seeding session only (session_replication_role = replica: no NOTIFY of a
+    million records to the running app), then VACUUM ANALYZE, as autovacuum would leave the table."""
+    from wardian.store.postgres import PostgresStore
+
+    sender = client.call("agent/add", {"name": "seed-sender", "provider": "codex"})
+    sender_token = client.call("agent/session", {"agent": sender["uuid"]})["session_id"]
+    inboxes = add_agents(client, "inbox", recipients)
+    for agent, _ in inboxes:
+        client.call("message/send", {"session": sender_token, "target": agent["uuid"], "message": TEXT})
+    store = PostgresStore.open(url, migrate=False)
+    try:
+        ids = {str(uuid): int(id_) for uuid, id_ in store_testing.execute(store, "SELECT uuid, id FROM agents")}
+        recipient_ids = [ids[agent["uuid"]] for agent, _ in inboxes]
+        store_testing.execute(store, "SET session_replication_role = replica")
+        total, done, batch = recipients * per_recipient, recipients, 100_000
+        t0 = time.perf_counter()
+        while done < total:
+            end = min(total, done + batch)
+            with store.atomic():
+                store_testing.execute(store, PG_SEED, (now_ms(), ids[sender["uuid"]], recipient_ids, recipients, TEXT,
+                                                       now_ms(), done, end - 1))
+            done = end
+            if done % 200_000 == 0 or done == total:
+                log(f"postgresql: seeded {done:,} records in {time.perf_counter() - t0:.1f} s")
+        store_testing.execute(store, "SET session_replication_role = DEFAULT")
+        store_testing.execute(store, "VACUUM (ANALYZE) interactions")
+        size = store_testing.execute(store, "SELECT pg_total_relation_size('interactions')")[0][0]
+        log(f"postgresql: interactions with its indexes {int(size) / 1e6:.0f} MB")
+    finally:
+        store.close()
+    return [token for _, token in inboxes]
+
+
+def bench_receive_compare(cfg: Config, cluster: PrivateCluster) -> None:
+    """receive 100 at 1,000,000 records side by side: the SQLite app on its seeded home, and an app on a seeded
+    PostgreSQL database (host alpha), rounds alternating."""
+    recipients, per = 100, cfg.records // 100
+    root = new_home()
+    url = cluster.database()
+    try:
+        sq_tokens = seed_store(root, recipients, per)
+        log(f"sqlite: store size {(root / 'wardian.db').stat().st_size / 1e6:.0f} MB")
+        with fresh_app(url, "alpha") as pg, AppClient(pg.home) as pg_client:
+            pg_tokens = seed_pg(pg_client, url, recipients, per)
+            with running_app(root) as sq, AppClient(sq.home) as sq_client:
+                _receive_rounds(cfg, [ReceiveCase({"store": "sqlite"}, sq_client, sq_tokens, 2, [], []),
+                                      ReceiveCase({"store": "postgresql"}, pg_client, pg_tokens, 5, [], [])],
+                                recipients * per)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+        with contextlib.suppress(Exception):
+            cluster.sql(f'DROP DATABASE "{url.split("///", 1)[1].split("?", 1)[0]}" WITH (FORCE)')
+
+
+def bench_roundtrip_compare(cfg: Config, cluster: PrivateCluster) -> None:
+    """App round trips side by side: the SQLite app and an app on a PostgreSQL database (host alpha)."""
+    with fresh_app() as sq, fresh_app(cluster.database(), "alpha") as pg, AppClient(sq.home) as sq_client, \
+            AppClient(pg.home) as pg_client:
+        _roundtrips(cfg, [({"store": "sqlite"}, sq_client), ({"store": "postgresql"}, pg_client)])
 
 
 def _console_script() -> str:
@@ -1248,14 +1643,42 @@ OPT_IN: dict[str, Callable[[Config], None]] = {
 }
 
 
+# `--store postgresql`: each runs its figure on both backends in one run, tagged with `store`.
+PG_BENCHES: dict[str, Callable[[Config, PrivateCluster], None]] = {
+    "roundtrip": bench_roundtrip_compare,
+    "wake": bench_wake_compare,
+    "throughput": bench_throughput_compare,
+    "receive": bench_receive_compare,
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes for CI (indicative figures only)")
     parser.add_argument("--only", nargs="+", choices=sorted(BENCHES | OPT_IN),
                         help="run only these benchmarks (opt-in ones only this way: " + ", ".join(OPT_IN) + ")")
+    parser.add_argument("--store", choices=("sqlite", "postgresql"), default="sqlite",
+                        help="postgresql: also run " + ", ".join(PG_BENCHES) + " on a private PostgreSQL server, "
+                        "beside SQLite in the same run (only these benchmarks then)")
     args = parser.parse_args(argv)
     cfg = QUICK if args.quick else FULL
     t0 = time.perf_counter()
+    if args.store == "postgresql":
+        if args.only and (other := sorted(set(args.only) - set(PG_BENCHES))):
+            parser.error(f"--store postgresql runs only {', '.join(PG_BENCHES)}, not {', '.join(other)}")
+        from wardian_harness.postgres import PrivateCluster
+
+        with PrivateCluster() as cluster:
+            log(f"private PostgreSQL server in {cluster.root} (port {cluster.port})")
+            for name, compare in PG_BENCHES.items():
+                if args.only and name not in args.only:
+                    continue
+                log(f"{name} (sqlite and postgresql) ...")
+                started = time.perf_counter()
+                compare(cfg, cluster)
+                log(f"{name} done in {time.perf_counter() - started:.1f} s")
+        log(f"all done in {time.perf_counter() - t0:.1f} s (load average {os.getloadavg()[0]:.2f})")
+        return 0
     for name, bench in (BENCHES | OPT_IN).items():
         if (args.only and name not in args.only) or (name in OPT_IN and not args.only):
             continue

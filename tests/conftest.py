@@ -24,6 +24,7 @@ from wardian.app.spawn import start_app as spawn_app
 from wardian.client import AppClient
 from wardian.errors import WardianError
 from wardian.home import Home
+from wardian_harness.postgres import PgNotFound, PrivateCluster, find_pg_bin
 
 # Every current Hypothesis health check: iterating HealthCheck skips the deprecated ones (unlike __members__),
 # but type checkers read its elements as the enum's metaclass.
@@ -119,8 +120,11 @@ class AppProcess(subprocess.Popen[bytes]):
         return bytes(self.stderr_data)
 
 
-def start_app(root: Path, extra_env: dict[str, str] | None = None) -> AppProcess:
-    """Start `wardian app run` and return once it accepts connections (the product's own start helper)."""
+def start_app(
+    root: Path, extra_env: dict[str, str] | None = None, *, store_url: str | None = None, host_name: str | None = None
+) -> AppProcess:
+    """Start `wardian app run` and return once it accepts connections (the product's own start helper); on a shared
+    PostgreSQL store with `store_url` (#15), serving `host_name`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("WARDIAN_")}
     env.update(extra_env or {})
     spawned: list[AppProcess] = []
@@ -130,7 +134,8 @@ def start_app(root: Path, extra_env: dict[str, str] | None = None) -> AppProcess
         return spawned[0]
 
     try:
-        spawn_app(root, command=wardian_cmd(), env=env, spawn=spawn, timeout_s=120)
+        extra = [*(("--store", store_url) if store_url else ()), *(("--host-name", host_name) if host_name else ())]
+        spawn_app(root, command=wardian_cmd(), env=env, spawn=spawn, timeout_s=120, extra_args=extra)
     except WardianError as exc:
         err = spawned[0].stderr_output(10) if spawned else b""
         raise RuntimeError(f"app did not start: {exc.code}: {exc.message} {err.decode(errors='replace')[-2000:]}") \
@@ -153,9 +158,9 @@ def stop_app(proc: subprocess.Popen[bytes]) -> int:
     return proc.returncode
 
 
-def _app_on_a_fresh_home() -> Iterator[AppHandle]:
+def _app_on_a_fresh_home(store_url: str | None = None) -> Iterator[AppHandle]:
     root = short_home()
-    proc = start_app(root)
+    proc = start_app(root, store_url=store_url)
     handle = AppHandle(Home(root), proc, AppClient(Home(root)))
     try:
         yield handle
@@ -165,13 +170,63 @@ def _app_on_a_fresh_home() -> Iterator[AppHandle]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.fixture
-def app() -> Iterator[AppHandle]:
-    """A fresh app on its own home, stopped (and its home removed) after the test."""
-    yield from _app_on_a_fresh_home()
+STORES = ("sqlite", "postgresql")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A module that sets `BOTH_STORES = True` runs each test that uses `app` on both backends (#15): the home's
+    SQLite file, and a fresh database of the test process's private PostgreSQL server."""
+    if getattr(metafunc.module, "BOTH_STORES", False) and "store_backend" in metafunc.fixturenames:
+        metafunc.parametrize("store_backend", STORES, indirect=True, scope="module")
 
 
 @pytest.fixture(scope="module")
-def shared_app() -> Iterator[AppHandle]:
-    """One app for a whole module; tests isolate themselves by registering their own agents."""
-    yield from _app_on_a_fresh_home()
+def store_backend(request: pytest.FixtureRequest) -> str:
+    return str(getattr(request, "param", "sqlite"))
+
+
+def _database(request: pytest.FixtureRequest, store_backend: str) -> str | None:
+    if store_backend == "sqlite":
+        return None
+    cluster: PrivateCluster = request.getfixturevalue("pg_cluster")
+    return cluster.database()
+
+
+@pytest.fixture
+def store_url(request: pytest.FixtureRequest, store_backend: str) -> str | None:
+    """None for the embedded store, else the URL of a fresh database on the private server."""
+    return _database(request, store_backend)
+
+
+@pytest.fixture(scope="module")
+def shared_store_url(request: pytest.FixtureRequest, store_backend: str) -> str | None:
+    """As `store_url`, one for the whole module (`shared_app`)."""
+    return _database(request, store_backend)
+
+
+@pytest.fixture
+def app(store_url: str | None) -> Iterator[AppHandle]:
+    """A fresh app on its own home (and, in a BOTH_STORES module, on each backend), stopped (and its home removed)
+    after the test."""
+    yield from _app_on_a_fresh_home(store_url)
+
+
+@pytest.fixture(scope="module")
+def shared_app(shared_store_url: str | None) -> Iterator[AppHandle]:
+    """One app for a whole module (per backend in a BOTH_STORES module); tests isolate themselves by registering their
+    own agents."""
+    yield from _app_on_a_fresh_home(shared_store_url)
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[PrivateCluster]:
+    """A private PostgreSQL server for this test process (each xdist worker starts its own), stopped at the end.
+    Without Debian's postgresql the tests that need it are skipped, except on CI, where they fail."""
+    try:
+        find_pg_bin()
+    except PgNotFound as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"PostgreSQL is not installed (scripts/setup.sh --with-system): {exc}")
+        pytest.skip(str(exc))
+    with PrivateCluster() as cluster:
+        yield cluster

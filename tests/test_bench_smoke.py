@@ -6,6 +6,7 @@ Figures are not checked: tests never assert wall-clock numbers.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -56,3 +57,43 @@ def test_bench_quick_prints_one_json_object_per_line_for_every_metric():
         assert "unit" in r
         assert r["n"] > 0
         assert ("value" in r) or ("p50_ms" in r and "p99_ms" in r)
+
+
+# `--store postgresql` (#15): each store-bound figure on both backends, tagged, plus the PostgreSQL-only ones.
+EXPECTED_BOTH_STORES = {
+    ("roundtrip_mailbox_wait", "sqlite"), ("roundtrip_mailbox_wait", "postgresql"),
+    ("roundtrip_agent_list", "sqlite"), ("roundtrip_agent_list", "postgresql"),
+    ("wake_1_waiter", "sqlite"), ("wake_1_waiter", "postgresql"), ("wake_1_waiter_cross_host", "postgresql"),
+    ("app_floor_requests_per_s_32_senders", "sqlite"),
+    ("store_ceiling_sends_per_s_batches_of_32", "sqlite"), ("store_ceiling_sends_per_s_batches_of_32", "postgresql"),
+    ("pg_raw_insert_commit_per_s_32_connections", "postgresql"),
+    ("durable_sends_per_s_32_senders", "sqlite"), ("durable_sends_per_s_32_senders", "postgresql"),
+    ("receive_100_at_1m", "sqlite"), ("receive_100_at_1m", "postgresql"),
+    ("receive_100_at_1m_cursor", "sqlite"), ("receive_100_at_1m_cursor", "postgresql"),
+}
+
+
+@pytest.mark.timeout(600)
+def test_bench_quick_on_postgresql_prints_each_store_figure_for_both_stores():
+    """`--store postgresql` starts its own private server and tags every figure with its store."""
+    from wardian_harness.postgres import PgNotFound, find_pg_bin
+
+    try:
+        find_pg_bin()
+    except PgNotFound as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"PostgreSQL is not installed (scripts/setup.sh --with-system): {exc}")
+        pytest.skip(str(exc))
+    proc = subprocess.run([sys.executable, str(BENCH), "--quick", "--store", "postgresql"], capture_output=True,
+                          timeout=580, check=False)
+    assert proc.returncode == 0, proc.stderr.decode("utf-8", "replace")[-4000:]
+    records = [json.loads(line) for line in proc.stdout.decode("utf-8").splitlines()]
+    assert {(r["metric"], r["store"]) for r in records} == EXPECTED_BOTH_STORES
+    assert len(records) == len(EXPECTED_BOTH_STORES)
+    for r in records:
+        assert "unit" in r
+        assert r["n"] > 0
+        assert ("value" in r) or ("p50_ms" in r and "p99_ms" in r)
+    durable = {r["store"]: r for r in records if r["metric"] == "durable_sends_per_s_32_senders"}
+    assert durable["postgresql"]["apps"] == 2
+    assert {"ratio_to_sqlite", "ratio_to_raw_ceiling", "raw_ceiling_inserts_per_s"} <= set(durable["postgresql"])

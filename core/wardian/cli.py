@@ -23,7 +23,7 @@ from typing import Any, NoReturn
 import orjson
 
 from wardian import __version__, errors
-from wardian.home import ENV_SESSION, resolve_home
+from wardian.home import ENV_SESSION, ENV_STORE, resolve_home
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
@@ -144,10 +144,34 @@ def _print_records(records: list[dict[str, Any]]) -> None:
 # --- commands ----------------------------------------------------------------------------------------------
 
 
+def _store_arg(args: argparse.Namespace) -> str | None:
+    """--store, else WARDIAN_STORE, else None (the home's remembered store, or its own SQLite file)."""
+    return args.store if args.store is not None else (os.environ.get(ENV_STORE) or None)
+
+
 def cmd_app_run(args: argparse.Namespace) -> int:
     from wardian.app.run import main_run
 
-    return main_run(resolve_home(args.home), args.ready_fd, args.console)
+    return main_run(
+        resolve_home(args.home), args.ready_fd, args.console, host_name=args.host_name, store_url=_store_arg(args)
+    )
+
+
+def cmd_store_migrate(args: argparse.Namespace) -> int:
+    from wardian.app.run import migrate_shared_store, redact_url
+
+    url = _store_arg(args)
+    if url is None:
+        raise errors.InvalidArguments(f"give the shared store: --store URL or ${ENV_STORE}", field="store",
+                                      allowed="postgresql://[USER@]HOST[:PORT]/DB[?…] without a password")
+    before, after = migrate_shared_store(url)
+    if args.json:
+        _out(_dump({"store": redact_url(url), "from_version": before, "version": after}))
+    elif before == after:
+        _out(f"the shared store {redact_url(url)} is at schema version {after}; nothing to do")
+    else:
+        _out(f"migrated the shared store {redact_url(url)} from schema version {before} to {after}")
+    return EXIT_OK
 
 
 def cmd_app_start(args: argparse.Namespace) -> int:
@@ -159,6 +183,16 @@ def cmd_app_start(args: argparse.Namespace) -> int:
         from wardian.console.address import parse_console_address
 
         parse_console_address(args.console)  # a refused address changes nothing, not even the home (#16)
+    store_url = _store_arg(args)
+    extra: list[str] = [] if args.console is None else ["--console", args.console]
+    if args.host_name is not None:
+        from wardian.app.run import check_host_name
+
+        extra += ["--host-name", check_host_name(args.host_name)]
+    if store_url is not None:
+        from wardian.app.run import check_store_url
+
+        extra += ["--store", check_store_url(store_url)]  # refused here too: nothing of the home changes
     created = not home.root.exists()
     make_private_dir(home.root)  # private whatever the umask (#13); the app itself refuses an open home it did not make
     if created:
@@ -166,8 +200,7 @@ def cmd_app_start(args: argparse.Namespace) -> int:
     log_path = home.app_out_path
     with open(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as log_file:
         try:
-            proc = start_app(home.root, stdout=log_file, stderr=log_file, timeout_s=args.timeout,
-                             extra_args=() if args.console is None else ("--console", args.console))
+            proc = start_app(home.root, stdout=log_file, stderr=log_file, timeout_s=args.timeout, extra_args=extra)
         except errors.InternalError as exc:
             raise errors.InternalError(f"{exc.message}; see {log_path}") from None
     console = None
@@ -296,16 +329,20 @@ def cmd_agent_list(args: argparse.Namespace) -> int:
     if args.json:
         _out(_dump(result))
         return EXIT_OK
-    rows = [("NAME", "UUID", "PROVIDER", "STATUS")]
+    rows = [("NAME", "UUID", "PROVIDER", "HOST", "STATUS")]
     doubts = result.get("deliveries", {})
+    hosts = result.get("hosts", {})
     for a in result["agents"]:
+        host = a.get("host") or "-"
+        if a.get("host") and not hosts.get(a["host"], {}).get("live", True):
+            host += " (offline)"
         status = a["status"] + (f" (turn {a['active_turn_id']})" if a.get("active_turn_id") else "")
         if (d := doubts.get(a["uuid"])) is not None:
             said = [f"{d['uncertain']} uncertain" if d["uncertain"] else "",
                     f"{d['confirmed_by_lookup']} confirmed by lookup" if d["confirmed_by_lookup"] else ""]
             status += "; deliveries: " + ", ".join(x for x in said if x)
-        rows.append((a["name"], a["uuid"], a["provider"], status))
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+        rows.append((a["name"], a["uuid"], a["provider"], host, status))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
     for r in rows:
         _out("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
     return EXIT_OK
@@ -613,15 +650,31 @@ def build_parser() -> argparse.ArgumentParser:
         dest="cmd", required=True, metavar="ACTION", parser_class=_Parser)
     console_help = ("also serve the web console on this loopback address (default 127.0.0.1:8765; PORT 0 picks a "
                     "free port); log in with `wardian console`")
+    store_help = (
+        "serve a shared PostgreSQL store, postgresql://[USER@]HOST[:PORT]/DB[?…] without a password "
+        f"(libpq reads it from PGPASSFILE/PGSERVICE/PGPASSWORD; default ${ENV_STORE}, else the store the "
+        "home served before, else the home's own SQLite file)"
+    )
+    host_help = "the host this app serves (default: the machine's hostname); agents added here belong to it"
     p = sub(app, "run", cmd_app_run, "run the app in the foreground")
     p.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--console", nargs="?", const="", default=None, metavar="ADDR", help=console_help)
+    p.add_argument("--store", default=None, metavar="URL", help=store_help)
+    p.add_argument("--host-name", dest="host_name", default=None, metavar="NAME", help=host_help)
     p = sub(app, "start", cmd_app_start, "start the app in the background; returns once it accepts calls")
     p.add_argument("--timeout", type=float, default=15.0, help="seconds to wait for readiness")
     p.add_argument("--console", nargs="?", const="", default=None, metavar="ADDR", help=console_help)
+    p.add_argument("--store", default=None, metavar="URL", help=store_help)
+    p.add_argument("--host-name", dest="host_name", default=None, metavar="NAME", help=host_help)
     p = sub(app, "stop", cmd_app_stop, "stop the running app")
     p.add_argument("--timeout", type=float, default=15.0, help="seconds to wait for the app to exit")
     sub(app, "status", cmd_app_status, "show whether the app runs")
+
+    store = groups.add_parser("store", help="the shared PostgreSQL store").add_subparsers(
+        dest="cmd", required=True, metavar="ACTION", parser_class=_Parser)
+    p = sub(store, "migrate", cmd_store_migrate,
+            "create or upgrade the shared store's schema (apps also do it at start, under the same lock)")
+    p.add_argument("--store", default=None, metavar="URL", help=f"the shared store (default ${ENV_STORE})")
 
     agent = groups.add_parser("agent", help="manage agents").add_subparsers(
         dest="cmd", required=True, metavar="ACTION", parser_class=_Parser)

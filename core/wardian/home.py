@@ -30,6 +30,7 @@ from wardian.model import PROTOCOL_VERSION
 
 ENV_HOME = "WARDIAN_HOME"
 ENV_SESSION = "WARDIAN_SESSION_ID"
+ENV_STORE = "WARDIAN_STORE"  # the shared store an app serves, when --store is not given (#15)
 # sockaddr_un.sun_path holds 108 bytes on Linux (104 on macOS) including the terminating NUL.
 MAX_SOCKET_PATH_BYTES = 103
 # Where Linux lists the mounts this process sees; absent elsewhere (the check is then skipped).
@@ -51,6 +52,11 @@ class Home:
     @property
     def db_path(self) -> Path:
         return self.root / "wardian.db"
+
+    @property
+    def store_url_path(self) -> Path:
+        """Which shared store this home's app serves (#15): the URL, without a password, written at its first start."""
+        return self.root / "store.url"
 
     @property
     def run_dir(self) -> Path:

@@ -117,6 +117,19 @@ class Agent:
     generation: int
     active_turn_id: str | None
     created_at: int
+    host: str | None = None  # the host whose app serves it (#15); None only before any app claimed a host
+
+
+@dataclass(frozen=True, slots=True)
+class HostInfo:
+    """One host of the store: the app serving it holds a live lease, renewed by heartbeat (#15)."""
+
+    name: str
+    live: bool
+    heartbeat_at: int | None
+    started_at: int | None
+    pid: int | None
+    machine: str | None
 
 
 @dataclass(frozen=True, slots=True)

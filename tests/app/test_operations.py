@@ -11,6 +11,9 @@ from tests.conftest import AppHandle
 from wardian import errors
 from wardian.protocol import app as proto
 
+# The operation suite and its §3.5 bad-input rows run on both stores (#15).
+BOTH_STORES = True
+
 
 def err(app: AppHandle, method: str, params: dict[str, Any]) -> errors.WardianError:
     with pytest.raises(errors.WardianError) as exc:

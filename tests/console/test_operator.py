@@ -5,6 +5,7 @@ information and tasks through the same validation as an agent, receives the repl
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from tests.conftest import AppHandle
 from wardian import errors
 from wardian.cli import EXIT_NOT_FOUND, EXIT_NOTHING, EXIT_USAGE
-from wardian.model import OPERATOR_NAME, OPERATOR_UUID, InteractionKind
+from wardian.model import OPERATOR_NAME, OPERATOR_UUID
 from wardian.protocol import app as proto
 from wardian.store import SqliteStore
 from wardian.store import sqlite as sqlite_backend
@@ -134,15 +135,21 @@ def test_an_agent_named_operator_from_before_the_operator_existed_stays_an_agent
     """Migration 6 adds the operator beside an existing agent named `operator`: that agent keeps its name, its
     records and its place as a target; the reserved operator is a different participant."""
     monkeypatch.setattr(sqlite_backend, "MIGRATIONS", MIGRATIONS[:5])
-    old = SqliteStore.open(tmp_path / "w.db")
-    legacy = old.add_agent("operator", "codex", None)
-    lead = old.add_agent("lead", "codex", None)
-    caller = old.authenticate(old.create_session(lead.id))
-    old.admit(caller, legacy, InteractionKind.INFORMATION, "for the legacy agent")
-    old.close()
+    SqliteStore.open(tmp_path / "w.db").close()
+    # The rows a version-5 app wrote (today's operations write today's columns, so the old rows are made here).
+    with sqlite3.connect(tmp_path / "w.db") as db:
+        for name, uuid in (("operator", "00000000-0000-4000-8000-00000000000a"),
+                           ("lead", "00000000-0000-4000-8000-00000000000b")):
+            db.execute("INSERT INTO agents (uuid, name, provider, created_at) VALUES (?, ?, 'codex', 1)", (uuid, name))
+        db.execute("INSERT INTO interactions (public_id, kind, sender_id, recipient_id, body, created_at) VALUES "
+                   "('msg_legacy', 'information', (SELECT id FROM agents WHERE name = 'lead'), "
+                   "(SELECT id FROM agents WHERE name = 'operator'), 'for the legacy agent', 2)")
     monkeypatch.setattr(sqlite_backend, "MIGRATIONS", MIGRATIONS)
     store = SqliteStore.open(tmp_path / "w.db")
     try:
+        legacy, lead = (store.resolve_agent(u) for u in ("00000000-0000-4000-8000-00000000000a",
+                                                         "00000000-0000-4000-8000-00000000000b"))
+        caller = store.authenticate(store.create_session(lead.id))
         assert [a.uuid for a in store.list_agents()] == [lead.uuid, legacy.uuid]  # by name: lead, operator
         assert store.resolve_target(caller, "operator").uuid == legacy.uuid
         me = store.operator()

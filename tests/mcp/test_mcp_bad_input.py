@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import shutil
 import socket
-import sqlite3
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -22,6 +21,9 @@ from wardian.client import AppClient
 from wardian.home import Home
 from wardian.model import MAX_MESSAGE_BYTES, MAX_TARGET_CHARS
 from wardian.protocol.tools import TOOL_NAMES
+
+# The whole catalogue runs on the embedded store and on the shared PostgreSQL store (#15): the same errors.
+BOTH_STORES = True
 
 
 def valid_arguments(target: str) -> dict[str, dict[str, Any]]:
@@ -73,9 +75,7 @@ def test_a_session_unknown_to_the_home_or_of_a_removed_agent_fails_with_unknown_
         shared_app: AppHandle) -> None:
     """Matrix §3.5 row 2: an id unknown to this home, or of a destroyed agent -> unknown_session."""
     removed, removed_token = shared_app.add_agent()
-    # Known gap: the app has no agent-removal method yet; mark the agent removed in its store as removal will.
-    with sqlite3.connect(shared_app.home.db_path, timeout=30) as db:
-        db.execute("UPDATE agents SET removed_at = 1 WHERE uuid = ?", (removed["uuid"],))
+    shared_app.call("agent/remove", {"agent": removed["uuid"]})
     for token in (_with_session_number(removed_token, 999_999), removed_token):
         with mcp_server(server_env(str(shared_app.home.root), token)) as conn:
             assert_every_tool_fails(conn, "anyone", {"unknown_session"})

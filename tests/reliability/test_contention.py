@@ -25,16 +25,17 @@ from tests.reliability.world import (
 from wardian.client import AppClient
 
 WRITERS = 8
+BOTH_STORES = True  # #15: on the shared store the outside load is VACUUM (ANALYZE) of the busiest tables
 
 
-def test_d8_no_busy_or_locked_error_reaches_a_caller_under_contention(root: Path) -> None:
+def test_d8_no_busy_or_locked_error_reaches_a_caller_under_contention(root: Path, store_url: str | None) -> None:
     """reliability-matrix D8 [CI 8 x 500 operations, NIGHTLY 8 x 5,000]: mixed send / task / receive+ack from 8
     clients while the dispatcher submits tasks and another process checkpoints the WAL in a loop: every
     operation succeeds (0 storage errors, 0 uncertain), and the store passes integrity_check."""
     ops = size(500, 5000)
     fake = FakeCodex(root.parent / f"{root.name}-codex")
     try:
-        app = start_with(root, fake.env())
+        app = start_with(root, fake.env(), store_url)
         names = [f"w{i}" for i in range(WRITERS)]
         tokens = {}
         for name in [*names, "worker"]:
@@ -48,6 +49,14 @@ def test_d8_no_busy_or_locked_error_reaches_a_caller_under_contention(root: Path
         checkpoints: Counter[str] = Counter()
 
         def checkpointer() -> None:
+            if store_url is not None:
+                import psycopg
+
+                with psycopg.connect(store_url, autocommit=True) as pg:
+                    while not done.is_set():
+                        pg.execute("VACUUM (ANALYZE) interactions, tasks, agents")
+                        checkpoints["done"] += 1
+                return
             conn = sqlite3.connect(root / "wardian.db", timeout=30)
             try:
                 while not done.is_set():

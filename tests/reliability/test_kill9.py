@@ -31,6 +31,11 @@ from wardian.client import AppClient
 from wardian.home import Home
 
 SENDERS = 8
+BOTH_STORES = True  # D1 and D2 run on the embedded store and on the shared PostgreSQL store (#15)
+
+
+def _backend(store_url: str | None) -> str:
+    return "sqlite" if store_url is None else "postgresql"
 
 
 @dataclass
@@ -111,13 +116,14 @@ def setup(app: Any) -> tuple[str, str]:
     return lead, worker
 
 
-def test_d1_acknowledged_sends_survive_kill_9_rounds_under_8_concurrent_senders(root: Path) -> None:
+def test_d1_acknowledged_sends_survive_kill_9_rounds_under_8_concurrent_senders(root: Path,
+                                                                               store_url: str | None) -> None:
     """reliability-matrix D1 [CI N=50, NIGHTLY N=200]: SIGKILL 20-500 ms into a burst of 8 senders, then
     restart: 0 acknowledged receipts missing, 0 duplicates per client token, integrity ok every round, every
     call ended in exactly one of {receipt, not_admitted, uncertain}, and no client wrote a request twice."""
     rng, seed = seeded_random("D1")
     rounds = size(50, 200)
-    app = start_with(root)
+    app = start_with(root, store_url=store_url)
     lead, _ = setup(app)
     acknowledged: dict[str, str] = {}
     lost = duplicated = replayed = integrity_failures = uncertain = uncertain_present = 0
@@ -136,16 +142,18 @@ def test_d1_acknowledged_sends_survive_kill_9_rounds_under_8_concurrent_senders(
         duplicated += sum(n - 1 for n in counts.values() if n > 1)
         uncertain += len(seen.uncertain)
         uncertain_present += sum(1 for token in seen.uncertain if counts[token])
-        app = start_with(root)
+        app = start_with(root, store_url=store_url)
     stop(app)
-    report("D1 kill9_random_sends", rounds=rounds, lost=lost, duplicated=duplicated, replayed=replayed,
+    report(f"D1 kill9_random_sends ({_backend(store_url)})", rounds=rounds, lost=lost, duplicated=duplicated,
+           replayed=replayed,
            integrity_failures=integrity_failures, acknowledged=len(acknowledged), uncertain=uncertain,
            uncertain_committed=uncertain_present, seed=seed)
     assert acknowledged, "no send was acknowledged in any round"
     assert (lost, duplicated, replayed, integrity_failures) == (0, 0, 0, 0)
 
 
-def test_d2_no_task_is_exposed_twice_when_receive_and_dispatch_race_across_kill_9(root: Path) -> None:
+def test_d2_no_task_is_exposed_twice_when_receive_and_dispatch_race_across_kill_9(root: Path,
+                                                                                  store_url: str | None) -> None:
     """reliability-matrix D2 [CI N=50, NIGHTLY N=200]: 8 task senders, one manual receive loop and the app's
     dispatcher (a started agent on a fake Codex) compete for the same tasks; SIGKILL, restart. The harness
     logs every exposure outside the app (receive: new_work records; dispatch: submissions Codex accepted):
@@ -156,7 +164,7 @@ def test_d2_no_task_is_exposed_twice_when_receive_and_dispatch_race_across_kill_
     fake = FakeCodex(root.parent / f"{root.name}-codex")
     exposure_log = root.parent / f"{root.name}-exposed.jsonl"
     try:
-        app = start_with(root, fake.env())
+        app = start_with(root, fake.env(), store_url)
         lead, worker = setup(app)
         app.call("agent/start", {"agent": "worker"}, timeout_s=60)
         generation = wait_owner_ready(app, "worker")
@@ -167,7 +175,7 @@ def test_d2_no_task_is_exposed_twice_when_receive_and_dispatch_race_across_kill_
                   lambda a=app: kill9(a), extra=[reader])
             if not integrity_ok(root):
                 integrity_failures += 1
-            app = start_with(root, fake.env())
+            app = start_with(root, fake.env(), store_url)
             generation = wait_owner_ready(app, "worker", generation)
         stop(app)
 
@@ -189,7 +197,7 @@ def test_d2_no_task_is_exposed_twice_when_receive_and_dispatch_race_across_kill_
             if state == "claimed" and claimed_by == "receive" and exposed[rid] == 0:
                 claimed_unseen += 1  # a receive whose answer died with the app: at most once, never twice
         assert not integrity_failures
-        report("D2 kill9_claim_race", rounds=rounds, duplicated=duplicated, replayed=replayed,
+        report(f"D2 kill9_claim_race ({_backend(store_url)})", rounds=rounds, duplicated=duplicated, replayed=replayed,
                integrity_failures=integrity_failures, tasks=len(tasks), exposed_by_receive=len(received),
                exposed_by_dispatch=len(dispatched), uncertain=states["uncertain"], unclaimed=states["pending"],
                claimed_unseen=claimed_unseen, seed=seed)

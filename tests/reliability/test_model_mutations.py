@@ -97,7 +97,7 @@ def test_the_mailbox_model_catches_each_seeded_bug_within_150_examples(mutant: t
     machine = machine_on(mutant)
     with pytest.raises(AssertionError):
         run_state_machine_as_test(machine, settings=settings(
-            max_examples=GATE_EXAMPLES, stateful_step_count=40, deadline=None, database=None,
+            max_examples=GATE_EXAMPLES, stateful_step_count=40, deadline=None, database=None, derandomize=True,
             phases=(Phase.generate,), suppress_health_check=ALL_HEALTH_CHECKS))
     report(f"P1 mutation gate {mutant.__name__}", rounds=machine.examples, caught=True)
     assert machine.examples <= GATE_EXAMPLES

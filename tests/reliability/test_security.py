@@ -17,11 +17,12 @@ import pytest
 
 from tests.conftest import wardian_cmd
 from tests.mcp.mcp_harness import raw_server, server_env
-from tests.reliability.world import AppHandle, app_stderr, db_rows, report, size, start_with, stop
+from tests.reliability.world import AppHandle, app_stderr, db_rows, report, size, start_with, stop, store_url_of
 from wardian import errors
 from wardian.client import AppClient
 from wardian.store import roster as store_roster
 
+BOTH_STORES = True  # session forgery and secret hygiene on both stores (#15)
 ACCEPTCON = 0x10000  # __SO_ACCEPTCON in /proc/net/unix flags: a listening socket
 
 
@@ -55,9 +56,9 @@ def _secret(token: str) -> str:
 
 
 @pytest.fixture
-def drained_app(root: Path) -> Iterator[AppHandle]:
+def drained_app(root: Path, store_url: str | None) -> Iterator[AppHandle]:
     """An app of its own whose stderr is drained: every refused forgery is logged."""
-    app = start_with(root)
+    app = start_with(root, store_url=store_url)
     yield app
     stop(app)
 
@@ -94,7 +95,8 @@ def test_s5_no_forged_session_is_accepted_and_attribution_is_the_servers(drained
         assert exc.value.field == "sender"
         receipt = client.call("message/send", {"session": a, "target": target_agent["uuid"], "message": "mine"})
     after = db_rows(drained_app.home.root, "SELECT count(*) FROM interactions")[0][0]
-    report("S5 session_forgery", rounds=len(candidates), accepted=accepted)
+    report(f"S5 session_forgery ({(store_url_of(drained_app.home.root) and 'postgresql') or 'sqlite'})",
+           rounds=len(candidates), accepted=accepted)
     assert accepted == 0
     assert after == before + 1
     assert set(codes) <= {"unauthenticated", "unknown_session"}
@@ -153,8 +155,15 @@ def test_s6_no_output_log_or_store_file_contains_a_session_secret(drained_app: A
     outputs.append(app_stderr(app))
     files = [p for p in app.home.root.rglob("*") if p.is_file() and not p.is_socket()]
     assert any(p.name == "app.log" for p in files)
-    assert any(p.name == "wardian.db" for p in files)
     blobs = outputs + [p.read_bytes() for p in files]
+    if store_url_of(app.home.root) is None:
+        assert any(p.name == "wardian.db" for p in files)
+    else:  # the shared store: every table's rows as text
+        tables = db_rows(app.home.root, "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+        assert len(tables) > 5
+        for (table,) in tables:
+            rows = db_rows(app.home.root, f"SELECT coalesce(string_agg(t::text, '|'), '') FROM {table} t")
+            blobs.append(rows[0][0].encode())
     secrets_in_use = [_secret(t).encode() for t in (lead, worker)] + [
         _secret(line.split("=", 1)[1].strip("'\"")).encode() for line in minted.stdout.decode().splitlines()
         if "WARDIAN_SESSION_ID=" in line]

@@ -51,8 +51,24 @@ def report(row: str, *, rounds: int, lost: int = 0, duplicated: int = 0, replaye
         f.write(json.dumps(line) + "\n")
 
 
+# The shared store each home's app was started on (`start_with(..., store_url=)`); absent: the home's SQLite file.
+_SHARED_STORE: dict[Path, str] = {}
+
+
+def store_url_of(root: Path) -> str | None:
+    return _SHARED_STORE.get(root)
+
+
 def db_rows(root: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """Read the store directly (the app is stopped or killed, or only reads race with it)."""
+    """Read the store directly (the app is stopped or killed, or only reads race with it): the home's SQLite file,
+    or the PostgreSQL database its app serves (`?` parameters either way)."""
+    url = _SHARED_STORE.get(root)
+    if url is not None:
+        import psycopg
+
+        with psycopg.connect(url, autocommit=True) as pg:
+            cur = pg.execute(sql.replace("?", "%s"), params)  # type: ignore[arg-type]  # the tests' own literals
+            return [tuple(r) for r in cur.fetchall()] if cur.description else []
     conn = sqlite3.connect(root / "wardian.db", timeout=30)
     try:
         return conn.execute(sql, params).fetchall()
@@ -61,7 +77,14 @@ def db_rows(root: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[An
 
 
 def integrity_ok(root: Path) -> bool:
-    return db_rows(root, "PRAGMA integrity_check") == [("ok",)]
+    """SQLite: `PRAGMA integrity_check`. PostgreSQL (which checks its pages itself and has no such pragma): every
+    interaction's task row and every task's interaction are there, and no public id appears twice."""
+    if _SHARED_STORE.get(root) is None:
+        return db_rows(root, "PRAGMA integrity_check") == [("ok",)]
+    orphans = db_rows(root, "SELECT count(*) FROM interactions i LEFT JOIN tasks t ON t.interaction_id = i.id "
+                            "WHERE i.kind = 'task' AND t.interaction_id IS NULL")[0][0]
+    twice = db_rows(root, "SELECT count(*) - count(DISTINCT public_id) FROM interactions")[0][0]
+    return orphans == 0 and twice == 0
 
 
 def handle(root: Path, proc: Any) -> AppHandle:
@@ -115,9 +138,12 @@ class FakeCodex:
         return found
 
 
-def start_with(root: Path, extra_env: dict[str, str] | None = None) -> AppHandle:
-    """`tests.conftest.start_app` on `root`, as a handle (the app's stderr is read continuously: `app_stderr`)."""
-    return handle(root, start_app(root, extra_env))
+def start_with(root: Path, extra_env: dict[str, str] | None = None, store_url: str | None = None) -> AppHandle:
+    """`tests.conftest.start_app` on `root`, as a handle (the app's stderr is read continuously: `app_stderr`); on
+    the shared store `store_url` when given (#15), which `db_rows` then reads."""
+    if store_url is not None:
+        _SHARED_STORE[root] = store_url
+    return handle(root, start_app(root, extra_env, store_url=store_url))
 
 
 def app_stderr(app: AppHandle) -> bytes:

@@ -13,13 +13,14 @@ from pathlib import Path
 
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
 from tests.conftest import ALL_HEALTH_CHECKS
 from wardian import errors
 from wardian.model import Caller, ClaimKind, InteractionKind, ReplyStatus
-from wardian.store import SqliteStore
+from wardian.store import SqliteStore, Store
 from wardian.store import testing as store_testing
+from wardian_harness.postgres import PrivateCluster
 
 AGENTS = 3
 texts = st.text(alphabet="ab\n✓ ", min_size=1, max_size=6).filter(lambda t: t.strip() != "")
@@ -29,9 +30,7 @@ class MailboxMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.dir = Path(tempfile.mkdtemp(prefix="wm"))
-        self.store = SqliteStore.open(self.dir / "w.db")
-        # P1 checks logic, not durability: skip the fsyncs so 150 examples stay fast.
-        store_testing.execute(self.store, "PRAGMA synchronous = OFF")
+        self.store = self.open_store()
         self.seq: dict[str, int] = {}  # record id -> admission order
         self.callers: list[Caller] = []
         for i in range(AGENTS):
@@ -47,6 +46,12 @@ class MailboxMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         self.store.close()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+    def open_store(self) -> Store:
+        store = SqliteStore.open(self.dir / "w.db")
+        # P1 checks logic, not durability: skip the fsyncs so 150 examples stay fast.
+        store_testing.execute(store, "PRAGMA synchronous = OFF")
+        return store
 
     @rule(s=st.integers(0, AGENTS - 1), r=st.integers(0, AGENTS - 1), task=st.booleans(), text=texts)
     def send(self, s: int, r: int, task: bool, text: str) -> None:
@@ -147,7 +152,30 @@ class MailboxMachine(RuleBasedStateMachine):
         assert all(n == 1 for n in self.exposed.values())
 
 
+class PgMailboxMachine(MailboxMachine):
+    """The same model on the shared store (#15): a fresh database of the test process's private server."""
+
+    cluster: PrivateCluster | None = None
+
+    def open_store(self) -> Store:
+        from wardian.store.postgres import PostgresStore
+
+        assert self.cluster is not None
+        store = PostgresStore.open(self.cluster.database())
+        store_testing.execute(store, "SET synchronous_commit TO off")  # logic, not durability (see above)
+        return store
+
+
 # Health checks (e.g. "too slow" on a loaded 2-core CI machine) say nothing about correctness.
 MailboxMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=40, deadline=None,
                                             suppress_health_check=ALL_HEALTH_CHECKS)
 test_mailbox_machine = MailboxMachine.TestCase
+PgMailboxMachine.TestCase.settings = settings(
+    max_examples=40, stateful_step_count=40, deadline=None, suppress_health_check=ALL_HEALTH_CHECKS
+)
+
+
+def test_mailbox_machine_on_the_shared_store(pg_cluster: PrivateCluster) -> None:
+    """P1 on PostgreSQL (fewer examples: each opens a database of its own)."""
+    PgMailboxMachine.cluster = pg_cluster
+    run_state_machine_as_test(PgMailboxMachine, settings=PgMailboxMachine.TestCase.settings)

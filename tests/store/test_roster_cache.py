@@ -1,4 +1,5 @@
-"""The store's roster caches (session -> caller, name/UUID -> agents) never answer with a stale roster.
+"""The store's roster caches (session -> caller, name/UUID -> agents) never answer with a stale roster (on both
+backends: the shared store keeps no cache at all, since other apps change its roster).
 
 Seed: "the app owns attribution" — a cached session must still check its secret on every call, and any
 change to agents or sessions (or a rollback of one) must be seen by the very next call.
@@ -6,25 +7,15 @@ change to agents or sessions (or a rollback of one) must be seen by the very nex
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from wardian import errors
 from wardian.model import AgentStatus, InteractionKind
-from wardian.store import SqliteStore, Store
+from wardian.store import Store
 from wardian.store import testing as store_testing
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteStore]:
-    s = SqliteStore.open(tmp_path / "wardian.db")
-    yield s
-    s.close()
-
-
-def test_a_cached_session_still_checks_its_secret_every_time(store: SqliteStore) -> None:
+def test_a_cached_session_still_checks_its_secret_every_time(store: Store) -> None:
     agent = store.add_agent("a", "codex", None)
     token = store.create_session(agent.id)
     assert store.authenticate(token).agent.uuid == agent.uuid  # now cached
@@ -34,7 +25,7 @@ def test_a_cached_session_still_checks_its_secret_every_time(store: SqliteStore)
     assert store.authenticate(token).agent.uuid == agent.uuid
 
 
-def test_a_name_that_becomes_shared_is_ambiguous_at_once(store: SqliteStore) -> None:
+def test_a_name_that_becomes_shared_is_ambiguous_at_once(store: Store) -> None:
     """Seed: a name shared by two agents is an error listing the candidates, even right after a send."""
     caller = store.authenticate(store.create_session(store.add_agent("me", "codex", None).id))
     first = store.add_agent("bob", "codex", None)
@@ -45,7 +36,7 @@ def test_a_name_that_becomes_shared_is_ambiguous_at_once(store: SqliteStore) -> 
     assert set(info.value.to_data()["candidates"]) == {first.uuid, second.uuid}
 
 
-def test_an_unknown_name_that_appears_later_resolves(store: SqliteStore) -> None:
+def test_an_unknown_name_that_appears_later_resolves(store: Store) -> None:
     caller = store.authenticate(store.create_session(store.add_agent("me", "codex", None).id))
     with pytest.raises(errors.UnknownTarget):
         store.resolve_target(caller, "late")
@@ -53,7 +44,7 @@ def test_an_unknown_name_that_appears_later_resolves(store: SqliteStore) -> None
     assert store.resolve_target(caller, "late").uuid == late.uuid
 
 
-def test_runtime_state_of_a_target_is_never_stale(store: SqliteStore) -> None:
+def test_runtime_state_of_a_target_is_never_stale(store: Store) -> None:
     """An interrupt is recorded against the target's *current* turn, so a cached target must follow it."""
     caller = store.authenticate(store.create_session(store.add_agent("me", "codex", None).id))
     target = store.add_agent("worker", "codex", None)
@@ -64,7 +55,7 @@ def test_runtime_state_of_a_target_is_never_stale(store: SqliteStore) -> None:
     assert store.record_interrupt(caller, store.resolve_target(caller, "worker")).turn_id == "turn-1"
 
 
-def test_a_session_whose_agent_is_removed_stops_working(store: SqliteStore) -> None:
+def test_a_session_whose_agent_is_removed_stops_working(store: Store) -> None:
     agent = store.add_agent("gone", "codex", None)
     token = store.create_session(agent.id)
     store.authenticate(token)  # cached
@@ -74,7 +65,7 @@ def test_a_session_whose_agent_is_removed_stops_working(store: SqliteStore) -> N
         store.authenticate(token)
 
 
-def test_a_revoked_session_stops_working(store: SqliteStore) -> None:
+def test_a_revoked_session_stops_working(store: Store) -> None:
     agent = store.add_agent("a", "codex", None)
     token = store.create_session(agent.id)
     store.authenticate(token)
@@ -84,7 +75,7 @@ def test_a_revoked_session_stops_working(store: SqliteStore) -> None:
         store.authenticate(token)
 
 
-def test_what_a_rolled_back_operation_saw_is_forgotten(store: SqliteStore) -> None:
+def test_what_a_rolled_back_operation_saw_is_forgotten(store: Store) -> None:
     """A batch op that added an agent, resolved it (filling the cache) and then failed leaves no trace."""
     caller = store.authenticate(store.create_session(store.add_agent("me", "codex", None).id))
 
@@ -102,7 +93,7 @@ def test_what_a_rolled_back_operation_saw_is_forgotten(store: SqliteStore) -> No
     assert [a.name for a in store.list_agents()] == ["me"]
 
 
-def test_bare_operations_commit_with_their_batch(store: SqliteStore) -> None:
+def test_bare_operations_commit_with_their_batch(store: Store) -> None:
     """A bare op (no savepoint of its own) fails cleanly before it writes and commits with the batch."""
     caller = store.authenticate(store.create_session(store.add_agent("me", "codex", None).id))
     peer = store.add_agent("peer", "codex", None)
@@ -119,7 +110,7 @@ def test_bare_operations_commit_with_their_batch(store: SqliteStore) -> None:
     assert texts == [peer.uuid, "peer"]
 
 
-def test_a_cached_managed_session_goes_stale_when_a_new_generation_starts(store: SqliteStore) -> None:
+def test_a_cached_managed_session_goes_stale_when_a_new_generation_starts(store: Store) -> None:
     """#13: a start's managed session stops authenticating once the agent's next generation begins, though it was
     cached; an operator-minted session of the older generation stays valid."""
     agent = store.add_agent("w", "codex", None)

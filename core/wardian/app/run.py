@@ -14,7 +14,9 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import secrets
 import signal
+import socket
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import suppress
@@ -32,12 +34,22 @@ from wardian.app.spawn import READY, report_ready
 from wardian.app.writer import StoreWriter
 from wardian.home import Home, prepare_home
 from wardian.store import SqliteStore, Store
+from wardian.store.url import check_store_url, redact_url
 
 if TYPE_CHECKING:
     from wardian.console.address import ConsoleAddress
     from wardian.console.server import Console
+    from wardian.store.postgres import Announcements
 
 log = logging.getLogger("wardian.app")
+
+MAX_HOST_NAME = 64
+# The embedded store's lease never needs renewing: its home lock, not the lease, keeps a second app out.
+EMBEDDED_LEASE_MS = 100 * 365 * 24 * 3600 * 1000
+# A shared store's host lease: renewed every HEARTBEAT_S; a host whose app stopped renewing shows offline (and may be
+# taken over from elsewhere) once HOST_LEASE_MS passed.
+HOST_LEASE_MS = 10_000
+HEARTBEAT_S = 2.0
 
 
 class HomeLock:
@@ -85,8 +97,79 @@ def configure_logging(home: Home, stream: IO[str] | None) -> None:
         root.addHandler(console)
 
 
-def run_app(home: Home, *, on_ready: Callable[[], None] | None = None, log_stream: IO[str] | None = None,
-            console: str | None = None) -> None:
+def default_host_name() -> str:
+    """The machine's host name, cut to what a host name may be (`--host-name` overrides it)."""
+    name = "".join(c if c.isalnum() or c in "._-" else "-" for c in socket.gethostname())[:MAX_HOST_NAME]
+    return name or "localhost"
+
+
+def check_host_name(name: str) -> str:
+    """Raises: InvalidArguments (not 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit)."""
+    if not (
+        0 < len(name) <= MAX_HOST_NAME
+        and name[0].isalnum()
+        and name.isascii()
+        and all(c.isalnum() or c in "._-" for c in name)
+    ):
+        raise errors.InvalidArguments(
+            f"--host-name {name[:80]!r} is not a host name",
+            field="host_name",
+            allowed=f"1-{MAX_HOST_NAME} ASCII letters, digits, '.', '_' or '-', starting with a letter or digit",
+        )
+    return name
+
+
+def migrate_shared_store(url: str) -> tuple[int, int]:
+    """`wardian store migrate`: create or upgrade the shared store's schema; (version before, version now).
+
+    Raises: InvalidArguments (a refused URL), StorageUnavailable (no connection, or a schema newer than this wardian).
+    """
+    from wardian.store.postgres import migrate_store  # psycopg is imported only for a shared store
+
+    return migrate_store(url)
+
+
+def choose_store(home: Home, store_url: str | None) -> str | None:
+    """The shared store's URL this home's app serves, or None for the home's own SQLite file.
+
+    A home that served a shared store remembers it (`store.url`), so a later start needs no --store; a home is never
+    switched between stores silently.
+
+    Raises:
+        InvalidArguments: a bad URL, another shared store than the home's, or a shared store for a home that holds an
+            embedded store (its records would be left behind).
+    """
+    remembered = None
+    with suppress(FileNotFoundError, NotADirectoryError):  # no home yet: its creation reports what is wrong
+        remembered = home.store_url_path.read_text(encoding="utf-8").strip() or None
+    if store_url is None:
+        return remembered
+    check_store_url(store_url)
+    if remembered is not None and remembered != store_url:
+        raise errors.InvalidArguments(
+            f"this home serves the shared store {redact_url(remembered)}; give that --store (or none), or use another "
+            "home for another store",
+            field="store",
+            allowed=redact_url(remembered),
+        )
+    if remembered is None and home.db_path.exists():
+        raise errors.InvalidArguments(
+            f"this home holds an embedded store ({home.db_path}): a shared store would leave its agents and records "
+            "behind; use a new home for the shared store",
+            field="store",
+        )
+    return store_url
+
+
+def run_app(
+    home: Home,
+    *,
+    on_ready: Callable[[], None] | None = None,
+    log_stream: IO[str] | None = None,
+    console: str | None = None,
+    host_name: str | None = None,
+    store_url: str | None = None,
+) -> None:
     """Run the app in the foreground until it is told to stop; with `console` (an address, "" for the default), serve
     the web console there too.
 
@@ -94,6 +177,9 @@ def run_app(home: Home, *, on_ready: Callable[[], None] | None = None, log_strea
         HomeError (AlreadyRunning, InsecureRuntimeDir, HomePathTooLong), StorageError, InvalidArguments (the console's
         address is not loopback, or cannot be bound).
     """
+    if host_name is not None:
+        check_host_name(host_name)
+    url = choose_store(home, store_url)  # refused before anything of the home changes
     console_address = None
     if console is not None:
         from wardian.console.address import parse_console_address
@@ -110,9 +196,36 @@ def run_app(home: Home, *, on_ready: Callable[[], None] | None = None, log_strea
         if tightened:
             log.warning("made these paths of the home private (they were open to other users): %s",
                         ", ".join(str(p) for p in tightened))
-        store = SqliteStore.open(home.db_path)
+        name, owner = host_name or default_host_name(), secrets.token_hex(16)
+        announcements: Announcements | None = None
+        store: Store
+        if url is None:
+            store = SqliteStore.open(home.db_path)
+        else:
+            from wardian.store.postgres import PostgresStore
+
+            store = PostgresStore.open(url)
+            announcements = store.announcements()
         try:
-            anyio.run(_serve, home, store, on_ready, console_address)
+            # On the embedded store the home lock makes this app the only one: it takes the host whatever the row
+            # says (a killed app leaves its lease behind) and serves every agent. On a shared store a live app of the
+            # same host name elsewhere refuses this one (#15).
+            store.claim_host(
+                name,
+                owner,
+                EMBEDDED_LEASE_MS if url is None else HOST_LEASE_MS,
+                pid=os.getpid(),
+                machine=socket.gethostname(),
+                home=str(home.root),
+                force=url is None,
+            )
+            if url is not None:
+                _remember_store(home, url)
+                log.info("serving host %s of the shared store %s", name, redact_url(url))
+            anyio.run(_serve, home, store, on_ready, console_address, announcements)
+            if url is not None:
+                with suppress(errors.WardianError):
+                    store.release_host()  # a clean stop: the host shows offline at once
         finally:
             store.close()
     finally:
@@ -121,8 +234,20 @@ def run_app(home: Home, *, on_ready: Callable[[], None] | None = None, log_strea
         lock.release()
 
 
-async def _serve(home: Home, store: Store, on_ready: Callable[[], None] | None,
-                 console_address: ConsoleAddress | None = None) -> None:
+def _remember_store(home: Home, url: str) -> None:
+    if not home.store_url_path.exists():
+        fd = os.open(home.store_url_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(url + "\n")
+
+
+async def _serve(
+    home: Home,
+    store: Store,
+    on_ready: Callable[[], None] | None,
+    console_address: ConsoleAddress | None = None,
+    announcements: Announcements | None = None,
+) -> None:
     writer = StoreWriter(store)
     stopping = anyio.Event()
     signals_ = MailboxSignals()
@@ -148,18 +273,31 @@ async def _serve(home: Home, store: Store, on_ready: Callable[[], None] | None,
     home.pid_path.write_text(f"{os.getpid()}\n", encoding="utf-8")
     # The handlers are installed before readiness is reported, so a SIGTERM right after start is clean.
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        await _serve_until_stopped(home, writer, runtime, server, listener, stopping, signals, on_ready, console)
+        await _serve_until_stopped(
+            home, writer, runtime, server, listener, stopping, signals, on_ready, console, announcements
+        )
 
 
-async def _serve_until_stopped(home: Home, writer: StoreWriter, runtime: Runtime, server: ControlServer,
-                               listener: anyio.abc.Listener[anyio.abc.SocketStream], stopping: anyio.Event,
-                               signals: AsyncIterator[int], on_ready: Callable[[], None] | None,
-                               console: Console | None = None) -> None:
+async def _serve_until_stopped(
+    home: Home,
+    writer: StoreWriter,
+    runtime: Runtime,
+    server: ControlServer,
+    listener: anyio.abc.Listener[anyio.abc.SocketStream],
+    stopping: anyio.Event,
+    signals: AsyncIterator[int],
+    on_ready: Callable[[], None] | None,
+    console: Console | None = None,
+    announcements: Announcements | None = None,
+) -> None:
     async with anyio.create_task_group() as outer:
         await outer.start(writer.run)
         async with anyio.create_task_group() as providers:
             # Recovery (lost bindings -> uncertain, captured outcomes -> published) runs before readiness.
             await providers.start(runtime.run)
+            if announcements is not None:
+                providers.start_soon(_heartbeat, writer, stopping)
+                providers.start_soon(_follow_announcements, announcements, runtime)
             if console is not None:
                 await providers.start(console.run)  # serving before readiness is reported
             await _serve_clients(home, server, listener, stopping, signals, on_ready)
@@ -187,16 +325,56 @@ async def _serve_clients(home: Home, server: ControlServer, listener: anyio.abc.
         tg.cancel_scope.cancel()
 
 
+async def _heartbeat(writer: StoreWriter, stopping: anyio.Event) -> None:
+    """Renew this app's host lease; an app whose lease another app took stops (its claims are fenced anyway)."""
+    while True:
+        await anyio.sleep(HEARTBEAT_S)
+        try:
+            renewed = await writer.call(lambda s: s.renew_host(HOST_LEASE_MS))
+        except errors.WardianError as exc:
+            log.warning("could not renew the host lease (%s: %s); trying again", exc.code, exc.message)
+            continue
+        if not renewed:
+            log.error(
+                "another app took this host's lease (this app was cut off longer than %d ms); stopping", HOST_LEASE_MS
+            )
+            stopping.set()
+            return
+
+
+async def _follow_announcements(announcements: Announcements, runtime: Runtime) -> None:
+    """Act on what other apps of the shared store commit (and read durable state again after each reconnect)."""
+    async for event in announcements.events():
+        try:
+            await runtime.announced(event)
+        except errors.WardianError as exc:
+            log.warning("could not act on an announcement (%s: %s)", exc.code, exc.message)
+
+
 async def _watch_signals(signals: AsyncIterator[int], stopping: anyio.Event) -> None:
     async for _ in signals:
         stopping.set()
         return
 
 
-def main_run(home: Home, ready_fd: int | None, console: str | None = None) -> int:
+def main_run(
+    home: Home,
+    ready_fd: int | None,
+    console: str | None = None,
+    *,
+    host_name: str | None = None,
+    store_url: str | None = None,
+) -> int:
     """Entry for `wardian app run`; reports readiness or the startup error on `ready_fd` when given."""
     try:
-        run_app(home, on_ready=lambda: report_ready(ready_fd, READY), log_stream=sys.stderr, console=console)
+        run_app(
+            home,
+            on_ready=lambda: report_ready(ready_fd, READY),
+            log_stream=sys.stderr,
+            console=console,
+            host_name=host_name,
+            store_url=store_url,
+        )
     except errors.WardianError as exc:
         import orjson
 

@@ -34,6 +34,7 @@ from wardian.home import Home
 from wardian.model import AgentStatus, ClaimKind, ManagedAgent, PendingTask
 from wardian.providers import PROVIDERS, Capabilities, LaunchSpec, Provider, ProviderRuntime, StateChange, TaskDelivery
 from wardian.providers.base import ProviderInfo, TurnOutcome
+from wardian.store.api import InterruptAnnounced, RecordAnnounced, Resynced, StoreEvent
 
 log = logging.getLogger("wardian.app.runtime")
 
@@ -73,12 +74,14 @@ class Runtime:
         self.owners: dict[str, _Handle] = {}
         self._tg: anyio.abc.TaskGroup | None = None
         self._starting: set[str] = set()
+        self.host: str | None = None  # the host this app serves (#15): only its agents are started here
 
     # --- lifecycle ------------------------------------------------------------------------------------
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         async with anyio.create_task_group() as tg:
             self._tg = tg
+            self.host = await self.writer.call(lambda s: s.host)
             await self.recover()
             task_status.started()
             for agent_id in await self.writer.call(lambda s: s.agents_desired_on()):
@@ -109,6 +112,7 @@ class Runtime:
         Raises:
             Unsupported: the provider has no such mode, or takes no tool grants (checked before anything is saved).
         """
+        await self._check_mine(agent_id)
         saved = await self.writer.call(lambda s: s.managed_agent(agent_id))
         provider = self._provider(saved)
         try:
@@ -137,8 +141,24 @@ class Runtime:
         await self._stop_handle(handle)
         return list(handle.lost)
 
+    async def _check_mine(self, agent_id: int) -> None:
+        """Raises: Unsupported (the agent belongs to another host, whose app alone runs it, #15)."""
+        agent = await self.writer.call(lambda s: s.agent(agent_id))
+        if not self.is_mine(agent.host):
+            raise errors.Unsupported(
+                f"agent {agent.name!r} belongs to host {agent.host!r}; this app serves host {self.host!r}: start, "
+                "stop or attach it from the app on that host",
+                field="agent",
+                host=agent.host,
+            )
+
+    def is_mine(self, host: str | None) -> bool:
+        """Whether an agent of `host` runs here (an agent no app has claimed yet counts as everyone's)."""
+        return host is None or self.host is None or host == self.host
+
     async def stop_agent(self, agent_id: int) -> bool:
         """An explicit off: stop the runtime, and do not start it again for new tasks (seed)."""
+        await self._check_mine(agent_id)
         await self.writer.call(lambda s: s.set_desired(agent_id, "off"))
         agent = await self.writer.call(lambda s: s.managed_agent(agent_id))
         handle = self.owners.get(agent.uuid)
@@ -329,8 +349,8 @@ class Runtime:
         """An accepted task for an inactive agent that was started before (desired on) starts its runtime and
         resumes the same conversation; an explicit off stays off (seed)."""
         agents = await self.writer.call(lambda s: s.find_agents(agent_uuid))
-        if not agents:
-            return
+        if not agents or not self.is_mine(agents[0].host):
+            return  # another host's agent: its own app starts it (it hears of the task from the store)
         agent = await self.writer.call(lambda s: s.managed_agent(agents[0].id))
         if agent.desired != "on" or agent.uuid in self.owners or agent.uuid in self._starting:
             return
@@ -503,6 +523,52 @@ class Runtime:
         self.signals.notify(recipient_uuid)
 
     # --- interruption ---------------------------------------------------------------------------------
+
+    # --- what other apps of a shared store committed (#15) -----------------------------------------------
+
+    async def announced(self, event: StoreEvent) -> None:
+        """Act on another app's commit: wake waits, dispatch, push or interrupt for this host's agents."""
+        if isinstance(event, Resynced):
+            await self._resync()
+        elif isinstance(event, RecordAnnounced):
+            if event.kind == "task":
+                if self.is_mine(event.host):
+                    self.task_admitted(event.recipient)
+                self.signals.notify(event.recipient)
+            elif not (self.is_mine(event.host) and await self._push_announced(event.recipient, event.public_id)):
+                self.signals.notify(event.recipient)  # on the receive path: wake its waits (they may run here)
+        elif isinstance(event, InterruptAnnounced) and self.is_mine(event.host) and event.target in self.owners:
+            try:
+                await self.interrupt(event.target, event.turn_id)
+                log.info("interrupt #%d of turn %s (asked on another host) done", event.interrupt_id, event.turn_id)
+            except errors.WardianError as exc:
+                log.warning(
+                    "interrupt #%d of turn %s (asked on another host) not done: %s: %s",
+                    event.interrupt_id,
+                    event.turn_id,
+                    exc.code,
+                    exc.message,
+                )
+
+    async def _push_announced(self, recipient_uuid: str, record_id: str) -> bool:
+        """A record another app admitted on the receive path (it cannot push into this host's conversations): push
+        it now when the recipient's runtime can, if no receive took it first; True when it was pushed."""
+        if self.can_push(recipient_uuid):
+            if await self.writer.call(lambda s: s.claim_push(record_id)):
+                return await self.push(recipient_uuid, record_id)
+            return False
+        self.defer_push(recipient_uuid, record_id)
+        return False
+
+    async def _resync(self) -> None:
+        """Announcements may have been lost: every dispatcher looks again, and every wait of this app reads again
+        whether its mailbox has something (subscribe, then check)."""
+        for handle in list(self.owners.values()):
+            handle.kick.set()
+        for uuid in self.signals.subscribed():
+            found = await self.writer.call(lambda s, u=uuid: s.find_agents(u))
+            if found and await self.writer.call(lambda s, a=found[0].id: s.has_unacked(a)):
+                self.signals.notify(uuid)
 
     def check_interruptible(self, target_uuid: str) -> None:
         """Raises: Unsupported when the target's running provider cannot interrupt a turn."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from functools import partial
 from typing import Any, Protocol
 
@@ -29,6 +30,7 @@ from wardian.model import (
     OPERATOR_UUID,
     PROTOCOL_VERSION,
     Agent,
+    AgentStatus,
     Caller,
     InteractionKind,
     InterruptReceipt,
@@ -91,6 +93,11 @@ class ConsoleLogins(Protocol):
     def mint_login(self) -> tuple[str, int]:
         """A new one-time login URL and when it expires (Unix ms)."""
         ...
+
+
+def _off(agent: Agent) -> Agent:
+    """An agent whose host has no live app: off, whatever its row last said, since nobody serves it (#15)."""
+    return replace(agent, status=AgentStatus.OFF, active_turn_id=None)
 
 
 class AppService:
@@ -246,13 +253,18 @@ class AppService:
             caller = who(s)
             return s.record_interrupt(caller, s.resolve_target(caller, target_name))
 
+        local = True
         if self.runtime is not None:
             # A provider that cannot interrupt is refused before anything is recorded.
             target = await self.writer.call(lambda s: s.resolve_target(who(s), target_name))
-            self.runtime.check_interruptible(target.uuid)
+            local = self.runtime.is_mine(target.host)
+            if local:
+                self.runtime.check_interruptible(target.uuid)
         receipt = await self.writer.call(op)
-        if self.runtime is not None:
+        if self.runtime is not None and local:
             await self.runtime.interrupt(receipt.target.uuid, receipt.turn_id)
+        # Another host's agent: the app of that host hears of the recorded interrupt from the store and interrupts
+        # the exact turn it named (#15).
         return proto.interrupt_result(receipt)
 
     # --- agents ---------------------------------------------------------------------------------------
@@ -295,13 +307,16 @@ class AppService:
     async def list_agents(self, p: proto.AgentListParams) -> proto.AgentListResult:
         def op(s: Store) -> Any:
             caller = s.authenticate(p.session) if p.session is not None else None
-            return caller, s.list_agents(), s.delivery_doubts()
+            return caller, s.list_agents(), s.delivery_doubts(), s.hosts()
 
-        caller, agents, doubts = await self.writer.call(op)
+        caller, agents, doubts, hosts = await self.writer.call(op)
+        offline = {h.name for h in hosts if not h.live}
+        agents = [_off(a) if a.host in offline else a for a in agents]
         return {"agents": [proto.agent_result(a) for a in agents],
                 "caller": proto.party_result(caller.agent) if caller else None,
                 "deliveries": {a.uuid: {"uncertain": d.uncertain, "confirmed_by_lookup": d.confirmed_by_lookup}
-                               for a in agents if (d := doubts.get(a.id)) is not None}}
+                               for a in agents if (d := doubts.get(a.id)) is not None},
+                "hosts": {h.name: {"live": h.live, "heartbeat_at": h.heartbeat_at} for h in hosts}}
 
     async def add_agent(self, p: proto.AgentAddParams) -> proto.AgentResult:
         workspace = p.workspace  # the CLI sends an absolute path
@@ -378,8 +393,10 @@ class AppService:
         return {"records": [proto.log_record_result(r) for r in records]}
 
     async def agent_overview(self, p: proto.EmptyParams) -> proto.AgentOverviewListResult:
-        rows = await self.writer.call(lambda s: s.agents_overview())
-        return {"agents": [proto.agent_overview_result(o) for o in rows]}
+        rows, hosts = await self.writer.call(lambda s: (s.agents_overview(), s.hosts()))
+        offline = {h.name for h in hosts if not h.live}
+        rows = [replace(o, agent=_off(o.agent)) if o.agent.host in offline else o for o in rows]
+        return {"agents": [proto.agent_overview_result(o, host_live=o.agent.host not in offline) for o in rows]}
 
     async def exchange_page(self, p: proto.ExchangePageParams) -> proto.ExchangePageResult:
         kind = InteractionKind(p.kind) if p.kind is not None else None

@@ -88,6 +88,10 @@ class MailboxSignals:
                 waiter.reason = reason
             waiter.event.set()
 
+    def subscribed(self) -> list[str]:
+        """The recipients with a wait subscribed now."""
+        return list(self._waiters)
+
     def waiting(self, agent_uuid: str | None = None) -> int:
         """Waits subscribed now: of one recipient, or of all of them."""
         if agent_uuid is None:

@@ -7,7 +7,8 @@ A caller learns its result only after the COMMIT that made it durable returned.
 Cancelling a caller never cancels its operation: once submitted, it runs and commits (a client timeout
 cancels the client's wait, never admitted work).
 
-Where the work runs (measured with scripts/bench.py, #2): a batch's operations run on the event loop, and
+Where the work runs (measured with scripts/bench.py, #2; a store behind a network round trip runs whole batches on the
+worker thread instead, #15): a batch's operations run on the event loop, and
 only a COMMIT that has something to make durable runs on a worker thread. A thread hop costs ~0.2 ms on
 this 2-core VM (anyio.to_thread round trip, median), more than the statements of a typical operation
 (10-100 µs), and `mailbox/wait` makes two store calls: running everything on the worker made its round
@@ -115,6 +116,21 @@ class StoreWriter:
         """One batch: statements here on the loop; a COMMIT that wrote on the worker thread (shielded), unless it
         is a lone write with nothing waiting, which commits here (see the module docstring)."""
         store = self._store
+        if not store.inline_statements:
+            # A store behind a network round trip (PostgreSQL, #15): the whole batch, statements and COMMIT, runs on
+            # the worker thread, so the loop serves sockets while the batch waits on the server. Shielded: once
+            # begun, the batch ends, and its callers learn its final outcome.
+            wrote_box: list[bool] = []
+
+            def whole_batch() -> list[BatchResult]:
+                begun = store.begin_batch(fns, bare)
+                wrote_box.append(store.batch_wrote)
+                return store.commit_batch(begun)
+
+            results: list[BatchResult] = []
+            with anyio.CancelScope(shield=True):
+                results = await anyio.to_thread.run_sync(whole_batch, limiter=self._limiter)
+            return self._finish(fns, results, wrote=bool(wrote_box and wrote_box[0]))
         results = store.begin_batch(fns, bare)
         wrote = store.batch_wrote
         if not wrote:
@@ -129,6 +145,11 @@ class StoreWriter:
             # dispatcher's, the completion observer's) never starves the loop. Shielded: the outcome is final.
             with anyio.CancelScope(shield=True):
                 await anyio.lowlevel.checkpoint()
+        return self._finish(fns, results, wrote=wrote)
+
+    def _finish(
+        self, fns: list[Callable[[Store], Any]], results: list[BatchResult], *, wrote: bool
+    ) -> list[BatchResult]:
         self.batches += 1
         self.operations += len(fns)
         if wrote and self.on_commit is not None:

@@ -519,12 +519,21 @@ class AgentResult(TypedDict):
     generation: int
     workspace: str | None
     created_at: int
+    host: str | None
+    """The host whose app serves the agent (#15): on the embedded store, this app's host."""
 
 
 def agent_result(a: Agent) -> AgentResult:
     return {"name": a.name, "uuid": a.uuid, "provider": a.provider, "status": a.status.value,
             "active_turn_id": a.active_turn_id, "generation": a.generation, "workspace": a.workspace,
-            "created_at": a.created_at}
+            "created_at": a.created_at, "host": a.host}
+
+
+@with_config(_CLOSED)
+class HostResult(TypedDict):
+    live: bool
+    """An app serves the host now: its lease is unexpired (renewed by heartbeat every few seconds)."""
+    heartbeat_at: int | None
 
 
 @with_config(_CLOSED)
@@ -540,6 +549,8 @@ class AgentListResult(TypedDict):
     deliveries: dict[str, DeliveryDoubtsResult]
     """By agent UUID, agents with any: tasks given to it whose delivery is uncertain, and those whose provider answer
     was lost but a lookup of the message found it (#14)."""
+    hosts: dict[str, HostResult]
+    """By host name, every host of the store (#15): an agent whose host is not live is offline (its tasks wait)."""
 
 
 @with_config(_CLOSED)
@@ -682,6 +693,7 @@ class AgentOverviewResult(TypedDict):
     agent: AgentResult
     pending: int
     in_flight: int
+    host_live: bool
 
 
 @with_config(_CLOSED)
@@ -689,8 +701,8 @@ class AgentOverviewListResult(TypedDict):
     agents: list[AgentOverviewResult]
 
 
-def agent_overview_result(o: AgentOverview) -> AgentOverviewResult:
-    return {"agent": agent_result(o.agent), "pending": o.pending, "in_flight": o.in_flight}
+def agent_overview_result(o: AgentOverview, *, host_live: bool = True) -> AgentOverviewResult:
+    return {"agent": agent_result(o.agent), "pending": o.pending, "in_flight": o.in_flight, "host_live": host_live}
 
 
 @with_config(_CLOSED)

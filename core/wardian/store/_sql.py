@@ -54,11 +54,23 @@ def new_public_id(kind: InteractionKind) -> str:
     return f"{ID_PREFIX[kind]}_{now_ms():011x}{secrets.token_hex(8)}"
 
 
-AGENT_COL_NAMES = ("id", "uuid", "name", "provider", "workspace", "status", "generation", "active_turn_id",
-                   "created_at")
+AGENT_COL_NAMES = (
+    "id",
+    "uuid",
+    "name",
+    "provider",
+    "workspace",
+    "status",
+    "generation",
+    "active_turn_id",
+    "created_at",
+    "host",
+)
 AGENT_COLS = ", ".join(AGENT_COL_NAMES)
-TASK_FACT_COLS = ("state, claimed_by, claim_generation, claimed_at, submitted_at, thread_id, turn_id, uncertain_at, "
-                  "completed_at, reply_status, reply_id, lookup")
+TASK_FACT_COLS = (
+    "state, claimed_by, claim_generation, claimed_at, submitted_at, thread_id, turn_id, uncertain_at, "
+    "completed_at, reply_status, reply_id, lookup"
+)
 TASK_FACT_COUNT = TASK_FACT_COLS.count(",") + 1
 KINDS = {k.value: k for k in InteractionKind}
 STATUSES: dict[str | None, ReplyStatus | None] = {None: None, **{s.value: s for s in ReplyStatus}}
@@ -67,8 +79,18 @@ _CLAIMS: dict[str | None, ClaimKind | None] = {None: None, **{c.value: c for c i
 
 
 def agent_of(row: Sequence[Any]) -> Agent:
-    return Agent(id=row[0], uuid=row[1], name=row[2], provider=row[3], workspace=row[4],
-                 status=AgentStatus(row[5]), generation=row[6], active_turn_id=row[7], created_at=row[8])
+    return Agent(
+        id=row[0],
+        uuid=row[1],
+        name=row[2],
+        provider=row[3],
+        workspace=row[4],
+        status=AgentStatus(row[5]),
+        generation=row[6],
+        active_turn_id=row[7],
+        created_at=row[8],
+        host=row[9],
+    )
 
 
 def party_of(agent: Agent) -> Party:
@@ -104,6 +126,19 @@ class SqlBase:
 
     def claim_for_receive(self, interaction_id: int, generation: int, now: int) -> bool:
         raise NotImplementedError  # the task ledger's
+
+    host: str | None  # the host this store session serves (HostOps)
+
+    def _mine(self, agent_column: str) -> tuple[str, tuple[Any, ...]]:
+        """A WHERE term keeping rows whose `agent_column` (an agent id) is an agent of this host, and its argument;
+        nothing before a host is claimed (a store opened by a tool or a test sees every agent)."""
+        if self.host is None:
+            return "", ()
+        return f" AND {agent_column} IN (SELECT id FROM agents WHERE host = ?)", (self.host,)
+
+    def _index_hint(self, index: str) -> str:
+        """A clause that makes the backend read `index` for the table named before it ("" where there is none)."""
+        return ""
 
     def task_facts_of(self, interaction_id: int) -> TaskFacts:
         raise NotImplementedError  # the task ledger's

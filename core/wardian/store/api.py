@@ -30,6 +30,7 @@ from wardian.model import (
     ClaimKind,
     DeliveryDoubts,
     ExchangePage,
+    HostInfo,
     Interaction,
     InteractionKind,
     InterruptReceipt,
@@ -51,7 +52,20 @@ Pushable = Callable[[str], bool]
 # operator: minted by `wardian agent env` (valid until revoked); managed: minted by a start for its generation.
 SessionKind = Literal["operator", "managed"]
 
-__all__ = ["BatchResult", "Mailbox", "Pushable", "Roster", "SessionKind", "Store", "TaskLedger"]
+__all__ = [
+    "BatchResult",
+    "Hosts",
+    "InterruptAnnounced",
+    "Mailbox",
+    "Pushable",
+    "RecordAnnounced",
+    "Resynced",
+    "Roster",
+    "SessionKind",
+    "Store",
+    "StoreEvent",
+    "TaskLedger",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +74,35 @@ class BatchResult:
 
     value: Any
     error: BaseException | None
+
+
+@dataclass(frozen=True, slots=True)
+class RecordAnnounced:
+    """Another app committed a record for `recipient` (an agent's UUID) of host `host` (#15)."""
+
+    recipient: str
+    host: str | None
+    public_id: str
+    kind: str
+
+
+@dataclass(frozen=True, slots=True)
+class InterruptAnnounced:
+    """Another app recorded an interrupt of `target`'s turn `turn_id` (#15)."""
+
+    target: str
+    host: str | None
+    interrupt_id: int
+    turn_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Resynced:
+    """The announcement stream was (re)connected: announcements may have been missed before this, so whoever
+    listens reads durable state again (subscribe, then check)."""
+
+
+StoreEvent = RecordAnnounced | InterruptAnnounced | Resynced
 
 
 class Roster(Protocol):
@@ -277,12 +320,40 @@ class TaskLedger(Protocol):
         ...
 
 
-class Store(Roster, Mailbox, TaskLedger, Protocol):
+class Hosts(Protocol):
+    """Which app serves which part of the roster (#15, `wardian.store.hosts`)."""
+
+    @property
+    def host(self) -> str | None:
+        """The host this store session serves, once claimed."""
+        ...
+
+    def claim_host(
+        self, name: str, owner: str, ttl_ms: int, *, pid: int, machine: str, home: str, force: bool = False
+    ) -> None:
+        """Take the lease of host `name`. Raises: AlreadyRunning (a live app from elsewhere holds it)."""
+        ...
+
+    def renew_host(self, ttl_ms: int) -> bool:
+        """Extend this app's lease; False when another app took the host."""
+        ...
+
+    def release_host(self) -> None: ...
+
+    def hosts(self) -> list[HostInfo]: ...
+
+
+class Store(Hosts, Roster, Mailbox, TaskLedger, Protocol):
     """One home's interaction store, as the app's writer drives it."""
 
     @property
     def home_tag(self) -> str:
         """A short public tag of this store, embedded in session tokens to spot another home's token."""
+        ...
+
+    @property
+    def epoch(self) -> bytes:
+        """This store's identity since its creation (cursors of an earlier store are stale)."""
         ...
 
     @property

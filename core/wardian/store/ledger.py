@@ -49,44 +49,75 @@ class TaskLedgerOps(SqlBase):
         return facts_of(row)
 
     def task_facts_of(self, interaction_id: int) -> TaskFacts:
-        return facts_of(self._db.execute(f"SELECT {TASK_FACT_COLS} FROM tasks WHERE interaction_id = ?",
-                                         (interaction_id,)).fetchone())
+        return facts_of(
+            self._db.execute(
+                f"SELECT {TASK_FACT_COLS} FROM tasks WHERE interaction_id = ?", (interaction_id,)
+            ).fetchone()
+        )
 
     def pending_tasks(self, agent_id: int, limit: int = 50) -> list[PendingTask]:
         rows = self._db.execute(
             "SELECT t.request_id, i.body, a.name, a.uuid, i.created_at FROM tasks t "
             "JOIN interactions i ON i.id = t.interaction_id JOIN agents a ON a.id = t.requester_id "
             "WHERE t.recipient_id = ? AND t.state = 'pending' ORDER BY t.interaction_id LIMIT ?",
-            (agent_id, limit)).fetchall()
+            (agent_id, limit),
+        ).fetchall()
         return [PendingTask(r[0], r[1], Party(r[2], r[3]), r[4]) for r in rows]
 
     def tasks_of_turn(self, turn_id: str) -> list[str]:
-        return [r[0] for r in self._db.execute(
-            "SELECT request_id FROM tasks WHERE turn_id = ? AND state = 'submitted' AND outcome_status IS NULL "
-            "ORDER BY interaction_id", (turn_id,))]
+        return [
+            r[0]
+            for r in self._db.execute(
+                "SELECT request_id FROM tasks WHERE turn_id = ? AND state = 'submitted' AND outcome_status IS NULL "
+                "ORDER BY interaction_id",
+                (turn_id,),
+            )
+        ]
 
     def unpublished_outcomes(self) -> list[str]:
-        return [r[0] for r in self._db.execute(
-            "SELECT request_id FROM tasks WHERE outcome_status IS NOT NULL AND state != 'completed' "
-            "ORDER BY interaction_id")]
+        mine, args = self._mine("recipient_id")
+        return [
+            r[0]
+            for r in self._db.execute(
+                f"SELECT request_id FROM tasks WHERE outcome_status IS NOT NULL AND state != 'completed'{mine} "
+                "ORDER BY interaction_id",
+                args,
+            )
+        ]
 
     # --- claims -----------------------------------------------------------------------------------------
 
-    def claim_task(self, request_id: str, by: ClaimKind, generation: int, *, provider_message_id: str | None = None,
-                   thread_id: str | None = None) -> bool:
+    def claim_task(
+        self,
+        request_id: str,
+        by: ClaimKind,
+        generation: int,
+        *,
+        provider_message_id: str | None = None,
+        thread_id: str | None = None,
+    ) -> bool:
+        sql = ("UPDATE tasks SET state = 'claimed', claimed_by = ?, claim_generation = ?, claimed_at = ?, "
+               "provider_message_id = ?, thread_id = COALESCE(?, thread_id) WHERE request_id = ? AND state = 'pending'")
+        params: tuple[object, ...] = (by.value, generation, now_ms(), provider_message_id, thread_id, request_id)
+        if by is ClaimKind.DISPATCH:
+            # Fenced (#15): only the runtime generation the recipient has now, on the host that serves it, may
+            # dispatch. An app cut off from the store whose host was taken over meanwhile (a new generation) cannot.
+            sql += (" AND EXISTS (SELECT 1 FROM agents a WHERE a.id = tasks.recipient_id AND a.generation = ? "
+                    "AND (CAST(? AS TEXT) IS NULL OR a.host = ?))")
+            params += (generation, self.host, self.host)
         with self.atomic():
-            return self._db.execute(
-                "UPDATE tasks SET state = 'claimed', claimed_by = ?, claim_generation = ?, claimed_at = ?, "
-                "provider_message_id = ?, thread_id = COALESCE(?, thread_id) "
-                "WHERE request_id = ? AND state = 'pending'",
-                (by.value, generation, now_ms(), provider_message_id, thread_id, request_id),
-            ).rowcount == 1
+            return self._db.execute(sql, params).rowcount == 1
 
     def claim_for_receive(self, interaction_id: int, generation: int, now: int) -> bool:
         """The claim a receive takes of a task in its page (inside the receive's transaction)."""
-        return self._db.execute(
-            "UPDATE tasks SET state = 'claimed', claimed_by = 'receive', claim_generation = ?, claimed_at = ? "
-            "WHERE interaction_id = ? AND state = 'pending'", (generation, now, interaction_id)).rowcount == 1
+        return (
+            self._db.execute(
+                "UPDATE tasks SET state = 'claimed', claimed_by = 'receive', claim_generation = ?, claimed_at = ? "
+                "WHERE interaction_id = ? AND state = 'pending'",
+                (generation, now, interaction_id),
+            ).rowcount
+            == 1
+        )
 
     def release_claim(self, request_id: str, generation: int) -> bool:
         with self.atomic():
@@ -98,76 +129,107 @@ class TaskLedgerOps(SqlBase):
 
     # --- submission -------------------------------------------------------------------------------------
 
-    def bind_submission(self, request_id: str, generation: int, thread_id: str, turn_id: str, *,
-                        lookup: str | None = None) -> bool:
+    def bind_submission(
+        self, request_id: str, generation: int, thread_id: str, turn_id: str, *, lookup: str | None = None
+    ) -> bool:
         with self.atomic():
             now = now_ms()
-            bound = self._db.execute(
-                "UPDATE tasks SET state = 'submitted', submitted_at = ?, thread_id = ?, turn_id = ?, "
-                "lookup = CASE WHEN ? IS NULL THEN lookup ELSE 'confirmed' END, lookup_note = coalesce(?, lookup_note) "
-                "WHERE request_id = ? AND state = 'claimed' AND claimed_by = 'dispatch' AND claim_generation = ?",
-                (now, thread_id, turn_id, lookup, lookup, request_id, generation)).rowcount == 1
+            bound = (
+                self._db.execute(
+                    "UPDATE tasks SET state = 'submitted', submitted_at = ?, thread_id = ?, turn_id = ?, "
+                    "lookup = CASE WHEN CAST(? AS TEXT) IS NULL THEN lookup ELSE 'confirmed' END, "
+                    "lookup_note = coalesce(?, lookup_note) "
+                    "WHERE request_id = ? AND state = 'claimed' AND claimed_by = 'dispatch' AND claim_generation = ?",
+                    (now, thread_id, turn_id, lookup, lookup, request_id, generation),
+                ).rowcount
+                == 1
+            )
             if bound:
                 # On the provider delivery path now: no duplicate body on the receive path, and the agent's own
                 # waits are not woken by the task it is already working on.
-                self._db.execute("UPDATE interactions SET provider_delivered_at = ? WHERE public_id = ? "
-                                 "AND acked_at IS NULL", (now, request_id))
+                self._db.execute(
+                    "UPDATE interactions SET provider_delivered_at = ? WHERE public_id = ? AND acked_at IS NULL",
+                    (now, request_id),
+                )
             return bound
 
     def mark_uncertain(self, request_id: str, reason: str, *, looked_up: bool = False) -> None:
         with self.atomic():
-            self._db.execute("UPDATE tasks SET state = 'uncertain', uncertain_at = ?, uncertain_reason = ?, "
-                             "lookup = CASE WHEN ? THEN 'not_found' ELSE lookup END "
-                             "WHERE request_id = ? AND state IN ('claimed', 'submitted')",
-                             (now_ms(), reason, looked_up, request_id))
+            self._db.execute(
+                "UPDATE tasks SET state = 'uncertain', uncertain_at = ?, uncertain_reason = ?, "
+                "lookup = CASE WHEN ? THEN 'not_found' ELSE lookup END "
+                "WHERE request_id = ? AND state IN ('claimed', 'submitted')",
+                (now_ms(), reason, looked_up, request_id),
+            )
 
     def delivery_doubts(self) -> dict[int, DeliveryDoubts]:
         # Both arms read a partial index (migration 7), so the cost follows the number of doubtful tasks.
         rows = self._db.execute(
             "SELECT recipient_id, sum(u), sum(c) FROM ("
             "SELECT recipient_id, 1 AS u, 0 AS c FROM tasks WHERE state = 'uncertain' UNION ALL "
-            "SELECT recipient_id, 0, 1 FROM tasks WHERE lookup = 'confirmed') GROUP BY recipient_id").fetchall()
+            "SELECT recipient_id, 0, 1 FROM tasks WHERE lookup = 'confirmed') AS doubts "
+            "GROUP BY recipient_id"
+        ).fetchall()
         return {r[0]: DeliveryDoubts(uncertain=r[1], confirmed_by_lookup=r[2]) for r in rows}
 
     def mark_lost_bindings_uncertain(self, reason: str) -> list[str]:
+        mine, args = self._mine("recipient_id")
         with self.atomic():
-            lost = [r[0] for r in self._db.execute(
-                "SELECT request_id FROM tasks WHERE state IN ('claimed', 'submitted') AND claimed_by = 'dispatch' "
-                "AND outcome_status IS NULL")]
+            lost = [
+                r[0]
+                for r in self._db.execute(
+                    "SELECT request_id FROM tasks WHERE state IN ('claimed', 'submitted') AND claimed_by = 'dispatch' "
+                    f"AND outcome_status IS NULL{mine}",
+                    args,
+                )
+            ]
             self._db.execute(
                 "UPDATE tasks SET state = 'uncertain', uncertain_at = ?, uncertain_reason = ? "
-                "WHERE state IN ('claimed', 'submitted') AND claimed_by = 'dispatch' AND outcome_status IS NULL",
-                (now_ms(), reason))
+                f"WHERE state IN ('claimed', 'submitted') AND claimed_by = 'dispatch' AND outcome_status IS NULL{mine}",
+                (now_ms(), reason, *args),
+            )
         return lost
 
     def mark_generation_lost(self, agent_id: int, generation: int, reason: str) -> list[str]:
         # Claimed but not bound: the runtime ended while the submission was in flight, so it may have left.
         with self.atomic():
-            lost = [r[0] for r in self._db.execute(
-                "SELECT request_id FROM tasks WHERE recipient_id = ? AND claim_generation = ? "
-                "AND claimed_by = 'dispatch' AND state IN ('claimed', 'submitted') AND outcome_status IS NULL",
-                (agent_id, generation))]
+            lost = [
+                r[0]
+                for r in self._db.execute(
+                    "SELECT request_id FROM tasks WHERE recipient_id = ? AND claim_generation = ? "
+                    "AND claimed_by = 'dispatch' AND state IN ('claimed', 'submitted') AND outcome_status IS NULL",
+                    (agent_id, generation),
+                )
+            ]
             self._db.execute(
                 "UPDATE tasks SET state = 'uncertain', uncertain_at = ?, uncertain_reason = ? WHERE recipient_id = ? "
                 "AND claim_generation = ? AND claimed_by = 'dispatch' AND state IN ('claimed', 'submitted') "
-                "AND outcome_status IS NULL", (now_ms(), reason, agent_id, generation))
+                "AND outcome_status IS NULL",
+                (now_ms(), reason, agent_id, generation),
+            )
         return lost
 
     # --- completion -------------------------------------------------------------------------------------
 
     def capture_outcome(self, request_id: str, status: ReplyStatus, text: str) -> bool:
         with self.atomic():
-            return self._db.execute(
-                "UPDATE tasks SET outcome_status = ?, outcome_text = ?, outcome_at = ? "
-                "WHERE request_id = ? AND outcome_status IS NULL", (status.value, text, now_ms(), request_id)
-            ).rowcount == 1
+            return (
+                self._db.execute(
+                    "UPDATE tasks SET outcome_status = ?, outcome_text = ?, outcome_at = ? "
+                    "WHERE request_id = ? AND outcome_status IS NULL",
+                    (status.value, text, now_ms(), request_id),
+                ).rowcount
+                == 1
+            )
 
     def publish_outcome(self, request_id: str, push: Pushable | None = None) -> Published | None:
         with self.atomic():
             r = self._db.execute(
                 "SELECT t.interaction_id, t.requester_id, t.recipient_id, t.reply_id, t.outcome_status, "
                 "t.outcome_text, a.uuid, t.claim_generation FROM tasks t JOIN agents a ON a.id = t.requester_id "
-                "WHERE t.request_id = ? AND t.outcome_status IS NOT NULL", (request_id,)).fetchone()
+                "WHERE t.request_id = ? AND t.outcome_status IS NOT NULL",
+                (request_id,),
+            ).fetchone()
             if r is None:
                 return None
             interaction_id, requester_id, recipient_id, reply_id, status, text, requester_uuid, generation = r

@@ -58,6 +58,7 @@ _CURSOR_STRUCT = struct.Struct(">8sQQQ")  # epoch, recipient agent id, start (ex
 _MAC_BYTES = 16
 INSERT_INTERACTION = ("INSERT INTO interactions (public_id, kind, sender_id, recipient_id, body, request_id, "
                       "created_at, push_state) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+INSERT_INTERACTION_ID = INSERT_INTERACTION + " RETURNING id"
 # A record admitted for a push is hidden from receive from its first commit: it reaches its recipient through
 # exactly one path (#13).
 PUSH_SENDING = "sending"
@@ -79,35 +80,56 @@ def _exchange_filter(participant: int | None, kind: InteractionKind | None) -> t
 
 
 class MailboxOps(SqlBase):
-    def admit(self, caller: Caller, recipient: Agent, kind: InteractionKind, text: str, *,
-              push: bool = False) -> Receipt:
+    def admit(
+        self, caller: Caller, recipient: Agent, kind: InteractionKind, text: str, *, push: bool = False
+    ) -> Receipt:
         assert kind in (InteractionKind.INFORMATION, InteractionKind.TASK)
         public_id = new_public_id(kind)
         created = now_ms()
         task = kind is InteractionKind.TASK
         request_id = public_id if task else None
-        values = (public_id, kind.value, caller.agent.id, recipient.id, text, request_id, created,
-                  PUSH_SENDING if push and not task else None)
+        values = (
+            public_id,
+            kind.value,
+            caller.agent.id,
+            recipient.id,
+            text,
+            request_id,
+            created,
+            PUSH_SENDING if push and not task else None,
+        )
         if task or not self._depth:
             with self.atomic():
-                cur = self._db.execute(INSERT_INTERACTION, values)
                 if task:
+                    interaction_id = self._db.execute(INSERT_INTERACTION_ID, values).fetchone()[0]
                     self._db.execute(
                         "INSERT INTO tasks (interaction_id, request_id, requester_id, recipient_id, state) "
-                        "VALUES (?, ?, ?, ?, 'pending')", (cur.lastrowid, public_id, caller.agent.id, recipient.id))
+                        "VALUES (?, ?, ?, ?, 'pending')",
+                        (interaction_id, public_id, caller.agent.id, recipient.id),
+                    )
+                else:
+                    self._db.execute(INSERT_INTERACTION, values)
                 crashpoint("after_insert_before_commit")
         else:
             # One statement inside an open transaction is atomic by itself: no savepoint (#2, send path).
             self._db.execute(INSERT_INTERACTION, values)
             crashpoint("after_insert_before_commit")
-        return Receipt(interaction_id=public_id, kind=kind, request_id=request_id,
-                       sender=party_of(caller.agent), recipient=party_of(recipient), created_at=created,
-                       pushing=values[7] is not None)
+        return Receipt(
+            interaction_id=public_id,
+            kind=kind,
+            request_id=request_id,
+            sender=party_of(caller.agent),
+            recipient=party_of(recipient),
+            created_at=created,
+            pushing=values[7] is not None,
+        )
 
     def has_unacked(self, agent_id: int) -> bool:
         row = self._db.execute(
             "SELECT 1 FROM interactions WHERE recipient_id = ? AND acked_at IS NULL "
-            "AND provider_delivered_at IS NULL AND push_state IS NULL LIMIT 1", (agent_id,)).fetchone()
+            "AND provider_delivered_at IS NULL AND push_state IS NULL LIMIT 1",
+            (agent_id,),
+        ).fetchone()
         return row is not None
 
     def receive(self, caller: Caller, *, cursor: str | None, ack_cursor: str | None, limit: int) -> ReceivePage:
@@ -167,83 +189,131 @@ class MailboxOps(SqlBase):
             if status is not AgentStatus.ACTIVE or row[1] is None:
                 raise errors.NotActive(
                     f"agent {target.name!r} has no active turn (status {status.value}); nothing was interrupted",
-                    field="target", status=status.value)
+                    field="target",
+                    status=status.value,
+                )
             created = now_ms()
-            cur = self._db.execute(
-                "INSERT INTO interrupts (caller_id, target_id, turn_id, state, created_at) "
-                "VALUES (?, ?, ?, 'requested', ?)", (caller.agent.id, target.id, row[1], created))
-            assert cur.lastrowid is not None
-            return InterruptReceipt(interrupt_id=cur.lastrowid, target=party_of(target), turn_id=row[1],
-                                    created_at=created)
+            interrupt_id = int(
+                self._db.execute(
+                    "INSERT INTO interrupts (caller_id, target_id, turn_id, state, created_at) "
+                    "VALUES (?, ?, ?, 'requested', ?) RETURNING id",
+                    (caller.agent.id, target.id, row[1], created),
+                ).fetchone()[0]
+            )
+            return InterruptReceipt(
+                interrupt_id=interrupt_id, target=party_of(target), turn_id=row[1], created_at=created
+            )
 
     def interaction(self, public_id: str) -> Interaction:
         r = self._db.execute(
             "SELECT public_id, kind, sender_id, recipient_id, body, created_at, request_id, status, acked_at "
-            "FROM interactions WHERE public_id = ?", (public_id,)).fetchone()
+            "FROM interactions WHERE public_id = ?",
+            (public_id,),
+        ).fetchone()
         if r is None:
             raise errors.UnknownRequest(f"no record has id {public_id[:80]!r}", field="id")
         parties: dict[int, Party] = {}
         recipient = self._party_by_id(r[3], parties)
         assert recipient is not None
-        return Interaction(r[0], KINDS[r[1]], self._party_by_id(r[2], parties), recipient, r[4], r[5], r[6],
-                           STATUSES[r[7]], r[8] is not None)
+        return Interaction(
+            r[0],
+            KINDS[r[1]],
+            self._party_by_id(r[2], parties),
+            recipient,
+            r[4],
+            r[5],
+            r[6],
+            STATUSES[r[7]],
+            r[8] is not None,
+        )
 
     def record_story(self, public_id: str) -> RecordStory:
         """Raises: UnknownRequest (no record has that id)."""
         r = self._db.execute(
             "SELECT id, public_id, kind, sender_id, recipient_id, body, created_at, request_id, status, acked_at, "
             "received_at, push_state, provider_delivered_at, push_note FROM interactions WHERE public_id = ?",
-            (public_id,)).fetchone()
+            (public_id,),
+        ).fetchone()
         if r is None:
-            raise errors.UnknownRequest(f"no record has id {public_id[:80]!r}", field="id",
-                                        allowed="an ask_, msg_, rep_ or ntc_ id of this home")
+            raise errors.UnknownRequest(
+                f"no record has id {public_id[:80]!r}",
+                field="id",
+                allowed="an ask_, msg_, rep_ or ntc_ id of this home",
+            )
         parties: dict[int, Party] = {}
         recipient = self._party_by_id(r[4], parties)
         assert recipient is not None
-        interaction = Interaction(r[1], KINDS[r[2]], self._party_by_id(r[3], parties), recipient, r[5], r[6], r[7],
-                                  STATUSES[r[8]], r[9] is not None)
+        interaction = Interaction(
+            r[1],
+            KINDS[r[2]],
+            self._party_by_id(r[3], parties),
+            recipient,
+            r[5],
+            r[6],
+            r[7],
+            STATUSES[r[8]],
+            r[9] is not None,
+        )
         delivery = RecordDelivery(r[10], r[9], r[11], r[12] if r[11] in ("done", "uncertain") else None, r[13])
         task: TaskStory | None = None
         answer: Interaction | None = None
         if interaction.request_id is not None:
             t = self._db.execute(
                 f"SELECT {TASK_FACT_COLS}, requester_id, uncertain_reason, provider_message_id, outcome_status, "
-                "outcome_at, lookup_note FROM tasks WHERE request_id = ?", (interaction.request_id,)).fetchone()
+                "outcome_at, lookup_note FROM tasks WHERE request_id = ?",
+                (interaction.request_id,),
+            ).fetchone()
             if t is not None:
                 n = TASK_FACT_COUNT
                 requester = self._party_by_id(t[n], parties)
                 assert requester is not None
-                task = TaskStory(facts_of(t[:n]), requester, t[n + 1], t[n + 2], STATUSES[t[n + 3]], t[n + 4],
-                                 t[n + 5])
+                task = TaskStory(facts_of(t[:n]), requester, t[n + 1], t[n + 2], STATUSES[t[n + 3]], t[n + 4], t[n + 5])
                 if interaction.kind is InteractionKind.TASK and task.facts.reply_id is not None:
                     answer = self.interaction(task.facts.reply_id)
         return RecordStory(interaction, delivery, task, answer)
 
-    def exchange(self, *, participant: int | None, kind: InteractionKind | None, uncertain: bool,
-                 before: int | None, limit: int, window: int = EXCHANGE_WINDOW) -> ExchangePage:
+    def exchange(
+        self,
+        *,
+        participant: int | None,
+        kind: InteractionKind | None,
+        uncertain: bool,
+        before: int | None,
+        limit: int,
+        window: int = EXCHANGE_WINDOW,
+    ) -> ExchangePage:
         """Raises: nothing for unknown values; an unknown participant or an id past the end gives an empty page."""
-        top = before if before is not None else int(
-            self._db.execute("SELECT coalesce(max(id), 0) FROM interactions").fetchone()[0]) + 1
+        top = (
+            before
+            if before is not None
+            else int(self._db.execute("SELECT coalesce(max(id), 0) FROM interactions").fetchone()[0]) + 1
+        )
         low = 0  # the participant window's lowest id, when there is more below it
         arms: list[str] = []
         args: list[object] = []
         if uncertain:
             # Few records are uncertain: walk the two partial indexes of them, filtering as we go.
             where, extra = _exchange_filter(participant, kind)
-            arms.append("SELECT i.id FROM tasks t JOIN interactions i ON i.id = t.interaction_id "
-                        f"WHERE t.state = 'uncertain' AND t.interaction_id < ?{where} "
-                        "ORDER BY t.interaction_id DESC LIMIT ?")
+            arms.append(
+                "SELECT i.id FROM tasks t JOIN interactions i ON i.id = t.interaction_id "
+                f"WHERE t.state = 'uncertain' AND t.interaction_id < ?{where} "
+                "ORDER BY t.interaction_id DESC LIMIT ?"
+            )
             args += [top, *extra, limit + 1]
-            arms.append(f"SELECT i.id FROM interactions i WHERE i.push_state = 'uncertain' AND i.id < ?{where} "
-                        "ORDER BY i.id DESC LIMIT ?")
+            arms.append(
+                f"SELECT i.id FROM interactions i WHERE i.push_state = 'uncertain' AND i.id < ?{where} "
+                "ORDER BY i.id DESC LIMIT ?"
+            )
             args += [top, *extra, limit + 1]
         elif participant is not None:
             # Per kind, a backward range scan of the narrow `interactions_by_kind` (kind, id, sender, recipient)
             # over the window's ids: never more than `window` entries, whatever the size of the store.
             low = max(top - window, 1)
             for k in [kind.value] if kind is not None else [k.value for k in InteractionKind]:
-                arms.append("SELECT id FROM interactions INDEXED BY interactions_by_kind WHERE kind = ? AND id < ? "
-                            "AND id >= ? AND (sender_id = ? OR recipient_id = ?) ORDER BY id DESC LIMIT ?")
+                arms.append(
+                    f"SELECT id FROM interactions {self._index_hint('interactions_by_kind')} WHERE kind = ? "
+                    "AND id < ? AND id >= ? AND (sender_id = ? OR recipient_id = ?) ORDER BY id DESC LIMIT ?"
+                )
                 args += [k, top, low, participant, participant, limit + 1]
         elif kind is not None:
             arms.append("SELECT id FROM interactions WHERE kind = ? AND id < ? ORDER BY id DESC LIMIT ?")
@@ -251,7 +321,7 @@ class MailboxOps(SqlBase):
         else:
             arms.append("SELECT id FROM interactions WHERE id < ? ORDER BY id DESC LIMIT ?")
             args += [top, limit + 1]
-        ids = " UNION ".join(f"SELECT id FROM ({arm})" for arm in arms)
+        ids = " UNION ".join(f"SELECT id FROM ({arm}) AS arm{n}" for n, arm in enumerate(arms))
         rows = self._db.execute(
             "SELECT i.id, i.public_id, i.kind, i.sender_id, i.recipient_id, substr(i.body, 1, ?), length(i.body), "
             "i.created_at, i.request_id, i.status, i.acked_at, i.received_at, i.push_state, i.provider_delivered_at, "
@@ -322,33 +392,51 @@ class MailboxOps(SqlBase):
         """Take a record still on the receive path, and never returned by a receive, for a push now (a provider that
         could not push while a turn ran pushes at idle); True when this push owns it."""
         with self.atomic():
-            return self._db.execute(
-                "UPDATE interactions SET push_state = 'sending' WHERE public_id = ? AND push_state IS NULL "
-                "AND received_at IS NULL AND acked_at IS NULL AND provider_delivered_at IS NULL AND kind != 'task'",
-                (public_id,)).rowcount == 1
+            return (
+                self._db.execute(
+                    "UPDATE interactions SET push_state = 'sending' WHERE public_id = ? AND push_state IS NULL "
+                    "AND received_at IS NULL AND acked_at IS NULL AND provider_delivered_at IS NULL AND kind != 'task'",
+                    (public_id,),
+                ).rowcount
+                == 1
+            )
 
     def push_done(self, public_id: str) -> None:
         with self.atomic():
-            self._db.execute("UPDATE interactions SET push_state = 'done', provider_delivered_at = ? "
-                             "WHERE public_id = ? AND push_state = 'sending'", (now_ms(), public_id))
+            self._db.execute(
+                "UPDATE interactions SET push_state = 'done', provider_delivered_at = ? "
+                "WHERE public_id = ? AND push_state = 'sending'",
+                (now_ms(), public_id),
+            )
 
     def push_released(self, public_id: str) -> None:
         with self.atomic():
-            self._db.execute("UPDATE interactions SET push_state = NULL WHERE public_id = ? AND push_state = 'sending'",
-                             (public_id,))
+            self._db.execute(
+                "UPDATE interactions SET push_state = NULL WHERE public_id = ? AND push_state = 'sending'", (public_id,)
+            )
 
     def push_uncertain(self, public_id: str, reason: str) -> None:
         with self.atomic():
-            self._db.execute("UPDATE interactions SET push_state = 'uncertain', push_note = ?, "
-                             "provider_delivered_at = ? WHERE public_id = ? AND push_state = 'sending'",
-                             (reason, now_ms(), public_id))
+            self._db.execute(
+                "UPDATE interactions SET push_state = 'uncertain', push_note = ?, "
+                "provider_delivered_at = ? WHERE public_id = ? AND push_state = 'sending'",
+                (reason, now_ms(), public_id),
+            )
 
     def pushes_interrupted(self, reason: str) -> list[str]:
+        mine, args = self._mine("recipient_id")
         with self.atomic():
-            ids = [r[0] for r in self._db.execute(
-                "SELECT public_id FROM interactions WHERE push_state = 'sending' ORDER BY id")]
-            self._db.execute("UPDATE interactions SET push_state = 'uncertain', push_note = ?, "
-                             "provider_delivered_at = ? WHERE push_state = 'sending'", (reason, now_ms()))
+            ids = [
+                r[0]
+                for r in self._db.execute(
+                    f"SELECT public_id FROM interactions WHERE push_state = 'sending'{mine} ORDER BY id", args
+                )
+            ]
+            self._db.execute(
+                "UPDATE interactions SET push_state = 'uncertain', push_note = ?, "
+                f"provider_delivered_at = ? WHERE push_state = 'sending'{mine}",
+                (reason, now_ms(), *args),
+            )
         return ids
 
     def take_unseen_context(self, agent_id: int) -> bool:

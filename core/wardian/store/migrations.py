@@ -164,4 +164,21 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX tasks_uncertain_by_recipient ON tasks(recipient_id) WHERE state = 'uncertain';
     CREATE INDEX tasks_looked_up ON tasks(recipient_id) WHERE lookup = 'confirmed';
     """,
+    # 8 (#15): hosts. Each app serves one host under a lease it renews (on the embedded store its home lock already
+    # makes it the only one); agents belong to the host that added them. Agents from before this version get the
+    # host of the first app that runs (an app on this store adopts every agent, see `HostOps.claim_host`).
+    """
+    CREATE TABLE hosts (
+        name TEXT PRIMARY KEY,
+        lease_owner TEXT,
+        lease_expires_at INTEGER,
+        heartbeat_at INTEGER,
+        started_at INTEGER,
+        pid INTEGER,
+        machine TEXT,
+        home TEXT
+    ) STRICT;
+    ALTER TABLE agents ADD COLUMN host TEXT REFERENCES hosts(name);
+    CREATE INDEX agents_by_host ON agents(host) WHERE removed_at IS NULL;
+    """,
 )

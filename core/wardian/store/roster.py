@@ -35,12 +35,13 @@ class RosterOps(SqlBase):
 
     def add_agent(self, name: str, provider: str, workspace: str | None) -> Agent:
         with self.atomic():
-            cur = self._db.execute(
-                "INSERT INTO agents (uuid, name, provider, workspace, created_at) VALUES (?, ?, ?, ?, ?)",
-                (str(uuidlib.uuid4()), name, provider, workspace, now_ms()),
+            agent_id = int(
+                self._db.execute(
+                    "INSERT INTO agents (uuid, name, provider, workspace, created_at, host) VALUES (?, ?, ?, ?, ?, ?) "
+                    "RETURNING id",
+                    (str(uuidlib.uuid4()), name, provider, workspace, now_ms(), self.host),
+                ).fetchone()[0]
             )
-            agent_id = cur.lastrowid
-            assert agent_id is not None
         return self.agent(agent_id)
 
     def agent(self, agent_id: int) -> Agent:
@@ -76,7 +77,9 @@ class RosterOps(SqlBase):
         if found is None:
             rows = self._db.execute(
                 f"SELECT {AGENT_COLS} FROM agents WHERE removed_at IS NULL AND kind = 'agent' "
-                "AND (uuid = ?1 OR name = ?1) ORDER BY created_at, id", (name_or_uuid,)).fetchall()
+                "AND (uuid = ? OR name = ?) ORDER BY created_at, id",
+                (name_or_uuid, name_or_uuid),
+            ).fetchall()
             found = tuple(agent_of(r) for r in rows)
             if len(self._targets) >= _MAX_CACHED_TARGETS:
                 self._targets.clear()  # names that match nobody must not grow it without bound
@@ -118,11 +121,13 @@ class RosterOps(SqlBase):
                 # Nothing may speak for the operator with a token: it acts only through the control socket (#16).
                 raise errors.UnknownAgent("no session can be minted for the operator", field="agent")
             secret = secrets.token_bytes(32)
-            cur = self._db.execute(
-                "INSERT INTO sessions (agent_id, generation, secret_hash, created_at, kind) VALUES (?, ?, ?, ?, ?)",
-                (agent.id, agent.generation, hashlib.sha256(secret).digest(), now_ms(), kind),
+            session_id = int(
+                self._db.execute(
+                    "INSERT INTO sessions (agent_id, generation, secret_hash, created_at, kind) VALUES (?, ?, ?, ?, ?) "
+                    "RETURNING id",
+                    (agent.id, agent.generation, hashlib.sha256(secret).digest(), now_ms(), kind),
+                ).fetchone()[0]
             )
-            session_id = cur.lastrowid
         secret_text = base64.urlsafe_b64encode(secret).rstrip(b"=").decode("ascii")
         return f"{SESSION_PREFIX}_{self.home_tag}_{session_id}_{secret_text}"
 
@@ -171,7 +176,9 @@ class RosterOps(SqlBase):
         with self.atomic():
             return self._db.execute(
                 "UPDATE sessions SET revoked_at = ? WHERE agent_id = ? AND revoked_at IS NULL AND (kind = 'operator' "
-                "OR ?)", (now_ms(), agent_id, 1 if managed_too else 0)).rowcount
+                "OR ? = 1)",
+                (now_ms(), agent_id, 1 if managed_too else 0),
+            ).rowcount
 
     def remove_agent(self, agent_id: int) -> Agent:
         """Remove the agent from the roster (its records stay as evidence): its name is free, its sessions are
@@ -179,52 +186,92 @@ class RosterOps(SqlBase):
         with self.atomic():
             agent = self.agent(agent_id)
             now = now_ms()
-            self._db.execute("UPDATE agents SET removed_at = ?, desired = 'off', status = 'off', active_turn_id = NULL "
-                             "WHERE id = ? AND removed_at IS NULL", (now, agent_id))
-            self._db.execute("UPDATE sessions SET revoked_at = ? WHERE agent_id = ? AND revoked_at IS NULL",
-                             (now, agent_id))
+            self._db.execute(
+                "UPDATE agents SET removed_at = ?, desired = 'off', status = 'off', active_turn_id = NULL "
+                "WHERE id = ? AND removed_at IS NULL",
+                (now, agent_id),
+            )
+            self._db.execute(
+                "UPDATE sessions SET revoked_at = ? WHERE agent_id = ? AND revoked_at IS NULL", (now, agent_id)
+            )
         return agent
 
     # --- the provider runtime's view of agents --------------------------------------------------------
 
     def managed_agent(self, agent_id: int) -> ManagedAgent:
-        r = self._db.execute("SELECT id, uuid, name, provider, workspace, desired, mode, overrides, generation, "
-                             "thread_id FROM agents WHERE id = ?", (agent_id,)).fetchone()
+        r = self._db.execute(
+            "SELECT id, uuid, name, provider, workspace, desired, mode, overrides, generation, "
+            "thread_id FROM agents WHERE id = ?",
+            (agent_id,),
+        ).fetchone()
         if r is None:
             raise errors.UnknownAgent(f"no agent with id {agent_id}")
-        return ManagedAgent(id=r[0], uuid=r[1], name=r[2], provider=r[3], workspace=r[4], desired=r[5], mode=r[6],
-                            overrides=tuple(json.loads(r[7])) if r[7] else (), generation=r[8], thread_id=r[9])
+        return ManagedAgent(
+            id=r[0],
+            uuid=r[1],
+            name=r[2],
+            provider=r[3],
+            workspace=r[4],
+            desired=r[5],
+            mode=r[6],
+            overrides=tuple(json.loads(r[7])) if r[7] else (),
+            generation=r[8],
+            thread_id=r[9],
+        )
 
     def agents_desired_on(self) -> list[int]:
-        return [r[0] for r in self._db.execute(
-            "SELECT id FROM agents WHERE desired = 'on' AND removed_at IS NULL ORDER BY id")]
+        mine, args = self._mine("id")
+        return [
+            r[0]
+            for r in self._db.execute(
+                f"SELECT id FROM agents WHERE desired = 'on' AND removed_at IS NULL{mine} ORDER BY id", args
+            )
+        ]
 
-    def set_desired(self, agent_id: int, desired: str, mode: str | None = None,
-                    overrides: Sequence[str] | None = None) -> None:
+    def set_desired(
+        self, agent_id: int, desired: str, mode: str | None = None, overrides: Sequence[str] | None = None
+    ) -> None:
         with self.atomic():
             if overrides is None:
                 self._db.execute("UPDATE agents SET desired = ? WHERE id = ?", (desired, agent_id))
             else:
-                self._db.execute("UPDATE agents SET desired = ?, mode = ?, overrides = ? WHERE id = ?",
-                                 (desired, mode, json.dumps(list(overrides)), agent_id))
+                self._db.execute(
+                    "UPDATE agents SET desired = ?, mode = ?, overrides = ? WHERE id = ?",
+                    (desired, mode, json.dumps(list(overrides)), agent_id),
+                )
 
     def begin_generation(self, agent_id: int) -> int:
         with self.atomic():
-            self._db.execute("UPDATE agents SET generation = generation + 1, status = 'starting', "
-                             "active_turn_id = NULL WHERE id = ?", (agent_id,))
+            self._db.execute(
+                "UPDATE agents SET generation = generation + 1, status = 'starting', "
+                "active_turn_id = NULL WHERE id = ?",
+                (agent_id,),
+            )
             return int(self._db.execute("SELECT generation FROM agents WHERE id = ?", (agent_id,)).fetchone()[0])
 
-    def observe(self, agent_id: int, generation: int, status: AgentStatus, thread_id: str | None = None,
-                active_turn_id: str | None = None) -> None:
+    def observe(
+        self,
+        agent_id: int,
+        generation: int,
+        status: AgentStatus,
+        thread_id: str | None = None,
+        active_turn_id: str | None = None,
+    ) -> None:
         with self.atomic():
             self._db.execute(
                 "UPDATE agents SET status = ?, active_turn_id = ?, thread_id = COALESCE(?, thread_id) "
-                "WHERE id = ? AND generation = ?", (status.value, active_turn_id, thread_id, agent_id, generation))
+                "WHERE id = ? AND generation = ?",
+                (status.value, active_turn_id, thread_id, agent_id, generation),
+            )
 
     def reset_observed_state(self) -> None:
+        mine, args = self._mine("id")
         with self.atomic():
-            self._db.execute("UPDATE agents SET status = 'off', active_turn_id = NULL WHERE status != 'off' "
-                             "OR active_turn_id IS NOT NULL")
+            self._db.execute(
+                "UPDATE agents SET status = 'off', active_turn_id = NULL WHERE (status != 'off' "
+                f"OR active_turn_id IS NOT NULL){mine}",
+                args,
+            )
 
     def mark_errored(self, agent_id: int) -> None:
         with self.atomic():

@@ -20,8 +20,9 @@ from contextlib import contextmanager, suppress
 from typing import Any
 
 from wardian import errors
-from wardian.model import Agent, Caller
+from wardian.model import Agent, Caller, now_ms
 from wardian.store.api import BatchResult, Store
+from wardian.store.hosts import HostOps
 from wardian.store.ledger import TaskLedgerOps
 from wardian.store.mailbox import MailboxOps
 from wardian.store.migrations import MIGRATIONS
@@ -43,7 +44,7 @@ def _map_sqlite_errors() -> Iterator[None]:
         raise errors.StorageUnavailable(f"the store cannot be written: {exc}") from exc
 
 
-class SqliteStore(RosterOps, MailboxOps, TaskLedgerOps):
+class SqliteStore(HostOps, RosterOps, MailboxOps, TaskLedgerOps):
     """Synchronous access to one home's `wardian.db` (implements `wardian.store.api.Store`).
 
     Not thread-safe: one caller at a time (the app's writer, which may run a batch's COMMIT on a worker thread).
@@ -120,6 +121,12 @@ class SqliteStore(RosterOps, MailboxOps, TaskLedgerOps):
 
     def close(self) -> None:
         self._conn.close()
+
+    def _index_hint(self, index: str) -> str:
+        return f"INDEXED BY {index}"
+
+    def _clock_ms(self) -> int:
+        return now_ms()  # one machine: its clock
 
     def integrity_check(self) -> str:
         with _map_sqlite_errors():

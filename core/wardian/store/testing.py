@@ -12,19 +12,28 @@ from typing import Any, TypeVar
 
 from wardian.model import InteractionKind
 from wardian.store._sql import new_public_id, now_ms
+from wardian.store.api import Store
 from wardian.store.sqlite import SqliteStore, _map_sqlite_errors
 
 T = TypeVar("T")
 
 
-def execute(store: SqliteStore, sql: str, parameters: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-    """Run one statement (fault injection, seeding an odd state, reading a pragma) and return its rows.
+def execute(store: Store, sql: str, parameters: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    """Run one statement (fault injection, seeding an odd state, reading a setting) and return its rows; on either
+    backend (`?` parameters).
 
     Raises:
-        StorageError: the statement failed (mapped as the store maps every sqlite error).
+        StorageError: the statement failed (mapped as the store maps every database error).
     """
-    with _map_sqlite_errors():
-        return [tuple(row) for row in store._db.execute(sql, parameters).fetchall()]
+    if isinstance(store, SqliteStore):
+        with _map_sqlite_errors():
+            return [tuple(row) for row in store._db.execute(sql, parameters).fetchall()]
+    from wardian.store.postgres import PostgresStore
+
+    assert isinstance(store, PostgresStore)
+    with store._errors():
+        cur = store._db.execute(sql, parameters)
+        return [tuple(row) for row in cur.fetchall()] if cur.description is not None else []
 
 
 def executemany(store: SqliteStore, sql: str, rows: Iterable[Sequence[Any]]) -> None:

@@ -1,0 +1,79 @@
+"""The store suites run against both backends (#15): the embedded SQLite file and a PostgreSQL database of a private
+server (`pg_cluster`). Each test gets a fresh store; `Backend` reopens, recreates or makes another one."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from wardian.store import SqliteStore, Store
+from wardian_harness.postgres import PrivateCluster
+
+BACKENDS = ("sqlite", "postgresql")
+
+
+@dataclass
+class Backend:
+    """One test's store location on one backend."""
+
+    name: str
+    tmp_path: Path
+    cluster: PrivateCluster | None = None
+    url: str = ""
+    opened: list[Store] = field(default_factory=list)
+
+    def open(self) -> Store:
+        """The test's store (the same database every time: a reopen)."""
+        if self.cluster is None:
+            store: Store = SqliteStore.open(self.tmp_path / "wardian.db")
+        else:
+            from wardian.store.postgres import PostgresStore
+
+            if not self.url:
+                self.url = self.cluster.database()
+            store = PostgresStore.open(self.url)
+        self.opened.append(store)
+        return store
+
+    def other(self) -> Store:
+        """A different, fresh store (another home, or another database)."""
+        if self.cluster is None:
+            store: Store = SqliteStore.open(self.tmp_path / "other.db")
+        else:
+            from wardian.store.postgres import PostgresStore
+
+            store = PostgresStore.open(self.cluster.database())
+        self.opened.append(store)
+        return store
+
+    def recreate(self) -> None:
+        """Remove the test's store, so the next `open` makes a new one (a new epoch). Close it first."""
+        if self.cluster is None:
+            for suffix in ("", "-wal", "-shm"):
+                Path(str(self.tmp_path / "wardian.db") + suffix).unlink(missing_ok=True)
+        else:
+            name = self.url.split("///", 1)[1].split("?", 1)[0]
+            self.cluster.sql(f'DROP DATABASE "{name}" WITH (FORCE)')
+            self.cluster.sql(f'CREATE DATABASE "{name}"')
+
+    def close_all(self) -> None:
+        for store in self.opened:
+            store.close()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    cluster = request.getfixturevalue("pg_cluster") if request.param == "postgresql" else None
+    b = Backend(request.param, tmp_path, cluster)
+    try:
+        yield b
+    finally:
+        b.close_all()
+
+
+@pytest.fixture
+def store(backend: Backend) -> Store:
+    return backend.open()
