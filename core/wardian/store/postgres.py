@@ -45,6 +45,8 @@ from wardian.store.url import check_store_url, redact_url
 
 log = logging.getLogger("wardian.store.postgres")
 
+IDLE_IN_TRANSACTION_MS = 10_000
+LOCK_TIMEOUT_MS = 30_000
 CONNECT_TIMEOUT_S = 10
 BACKOFF_FIRST_S = 0.1
 BACKOFF_MAX_S = 5.0
@@ -402,6 +404,12 @@ def _connect(url: str) -> psycopg.Connection[Any]:
         ) from None
     try:
         conn.execute("SET synchronous_commit TO on")
+        # A stalled app (stopped, partitioned) must not hold the append lock for every host: the server ends its
+        # session after IDLE_IN_TRANSACTION_MS idle inside a transaction (the COMMIT it may still send is then
+        # refused, and reported uncertain), and a writer waits at most LOCK_TIMEOUT_MS for a lock
+        # (storage_unavailable: nothing was admitted).
+        conn.execute(_q(f"SET idle_in_transaction_session_timeout TO {IDLE_IN_TRANSACTION_MS}"))
+        conn.execute(_q(f"SET lock_timeout TO {LOCK_TIMEOUT_MS}"))
     except psycopg.Error as exc:
         conn.close()
         raise _storage_error(exc) from None
