@@ -121,7 +121,8 @@ class AppProcess(subprocess.Popen[bytes]):
 
 
 def start_app(
-    root: Path, extra_env: dict[str, str] | None = None, *, store_url: str | None = None, host_name: str | None = None
+    root: Path, extra_env: dict[str, str] | None = None, *, store_url: str | None = None, host_name: str | None = None,
+    extra_args: tuple[str, ...] = (),
 ) -> AppProcess:
     """Start `wardian app run` and return once it accepts connections (the product's own start helper); on a shared
     PostgreSQL store with `store_url` (#15), serving `host_name`."""
@@ -134,7 +135,8 @@ def start_app(
         return spawned[0]
 
     try:
-        extra = [*(("--store", store_url) if store_url else ()), *(("--host-name", host_name) if host_name else ())]
+        extra = [*(("--store", store_url) if store_url else ()), *(("--host-name", host_name) if host_name else ()),
+                 *extra_args]
         spawn_app(root, command=wardian_cmd(), env=env, spawn=spawn, timeout_s=120, extra_args=extra)
     except WardianError as exc:
         err = spawned[0].stderr_output(10) if spawned else b""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -19,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import AppHandle, short_home, start_app, stop_app, wardian_cmd
+from tests.console.conftest import ConsoleApp
 from wardian import errors
 from wardian.client import AppClient
 from wardian.home import Home
@@ -35,11 +37,11 @@ class Hosts:
         self.apps: dict[str, AppHandle] = {}
         self.roots: list[Path] = []
 
-    def start(self, host: str, root: Path | None = None) -> AppHandle:
+    def start(self, host: str, root: Path | None = None, extra_args: tuple[str, ...] = ()) -> AppHandle:
         if root is None:
             root = short_home(f"w{host[:2]}")
             self.roots.append(root)
-        proc = start_app(root, store_url=self.url, host_name=host)
+        proc = start_app(root, store_url=self.url, host_name=host, extra_args=extra_args)
         handle = AppHandle(Home(root), proc, AppClient(Home(root)))
         self.apps[host] = handle
         return handle
@@ -181,6 +183,34 @@ def test_a_killed_host_goes_offline_and_its_tasks_wait_for_it(hosts: Hosts) -> N
     again = alpha.call("mailbox/receive", {"session": worker_token})
     assert [r["new_work"] for r in again["records"]] == [False, False, False]
     assert worker["host"] == "beta"
+
+
+def test_the_console_shows_each_agents_host_and_acts_only_on_its_own(hosts: Hosts) -> None:
+    """The agents page of alpha's console: a host column; beta's agent has no start/stop there (only beta's app can),
+    and once beta is gone it shows offline."""
+    alpha = hosts.start("alpha", extra_args=("--console", "127.0.0.1:0"))
+    beta = hosts.start("beta")
+    alpha.add_agent("lead")
+    beta.add_agent("worker")
+    console = ConsoleApp(alpha)
+    cookie = console.login_cookie()
+
+    def rows() -> dict[str, str]:
+        status, _, body = console.http("GET", "/agents", {"Cookie": cookie})
+        assert status == 200
+        named = (re.search(r'data-name="([^"]+)"', row) for row in body.decode().split("<tr")[1:])
+        return {m[1]: m.string for m in named if m is not None}
+
+    shown = rows()
+    assert ">alpha<" in shown["lead"]
+    assert 'action="/act/start"' in shown["lead"]
+    assert ">beta" in shown["worker"]
+    assert "on beta" in shown["worker"]
+    assert 'action="/act/start"' not in shown["worker"]
+    hosts.kill9("beta")
+    offline = eventually(lambda: "offline" in (r := rows())["worker"] and r, timeout_s=HOST_LEASE_S + 10,
+                         what="beta offline on the console")
+    assert "offline" not in offline["lead"]
 
 
 def test_claims_raced_from_two_hosts_are_won_once(hosts: Hosts) -> None:

@@ -393,10 +393,11 @@ class AppService:
         return {"records": [proto.log_record_result(r) for r in records]}
 
     async def agent_overview(self, p: proto.EmptyParams) -> proto.AgentOverviewListResult:
-        rows, hosts = await self.writer.call(lambda s: (s.agents_overview(), s.hosts()))
+        rows, hosts, mine = await self.writer.call(lambda s: (s.agents_overview(), s.hosts(), s.host))
         offline = {h.name for h in hosts if not h.live}
         rows = [replace(o, agent=_off(o.agent)) if o.agent.host in offline else o for o in rows]
-        return {"agents": [proto.agent_overview_result(o, host_live=o.agent.host not in offline) for o in rows]}
+        return {"agents": [proto.agent_overview_result(o, host_live=o.agent.host not in offline,
+                                                       local=o.agent.host in (None, mine)) for o in rows]}
 
     async def exchange_page(self, p: proto.ExchangePageParams) -> proto.ExchangePageResult:
         kind = InteractionKind(p.kind) if p.kind is not None else None

@@ -694,6 +694,9 @@ class AgentOverviewResult(TypedDict):
     pending: int
     in_flight: int
     host_live: bool
+    """An app serves the agent's host now (#15)."""
+    local: bool
+    """The agent belongs to this app's host: only here can it be started or stopped."""
 
 
 @with_config(_CLOSED)
@@ -701,8 +704,9 @@ class AgentOverviewListResult(TypedDict):
     agents: list[AgentOverviewResult]
 
 
-def agent_overview_result(o: AgentOverview, *, host_live: bool = True) -> AgentOverviewResult:
-    return {"agent": agent_result(o.agent), "pending": o.pending, "in_flight": o.in_flight, "host_live": host_live}
+def agent_overview_result(o: AgentOverview, *, host_live: bool = True, local: bool = True) -> AgentOverviewResult:
+    return {"agent": agent_result(o.agent), "pending": o.pending, "in_flight": o.in_flight, "host_live": host_live,
+            "local": local}
 
 
 @with_config(_CLOSED)
