@@ -206,6 +206,10 @@ class NativeRun:
         return self.run.child_env({"PATH": path, "WARDIAN_CODEX": str(self.codex.executable), **chosen,
                                    "WARDIAN_SCRIPTED_MODEL_KEY": DUMMY_API_KEY, **(extra or {})})
 
+    def app_args(self) -> tuple[str, ...]:
+        """Extra arguments of `wardian app run` (a host of a shared store adds `--store` and `--host-name`)."""
+        return ()
+
     def start_app(self) -> None:
         """`wardian app run` on the run's home, in the tree; returns once it accepts calls."""
         self.progress(f"starting the app on {self.home.root}")
@@ -219,11 +223,12 @@ class NativeRun:
 
         try:
             proc = spawn_app(self.home.root, command=self.settings.app, env=self.env(), stderr=log, spawn=spawn,
-                             timeout_s=300)
+                             timeout_s=300, extra_args=self.app_args())
         except WardianError as exc:
             for child in spawned:
                 self.tree.stop(child)
-            raise NativeRunError(f"the app did not start: {exc.code}: {exc.message}; see "
+            args = "".join(f" {a}" for a in self.app_args())
+            raise NativeRunError(f"the app{args} did not start: {exc.code}: {exc.message}; see "
                                  f"{self.run.root}/app-stderr-*.log") from None
         finally:
             log.close()

@@ -25,8 +25,6 @@ from typing import Any
 
 import psutil
 
-from wardian.app.spawn import start_app as spawn_app
-from wardian.errors import WardianError
 from wardian_harness.codex_install import CodexInstall
 from wardian_harness.homes import IsolatedRun
 from wardian_harness.native import NativeRun, NativeRunError, Settings
@@ -57,29 +55,9 @@ class HostRun(NativeRun):
         self.store_url = store_url
         self.killed: list[int] = []  # pids of the apps killed with SIGKILL
 
-    def start_app(self) -> None:
-        """`wardian app run --store URL --host-name HOST` on this host's home; returns once it accepts calls."""
-        self.progress(f"starting the app on {self.home.root} (host {self.host})")
-        log = open(self.run.root / f"app-stderr-{self.app_starts}.log", "wb")  # noqa: SIM115 - the child owns it
-        spawned: list[subprocess.Popen[bytes]] = []
-
-        def spawn(argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
-            env = kwargs.pop("env")
-            spawned.append(self.tree.spawn(argv, env, **kwargs))
-            return spawned[-1]
-
-        try:
-            proc = spawn_app(self.home.root, command=self.settings.app, env=self.env(), stderr=log, spawn=spawn,
-                             timeout_s=300, extra_args=("--store", self.store_url, "--host-name", self.host))
-        except WardianError as exc:
-            for child in spawned:
-                self.tree.stop(child)
-            raise NativeRunError(f"the app of host {self.host} did not start: {exc.code}: {exc.message}; see "
-                                 f"{self.run.root}/app-stderr-*.log") from None
-        finally:
-            log.close()
-        self.app_proc = proc
-        self.app_starts += 1
+    def app_args(self) -> tuple[str, ...]:
+        """`wardian app run --store URL --host-name HOST`: this host of the shared store."""
+        return ("--store", self.store_url, "--host-name", self.host)
 
     def kill_app(self) -> int:
         """kill -9 the app (no clean stop: its lease, its bindings and its provider processes are left behind);
