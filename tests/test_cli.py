@@ -140,6 +140,7 @@ def test_every_error_class_maps_to_one_exit_code() -> None:
     assert cli.exit_code_for(errors.DeliveryUncertain("x")) == 5
     assert cli.exit_code_for(errors.StorageFull("x")) == 6
     assert cli.exit_code_for(errors.AlreadyRunning("x")) == 7
+    assert cli.exit_code_for(errors.AddressInUse("x")) == 7
     assert cli.exit_code_for(errors.NotActive("x")) == 8
     assert cli.exit_code_for(errors.InternalError("x")) == 1
 

@@ -3,8 +3,8 @@
 Exit codes (documented in README):
   0 ok · 1 internal error · 2 bad input (usage, invalid arguments) · 3 app not running or incompatible
   4 not found (unknown target, agent, request or session) · 5 delivery uncertain (do not resend)
-  6 storage refused the change · 7 the home cannot host an app (already running, insecure run/ dir)
-  8 nothing to do (interrupt: no active turn; wait: timed out)
+  6 storage refused the change · 7 the home cannot host an app (already running, insecure run/ dir) or the console's
+  address is in use · 8 nothing to do (interrupt: no active turn; wait: timed out)
 
 Cold start matters (`wardian message wait --timeout-ms 0` is a benchmark figure): this module imports
 only the stdlib, orjson and the client at module level; the app, pydantic and anyio load only for

@@ -17,7 +17,7 @@ WardianError                      code: a stable snake_case string; delivery: wh
 │   ├── AppNotRunning, AppIncompatible
 ├── StorageError                  the store refused the write; nothing was committed (delivery: not_admitted)
 │   ├── StorageFull, StorageUnavailable
-└── HomeError                     the home cannot host an app (AlreadyRunning, InsecureHome, ...)
+└── HomeError                     the home cannot host an app (AlreadyRunning, InsecureHome, AddressInUse, ...)
 ```
 
 Whether a byte of a request was written decides between `TransportError` and `DeliveryUncertain`; the
@@ -323,6 +323,13 @@ class HomePathTooLong(HomeError):
 
 class UnsupportedFilesystem(HomeError):
     code = "unsupported_filesystem"
+
+
+class AddressInUse(HomeError):
+    """The address the app was asked to listen on (the web console's) is taken by another program; nothing was
+    started. The message names the address and how to choose another."""
+
+    code = "address_in_use"
 
 
 def _all_subclasses(cls: type[WardianError]) -> list[type[WardianError]]:

@@ -21,7 +21,7 @@ from tests.console.conftest import ConsoleApp
 from tests.test_structure import imports_of
 from wardian import errors
 from wardian.app.spawn import start_app as spawn_app
-from wardian.cli import EXIT_USAGE
+from wardian.cli import EXIT_HOME, EXIT_USAGE
 from wardian.console.address import DEFAULT_HOST, DEFAULT_PORT, ConsoleAddress, parse_console_address
 
 WEB_MODULES = ("starlette", "uvicorn", "jinja2", "markupsafe", "sse_starlette")
@@ -69,6 +69,7 @@ def test_app_start_refuses_a_non_loopback_console_and_changes_nothing(address: s
 
 
 def test_a_console_port_in_use_fails_the_start_with_a_clear_error() -> None:
+    """A taken port is its own error, `address_in_use` (exit 7), naming the address and how to pick another."""
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
@@ -78,8 +79,10 @@ def test_a_console_port_in_use_fails_the_start_with_a_clear_error() -> None:
         try:
             proc = subprocess.run([sys.executable, "-m", "wardian", "app", "start", "--home", str(root), "--console",
                                    f"127.0.0.1:{port}"], env=env, capture_output=True, timeout=60, check=False)
-            assert proc.returncode == EXIT_USAGE, proc.stderr
+            assert proc.returncode == EXIT_HOME, proc.stderr
+            assert b"address_in_use" in proc.stderr
             assert f"cannot listen on http://127.0.0.1:{port}".encode() in proc.stderr
+            assert b"--console 127.0.0.1:PORT" in proc.stderr  # how to choose another
             status = subprocess.run([sys.executable, "-m", "wardian", "app", "status", "--home", str(root)], env=env,
                                     capture_output=True, timeout=60, check=False)
             assert status.returncode == 3  # no app was left running

@@ -12,6 +12,7 @@ shutdown watcher is a loop task outside any task group that polls every 0.5 s, a
 
 from __future__ import annotations
 
+import errno
 import logging
 import socket
 
@@ -86,7 +87,8 @@ def _bind(address: ConsoleAddress) -> socket.socket:
     """The listening socket, bound now so that a taken port fails the app's start with a clear error.
 
     Raises:
-        InvalidArguments: the address cannot be bound (in use, or not on this machine).
+        AddressInUse: another program listens there.
+        InvalidArguments: the address cannot be bound otherwise (e.g. not an address of this machine).
     """
     family = socket.AF_INET6 if ":" in address.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -100,6 +102,12 @@ def _bind(address: ConsoleAddress) -> socket.socket:
         sock.setblocking(False)
     except OSError as exc:
         sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise errors.AddressInUse(
+                f"the console cannot listen on {address.url()}: the address is in use (by another program, or "
+                "another wardian app); choose another port with --console 127.0.0.1:PORT, or --console "
+                "127.0.0.1:0 for any free one", field="console", address=address.url(),
+                allowed="a free loopback port") from None
         raise errors.InvalidArguments(
             f"the console cannot listen on {address.url()}: {exc.strerror}; choose another port with "
             "--console 127.0.0.1:PORT", field="console", allowed="a free loopback port") from None
