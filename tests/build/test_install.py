@@ -53,10 +53,23 @@ def _clean_copy(dest: Path) -> Path:
 
 
 def _package_files(name: str) -> set[str]:
-    """Every module and marker file of a package, as wheel paths (computed from the tree, not listed by hand)."""
+    """Every file of a package that the tree holds (modules, `py.typed`, templates, static files, schemas: whatever
+    git tracks or would add under the package's folder), as wheel paths, computed from the tree, not listed by hand:
+    a new kind of package data that `[tool.setuptools.package-data]` does not name is caught here."""
     root = PACKAGES[name]
-    return {f"{name}/{p.relative_to(root).as_posix()}" for p in root.rglob("*")
-            if p.is_file() and "__pycache__" not in p.parts and p.suffix in {".py", ".typed"}}
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", "."],
+                            cwd=root, capture_output=True, check=True).stdout
+    return {f"{name}/{rel}" for rel in filter(None, listed.decode("utf-8").split("\0"))
+            if (root / rel).is_file() and "__pycache__" not in Path(rel).parts}
+
+
+def test_the_package_files_are_every_file_of_the_tree_not_only_modules() -> None:
+    """The wheel checks below compare against every file under the package folders: data files included."""
+    files = _package_files("wardian")
+    assert "wardian/py.typed" in files
+    assert "wardian/console/templates/base.j2" in files
+    assert "wardian/console/static/console.css" in files
+    assert not any(f.endswith(".pyc") for f in files)
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +108,8 @@ def _env(home: Path, venv_python: Path, session: str | None = None) -> dict[str,
 
 
 def test_the_wheel_holds_every_module_of_both_packages(built: tuple[Path, Path, Path]) -> None:
-    """#11: every module under core/wardian and harness/wardian_harness (and py.typed) is in the wheel."""
+    """Every file under core/wardian and harness/wardian_harness (modules, py.typed, templates, static files) is in
+    the wheel."""
     _, wheel, _ = built
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
