@@ -24,7 +24,7 @@ from wardian.app.spawn import start_app as spawn_app
 from wardian.client import AppClient
 from wardian.errors import WardianError
 from wardian.home import Home
-from wardian_harness.postgres import PgNotFound, PrivateCluster, find_pg_bin
+from wardian_harness.postgres import PgNotFound, PrivateCluster, find_pg_bin, reap_orphans
 
 # Every current Hypothesis health check: iterating HealthCheck skips the deprecated ones (unlike __members__),
 # but type checkers read its elements as the enum's metaclass.
@@ -218,6 +218,18 @@ def shared_app(shared_store_url: str | None) -> Iterator[AppHandle]:
     """One app for a whole module (per backend in a BOTH_STORES module); tests isolate themselves by registering their
     own agents."""
     yield from _app_on_a_fresh_home(shared_store_url)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Stop and remove the private PostgreSQL servers of test processes that are gone: a worker killed by kill -9 or a
+    timeout never stopped its own. Runs in the controller and in each xdist worker; those of live processes (the other
+    workers, other sessions) are left alone (`wardian_harness.postgres.reap_orphans`)."""
+    reap_orphans()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """As at the start: what a worker killed during this session left behind goes now, not at the next one."""
+    reap_orphans()
 
 
 @pytest.fixture(scope="session")
