@@ -645,21 +645,41 @@ class StdioServer:
 
 
 def _watch_parent(on_death: Callable[[], None], poll_s: float = PARENT_POLL_S) -> threading.Thread:
-    """Call `on_death` once, from a daemon thread, when the process that started this one has died.
+    """Call `on_death` once, from a daemon thread, when the host (the MCP client that started this server) or the
+    direct parent has died.
 
     A dead parent's children are re-parented (to init or a subreaper), so `os.getppid()` changes: polling it is
     portable and needs no privilege, and it does not matter who else holds stdin open (reliability-matrix M5 (c)).
+    The parent may be a wrapper that outlives the host, though (a shell that does not exec, the PyInstaller onefile
+    launcher): so the host, found once by walking up the ancestry (`_host.find_host`, on this thread so the walk,
+    and psutil off Linux, cost the start nothing), is polled too, by pid and start time.
     Not PR_SET_PDEATHSIG: Linux sends that when the parent *thread* that spawned us exits, and hosts such as Codex
-    spawn from short-lived threads. A parent that died before this runs is not seen (stdin EOF still ends the
-    server). On Windows a process is never re-parented, so this never fires; there the launcher's job object ends
-    the server (matrix M9).
+    spawn from short-lived threads. A parent or host that died before this runs is not seen (stdin EOF still ends
+    the server). On Windows a process is never re-parented and no host is looked for, so this never fires; there
+    the launcher's job object ends the server (matrix M9).
     """
     parent = os.getppid()
 
     def watch() -> None:
-        while os.getppid() == parent:
+        from wardian.mcp._host import find_host
+
+        try:
+            host = find_host(parent)
+        except Exception:  # the parent is still watched
+            log.exception("could not tell the host process")
+            host = None
+        if host is None:
+            log.info("no host found above the parent, pid %d: watching the parent only", parent)
+        else:
+            log.info("watching the host, pid %d (%s), and the parent, pid %d", host.pid, host.process.name, parent)
+        while True:
+            if os.getppid() != parent:
+                log.info("the parent process (pid %d) has died: exiting as at the end of stdin", parent)
+                break
+            if host is not None and not host.running():
+                log.info("the host process (pid %d) has died: exiting as at the end of stdin", host.pid)
+                break
             time.sleep(poll_s)
-        log.info("the parent process (pid %d) has died: exiting as at the end of stdin", parent)
         on_death()
 
     thread = threading.Thread(target=watch, name="wardian-mcp-parent", daemon=True)
@@ -669,11 +689,11 @@ def _watch_parent(on_death: Callable[[], None], poll_s: float = PARENT_POLL_S) -
 
 def main() -> int:
     """Entry point of `wardian mcp serve`; returns the process exit code."""
-    ended = threading.Event()  # stdin reached EOF, or the parent died
-    watchdog = _watch_parent(ended.set)
+    ended = threading.Event()  # stdin reached EOF, or the host or the parent died
     fds = _StdioFds()
     logging.basicConfig(stream=sys.stderr, level=os.environ.get("WARDIAN_LOG_LEVEL", "WARNING").upper(),
                         format="wardian-mcp %(levelname)s %(name)s: %(message)s")
+    watchdog = _watch_parent(ended.set)  # once logging is set up: its first line says which host it watches
     server = StdioServer(fds.write, dict(os.environ))
     server.start()
     failed = threading.Event()
