@@ -53,6 +53,15 @@ class AppClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def connect(self) -> socket.socket:
+        """Connect now, unless connected already; the connection's socket (`mcp._calls.WaitExchange` aborts a wait
+        through it).
+
+        Raises:
+            TransportError: the app is not running, or is incompatible.
+        """
+        return self._connect()
+
     def _connect(self) -> socket.socket:
         if self._sock is not None:
             return self._sock

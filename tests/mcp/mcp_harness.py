@@ -108,9 +108,11 @@ def mcp_server(env: dict[str, str]) -> Iterator[McpConnection]:
 class RawServer:
     """`wardian mcp serve` spoken to line by line, for what the SDK client never sends."""
 
-    def __init__(self, env: dict[str, str], cwd: str | None = None) -> None:
+    def __init__(self, env: dict[str, str], cwd: str | None = None, stderr: Any = subprocess.PIPE) -> None:
+        """`stderr` may be a file instead of a pipe, for a test that reads the server's log while it runs (a pipe is
+        read only by `close`, and a chatty server would block on a full one)."""
         self.proc = subprocess.Popen(serve_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, env=env, cwd=cwd, start_new_session=True)
+                                     stderr=stderr, env=env, cwd=cwd, start_new_session=True)
         self._buf = b""
         self.stdout_lines: list[bytes] = []
 
@@ -154,7 +156,7 @@ class RawServer:
     def close(self, timeout: float = 10.0) -> tuple[int, bytes, bytes]:
         """Close stdin and collect the rest of stdout and stderr; the exit code."""
         out, err = self.proc.communicate(timeout=timeout)
-        return self.proc.returncode, self._buf + out, err
+        return self.proc.returncode, self._buf + out, err or b""
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -163,8 +165,8 @@ class RawServer:
 
 
 @contextmanager
-def raw_server(env: dict[str, str], cwd: str | None = None) -> Iterator[RawServer]:
-    server = RawServer(env, cwd)
+def raw_server(env: dict[str, str], cwd: str | None = None, stderr: Any = subprocess.PIPE) -> Iterator[RawServer]:
+    server = RawServer(env, cwd, stderr)
     try:
         yield server
     finally:

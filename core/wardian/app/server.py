@@ -4,8 +4,16 @@ Invariants:
 - The peer's uid is checked (SO_PEERCRED) before a single byte is read; another uid is logged and dropped.
 - A frame is one line of at most MAX_REQUEST_FRAME_BYTES; a longer one gets an INVALID_REQUEST error, the
   rest of it is discarded up to its newline, and the connection goes on.
-- Every request gets exactly one response line; notifications (no `id`) get none.
+- Every request gets exactly one response line while its connection can carry one (the answers due on a lost
+  connection are dropped); notifications (no `id`) get none.
 - A client that goes away never cancels an operation already handed to the store.
+- Waits are the exception (`mailbox/wait`, `mailbox/receive` and `operator/receive` with a timeout): they hand the
+  store nothing while they wait. When a connection reaches EOF or is lost, every wait in flight on it ends at once,
+  as if its time ran out, and unsubscribes; it reads and writes nothing more (it takes no provider context and
+  acknowledges nothing it had not yet), and a wait that starts on it later ends the same way at once (a
+  half-closed client still gets that answer). So a client that gives up on a wait (the MCP server aborting a
+  cancelled one, an interrupted CLI) frees it in the app at once. The connection's handler task holds its
+  `signals.ConnectionWaits` in `signals.CONNECTION`, set once per connection: requests pay nothing for it.
 - Reading pauses while too many frames of one connection wait, and its handler waits while the client does
   not read its answers, so no connection makes the app buffer without bound.
 
@@ -37,6 +45,7 @@ from anyio.abc import SocketAttribute
 
 from wardian import errors
 from wardian.app.service import AppService
+from wardian.app.signals import CONNECTION, ConnectionWaits
 from wardian.faults import crashpoint
 from wardian.model import MAX_REQUEST_FRAME_BYTES
 from wardian.protocol import jsonrpc
@@ -103,7 +112,8 @@ class _Connection(asyncio.BufferedProtocol):
     The handler task (`ControlServer._serve`) takes frames one at a time and writes one answer per request;
     this side only buffers. Reading pauses while more than `_PAUSE_BYTES` of frames wait, and the handler
     waits while the transport's write buffer is over its high-water mark, so neither a client that sends
-    without reading nor one that stops reading makes the app buffer without bound.
+    without reading nor one that stops reading makes the app buffer without bound. EOF and the connection's
+    loss end the waits in flight on it (`waits`).
     """
 
     def __init__(self) -> None:
@@ -118,6 +128,7 @@ class _Connection(asyncio.BufferedProtocol):
         self._reading_paused = False
         self._waiter: asyncio.Future[None] | None = None
         self._drained: asyncio.Future[None] | None = None
+        self.waits = ConnectionWaits()
 
     # --- asyncio.Protocol -------------------------------------------------------------------------------
 
@@ -160,12 +171,14 @@ class _Connection(asyncio.BufferedProtocol):
             self.transport.pause_reading()
 
     def eof_received(self) -> bool:
-        self._eof = True  # the client half-closed: its last requests are still answered
+        self._eof = True  # the client half-closed: its last requests are still answered; its waits end now
+        self.waits.end()
         self._wake()
         return True
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
+        self.waits.end()
         self._wake()
         if self._drained is not None and not self._drained.done():
             self._drained.set_result(None)
@@ -241,9 +254,11 @@ class ControlServer:
             loop = asyncio.get_running_loop()
             transport, conn = await loop.connect_accepted_socket(_Connection, sock)
             self.connections += 1
+            token = CONNECTION.set(conn.waits)  # this task's own context: the waits it serves are this connection's
             try:
                 await self._serve(conn)
             finally:
+                CONNECTION.reset(token)
                 self.connections -= 1
                 transport.close()  # after the answers already written have been flushed
 

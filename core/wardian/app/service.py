@@ -20,7 +20,7 @@ import anyio
 from wardian import __version__, errors
 from wardian.app import outcomes
 from wardian.app.runtime import Runtime
-from wardian.app.signals import MAILBOX_ACTIVITY, PROVIDER_CONTEXT, MailboxSignals
+from wardian.app.signals import CONNECTION, MAILBOX_ACTIVITY, PROVIDER_CONTEXT, MailboxSignals, Waiter
 from wardian.app.writer import StoreWriter
 from wardian.home import Home
 from wardian.model import (
@@ -173,21 +173,33 @@ class AppService:
 
         if timeout_ms == 0:
             return result(await self.writer.call(read(p.ack_cursor), bare=True), False, None)
+        # A wait: it ends, as if its time ran out, once its connection has gone (signals.ConnectionWaits), reading
+        # and writing nothing more; in particular it acknowledges nothing it had not yet and takes no context.
+        connection = CONNECTION.get()
+        if connection is not None and connection.gone:
+            return result(ReceivePage(records=(), cursor=None, acked=0, more=False), True, None)
         caller = await self.writer.call(who)
         me = caller.agent.id
         ack, acked, reason = p.ack_cursor, 0, None
 
-        def read_or_context(ack_: str | None) -> Callable[[Store], tuple[ReceivePage, bool]]:
-            def op(s: Store) -> tuple[ReceivePage, bool]:
+        def read_or_context(ack_: str | None, waiter: Waiter) -> Callable[[Store], tuple[ReceivePage, bool] | None]:
+            def op(s: Store) -> tuple[ReceivePage, bool] | None:
+                if waiter.abandoned:
+                    return None
                 page = read(ack_)(s)
-                return page, (not page.records and s.take_unseen_context(me))
+                return page, (not page.records and not waiter.abandoned and s.take_unseen_context(me))
             return op
 
         with anyio.move_on_after(timeout_ms / 1000):
             while True:
                 with self.signals.subscribe(caller.agent.uuid) as waiter:
+                    if waiter.abandoned:
+                        break
                     # Subscribed before reading, so a record committed after the read still wakes us.
-                    page, context = await self.writer.call(read_or_context(ack))
+                    looked = await self.writer.call(read_or_context(ack, waiter))
+                    if looked is None:
+                        break
+                    page, context = looked
                     ack, acked = None, acked + page.acked  # acknowledged once; later reads only look
                     if page.records:
                         return result(ReceivePage(page.records, page.cursor, acked, page.more), False, reason)
@@ -196,14 +208,24 @@ class AppService:
                         # nothing acknowledged; the model sees it in its next request.
                         return result(ReceivePage((), None, acked, False), False, PROVIDER_CONTEXT)
                     await waiter.wait()
+                    if waiter.abandoned:
+                        break
                     reason = waiter.reason
-        # Expired: an empty wait cancels nothing; later messages and replies remain available.
+        # Expired (or abandoned): an empty wait cancels nothing; later messages and replies remain available.
         return result(ReceivePage(records=(), cursor=None, acked=acked, more=False), True, None)
 
     async def wait(self, p: proto.MailboxWaitParams) -> proto.WaitResult:
         timeout_ms = DEFAULT_WAIT_MS if p.timeout_ms is None else p.timeout_ms
+        # It ends, as if its time ran out, once its connection has gone (signals.ConnectionWaits), reading and
+        # writing nothing more: no provider context is taken for a wait nobody will read.
+        connection = CONNECTION.get()
+        expired: proto.WaitResult = {"woke": False, "timed_out": True, "wake_reason": None}
+        if connection is not None and connection.gone:
+            return expired
 
         def look(s: Store, me: int) -> WakeReason | None:
+            if connection is not None and connection.gone:
+                return None
             if s.has_unacked(me):
                 return MAILBOX_ACTIVITY
             return PROVIDER_CONTEXT if s.take_unseen_context(me) else None
@@ -221,15 +243,17 @@ class AppService:
             return {"woke": True, "timed_out": False, "wake_reason": found}
         me = caller.agent.id
         with self.signals.subscribe(caller.agent.uuid) as waiter:
+            if waiter.abandoned:
+                return expired
             if self.signals.sent != sent_before:
                 found = await self.writer.call(partial(look, me=me))
                 if found is not None:
                     return {"woke": True, "timed_out": False, "wake_reason": found}
-            if timeout_ms > 0 and await waiter.wait_for(timeout_ms / 1000):
+            if timeout_ms > 0 and await waiter.wait_for(timeout_ms / 1000) and not waiter.abandoned:
                 if waiter.reason == PROVIDER_CONTEXT:
-                    await self.writer.call(lambda s: s.take_unseen_context(me))
+                    await self.writer.call(lambda s: not waiter.abandoned and s.take_unseen_context(me))
                 return {"woke": True, "timed_out": False, "wake_reason": waiter.reason}
-        return {"woke": False, "timed_out": True, "wake_reason": None}
+        return expired
 
     async def reply(self, p: proto.TaskReplyParams) -> proto.ReplyResult:
         status = ReplyStatus(p.status)

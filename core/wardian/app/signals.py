@@ -5,6 +5,12 @@ landing between the read and the wait is never lost (DESIGN.md §4 "Wait"). A wa
 subscribe (it learns its recipient in the same read) compares `sent` around the gap and reads again when a signal
 went out meanwhile: the same guarantee, one store round trip fewer in the common case.
 
+A wait belongs to the control connection that asked for it (`ConnectionWaits`, which app/server.py sets once per
+connection in `CONNECTION`): when that connection reaches EOF or is lost, every wait subscribed on it is abandoned at
+once (`Waiter.abandoned`), and a later one on it is abandoned as it subscribes, so nobody waits, reads or writes for
+a client that has gone (AppService.wait and _receive end without side effects). Outside a connection (the console,
+tests) a wait belongs to nobody and is never abandoned.
+
 `ChangeFeed` is the other signal: every store commit that changed something (a record, a task's fact, an agent's
 observed state), for live views of the whole home (the web console's Server-Sent Events, #16). It carries no detail;
 a view reads what it shows again after each change.
@@ -15,6 +21,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Final
 
 import anyio
@@ -26,11 +33,16 @@ PROVIDER_CONTEXT: Final = "provider_context_available"
 
 
 class Waiter:
-    __slots__ = ("event", "reason")
+    __slots__ = ("abandoned", "event", "reason")
 
     def __init__(self) -> None:
         self.event = anyio.Event()
         self.reason: WakeReason = MAILBOX_ACTIVITY
+        self.abandoned = False  # its connection has gone: the wait ends now, reading and writing nothing more
+
+    def abandon(self) -> None:
+        self.abandoned = True
+        self.event.set()
 
     async def wait(self) -> None:
         await self.event.wait()
@@ -60,6 +72,32 @@ class Waiter:
         return not expired
 
 
+class ConnectionWaits:
+    """The waits of one control connection, abandoned together when it reaches EOF or is lost (on the app's loop).
+
+    `gone` is also read by store operations on the writer's thread, so that a wait whose client has gone consumes
+    nothing (a plain attribute: the worst a race costs is one look that was already under way).
+    """
+
+    __slots__ = ("gone", "waiters")
+
+    def __init__(self) -> None:
+        self.gone = False
+        self.waiters: set[Waiter] = set()  # subscribed now (`MailboxSignals.subscribe` keeps it)
+
+    def end(self) -> None:
+        """The connection reached EOF or was lost: abandon every wait on it, and any later one as it subscribes."""
+        if self.gone:
+            return
+        self.gone = True
+        for waiter in self.waiters:
+            waiter.abandon()
+
+
+# The connection whose request the current task serves (app/server.py sets it once per connection's handler task).
+CONNECTION: ContextVar[ConnectionWaits | None] = ContextVar("wardian_connection_waits", default=None)
+
+
 class MailboxSignals:
     def __init__(self) -> None:
         self._waiters: dict[str, set[Waiter]] = {}
@@ -70,7 +108,14 @@ class MailboxSignals:
 
     @contextmanager
     def subscribe(self, agent_uuid: str) -> Iterator[Waiter]:
+        """A wait of `agent_uuid`'s until the block ends; it belongs to the current connection (`CONNECTION`), so it
+        is abandoned when that connection has gone, at once if it has gone already."""
         waiter = Waiter()
+        connection = CONNECTION.get()
+        if connection is not None:
+            if connection.gone:
+                waiter.abandon()
+            connection.waiters.add(waiter)
         waiters = self._waiters.setdefault(agent_uuid, set())
         waiters.add(waiter)
         try:
@@ -79,6 +124,8 @@ class MailboxSignals:
             waiters.discard(waiter)
             if not waiters:
                 self._waiters.pop(agent_uuid, None)
+            if connection is not None:
+                connection.waiters.discard(waiter)
 
     def notify(self, agent_uuid: str, reason: WakeReason = MAILBOX_ACTIVITY) -> None:
         """Wake every wait of this recipient. Mailbox activity wins over provider context when both land."""

@@ -13,13 +13,19 @@ Invariants:
 - A connection is shared by no two calls at once (an `AppClient` is not thread-safe), and one that failed
   mid-exchange is discarded, never pooled again: only a clean answer (a result or the app's own error) returns
   it to the pool.
+- Only a wait's exchange can be aborted (`WaitExchange`: a call with a timeout, `mailbox/wait` or `mailbox/receive`),
+  and an aborted one is never retried and its connection never pooled. A wait consumes nothing, and a receive's
+  `ack_cursor` is applied in its first read or not at all; the app ends a wait whose connection ends (app/server.py).
+  A call that does not wait keeps its exchange to the end: aborting a send could leave its delivery uncertain.
 """
 
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 from collections.abc import Mapping
+from contextlib import suppress
 from typing import Any
 
 import orjson
@@ -39,6 +45,62 @@ _RESERVED = ("session",)
 MAX_IDLE_CONNECTIONS = 4
 
 
+class WaitExchange:
+    """The app exchange of one wait, which another thread may abort: the host cancelled the wait, or the server is
+    exiting (thread-safe).
+
+    Aborting shuts the exchange's connection down (`socket.shutdown`, on a duplicate of its descriptor that this
+    object owns, so it can never reach a descriptor the calling thread has closed and the system reused): the recv
+    blocked on it returns at once, the call fails, and its connection is discarded. The app sees the connection end
+    and ends the wait too (app/server.py). An exchange aborted before it began never sends its request.
+    """
+
+    __slots__ = ("_lock", "_sock", "reason")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sock: socket.socket | None = None
+        self.reason: str | None = None  # why it was aborted; None while it is not
+
+    @property
+    def aborted(self) -> bool:
+        return self.reason is not None
+
+    def abort(self, reason: str) -> None:
+        """End the exchange now, from any thread; idempotent (the first reason stays)."""
+        with self._lock:
+            if self.reason is None:
+                self.reason = reason
+            if self._sock is not None:
+                with suppress(OSError):
+                    self._sock.shutdown(socket.SHUT_RDWR)
+
+    def attach(self, client: AppClient) -> bool:
+        """Make `client`'s exchange abortable (it connects first); False when the exchange was aborted already
+        (`AppConnections`, before the request is sent)."""
+        sock = client.connect().dup()
+        with self._lock:
+            if self.reason is None:
+                self._sock = sock
+                return True
+        sock.close()
+        return False
+
+    def detach(self) -> bool:
+        """The exchange is over: from now on an abort no longer reaches its connection (`AppConnections`, before
+        the connection is pooled or closed). Whether it was aborted."""
+        with self._lock:
+            sock, self._sock = self._sock, None
+            aborted = self.reason is not None
+        if sock is not None:
+            sock.close()
+        return aborted
+
+    def error(self, method: str) -> errors.DeliveryUncertain:
+        return errors.DeliveryUncertain(f"{method} was aborted ({self.reason}): the wait ended without an answer; "
+                                        "a receive may or may not have acknowledged its ack_cursor", method=method)
+
+
 class AppConnections:
     """A pool of reusable connections to the running app of one home (thread-safe)."""
 
@@ -50,25 +112,28 @@ class AppConnections:
         self._closed = False
         self.opened = 0  # connections created so far (tests check reuse with it)
 
-    def call(self, method: str, params: dict[str, Any], timeout_ms: int | None = None) -> Any:
-        """One exchange on a pooled connection (`AppClient.call`, or `call_wait` when `timeout_ms` is given).
+    def call(self, method: str, params: dict[str, Any], timeout_ms: int | None = None,
+             exchange: WaitExchange | None = None) -> Any:
+        """One exchange on a pooled connection (`AppClient.call`, or `call_wait` when `timeout_ms` is given), which
+        `exchange`, if given, can abort.
 
         Raises:
             TransportError: nothing was written (the app is not running or is incompatible).
-            DeliveryUncertain: the request left, but its answer did not arrive in time or intact.
+            DeliveryUncertain: the request left, but its answer did not arrive in time or intact, or `exchange`
+                was aborted.
             WardianError: the app's own error for this request.
         """
         client, reused = self._take()
         try:
-            return self._exchange(client, method, params, timeout_ms)
+            return self._exchange(client, method, params, timeout_ms, exchange)
         except errors.TransportError:
             client.close()
-            if not reused:
+            if not reused or (exchange is not None and exchange.aborted):
                 raise
         # Nothing of the request left on the pooled connection: the app closed it while it was idle. Send it
         # once, on a new connection (`_take` hands out only pooled ones first, so make one directly).
         client = self._new()
-        return self._exchange(client, method, params, timeout_ms)
+        return self._exchange(client, method, params, timeout_ms, exchange)
 
     def close(self) -> None:
         """Close the idle connections, and from now on every connection once its call is over (a call still
@@ -91,7 +156,12 @@ class AppConnections:
             self.opened += 1
         return AppClient(self.home)
 
-    def _exchange(self, client: AppClient, method: str, params: dict[str, Any], timeout_ms: int | None) -> Any:
+    def _exchange(self, client: AppClient, method: str, params: dict[str, Any], timeout_ms: int | None,
+                  exchange: WaitExchange | None) -> Any:
+        if exchange is not None and not exchange.attach(client):
+            self._give_back(client)  # unused, and clean
+            log.debug("the exchange of %s was aborted before it began (%s)", method, exchange.reason)
+            raise exchange.error(method)
         clean = False
         try:
             result = (client.call(method, params) if timeout_ms is None
@@ -99,11 +169,16 @@ class AppConnections:
             clean = True
             return result
         except (errors.TransportError, errors.DeliveryUncertain):
+            if exchange is not None and exchange.aborted:
+                raise exchange.error(method) from None
             raise
         except errors.WardianError:
             clean = True  # the app's own answer, read whole: the connection is fine
             raise
         finally:
+            if exchange is not None and exchange.detach():
+                clean = False  # shut down, or about to be: never pooled
+                log.debug("the aborted exchange of %s ended (%s)", method, exchange.reason)
             if clean:
                 self._give_back(client)
             else:
@@ -138,13 +213,15 @@ class Caller:
         if connections is not None:
             connections.close()
 
-    def call_tool(self, spec: ToolSpec, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
-        """Run `spec` for this caller and return the app's result.
+    def call_tool(self, spec: ToolSpec, arguments: Mapping[str, Any] | None,
+                  exchange: WaitExchange | None = None) -> dict[str, Any]:
+        """Run `spec` for this caller and return the app's result; `exchange` can abort it if it is a wait (a call
+        with a timeout; any other call ignores it and runs to its end).
 
         Raises:
             MissingSession: WARDIAN_SESSION_ID is unset or empty.
             AppNotRunning: WARDIAN_HOME is unset, or no app runs for it (nothing was sent).
-            DeliveryUncertain: the request left but its answer was lost; do not resend.
+            DeliveryUncertain: the request left but its answer was lost, or the wait was aborted; do not resend.
             WardianError: the argument's or the app's own error.
         """
         params, valid = tool_params(spec, arguments, self.environ.get(ENV_SESSION, ""))
@@ -156,7 +233,7 @@ class Caller:
         if spec.wait_argument is not None:
             timeout = getattr(valid, spec.wait_argument)
             timeout_ms = spec.wait_default_ms if timeout is None else timeout
-        result = self.connections().call(spec.method, params, timeout_ms)
+        result = self.connections().call(spec.method, params, timeout_ms, exchange if timeout_ms else None)
         if not isinstance(result, dict):
             raise errors.DeliveryUncertain(f"the app answered {spec.method} with a malformed result; do not resend "
                                            "automatically", method=spec.method)
@@ -190,15 +267,16 @@ def tool_params(spec: ToolSpec, arguments: Mapping[str, Any] | None,
     return params, valid
 
 
-def tool_outcome(caller: Caller, spec: ToolSpec,
-                 arguments: Mapping[str, Any] | None) -> tuple[str, dict[str, Any], bool]:
-    """Run one tool call to its result: (text block, structuredContent, isError). Never raises.
+def tool_outcome(caller: Caller, spec: ToolSpec, arguments: Mapping[str, Any] | None,
+                 exchange: WaitExchange | None = None) -> tuple[str, dict[str, Any], bool]:
+    """Run one tool call to its result: (text block, structuredContent, isError). Never raises. `exchange` can
+    abort a wait (`Caller.call_tool`).
 
     The one definition of a tool result, for both paths of the server: the SDK's handler and the quick path of
     `_front` (which writes it with `call_tool_result`).
     """
     try:
-        result = caller.call_tool(spec, arguments)
+        result = caller.call_tool(spec, arguments, exchange)
     except errors.WardianError as exc:
         text, structured = error_content(exc)
         return text, structured, True

@@ -35,12 +35,19 @@ Invariants:
   either path: a quick call's answer is dropped when its app exchange ends
   (the exchange is never resent); a request handed to the SDK stops counting as outstanding at once and any
   answer the SDK still gives it is dropped (`_Outstanding`). A cancelled call may still have taken effect.
-- Stdin EOF ends the server promptly: requests handed to the SDK are still answered (the SDK is waited for
-  if it is still starting, then calls get a short grace), quick calls get the same grace, then the rest are
-  abandoned (an admitted message stays admitted; the app never cancels admitted work). Without such requests
-  the server exits at once, even while the SDK is still being imported. The death of the parent process ends
-  it the same way, even while another process holds stdin open (reliability-matrix M5 (c)). SIGTERM keeps its
-  default action, so it ends the process at once; the server starts no child processes.
+- A cancelled wait (`wait_agent`, `receive_messages`) frees its thread at once, on either path: its app exchange
+  is aborted (`_calls.WaitExchange`: the quick path's `_cancel`, the SDK's handler when the SDK cancels it), its
+  connection is discarded, and the app, seeing the connection end, ends the wait and unsubscribes it
+  (app/server.py). Only waits are aborted: any other call keeps its exchange to the end, as aborting a send could
+  leave its delivery uncertain.
+- Stdin EOF ends the server promptly: waits in flight, on either path, are abandoned at once like cancelled ones
+  (aborted, never answered: nobody is left to wait for them); other requests handed to the SDK are still
+  answered (the SDK is waited for if it is still starting, then calls get a short grace), other quick calls get
+  the same grace, then the rest are abandoned (an admitted message stays admitted; the app never cancels
+  admitted work). Without such requests the server exits at once, even while the SDK is still being imported.
+  The death of the parent process ends it the same way, even while another process holds stdin open
+  (reliability-matrix M5 (c)). SIGTERM keeps its default action, so it ends the process at once (the kernel
+  closes its app connections, which ends their waits in the app); the server starts no child processes.
 """
 
 from __future__ import annotations
@@ -52,9 +59,10 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from wardian.mcp._frames import FrameError, JsonId, cancelled_request, decode_line, encode_message
 from wardian.mcp._front import Front, QuickCall, Route
@@ -64,9 +72,10 @@ from wardian.protocol.tools import MAX_MCP_FRAME_BYTES
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
 
-    from wardian.mcp._calls import Caller
+    from wardian.mcp._calls import Caller, WaitExchange
 
 log = logging.getLogger("wardian.mcp")
+T = TypeVar("T")
 
 # How long calls still running after stdin EOF may finish before the server exits anyway.
 EOF_GRACE_S = 0.5
@@ -76,9 +85,9 @@ QUICK_WORKERS = 4
 # Threads of the quick path for waits (`QuickCall.waits`: `wait_agent`, `receive_messages` with `timeout_ms`). A
 # wait may block up to MAX_WAIT_MS (60 s) on an app connection of its own, so waits get their own threads: they
 # never hold up a send, and never queue behind one another. A model's loop waits once at a time; a host running
-# tool calls in parallel adds a few, and a cancelled wait keeps its thread until its exchange ends. Eight cover
-# that with room to spare at ~1 idle thread each; a wait beyond them goes to the SDK, which runs it on anyio's
-# worker threads, rather than queue here behind a minute-long one.
+# tool calls in parallel adds a few (a cancelled wait's exchange is aborted, so its thread is free again at once).
+# Eight cover that with room to spare at ~1 idle thread each; a wait beyond them goes to the SDK, which runs it on
+# anyio's worker threads, rather than queue here behind a minute-long one.
 QUICK_WAIT_WORKERS = 8
 # How often the server checks that the process that started it is still alive (reliability-matrix M5 (c): exit
 # within ~2 s of the parent's death, grace included).
@@ -257,6 +266,77 @@ class _Outstanding:
             return self._unsettled.total()
 
 
+class _SdkWaits:
+    """The waits the SDK's handler runs on anyio's worker threads (shared by the SDK's loop, those threads and
+    `StdioServer.finish`): their exchanges, so that the end of stdin can abort them, and the threads they hold.
+
+    The handler aborts its wait's exchange itself when the SDK cancels it (the host's `notifications/cancelled`, or
+    the session's end), as anyio abandons the thread. At stdin EOF (or the parent's death) `abandon` aborts every
+    wait in flight, and any the SDK starts later, at once, each first taken off `_Outstanding` as if the host had
+    cancelled it: nothing waits for it, and its answer is dropped, as a quick wait's is.
+    """
+
+    def __init__(self, outstanding: _Outstanding | None) -> None:
+        self._lock = threading.Condition()  # notified whenever a thread leaves a wait
+        self._live: dict[int, tuple[JsonId | None, WaitExchange]] = {}
+        self._serials = itertools.count()
+        self._abandoned = False
+        self._outstanding = outstanding
+        self.threads = 0  # worker threads in a wait's exchange now, aborted ones included (diagnostics and tests)
+
+    @contextmanager
+    def track(self, request_id: JsonId | None) -> Iterator[WaitExchange]:
+        """The exchange of the wait `request_id` while the handler runs it (on the SDK's loop)."""
+        from wardian.mcp._calls import WaitExchange
+
+        exchange = WaitExchange()
+        with self._lock:
+            serial = next(self._serials)
+            self._live[serial] = (request_id, exchange)
+            abandoned = self._abandoned
+        if abandoned:
+            self._abandon(request_id, exchange)
+        try:
+            yield exchange
+        finally:
+            with self._lock:
+                del self._live[serial]
+
+    def run(self, request_id: JsonId | None, work: Callable[[], T]) -> T:
+        """Run `work`, the exchange of the wait `request_id`, on this worker thread (counted in `threads`)."""
+        with self._lock:
+            self.threads += 1
+        try:
+            return work()
+        finally:
+            with self._lock:
+                self.threads -= 1
+                self._lock.notify_all()
+                # Under the lock: logged before anything waiting for this count (the end of stdin) goes on.
+                log.debug("the wait thread of request %r is free again (SDK path: %d wait(s) running)", request_id,
+                          self.threads)
+
+    def abandon(self) -> None:
+        """Stdin ended: abort every wait in flight, and any started from now on."""
+        with self._lock:
+            self._abandoned = True
+            live = list(self._live.values())
+        for request_id, exchange in live:
+            self._abandon(request_id, exchange)
+        if live:
+            log.debug("stdin ended: aborted %d wait(s) on the SDK path", len(live))
+
+    def _abandon(self, request_id: JsonId | None, exchange: WaitExchange) -> None:
+        if request_id is not None and self._outstanding is not None:
+            self._outstanding.cancel(request_id)  # first: the answer the abort brings about is dropped
+        exchange.abort("the MCP server is exiting")
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        """Wait up to `timeout_s` until no worker thread is in a wait; whether none is."""
+        with self._lock:
+            return self._lock.wait_for(lambda: not self.threads, timeout_s)
+
+
 class _Inbox:
     """Messages for the SDK in arrival order: kept until its loop attaches, then sent into that loop.
 
@@ -305,8 +385,9 @@ class _Inbox:
         self.attached.set()
 
 
-def build_server(caller: Caller) -> Server[Any]:
-    """The SDK's low-level server of the seven tools, calling the app for `caller` (imports the SDK)."""
+def build_server(caller: Caller, waits: _SdkWaits | None = None) -> Server[Any]:
+    """The SDK's low-level server of the seven tools, calling the app for `caller` (imports the SDK); its waits are
+    tracked in `waits` (a private tracker when None)."""
     from functools import partial
 
     import anyio.to_thread
@@ -320,6 +401,7 @@ def build_server(caller: Caller) -> Server[Any]:
 
     listed = types.ListToolsResult(tools=[types.Tool.model_validate(t.definition(), by_name=False)
                                           for t in TOOLS])
+    tracked = waits if waits is not None else _SdkWaits(None)
 
     async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         return listed
@@ -328,8 +410,21 @@ def build_server(caller: Caller) -> Server[Any]:
         spec = TOOLS_BY_NAME.get(params.name)
         if spec is None:
             raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name[:80]!r}")
-        text, structured, is_error = await anyio.to_thread.run_sync(
-            partial(tool_outcome, caller, spec, params.arguments), abandon_on_cancel=True)
+        if spec.wait_argument is None:
+            text, structured, is_error = await anyio.to_thread.run_sync(
+                partial(tool_outcome, caller, spec, params.arguments), abandon_on_cancel=True)
+        else:
+            request_id = ctx.request_id
+            with tracked.track(request_id) as exchange:
+                try:
+                    text, structured, is_error = await anyio.to_thread.run_sync(
+                        partial(tracked.run, request_id, partial(tool_outcome, caller, spec, params.arguments,
+                                                                 exchange)), abandon_on_cancel=True)
+                except anyio.get_cancelled_exc_class():
+                    # The SDK cancelled this handler and anyio abandons its thread: end the thread's exchange now,
+                    # not when the app answers it (up to a minute later).
+                    exchange.abort("the host cancelled it")
+                    raise
         return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=structured,
                                     is_error=is_error)
 
@@ -338,7 +433,7 @@ def build_server(caller: Caller) -> Server[Any]:
 
 
 async def _serve_sdk(write: Callable[[bytes], None], get_caller: Callable[[], Caller], inbox: _Inbox,
-                     outstanding: _Outstanding, front: Front) -> None:
+                     outstanding: _Outstanding, front: Front, waits: _SdkWaits) -> None:
     """Run the SDK session on this thread's loop, fed by `inbox`, until stdin ends."""
     from functools import partial
 
@@ -353,7 +448,7 @@ async def _serve_sdk(write: Callable[[bytes], None], get_caller: Callable[[], Ca
     from pydantic import ValidationError
 
     caller = get_caller()
-    server = build_server(caller)
+    server = build_server(caller, waits)
     to_sdk: MemoryObjectSendStream[Any]
     from_host: MemoryObjectReceiveStream[Any]
     to_sdk, from_host = anyio.create_memory_object_stream[Any](0)
@@ -452,7 +547,7 @@ async def _serve_sdk(write: Callable[[bytes], None], get_caller: Callable[[], Ca
 
 
 def _run_sdk(write: Callable[[bytes], None], get_caller: Callable[[], Caller], inbox: _Inbox,
-             outstanding: _Outstanding, front: Front) -> None:
+             outstanding: _Outstanding, front: Front, waits: _SdkWaits) -> None:
     """The SDK thread: import the SDK and serve until stdin ends; on failure, requests get an error."""
     try:
         # The quick path's modules first (pydantic, the app client, ~0.1 s): a quick call then never waits for the
@@ -460,7 +555,7 @@ def _run_sdk(write: Callable[[bytes], None], get_caller: Callable[[], Caller], i
         get_caller()
         import anyio
 
-        anyio.run(_serve_sdk, write, get_caller, inbox, outstanding, front)
+        anyio.run(_serve_sdk, write, get_caller, inbox, outstanding, front, waits)
     except BaseException:
         log.exception("the MCP SDK server failed")
         inbox.fail()
@@ -485,15 +580,20 @@ class StdioServer:
         self._finished = False  # stdin ended (or the parent died): later lines are ignored
         # The quick path. `_quick_live` holds the calls started and neither answered nor cancelled; an answer is
         # written only by taking its call out of it, under `_quick_lock`, so a cancellation or the end of the EOF
-        # grace (which empty it) is processed wholly before or after any write.
+        # grace (which empty it) is processed wholly before or after any write. `_quick_exchanges` holds the
+        # exchanges of the waits among them whose thread has begun, which a cancellation aborts; a wait cancelled
+        # before its thread began never reaches the app.
         self._quick_lock = threading.Condition()
         self._quick_live: dict[int, QuickCall] = {}
+        self._quick_exchanges: dict[int, WaitExchange] = {}
         self._quick_serials = itertools.count()
         self._quick_pool: ThreadPoolExecutor | None = None
         self._wait_pool: ThreadPoolExecutor | None = None
         self._waits_running = 0  # threads of `_wait_pool` in use, those of cancelled waits included
+        self.sdk_waits = _SdkWaits(self.outstanding)
         self.sdk = threading.Thread(target=_run_sdk, name="wardian-mcp-sdk", daemon=True,
-                                    args=(write, self.caller, self.inbox, self.outstanding, self.front))
+                                    args=(write, self.caller, self.inbox, self.outstanding, self.front,
+                                          self.sdk_waits))
 
     def caller(self) -> Caller:
         """The managed caller and its pooled app connections, shared by the SDK's handler and the quick path."""
@@ -539,8 +639,15 @@ class StdioServer:
                     log.debug("%s waits for the SDK server to start", obj["method"])
             self.inbox.put(route.forward)  # a cancellation too: the SDK cancels its own handler of that request
 
+    def wait_threads(self) -> int:
+        """Threads held by waits now, on either path, those of cancelled waits included (diagnostics and tests)."""
+        with self._quick_lock:
+            quick = self._waits_running
+        return quick + self.sdk_waits.threads
+
     def finish(self) -> None:
-        """Stdin ended (or the parent died): requests handed to the SDK are still answered, then the SDK server stops.
+        """Stdin ended (or the parent died): waits are aborted at once, on either path, and never answered; other
+        requests handed to the SDK are still answered, then the SDK server stops.
 
         It waits for the SDK to start (if it is still importing) and then for its grace; with no such request,
         there is nothing to wait for. Quick calls get the same grace. A second call returns once the first is done.
@@ -549,8 +656,11 @@ class StdioServer:
             if self._finished:
                 return
             self._finished = True
+            self.sdk_waits.abandon()  # first: an abandoned wait no longer counts as outstanding
             self.inbox.put(None)
             self._finish_quick()
+            if not self.sdk_waits.wait_idle(EOF_GRACE_S):
+                log.debug("%d aborted wait(s) of the SDK path still hold a thread", self.sdk_waits.threads)
             if self.outstanding or self.inbox.attached.is_set():
                 self.sdk.join(SDK_START_TIMEOUT_S + 2 * EOF_GRACE_S if not self.inbox.attached.is_set()
                               else 2 * EOF_GRACE_S + 1)
@@ -565,8 +675,11 @@ class StdioServer:
             quick = [serial for serial, call in self._quick_live.items() if call.id == request_id]
             for serial in quick:
                 del self._quick_live[serial]
+            exchanges = [exchange for serial in quick if (exchange := self._quick_exchanges.pop(serial, None))]
             if quick:
                 self._quick_lock.notify_all()
+        for exchange in exchanges:
+            exchange.abort("the host cancelled it")  # a wait: its thread is free again at once
         sdk = self.outstanding.cancel(request_id)
         if quick or sdk:
             log.debug("the host cancelled request %r (%s)", request_id, "quick path" if quick else "SDK")
@@ -601,9 +714,23 @@ class StdioServer:
     def _run_quick(self, serial: int, call: QuickCall) -> None:
         try:
             try:
-                from wardian.mcp._calls import call_tool_result, tool_outcome
+                from wardian.mcp._calls import WaitExchange, call_tool_result, tool_outcome
 
-                data = call.answer(call_tool_result(*tool_outcome(self.caller(), call.spec, call.arguments)))
+                exchange = None
+                if call.waits:
+                    exchange = WaitExchange()
+                    with self._quick_lock:
+                        if serial not in self._quick_live:
+                            log.debug("request %r (%s) was cancelled before its wait began", call.id, call.spec.name)
+                            return
+                        self._quick_exchanges[serial] = exchange
+                try:
+                    outcome = tool_outcome(self.caller(), call.spec, call.arguments, exchange)
+                finally:
+                    if exchange is not None:
+                        with self._quick_lock:
+                            self._quick_exchanges.pop(serial, None)
+                data = call.answer(call_tool_result(*outcome))
             except Exception:
                 log.exception("the quick path failed for %s", call.spec.name)
                 data = encode_message({"jsonrpc": "2.0", "id": call.id, "error": {
@@ -622,12 +749,27 @@ class StdioServer:
             if call.waits:
                 with self._quick_lock:
                     self._waits_running -= 1
+                    self._quick_lock.notify_all()
+                    # Under the lock: logged before anything waiting for this count (the end of stdin) goes on.
+                    log.debug("the wait thread of request %r is free again (quick path: %d wait(s) running)", call.id,
+                              self._waits_running)
 
     def _finish_quick(self) -> None:
-        """Quick calls under way get the same grace as the SDK's, then the rest are abandoned: their answers (their
-        exchanges may end later) are dropped, and the pools are let go."""
+        """Quick waits are abandoned at once (their exchanges aborted, their answers dropped); other quick calls
+        under way get the same grace as the SDK's, then the rest are abandoned: their answers (their exchanges may
+        end later) are dropped, and the pools are let go."""
         with self._quick_lock:
-            self._quick_lock.wait_for(lambda: not self._quick_live, timeout=EOF_GRACE_S)
+            waits = [serial for serial, call in self._quick_live.items() if call.waits]
+            for serial in waits:
+                del self._quick_live[serial]
+            exchanges = [exchange for serial in waits if (exchange := self._quick_exchanges.pop(serial, None))]
+        for exchange in exchanges:
+            exchange.abort("the MCP server is exiting")
+        if waits:
+            log.debug("stdin ended: aborted %d wait(s) on the quick path", len(waits))
+        with self._quick_lock:
+            # The aborted waits' threads are free again within moments; the grace bounds that too.
+            self._quick_lock.wait_for(lambda: not self._quick_live and not self._waits_running, timeout=EOF_GRACE_S)
             if self._quick_live:
                 log.debug("abandoned %d quick call(s) still running at the end of the grace", len(self._quick_live))
             self._quick_live.clear()
