@@ -259,3 +259,40 @@ def test_a_lost_request_is_uncertain_after_a_lookup_that_finds_nothing(mixed_wor
     assert b"1 uncertain" in world.app.cli("agent", "list").stdout
     assert b"lookup found nothing" in world.app.cli("message", "log").stdout
     assert not any("lost" in t for r in script.requests for t in r.user_texts())
+
+
+def test_after_an_uncertain_delivery_the_agent_shows_the_loop_it_started_and_takes_the_next_task(
+        mixed_world: MixedWorld, tmp_path: Path) -> None:
+    """The prompt_async reached OpenCode and started a loop, but its answer was lost and no lookup could tell
+    (`drop_answer_blind`): the task is uncertain, and the runtime reads the session's real status at once, so the
+    agent shows `active` while that loop runs (not `idle` until some event happens by), no task is sent into the
+    running loop, and the next task is delivered once it ends."""
+    world = mixed_world
+    world.env["WARDIAN_OPENCODE"] = str(_lossy(tmp_path, "drop_answer_blind"))
+    world.restart_app()
+    _, lead, _ = world.agent("lead", start=False)
+    _, _, script = world.agent("worker")
+    hold = Hold("working", text="first answer")
+    script.add(hold, Message("second answer"))
+    first = world.app.call("task/followup", {"session": lead, "target": "worker", "message": "blind"})["request_id"]
+    hold.wait_started(120)
+    for _ in range(1200):
+        if world.app.call("request/show", {"id": first})["task"]["facts"]["state"] == "uncertain":
+            break
+        settle()
+    assert world.app.call("request/show", {"id": first})["task"]["facts"]["state"] == "uncertain"
+    shown = []
+    for _ in range(20):  # within a second of the uncertain mark: the status it read, not a guess
+        shown.append(next(a for a in world.app.call("agent/list")["agents"] if a["name"] == "worker")["status"])
+        if shown[-1] == "active":
+            break
+        settle()
+    assert shown[-1] == "active", shown
+    second = world.app.call("task/followup", {"session": lead, "target": "worker", "message": "next"})["request_id"]
+    assert world.app.call("request/show", {"id": second})["task"]["facts"]["state"] == "pending"  # waits for the loop
+    hold.release()
+    replies = records_for(world, lead)
+    assert [(r["request_id"], r["text"]) for r in replies] == [(second, "second answer")]
+    assert world.app.call("request/show", {"id": first})["task"]["facts"]["state"] == "uncertain"  # never resent
+    sent = [t for r in script.requests for t in r.user_texts() if "wardian_task_delivery" in t]
+    assert sum("blind" in t for t in set(sent)) == 1

@@ -65,6 +65,7 @@ REQUEST_TIMEOUT_S = 30.0
 # OpenCode may answer before the message is readable, so one 404 right away does not prove it never arrived.
 LOOKUP_PAUSES_S = (0.0, 0.25, 1.0, 3.0)
 SEEN_USER_MESSAGES = 1024  # user message ids remembered from /event, for lookups
+_UNKNOWN_ROOT = "unknown"  # the root of a loop seen busy before any of its user messages
 _LISTENING = "listening on "
 _ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _ids = itertools.count(1)
@@ -330,7 +331,7 @@ class OpenCodeRuntime:
             state = (props.get("status") or {}).get("type")
             if state == "busy" and self.active_turn_id is None:
                 # A loop we did not start (someone else's prompt): its root is the latest user message.
-                self._activate(self._last_user or "unknown")
+                self._activate(self._last_user or _UNKNOWN_ROOT)
             elif state == "idle":
                 self._idle_checks.set()
         elif kind == "session.idle" and props.get("sessionID") == self.thread_id:
@@ -368,7 +369,12 @@ class OpenCodeRuntime:
         if not answers:
             answers = await self._answers_of(root)
         if not answers:
-            return  # not started yet (an idle that preceded this loop's first step)
+            if root not in self._ours and self.active_turn_id == root:
+                # Not a loop of ours, and the session is idle with nothing answering it: whatever ran is over (its
+                # user message was never seen). Only our own loops wait for their answers: an idle may precede
+                # their first step.
+                self._deactivate()
+            return
         last = (await self._request("GET", f"/session/{self.thread_id}/message/{answers[-1]}")).json()
         if self.active_turn_id != root:
             return
@@ -409,11 +415,36 @@ class OpenCodeRuntime:
             self._ours.discard(mid)
             self._deactivate()
             raise errors.ProviderUnavailable(f"OpenCode did not take the task ({exc}); nothing was sent") from None
+        except errors.DeliveryUncertain:
+            self._ours.discard(mid)
+            self._deactivate()
+            # The message may have started a loop whose busy was already seen (while we counted the loop as ours):
+            # ask OpenCode now instead of waiting for an event that has come and gone.
+            await self._reread_status(mid)
+            raise
         except BaseException:
             self._ours.discard(mid)
             self._deactivate()
             raise
         return Started(mid, confirmed_by_lookup=lost)
+
+    async def _reread_status(self, mid: str) -> None:
+        """After an uncertain submission: the session's real state. Busy, a loop runs (the message's, or one the
+        message joined): the runtime is active until that loop's end is read, so no task is sent into it and the
+        next one goes once it ends. Never raises: a failed read leaves the state to the next event."""
+        try:
+            with anyio.fail_after(REQUEST_TIMEOUT_S):
+                status = (await self._request("GET", "/session/status")).json()
+        except (errors.WardianError, _NotSent, httpx2.HTTPError, ValueError, TimeoutError) as exc:
+            log.warning("%s: could not read the session's status after an uncertain delivery (%s)", self.spec.name,
+                        type(exc).__name__)
+            return
+        state = (status.get(self.thread_id) or {}).get("type") if isinstance(status, dict) else None
+        if state not in (None, "idle") and self.active_turn_id in (None, _UNKNOWN_ROOT):
+            # Most likely the loop this message started (a busy seen without its user message is rooted at no one):
+            # its end is read from the answers to it.
+            self._activate(mid)
+            self._idle_checks.set()  # an idle that came between the read and now is not missed
 
     async def _submit(self, path: str, body: dict[str, Any], mid: str, *, expect: int) -> str | None:
         """POST a message we named `mid`, which OpenCode then has. An answer lost or unexpected is settled by looking
