@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from wardian import errors
-from wardian.overrides import MAX_OVERRIDE_CHARS, Override, check_override, parse_override
+from wardian.overrides import MAX_OVERRIDE_CHARS, Override, ValueSyntax, check_override, parse_override
 from wardian.protocol.app import parse_params
 
 
@@ -39,3 +39,30 @@ def test_the_app_validates_overrides_with_the_same_parser() -> None:
     assert exc.value.field == "config"
     params = parse_params("agent/start", {"agent": "a", "config": ['projects."/w".trust_level="trusted"']})
     assert list(params.config) == ['projects."/w".trust_level="trusted"']  # type: ignore[attr-defined]
+
+
+def test_for_opencode_a_value_that_is_not_toml_is_json() -> None:
+    """OpenCode's config is JSON, so what its users paste is JSON: an object stays an object (previously it was
+    passed on as a string, and OpenCode refused its config)."""
+    got = parse_override('provider={"mock": {"npm": "@ai-sdk/openai-compatible", "models": {"m": {}}}}',
+                         ValueSyntax.TOML_OR_JSON)
+    assert got == Override(("provider",), {"mock": {"npm": "@ai-sdk/openai-compatible", "models": {"m": {}}}})
+    assert parse_override('x=["a", 1, true, null]', ValueSyntax.TOML_OR_JSON).value == ["a", 1, True, None]
+    assert parse_override("x=-1.5e3", ValueSyntax.TOML_OR_JSON).value == -1500.0
+    assert parse_override('x={ a = 1 }', ValueSyntax.TOML_OR_JSON).value == {"a": 1}  # TOML stays TOML
+    assert parse_override('x="text"', ValueSyntax.TOML_OR_JSON).value == "text"
+
+
+@pytest.mark.parametrize("raw", ["gpt-4", "not toml at all", "{'single': 1}", "NaN", "[1,", ""])
+def test_for_opencode_a_value_that_is_neither_toml_nor_json_is_refused_naming_the_key(raw: str) -> None:
+    with pytest.raises(errors.InvalidArguments) as exc:
+        parse_override(f"provider.x.options.baseURL={raw}", ValueSyntax.TOML_OR_JSON)
+    assert exc.value.field == "config"
+    assert "provider.x.options.baseURL" in exc.value.message
+    assert "TOML" in (exc.value.allowed or "")
+    assert "JSON" in (exc.value.allowed or "")
+
+
+def test_for_codex_a_value_that_is_not_toml_stays_a_string_as_codex_takes_it() -> None:
+    assert parse_override("model=gpt-4").value == "gpt-4"
+    assert parse_override('provider={"a": 1}').value == '{"a": 1}'  # `codex -c` does the same

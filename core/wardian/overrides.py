@@ -2,15 +2,22 @@
 
 An override is `key.path=VALUE`, the way `codex -c` reads it: a dotted key whose segments are bare
 (`A-Z a-z 0-9 _ -`) or double-quoted (`projects."/srv/ws".trust_level`), then `=`, then a TOML value (`"o4-mini"`,
-`true`, `[1, 2]`, `{ a = 1 }`); a value that is not TOML is taken as a literal string. Each provider applies the
-parsed path and value to its own configuration (Codex: `-c` and config.toml; other providers: their config file).
+`true`, `[1, 2]`, `{ a = 1 }`). Each provider applies the parsed path and value to its own configuration (Codex: `-c`
+and config.toml; other providers: their config file), and says what a value that is not TOML means
+(`ValueSyntax`):
+- `TOML_OR_STRING` (Codex): a literal string, exactly as `codex -c` takes it (`-c model=o3`).
+- `TOML_OR_JSON` (OpenCode, whose own config is JSON): a JSON value (`-c 'provider={"mock": {"npm": "…"}}'`), and
+  anything that is neither TOML nor JSON is refused, naming the key and both syntaxes, so an object is never
+  passed on as a string.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from wardian import errors
@@ -19,6 +26,17 @@ MAX_OVERRIDES = 64
 MAX_OVERRIDE_CHARS = 4096
 _BARE = re.compile(r"[A-Za-z0-9_-]+")
 _ALLOWED = "key=value, where key is a dotted config path and value is TOML (as `codex -c`)"
+
+
+class ValueSyntax(Enum):
+    """What a provider takes a `-c` value that is not TOML for."""
+
+    TOML_OR_STRING = "toml_or_string"
+    TOML_OR_JSON = "toml_or_json"
+
+
+_ALLOWED_VALUE = ("a TOML value (\"text\", 5, true, [1, 2], { a = 1 }) or a JSON value (\"text\", 5, true, [1, 2], "
+                  "{\"a\": 1}); quote text")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,11 +72,12 @@ def _key_path(key: str) -> list[str] | None:
         i += 1
 
 
-def parse_override(text: str) -> Override:
+def parse_override(text: str, syntax: ValueSyntax = ValueSyntax.TOML_OR_STRING) -> Override:
     """`key.path="value"` -> Override(("key", "path"), "value").
 
     Raises:
-        InvalidArguments: too long, no `=`, or a key that is not a dotted path.
+        InvalidArguments: too long, no `=`, a key that is not a dotted path, or (`TOML_OR_JSON`) a value that is
+            neither TOML nor JSON.
     """
     if len(text) > MAX_OVERRIDE_CHARS:
         raise errors.InvalidArguments(f"config override is longer than {MAX_OVERRIDE_CHARS} characters",
@@ -71,11 +90,24 @@ def parse_override(text: str) -> Override:
     try:
         value: Any = tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
-        value = raw
+        value = raw if syntax is ValueSyntax.TOML_OR_STRING else _json_value(".".join(path), raw)
     return Override(tuple(path), value)
 
 
-def check_override(text: str) -> str:
+def _json_value(key: str, raw: str) -> Any:
+    try:
+        return json.loads(raw, parse_constant=_no_constant)
+    except ValueError:
+        raise errors.InvalidArguments(
+            f"the value of {key[:80]} is neither TOML nor JSON: {raw[:80]!r}", field="config",
+            allowed=_ALLOWED_VALUE, key=key[:200]) from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def check_override(text: str, syntax: ValueSyntax = ValueSyntax.TOML_OR_STRING) -> str:
     """`text`, once it parses (the app's validation of `-c`). Raises: InvalidArguments."""
-    parse_override(text)
+    parse_override(text, syntax)
     return text

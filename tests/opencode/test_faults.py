@@ -3,6 +3,7 @@ fault is one the real binary cannot show on demand (an old version): there a sta
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -296,3 +297,37 @@ def test_after_an_uncertain_delivery_the_agent_shows_the_loop_it_started_and_tak
     assert world.app.call("request/show", {"id": first})["task"]["facts"]["state"] == "uncertain"  # never resent
     sent = [t for r in script.requests for t in r.user_texts() if "wardian_task_delivery" in t]
     assert sum("blind" in t for t in set(sent)) == 1
+
+
+def test_a_json_provider_block_reaches_opencode_as_an_object_and_the_agent_works(mixed_world: MixedWorld) -> None:
+    """`-c provider={...}` in JSON (what OpenCode users write: opencode.json is JSON) is written into the agent's
+    opencode.json as an object, and the agent answers a task through it. Previously the object was passed on as a
+    string, OpenCode refused its config and the start failed ("opencode serve exited (1) before it listened")."""
+    world = mixed_world
+    _, lead, _ = world.agent("lead", start=False)
+    agent, _, script = world.agent("worker", start=False)
+    block = {"scripted": {"npm": "@ai-sdk/openai-compatible", "name": "Scripted model",
+                          "options": {"baseURL": script.base_url, "apiKey": "wardian-scripted-model-dummy-key"},
+                          "models": {"model": {"tool_call": True}}}}
+    started = world.app.cli("agent", "start", "worker", "-c", f"provider={json.dumps(block)}",
+                            "-c", 'model="scripted/model"', "-c", 'small_model="scripted/model"')
+    assert started.returncode == 0, started.stderr
+    config = world.app.home.agent_dir(agent["uuid"]) / "opencode" / "config" / "opencode" / "opencode.json"
+    assert json.loads(config.read_text(encoding="utf-8"))["provider"] == block
+    script.add(Message("through the JSON block"))
+    rid = world.app.call("task/followup", {"session": lead, "target": "worker", "message": "hello"})["request_id"]
+    assert [(r["request_id"], r["text"]) for r in records_for(world, lead)] == [(rid, "through the JSON block")]
+
+
+def test_an_opencode_value_that_is_neither_toml_nor_json_is_refused_and_nothing_is_saved(
+        mixed_world: MixedWorld) -> None:
+    """Exit 2 naming the key and both syntaxes; the agent's saved settings and status are what they were."""
+    world = mixed_world
+    world.agent("worker", start=False)
+    before = world.app.call("agent/list")
+    refused = world.app.cli("agent", "start", "worker", "-c", "model=scripted/model")
+    assert refused.returncode == 2, refused.stderr
+    assert b"invalid_arguments" in refused.stderr
+    for word in (b"model", b"TOML", b"JSON"):
+        assert word in refused.stderr
+    assert world.app.call("agent/list") == before

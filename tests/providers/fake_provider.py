@@ -20,6 +20,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from wardian import errors
 from wardian.model import AgentStatus, Interaction
+from wardian.overrides import ValueSyntax
 from wardian.providers.base import (
     Capabilities,
     LaunchSpec,
@@ -131,6 +132,7 @@ class FakeRuntime:
 class FakeProvider:
     name: str = "fake"
     capabilities: Capabilities = FAKE_CAPABILITIES
+    settings_syntax: ValueSyntax = ValueSyntax.TOML_OR_STRING
     runtimes: list[FakeRuntime] = field(default_factory=list)
 
     async def probe(self) -> ProviderInfo:

@@ -32,6 +32,7 @@ from wardian.app.writer import StoreWriter
 from wardian.faults import crashpoint
 from wardian.home import Home
 from wardian.model import AgentStatus, ClaimKind, ManagedAgent, PendingTask
+from wardian.overrides import check_override
 from wardian.providers import PROVIDERS, Capabilities, LaunchSpec, Provider, ProviderRuntime, StateChange, TaskDelivery
 from wardian.providers.base import ProviderInfo, TurnOutcome
 from wardian.store.api import InterruptAnnounced, RecordAnnounced, Resynced, StoreEvent
@@ -121,6 +122,8 @@ class Runtime:
             caps = None  # the launch below reports it (and marks the agent errored)
         if caps is not None:
             self._check_launch(provider.name, caps, mode, approve_tools)
+        for override in overrides:
+            check_override(override, provider.settings_syntax)  # each provider's value syntax, before any is saved
         await self.writer.call(lambda s: s.set_desired(agent_id, "on", mode, list(overrides)))
         agent = await self.writer.call(lambda s: s.managed_agent(agent_id))
         existing = self.owners.get(agent.uuid)

@@ -29,6 +29,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 from wardian.home import Home
 from wardian.model import AgentStatus, Interaction, Party
+from wardian.overrides import ValueSyntax
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +196,9 @@ class Provider(Protocol):
     """One kind of agent (`codex`, ...)."""
 
     name: str
+    settings_syntax: ValueSyntax
+    """What a `-c key=value` value that is not TOML means for this provider (`wardian.overrides`); the app checks
+    every setting with it before it saves or applies any."""
 
     async def probe(self) -> ProviderInfo:
         """Find the executable and check its version. Raises: Unsupported (missing or not eligible)."""

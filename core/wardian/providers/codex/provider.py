@@ -15,6 +15,7 @@ from pathlib import Path
 import anyio
 
 from wardian import errors
+from wardian.overrides import ValueSyntax
 from wardian.providers.base import LaunchSpec, ProviderInfo
 from wardian.providers.codex import projection
 from wardian.providers.codex.compat import capabilities, parse_codex_version
@@ -51,6 +52,7 @@ def codex_home_of(agent_dir: Path) -> Path:
 
 class CodexProvider:
     name = "codex"
+    settings_syntax = ValueSyntax.TOML_OR_STRING  # `codex -c` takes a value that is not TOML as a string
 
     async def probe(self) -> ProviderInfo:
         codex = resolve_codex()

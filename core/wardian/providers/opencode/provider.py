@@ -20,6 +20,7 @@ from pathlib import Path
 import anyio
 
 from wardian import errors
+from wardian.overrides import ValueSyntax
 from wardian.providers.base import LaunchSpec, ProviderInfo
 from wardian.providers.mcp_command import write_private
 from wardian.providers.opencode import registration, settings
@@ -78,6 +79,7 @@ def config_dir_of(agent_dir: Path) -> Path:
 
 class OpenCodeProvider:
     name = "opencode"
+    settings_syntax = ValueSyntax.TOML_OR_JSON  # opencode.json is JSON: what people paste is JSON
 
     async def probe(self) -> ProviderInfo:
         opencode = resolve_opencode()

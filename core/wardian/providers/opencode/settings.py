@@ -1,10 +1,11 @@
 """An OpenCode agent's `-c key=value` settings, written into its private `opencode.json` and undone at the next start.
 
 `wardian agent start NAME -c model="wardian/scripted" -c provider.wardian.options.baseURL="http://…"` sets keys of
-the agent's own config (kept with the agent, like Codex's `-c`, and applied at each start). A journal beside the
-config records what each key held before; the next start restores it first, so a setting removed from the agent's
-`-c` list does not stay merely because an earlier start wrote it, and a value the person edited since keeps their
-edit (the rules of Codex's attached-mode projection, `wardian.providers.codex.projection`).
+the agent's own config, kept with the agent (like Codex's `-c`) and applied at each start; a value is TOML, else JSON
+(`-c 'provider={"wardian": {…}}'`, `wardian.overrides`), else refused. A journal beside the config records what each
+key held before; the next start restores it first, so a setting removed from the agent's `-c` list does not stay
+merely because an earlier start wrote it, and a value the person edited since keeps their edit (the rules of Codex's
+attached-mode projection, `wardian.providers.codex.projection`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from wardian import errors
-from wardian.overrides import parse_override
+from wardian.overrides import ValueSyntax, parse_override
 from wardian.providers.mcp_command import write_private
 from wardian.providers.opencode import jsonc
 from wardian.providers.opencode.registration import config_file, read_config
@@ -41,7 +42,7 @@ def apply(config_dir: Path, overrides: list[str]) -> None:
     Raises:
         InvalidArguments: an override is malformed, or the config is not JSONC (nothing was changed).
     """
-    parsed = [parse_override(o) for o in overrides]  # all checked before anything changes
+    parsed = [parse_override(o, ValueSyntax.TOML_OR_JSON) for o in overrides]  # all checked before anything changes
     restore(config_dir)
     if not parsed:
         return
