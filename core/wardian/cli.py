@@ -351,8 +351,13 @@ def cmd_agent_list(args: argparse.Namespace) -> int:
 def cmd_agent_start(args: argparse.Namespace) -> int:
     from wardian.protocol.tools import parse_tool_names
 
-    params = {"agent": args.name, "mode": args.mode, "config": list(args.config),
-              "approve_tools": list(parse_tool_names(args.approve_tools))}
+    params: dict[str, Any] = {"agent": args.name, "approve_tools": list(parse_tool_names(args.approve_tools))}
+    if args.mode is not None:
+        params["mode"] = args.mode
+    if args.config is not None:
+        params["config"] = list(args.config)
+    if args.reset_settings:
+        params["reset_settings"] = True
     with _client(args) as client:
         # Codex may index a long history before the conversation is ready: no short deadline here.
         result = client.call("agent/start", params, timeout_s=args.timeout)
@@ -558,6 +563,9 @@ def _print_story(s: dict[str, Any]) -> None:
         _out(f"  requester  {_party(task['requester'])}")
         if f["claimed_by"]:
             _out(f"  claimed    by {f['claimed_by']} at {_when(f['claimed_at'])} (generation {f['claim_generation']})")
+        if task.get("rejections"):
+            _out(f"  rejected   {task['rejections']} time(s) by the provider, nothing accepted, then offered again "
+                 f"(last: {task['rejection_note']})")
         if f["submitted_at"]:
             msg = f", provider message {task['provider_message_id']}" if task["provider_message_id"] else ""
             _out(f"  submitted  {_when(f['submitted_at'])} thread {f['thread_id']} turn {f['turn_id']}{msg}")
@@ -686,10 +694,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub(agent, "start", cmd_agent_start,
             "start the agent's provider runtime (Codex app-server, opencode serve) and its conversation")
     p.add_argument("name", help="agent name or UUID")
-    p.add_argument("--mode", choices=("background", "attached"), default="background")
-    p.add_argument("-c", "--config", action="append", default=[], metavar="KEY=VALUE",
-                   help="a launch setting: for Codex exactly as `codex -c` takes it (TOML value); for OpenCode a "
-                   "key of the agent's opencode.json (dotted path, TOML value); repeatable")
+    p.add_argument("--mode", choices=("background", "attached"), default=None,
+                   help="default: the mode of the agent's last start, else background")
+    p.add_argument("-c", "--config", action="append", default=None, metavar="KEY=VALUE",
+                   help="a launch setting: for Codex exactly as `codex -c` takes it (TOML value, else a string); for "
+                   "OpenCode a key of the agent's opencode.json (dotted path, TOML or JSON value); repeatable. Given, "
+                   "they replace the agent's saved settings; left out, the saved ones are used")
+    p.add_argument("--reset-settings", dest="reset_settings", action="store_true",
+                   help="forget the agent's saved -c settings and start without any")
     p.add_argument("--approve-tools", dest="approve_tools", default=None, metavar="TOOL,...",
                    help="grant approval_mode = \"approve\" to these wardian tools in the agent's private home")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for the conversation")

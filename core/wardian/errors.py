@@ -10,7 +10,8 @@ WardianError                      code: a stable snake_case string; delivery: wh
 │   ├── UnknownRequest, NotATask, NotRecipient, AlreadyCompleted
 │   ├── MissingSession, UnknownSession, SessionHomeMismatch, Unauthenticated, StaleSession
 │   ├── NotActive, Unsupported, RetiredOperation, InvalidAgentName, UnknownAgent
-├── Rejected                      definitely not admitted; the app may offer the work again (StaleTurn, ...)
+├── Rejected                      definitely not admitted; the app may offer the work again (StaleTurn,
+│                                 ConversationGone, ProviderRefused, ProviderUnavailable, ...)
 ├── DeliveryUncertain             the outcome is unknown: never replay (delivery: uncertain)
 ├── ProviderError                 the provider answered with an error (AppServerError)
 ├── TransportError                failed before any byte of the request was written (delivery: not_admitted)
@@ -229,6 +230,26 @@ class ProviderUnavailable(Rejected):
     """The provider connection failed before the request was written: certainly not admitted."""
 
     code = "provider_unavailable"
+
+
+class ConversationGone(Rejected):
+    """The provider has no such conversation (any more): nothing was accepted. The provider has replaced it with a
+    fresh one by the time this is raised, so the work can be offered again there."""
+
+    code = "conversation_gone"
+
+
+class ProviderBusy(Rejected):
+    """The provider refused the request because it is overloaded, before accepting anything: offer it again shortly."""
+
+    code = "provider_busy"
+
+
+class ProviderRefused(Rejected):
+    """The provider refused the request as it was made (invalid for it) before accepting anything: certainly not
+    admitted, and offering the same request again cannot help."""
+
+    code = "provider_refused"
 
 
 # --- outcome unknown: never replay -----------------------------------------------------------------------

@@ -242,6 +242,10 @@ class ManagedAgent:
     overrides: tuple[str, ...]
     generation: int
     thread_id: str | None
+    previous_thread_id: str | None = None
+    """The conversation `thread_id` replaced, when one could not be resumed (its provider no longer had it)."""
+    thread_replaced_at: int | None = None
+    thread_replaced_reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,6 +291,8 @@ class TaskStory:
     outcome_status: ReplyStatus | None  # terminal evidence captured from the provider turn
     outcome_at: int | None
     lookup_note: str | None = None  # why the provider's answer was lost, when a lookup then found the message
+    rejections: int = 0  # submissions the provider definitely refused (nothing accepted; offered again each time)
+    rejection_note: str | None = None  # the provider's words for the last of them
 
 
 @dataclass(frozen=True, slots=True)

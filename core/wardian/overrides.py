@@ -107,6 +107,51 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON value")
 
 
+# A setting whose key (any segment of its dotted path, or a key inside its value) contains one of these is shown
+# masked wherever the app lists settings: `agent list --json` and the console.
+SECRET_KEY_PARTS = ("key", "token", "secret", "password")
+MASK = "********"
+
+
+def _secret(key: str) -> bool:
+    lowered = key.lower()
+    return any(part in lowered for part in SECRET_KEY_PARTS)
+
+
+def _mask_value(value: Any) -> tuple[Any, bool]:
+    if isinstance(value, dict):
+        masked, changed = {}, False
+        for k, v in value.items():
+            if _secret(str(k)):
+                masked[k], changed = MASK, True
+            else:
+                masked[k], inner = _mask_value(v)
+                changed = changed or inner
+        return masked, changed
+    if isinstance(value, list):
+        items = [_mask_value(v) for v in value]
+        return [v for v, _ in items], any(c for _, c in items)
+    return value, False
+
+
+def masked_setting(text: str) -> str:
+    """A saved `-c` setting as the operator is shown it: the value of a key that looks like a secret (`*key*`,
+    `*token*`, `*secret*`, `*password*`, case-insensitive), at any depth of its value, replaced by `********`; a
+    setting with nothing to hide is shown as it was given."""
+    key = text.partition("=")[0]
+    path = _key_path(key)
+    if path is None:
+        return text
+    if any(_secret(segment) for segment in path):
+        return f"{key.strip()}={MASK}"
+    try:
+        value = parse_override(text, ValueSyntax.TOML_OR_JSON).value
+    except errors.InvalidArguments:
+        return text  # a plain string (Codex's fallback): nothing inside it is keyed
+    shown, changed = _mask_value(value)
+    return f"{key.strip()}={json.dumps(shown, ensure_ascii=False, default=str)}" if changed else text
+
+
 def check_override(text: str, syntax: ValueSyntax = ValueSyntax.TOML_OR_STRING) -> str:
     """`text`, once it parses (the app's validation of `-c`). Raises: InvalidArguments."""
     parse_override(text, syntax)

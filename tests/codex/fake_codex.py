@@ -8,7 +8,12 @@ lines (codex-offline.md §3, `wardian.providers.codex.app_server`). Stdlib only;
 - `start`: `complete` (answer, then turn/started, the final answer "fake answer" and turn/completed at once),
   `hold` (answer and keep the turn active), `hold_first` (hold the process's first turn, complete later ones),
   `error` (an unknown JSON-RPC error: nothing says whether it was admitted), `lost_ack` (read and log the
-  request, then exit without answering) or `die` (answer, turn/started, then exit while the turn runs).
+  request, then exit without answering), `die` (answer, turn/started, then exit while the turn runs),
+  `gone_first` (Codex's "thread not found: ID" for every turn/start on the first thread; a thread/start makes a
+  new thread, whose turns complete), `refused` (Codex's "Invalid request: …" for every turn/start) or
+  `declined_first` (the first turn/start is declined by Core, "failed to submit turn input: NotIdle", -32603; later
+  ones complete) or `overloaded_first` (the first turn/start gets the transport's "Server overloaded; retry
+  later.", -32001; later ones complete).
 - `steer`: `accept` (only while the expected turn is the active one, else Codex's stale-turn error, as the real
   server does), `stale` (end the active turn, then answer with the stale-turn error) or `error` (an unknown
   error while the expected turn is active).
@@ -42,6 +47,11 @@ SCENARIOS: dict[str, dict[str, str]] = {
     "die_mid_turn": {"start": "die"},  # the first turn/start is accepted, then the app-server dies
     # The first turn stays active; a steer ends it and is answered with the stale-turn error; later turns complete.
     "stale_steer": {"start": "hold_first", "steer": "stale"},
+    # The thread the app resumes is not one this Codex has (as for a thread that never had a turn, after a restart).
+    "thread_gone": {"start": "gone_first"},
+    "refused": {"start": "refused"},
+    "declined_first": {"start": "declined_first"},
+    "overloaded_first": {"start": "overloaded_first"},
 }
 
 
@@ -92,6 +102,9 @@ class Server:
     def __init__(self, version: str) -> None:
         self.version = version
         self.thread = f"thr-{os.getpid()}"
+        self.threads = 0
+        self.first_thread: str | None = None
+        self.declined = False
         self.active: str | None = None
         self.turns = 0
 
@@ -119,7 +132,12 @@ class Server:
             send({"id": id_, "result": {"userAgent": f"{client}/{self.version} (fake)",
                                         "codexHome": os.environ.get("CODEX_HOME", ""), "platformFamily": "unix"}})
         elif method in ("thread/start", "thread/resume"):
-            self.thread = params.get("threadId") or self.thread
+            if method == "thread/start":
+                self.threads += 1
+                self.thread = f"thr-{os.getpid()}-{self.threads}"
+            else:
+                self.thread = params.get("threadId") or self.thread
+            self.first_thread = self.first_thread or self.thread
             send({"id": id_, "result": {"thread": {"id": self.thread, "status": {"type": "idle"}}}})
         elif method == "turn/start":
             self.turn_start(id_, params)
@@ -142,6 +160,21 @@ class Server:
             ledger("turn/start", params, "error", None)
             send({"id": id_, "error": UNKNOWN_FAILURE})
             return
+        if mode == "gone_first" and params.get("threadId") == self.first_thread:
+            ledger("turn/start", params, "gone", None)
+            send({"id": id_, "error": {"code": -32600, "message": f"thread not found: {params.get('threadId')}"}})
+            return
+        if mode in ("declined_first", "overloaded_first") and not self.declined:
+            self.declined = True
+            ledger("turn/start", params, "declined", None)
+            send({"id": id_, "error": {"code": -32603, "message": "failed to submit turn input: NotIdle"}
+                  if mode == "declined_first" else {"code": -32001, "message": "Server overloaded; retry later."}})
+            return
+        if mode == "refused":
+            ledger("turn/start", params, "refused", None)
+            send({"id": id_, "error": {"code": -32600, "message": "Invalid request: unknown variant `bogus`, "
+                                                                  "expected one of `text`, `image`"}})
+            return
         self.turns += 1
         turn = f"turn-{os.getpid()}-{self.turns}"
         ledger("turn/start", params, "ok", turn)
@@ -150,7 +183,8 @@ class Server:
         send({"method": "turn/started", "params": {"threadId": self.thread, "turn": {"id": turn}}})
         if mode == "die":
             exit_now()
-        if mode == "complete" or (mode == "hold_first" and self.turns > 1):
+        completes = ("complete", "gone_first", "declined_first", "overloaded_first")
+        if mode in completes or (mode == "hold_first" and self.turns > 1):
             self.complete(turn)
 
     def turn_steer(self, id_: int, params: dict) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import AppHandle, AppProcess, short_home, stop_app
-from tests.console.conftest import ConsoleApp
+from tests.console.conftest import ConsoleApp, ConsoleWorld
 from tests.test_structure import imports_of
 from wardian import errors
 from wardian.app.spawn import start_app as spawn_app
@@ -219,3 +219,21 @@ def test_the_console_reaches_the_app_only_through_its_method_table() -> None:
         text = path.read_text(encoding="utf-8")
         top = [line for line in text.splitlines() if line.startswith(("import ", "from "))]
         assert not [line for line in top if "wardian.console" in line], path.name
+
+
+def test_the_agents_page_shows_a_replaced_conversation(console_world: ConsoleWorld) -> None:
+    """An agent stopped before its first turn gets a fresh thread at its next start; the console's agents page shows
+    the conversation it has now and the one it replaced, with Codex's reason."""
+    world = console_world
+    agent, _, _ = world.agent("bob")
+    first = world.app.call("agent/list")["managed"][agent["uuid"]]["thread_id"]
+    world.app.call("agent/stop", {"agent": "bob"})
+    world.app.call("agent/start", {"agent": "bob"}, timeout_s=300)
+    now = world.app.call("agent/list")["managed"][agent["uuid"]]["thread_id"]
+    assert now != first
+    cookie = world.web.login_cookie()
+    status, _, body = world.web.http("GET", "/agents", {"Cookie": cookie})
+    assert status == 200
+    assert f'data-thread="{now}"'.encode() in body
+    assert f'data-replaced="{first}"'.encode() in body
+    assert b"no rollout found" in body

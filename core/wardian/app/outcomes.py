@@ -40,6 +40,12 @@ def start_failure_notice(agent_name: str, code: str, message: str) -> str:
     return f"Wardian: agent {agent_name} could not be started for this task ({code}: {message})"
 
 
+def refused_notice(agent_name: str, code: str, message: str) -> str:
+    """The text of the `failed` notice a task gets when its agent's provider refused it before accepting anything."""
+    return (f"Wardian: the provider of agent {agent_name} refused this task before accepting any of it ({code}: "
+            f"{message}); it was not delivered, and offering it again unchanged would be refused too.")
+
+
 # Why a delivery is uncertain, as `wardian message show` tells the operator (never resent; check, then decide).
 RESTART_LOST = "the app stopped before this task's turn was seen to end (or before its submission was acknowledged)"
 PUSH_INTERRUPTED = "the app stopped while pushing this record into its recipient's conversation"

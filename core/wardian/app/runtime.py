@@ -34,13 +34,17 @@ from wardian.home import Home
 from wardian.model import AgentStatus, ClaimKind, ManagedAgent, PendingTask
 from wardian.overrides import check_override
 from wardian.providers import PROVIDERS, Capabilities, LaunchSpec, Provider, ProviderRuntime, StateChange, TaskDelivery
-from wardian.providers.base import ProviderInfo, TurnOutcome
+from wardian.providers.base import ConversationReplaced, ProviderInfo, TurnOutcome
 from wardian.store.api import InterruptAnnounced, RecordAnnounced, Resynced, StoreEvent
 
 log = logging.getLogger("wardian.app.runtime")
 
 MAX_DISPATCH_ROUNDS = 20
+# How often one task may meet a gone conversation (each time replaced by a fresh one) before the app stops offering it
+# and answers it with a `failed` notice instead: a provider that keeps losing fresh conversations is broken.
+MAX_CONVERSATION_REJECTIONS = 3
 PUSH_TIMEOUT_S = 10.0
+BUSY_PAUSE_S = 0.5  # after an overloaded provider refused a submission, before it is offered the task again
 STALE_SETTLE_S = 2.0  # after a stale-turn rejection, how long to wait for that turn's end before trying again
 STOP_TIMEOUT_S = 15.0
 
@@ -57,6 +61,7 @@ class _Handle:
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     done: anyio.Event = field(default_factory=anyio.Event)
     lost: list[str] = field(default_factory=list)  # request ids made uncertain when this runtime ended
+    gone: dict[str, int] = field(default_factory=dict)  # request id -> how often its conversation was gone
     # Records admitted while a turn ran, for a provider that cannot push then: pushed at idle unless received.
     deferred: list[str] = field(default_factory=list)
 
@@ -304,7 +309,12 @@ class Runtime:
 
     async def _observe_each(self, handle: _Handle) -> None:
         async for event in handle.runtime.events:
-            if isinstance(event, StateChange):
+            if isinstance(event, ConversationReplaced):
+                await self.writer.call(lambda s, e=event: s.replace_thread(
+                    handle.agent_id, handle.generation, e.previous, e.current, e.reason))
+                log.warning("agent %s: conversation %s could not be used (%s); it is now %s", handle.name,
+                            event.previous, event.reason, event.current)
+            elif isinstance(event, StateChange):
                 await self.writer.call(lambda s, e=event: s.observe(
                     handle.agent_id, handle.generation, e.status, thread_id=e.thread_id,
                     active_turn_id=e.active_turn_id))
@@ -374,6 +384,15 @@ class Runtime:
             if published is not None and published.record_id is not None:
                 await self.deliver(published.requester_uuid, published.record_id, published.pushing)
 
+    async def _fail_refused(self, handle: _Handle, rid: str, exc: errors.WardianError) -> None:
+        """A definite failure before submission (the provider accepted nothing, and would refuse again): one
+        correlated `failed` notice from Wardian, committed together with the task's failure (seed)."""
+        text = outcomes.refused_notice(handle.name, exc.code, exc.message)
+        published = await self.writer.call(lambda s: s.fail_task(rid, handle.generation, text, self.can_push))
+        log.warning("task %s: refused by the provider (%s); answered with a failed notice", rid, exc.code)
+        if published is not None and published.record_id is not None:
+            await self.deliver(published.requester_uuid, published.record_id, published.pushing)
+
     async def _dispatcher(self, handle: _Handle) -> None:
         while True:
             await handle.kick.wait()
@@ -433,6 +452,27 @@ class Runtime:
             await self.writer.call(lambda s: s.release_claim(rid, handle.generation))
             log.info("task %s: stale turn %s, claim released", rid, active)
             return "stale"
+        except errors.ConversationGone as exc:
+            # Nothing was accepted, and the provider already has a fresh conversation: offer the task again there.
+            note = exc.message
+            await self.writer.call(lambda s: s.release_claim(rid, handle.generation, rejection=note))
+            handle.gone[rid] = handle.gone.get(rid, 0) + 1
+            log.warning("task %s: %s; claim released, offered again", rid, exc.message)
+            if handle.gone[rid] < MAX_CONVERSATION_REJECTIONS:
+                return "stale"
+            await self._fail_refused(handle, rid, exc)
+            return "refused"
+        except errors.ProviderBusy as exc:
+            await self.writer.call(lambda s: s.release_claim(rid, handle.generation))
+            log.info("task %s: %s; claim released, offered again shortly", rid, exc.message)
+            await anyio.sleep(BUSY_PAUSE_S)
+            return "stale"
+        except errors.ProviderRefused as exc:
+            # Nothing was accepted, and the same request would be refused again: the task gets its answer now.
+            note = exc.message
+            await self.writer.call(lambda s: s.release_claim(rid, handle.generation, rejection=note))
+            await self._fail_refused(handle, rid, exc)
+            return "refused"
         except errors.Rejected as exc:
             await self.writer.call(lambda s: s.release_claim(rid, handle.generation))
             log.info("task %s: not admitted (%s), claim released", rid, exc.code)

@@ -300,15 +300,20 @@ class AppService:
 
     async def start_agent(self, p: proto.AgentStartParams) -> proto.AgentStartResult:
         runtime = self._runtime()
-        if p.keep_settings and (p.config or "mode" in p.model_fields_set):
+        if p.keep_settings and (p.config is not None or p.mode is not None or p.reset_settings):
             raise errors.InvalidArguments("keep_settings starts the agent with its saved mode and config; give "
-                                          "neither with it", field="keep_settings",
+                                          "neither, nor reset_settings, with it", field="keep_settings",
                                           allowed="keep_settings alone, or mode and config without it")
+        if p.reset_settings and p.config is not None:
+            raise errors.InvalidArguments("reset_settings starts the agent without any -c setting; to replace the "
+                                          "saved settings give config alone", field="reset_settings",
+                                          allowed="reset_settings, or config, not both")
         agent = await self.writer.call(lambda s: s.resolve_agent(p.agent))
-        mode, config = p.mode, list(p.config)
-        if p.keep_settings:
-            saved = await self.writer.call(lambda s: s.managed_agent(agent.id))
-            mode, config = saved.mode or "background", list(saved.overrides)
+        # A plain start keeps what the last start was given: its mode and its -c settings (the agent's settings
+        # travel with it, as a service's do in `docker compose`); `config` replaces them, `reset_settings` drops them.
+        saved = await self.writer.call(lambda s: s.managed_agent(agent.id))
+        mode = p.mode or saved.mode or "background"
+        config = [] if p.reset_settings else list(saved.overrides) if p.config is None else list(p.config)
         started = await runtime.start_agent(agent.id, mode, config, p.approve_tools)
         current = await self.writer.call(lambda s: s.agent(agent.id))
         return {"agent": proto.agent_result(current), "thread_id": started["thread_id"],
@@ -331,16 +336,22 @@ class AppService:
     async def list_agents(self, p: proto.AgentListParams) -> proto.AgentListResult:
         def op(s: Store) -> Any:
             caller = s.authenticate(p.session) if p.session is not None else None
-            return caller, s.list_agents(), s.delivery_doubts(), s.hosts()
+            # What the app keeps to start each agent (its settings) is the operator's to see, not its peers'.
+            managed = s.managed_agents() if p.session is None else None
+            return caller, s.list_agents(), s.delivery_doubts(), s.hosts(), managed
 
-        caller, agents, doubts, hosts = await self.writer.call(op)
+        caller, agents, doubts, hosts, managed = await self.writer.call(op)
         offline = {h.name for h in hosts if not h.live}
         agents = [_off(a) if a.host in offline else a for a in agents]
-        return {"agents": [proto.agent_result(a) for a in agents],
-                "caller": proto.party_result(caller.agent) if caller else None,
-                "deliveries": {a.uuid: {"uncertain": d.uncertain, "confirmed_by_lookup": d.confirmed_by_lookup}
-                               for a in agents if (d := doubts.get(a.id)) is not None},
-                "hosts": {h.name: {"live": h.live, "heartbeat_at": h.heartbeat_at} for h in hosts}}
+        result: proto.AgentListResult = {
+            "agents": [proto.agent_result(a) for a in agents],
+            "caller": proto.party_result(caller.agent) if caller else None,
+            "deliveries": {a.uuid: {"uncertain": d.uncertain, "confirmed_by_lookup": d.confirmed_by_lookup}
+                           for a in agents if (d := doubts.get(a.id)) is not None},
+            "hosts": {h.name: {"live": h.live, "heartbeat_at": h.heartbeat_at} for h in hosts}}
+        if managed is not None:
+            result["managed"] = {m.uuid: proto.managed_agent_result(m) for m in managed}
+        return result
 
     async def add_agent(self, p: proto.AgentAddParams) -> proto.AgentResult:
         workspace = p.workspace  # the CLI sends an absolute path
@@ -417,11 +428,13 @@ class AppService:
         return {"records": [proto.log_record_result(r) for r in records]}
 
     async def agent_overview(self, p: proto.EmptyParams) -> proto.AgentOverviewListResult:
-        rows, hosts, mine = await self.writer.call(lambda s: (s.agents_overview(), s.hosts(), s.host))
+        rows, hosts, mine, managed = await self.writer.call(
+            lambda s: (s.agents_overview(), s.hosts(), s.host, {m.uuid: m for m in s.managed_agents()}))
         offline = {h.name for h in hosts if not h.live}
         rows = [replace(o, agent=_off(o.agent)) if o.agent.host in offline else o for o in rows]
         return {"agents": [proto.agent_overview_result(o, host_live=o.agent.host not in offline,
-                                                       local=o.agent.host in (None, mine)) for o in rows]}
+                                                       local=o.agent.host in (None, mine),
+                                                       managed=managed.get(o.agent.uuid)) for o in rows]}
 
     async def exchange_page(self, p: proto.ExchangePageParams) -> proto.ExchangePageResult:
         kind = InteractionKind(p.kind) if p.kind is not None else None

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 
 from pydantic import (
     BaseModel,
@@ -49,6 +49,7 @@ from wardian.model import (
     InterruptFact,
     InterruptReceipt,
     LogRecord,
+    ManagedAgent,
     Party,
     Receipt,
     ReceivedRecord,
@@ -60,7 +61,7 @@ from wardian.model import (
     TaskFacts,
     WakeReason,
 )
-from wardian.overrides import MAX_OVERRIDES, check_override
+from wardian.overrides import MAX_OVERRIDES, check_override, masked_setting
 from wardian.protocol.tools import parse_tool_names
 
 # Names that address everyone; a target must name exactly one agent (seed: "broadcasts fail").
@@ -232,12 +233,17 @@ class AgentSessionParams(_Params):
 
 class AgentStartParams(_Params):
     agent: Annotated[str, Field(min_length=1, max_length=MAX_TARGET_CHARS)]
-    mode: Literal["background", "attached"] = "background"
-    config: Annotated[list[str], Field(max_length=MAX_OVERRIDES)] = []
+    mode: Literal["background", "attached"] | None = None
+    """None (absent): the mode of the agent's last start, else background."""
+    config: Annotated[list[str], Field(max_length=MAX_OVERRIDES)] | None = None
+    """The agent's `-c` settings, replacing the saved ones (kept with the agent for later starts); None (absent):
+    start with the saved settings."""
     approve_tools: Annotated[list[str], Field(max_length=16)] = []
-    # Start with the mode and `-c` settings kept from the agent's last start instead of `mode` and `config` (the
-    # console's start button, #16); giving either with it is refused.
+    reset_settings: bool = False
+    """Forget the saved `-c` settings and start without any; refused together with `config`."""
     keep_settings: bool = False
+    """Start with the saved mode and settings: what leaving out `mode` and `config` does (the console's start
+    button sends it); refused together with either, or with `reset_settings`."""
 
     @field_validator("approve_tools")
     @classmethod
@@ -246,8 +252,8 @@ class AgentStartParams(_Params):
 
     @field_validator("config")
     @classmethod
-    def _config(cls, v: list[str]) -> list[str]:
-        return [check_override(item) for item in v]
+    def _config(cls, v: list[str] | None) -> list[str] | None:
+        return None if v is None else [check_override(item) for item in v]
 
 
 class AgentStopParams(_Params):
@@ -543,6 +549,27 @@ class DeliveryDoubtsResult(TypedDict):
 
 
 @with_config(_CLOSED)
+class ManagedAgentResult(TypedDict):
+    mode: Literal["background", "attached"] | None
+    """The mode of the agent's last start (a plain `agent start` uses it again)."""
+    settings: list[str]
+    """The `-c` settings a plain `agent start` uses again, values of secret-looking keys masked (`********`)."""
+    thread_id: str | None
+    """The agent's conversation (Codex thread, OpenCode session), resumed by its next start."""
+    previous_thread_id: str | None
+    """The conversation `thread_id` replaced, because its provider no longer had it (never materialised, deleted)."""
+    thread_replaced_at: int | None
+    thread_replaced_reason: str | None
+
+
+def managed_agent_result(a: ManagedAgent) -> ManagedAgentResult:
+    mode = a.mode if a.mode in ("background", "attached") else None
+    return {"mode": mode, "settings": [masked_setting(o) for o in a.overrides],
+            "thread_id": a.thread_id, "previous_thread_id": a.previous_thread_id,
+            "thread_replaced_at": a.thread_replaced_at, "thread_replaced_reason": a.thread_replaced_reason}
+
+
+@with_config(_CLOSED)
 class AgentListResult(TypedDict):
     agents: list[AgentResult]
     caller: PartyResult | None
@@ -551,6 +578,8 @@ class AgentListResult(TypedDict):
     was lost but a lookup of the message found it (#14)."""
     hosts: dict[str, HostResult]
     """By host name, every host of the store (#15): an agent whose host is not live is offline (its tasks wait)."""
+    managed: NotRequired[dict[str, ManagedAgentResult]]
+    """By agent UUID, for the operator only (absent when a session asks): what the app keeps to start each agent."""
 
 
 @with_config(_CLOSED)
@@ -628,6 +657,11 @@ class TaskStoryResult(TypedDict):
     outcome_status: Literal["done", "blocked", "failed"] | None
     outcome_at: int | None
     lookup_note: str | None
+    rejections: int
+    """Submissions of this task the provider definitely refused (nothing was accepted), each followed by the task
+    being offered again: it was never uncertain for them."""
+    rejection_note: str | None
+    """The provider's words for the last of them."""
 
 
 @with_config(_CLOSED)
@@ -667,7 +701,7 @@ def record_story_result(s: RecordStory) -> RecordStoryResult:
             "requester": party_result(t.requester), "facts": task_facts_result(t.facts),
             "uncertain_reason": t.uncertain_reason, "provider_message_id": t.provider_message_id,
             "outcome_status": t.outcome_status.value if t.outcome_status else None, "outcome_at": t.outcome_at,
-            "lookup_note": t.lookup_note},
+            "lookup_note": t.lookup_note, "rejections": t.rejections, "rejection_note": t.rejection_note},
         "answer": None if a is None else {
             "id": a.id, "kind": a.kind.value, "status": a.status.value if a.status else None,
             "sender_kind": sender_kind(a.sender), "created_at": a.created_at, "text": a.text},
@@ -697,6 +731,9 @@ class AgentOverviewResult(TypedDict):
     """An app serves the agent's host now (#15)."""
     local: bool
     """The agent belongs to this app's host: only here can it be started or stopped."""
+    managed: ManagedAgentResult | None
+    """Its saved mode and settings and its conversation (a replaced one included); None for an agent no app has
+    started."""
 
 
 @with_config(_CLOSED)
@@ -704,9 +741,10 @@ class AgentOverviewListResult(TypedDict):
     agents: list[AgentOverviewResult]
 
 
-def agent_overview_result(o: AgentOverview, *, host_live: bool = True, local: bool = True) -> AgentOverviewResult:
+def agent_overview_result(o: AgentOverview, *, host_live: bool = True, local: bool = True,
+                          managed: ManagedAgent | None = None) -> AgentOverviewResult:
     return {"agent": agent_result(o.agent), "pending": o.pending, "in_flight": o.in_flight, "host_live": host_live,
-            "local": local}
+            "local": local, "managed": managed_agent_result(managed) if managed is not None else None}
 
 
 @with_config(_CLOSED)

@@ -10,9 +10,14 @@ serve` there, its wire shapes, its version gates and its error classification. T
 reads `Capabilities`, never a provider's name, and persists every fact; a provider never touches the store.
 
 What each delivery call may raise, and what the app does with it (STYLE.md §4):
-- `Rejected` (`StaleTurn`, `ProviderUnavailable`): certainly not admitted. The app releases the claim and offers
-  the task again (after a stale turn, once the turn it named has ended).
+- `Rejected`: certainly not admitted. The app releases the claim, and then: `StaleTurn`, offers the task again once
+  the turn it named has ended; `ConversationGone` (the provider has already replaced the conversation, and says so
+  with a `ConversationReplaced` event), offers it again at once, on the new conversation; `ProviderRefused` (the
+  request as made is invalid for the provider: offering it again cannot help), answers the task with a correlated
+  Wardian `failed` notice; any other (`ProviderUnavailable`), waits for the next dispatch opportunity.
 - any other `WardianError`: the outcome is unknown. The app marks the delivery uncertain and never resends it.
+Which provider answers are definite rejections is the provider's to decide, in its own package (Codex:
+`wardian.providers.codex.rejections`).
 """
 
 from __future__ import annotations
@@ -91,7 +96,17 @@ class StateChange:
     thread_id: str | None
 
 
-ProviderEvent = StateChange | TurnOutcome
+@dataclass(frozen=True, slots=True)
+class ConversationReplaced:
+    """The agent's conversation `previous` could not be used (its provider no longer has it: never materialised,
+    or deleted) and the new conversation `current` took its place; `reason` is the provider's own words."""
+
+    previous: str
+    current: str
+    reason: str
+
+
+ProviderEvent = StateChange | TurnOutcome | ConversationReplaced
 
 
 @dataclass(frozen=True, slots=True)

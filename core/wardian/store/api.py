@@ -157,6 +157,10 @@ class Roster(Protocol):
 
     def managed_agent(self, agent_id: int) -> ManagedAgent: ...
 
+    def managed_agents(self) -> list[ManagedAgent]:
+        """Every agent not removed, as the runtime manages it (saved mode and settings, conversation), by id."""
+        ...
+
     def agents_desired_on(self) -> list[int]: ...
 
     def set_desired(self, agent_id: int, desired: str, mode: str | None = None,
@@ -169,6 +173,11 @@ class Roster(Protocol):
     def observe(self, agent_id: int, generation: int, status: AgentStatus, thread_id: str | None = None,
                 active_turn_id: str | None = None) -> None:
         """Record the observed runtime state, unless a newer generation already owns the agent."""
+        ...
+
+    def replace_thread(self, agent_id: int, generation: int, previous: str, current: str, reason: str) -> bool:
+        """Record that conversation `current` replaced `previous`, which could not be resumed (`reason`), unless a
+        newer generation owns the agent; True when recorded."""
         ...
 
     def reset_observed_state(self) -> None:
@@ -262,8 +271,9 @@ class TaskLedger(Protocol):
         so the ask_ <-> message binding is durable before a byte of the submission leaves (#14)."""
         ...
 
-    def release_claim(self, request_id: str, generation: int) -> bool:
-        """Give a dispatch claim of this generation back (a confirmed rejection, or nothing was sent)."""
+    def release_claim(self, request_id: str, generation: int, *, rejection: str | None = None) -> bool:
+        """Give a dispatch claim of this generation back (a confirmed rejection, or nothing was sent); `rejection`:
+        the provider definitely refused the submission, in these words (counted and kept with the task)."""
         ...
 
     def bind_submission(self, request_id: str, generation: int, thread_id: str, turn_id: str, *,

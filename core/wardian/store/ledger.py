@@ -119,13 +119,15 @@ class TaskLedgerOps(SqlBase):
             == 1
         )
 
-    def release_claim(self, request_id: str, generation: int) -> bool:
+    def release_claim(self, request_id: str, generation: int, *, rejection: str | None = None) -> bool:
         with self.atomic():
             return self._db.execute(
                 "UPDATE tasks SET state = 'pending', claimed_by = NULL, claim_generation = NULL, claimed_at = NULL, "
-                "provider_message_id = NULL WHERE request_id = ? AND state = 'claimed' AND claimed_by = 'dispatch' "
-                "AND claim_generation = ?",
-                (request_id, generation)).rowcount == 1
+                "provider_message_id = NULL, "
+                "rejections = rejections + CASE WHEN CAST(? AS TEXT) IS NULL THEN 0 ELSE 1 END, "
+                "rejection_note = coalesce(?, rejection_note) "
+                "WHERE request_id = ? AND state = 'claimed' AND claimed_by = 'dispatch' AND claim_generation = ?",
+                (rejection, rejection, request_id, generation)).rowcount == 1
 
     # --- submission -------------------------------------------------------------------------------------
 

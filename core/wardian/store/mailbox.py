@@ -260,14 +260,15 @@ class MailboxOps(SqlBase):
         if interaction.request_id is not None:
             t = self._db.execute(
                 f"SELECT {TASK_FACT_COLS}, requester_id, uncertain_reason, provider_message_id, outcome_status, "
-                "outcome_at, lookup_note FROM tasks WHERE request_id = ?",
+                "outcome_at, lookup_note, rejections, rejection_note FROM tasks WHERE request_id = ?",
                 (interaction.request_id,),
             ).fetchone()
             if t is not None:
                 n = TASK_FACT_COUNT
                 requester = self._party_by_id(t[n], parties)
                 assert requester is not None
-                task = TaskStory(facts_of(t[:n]), requester, t[n + 1], t[n + 2], STATUSES[t[n + 3]], t[n + 4], t[n + 5])
+                task = TaskStory(facts_of(t[:n]), requester, t[n + 1], t[n + 2], STATUSES[t[n + 3]], t[n + 4], t[n + 5],
+                                 t[n + 6], t[n + 7])
                 if interaction.kind is InteractionKind.TASK and task.facts.reply_id is not None:
                     answer = self.interaction(task.facts.reply_id)
         return RecordStory(interaction, delivery, task, answer)

@@ -181,4 +181,15 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE agents ADD COLUMN host TEXT REFERENCES hosts(name);
     CREATE INDEX agents_by_host ON agents(host) WHERE removed_at IS NULL;
     """,
+    # 9: a conversation that could not be resumed (its provider no longer has it) is replaced by a new one, and that
+    # is a fact of the agent: the thread it replaced, when and why. A task whose submission the provider definitely
+    # refused (nothing was accepted) goes back to pending and is offered again; it keeps how often that happened and
+    # the provider's last words, so its story shows it was never uncertain.
+    """
+    ALTER TABLE agents ADD COLUMN previous_thread_id TEXT;
+    ALTER TABLE agents ADD COLUMN thread_replaced_at INTEGER;
+    ALTER TABLE agents ADD COLUMN thread_replaced_reason TEXT;
+    ALTER TABLE tasks ADD COLUMN rejections INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE tasks ADD COLUMN rejection_note TEXT;
+    """,
 )

@@ -159,4 +159,12 @@ PG_MIGRATIONS: tuple[str, ...] = (
     CREATE TRIGGER interrupts_notify AFTER INSERT ON interrupts
         FOR EACH ROW EXECUTE FUNCTION wardian_notify_interrupt();
     """,
+    # 2: the embedded store's migration 9: a replaced conversation, and a task's definite rejections.
+    """
+    ALTER TABLE agents ADD COLUMN previous_thread_id TEXT;
+    ALTER TABLE agents ADD COLUMN thread_replaced_at BIGINT;
+    ALTER TABLE agents ADD COLUMN thread_replaced_reason TEXT;
+    ALTER TABLE tasks ADD COLUMN rejections INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE tasks ADD COLUMN rejection_note TEXT;
+    """,
 )

@@ -17,6 +17,7 @@ import json
 import secrets
 import uuid as uuidlib
 from collections.abc import Sequence
+from typing import Any
 
 from wardian import errors
 from wardian.model import OPERATOR_UUID, Agent, AgentOverview, AgentStatus, Caller, ManagedAgent
@@ -199,25 +200,14 @@ class RosterOps(SqlBase):
     # --- the provider runtime's view of agents --------------------------------------------------------
 
     def managed_agent(self, agent_id: int) -> ManagedAgent:
-        r = self._db.execute(
-            "SELECT id, uuid, name, provider, workspace, desired, mode, overrides, generation, "
-            "thread_id FROM agents WHERE id = ?",
-            (agent_id,),
-        ).fetchone()
+        r = self._db.execute(f"SELECT {_MANAGED_COLS} FROM agents WHERE id = ?", (agent_id,)).fetchone()
         if r is None:
             raise errors.UnknownAgent(f"no agent with id {agent_id}")
-        return ManagedAgent(
-            id=r[0],
-            uuid=r[1],
-            name=r[2],
-            provider=r[3],
-            workspace=r[4],
-            desired=r[5],
-            mode=r[6],
-            overrides=tuple(json.loads(r[7])) if r[7] else (),
-            generation=r[8],
-            thread_id=r[9],
-        )
+        return _managed_of(r)
+
+    def managed_agents(self) -> list[ManagedAgent]:
+        return [_managed_of(r) for r in self._db.execute(
+            f"SELECT {_MANAGED_COLS} FROM agents WHERE removed_at IS NULL AND kind = 'agent' ORDER BY id")]
 
     def agents_desired_on(self) -> list[int]:
         mine, args = self._mine("id")
@@ -264,6 +254,16 @@ class RosterOps(SqlBase):
                 (status.value, active_turn_id, thread_id, agent_id, generation),
             )
 
+    def replace_thread(self, agent_id: int, generation: int, previous: str, current: str, reason: str) -> bool:
+        """The agent's conversation `previous` could not be used (its provider no longer has it) and `current`
+        replaced it: recorded unless a newer generation owns the agent. True when recorded."""
+        with self.atomic():
+            return self._db.execute(
+                "UPDATE agents SET thread_id = ?, previous_thread_id = ?, thread_replaced_at = ?, "
+                "thread_replaced_reason = ? WHERE id = ? AND generation = ?",
+                (current, previous, now_ms(), reason, agent_id, generation),
+            ).rowcount == 1
+
     def reset_observed_state(self) -> None:
         mine, args = self._mine("id")
         with self.atomic():
@@ -276,3 +276,25 @@ class RosterOps(SqlBase):
     def mark_errored(self, agent_id: int) -> None:
         with self.atomic():
             self._db.execute("UPDATE agents SET status = 'errored', active_turn_id = NULL WHERE id = ?", (agent_id,))
+
+
+_MANAGED_COLS = ("id, uuid, name, provider, workspace, desired, mode, overrides, generation, thread_id, "
+                 "previous_thread_id, thread_replaced_at, thread_replaced_reason")
+
+
+def _managed_of(r: Sequence[Any]) -> ManagedAgent:
+    return ManagedAgent(
+        id=r[0],
+        uuid=r[1],
+        name=r[2],
+        provider=r[3],
+        workspace=r[4],
+        desired=r[5],
+        mode=r[6],
+        overrides=tuple(json.loads(r[7])) if r[7] else (),
+        generation=r[8],
+        thread_id=r[9],
+        previous_thread_id=r[10],
+        thread_replaced_at=r[11],
+        thread_replaced_reason=r[12],
+    )

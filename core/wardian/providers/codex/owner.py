@@ -9,10 +9,15 @@ Observed state comes only from Codex's notifications: `turn/started` makes the o
 turn id; `turn/completed` makes it idle and yields the turn's outcome. A steer cancels the in-flight model
 stream, so an agentMessage can start and never complete: only completed items count.
 
-Error classification (what the runtime may do next) is decided here: Codex's stale-turn rejections ("no active
-turn to steer", "expected active turn id ...") are `StaleTurn` (not admitted) for a steer and `NotActive` for an
-interrupt; a request that could not be written is `ProviderUnavailable`; anything else after a byte left is an
-unknown outcome.
+Error classification (what the runtime may do next) follows the one table of `rejections`: a stale turn is
+`StaleTurn` (not admitted) for a steer and `NotActive` for an interrupt; a thread Codex does not have is
+`ConversationGone`, raised once the owner has started a fresh thread in its place (`ConversationReplaced`); a
+request Codex refused as invalid is `ProviderRefused`; a request that could not be written is `ProviderUnavailable`;
+anything else after a byte left is an unknown outcome.
+
+Conversation continuity: a start resumes the agent's thread. One Codex cannot resume (it never had a turn, so no
+rollout was written; or its rollout was deleted) is replaced by a fresh `thread/start` in background mode, and in
+attached mode by the thread the person's TUI opens; either way the change is reported (`ConversationReplaced`).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import anyio
 import anyio.abc
@@ -37,6 +42,7 @@ from wardian import __version__, errors
 from wardian.model import AgentStatus, Interaction
 from wardian.providers.base import (
     Capabilities,
+    ConversationReplaced,
     OutcomeStatus,
     ProviderEvent,
     Started,
@@ -48,14 +54,12 @@ from wardian.providers.codex import messages as m
 from wardian.providers.codex import projection
 from wardian.providers.codex.app_server import AppServerClient, Notification
 from wardian.providers.codex.items import TASK_ITEM_KIND, inbox_items, steer_context, task_payload
+from wardian.providers.codex.rejections import Verdict, classify
 from wardian.providers.codex.transport import MessageStream, NdjsonStream, connect_unix_websocket
 from wardian.providers.process import end_group, killpg, record_pid
 
 log = logging.getLogger("wardian.codex.owner")
 
-# Codex's words for "that turn is not active": a steer or interrupt that met them was certainly not carried out.
-STALE_STEER_MARKERS = ("no active turn to steer", "expected active turn id")
-STALE_INTERRUPT_MARKERS = ("no active turn", "expected active turn id")
 _OUTCOMES = {"completed": OutcomeStatus.DONE, "interrupted": OutcomeStatus.INTERRUPTED,
              "failed": OutcomeStatus.FAILED}
 _R = TypeVar("_R", bound=pydantic.BaseModel)
@@ -82,11 +86,6 @@ class OwnerSpec:
 class _TurnItems:
     final: list[str] = field(default_factory=list)
     unknown_phase: list[str] = field(default_factory=list)
-
-
-def is_stale_turn(exc: errors.AppServerError, markers: Sequence[str] = STALE_STEER_MARKERS) -> bool:
-    """A recognised stale-turn rejection: Codex confirms that nothing was admitted."""
-    return any(marker in exc.message for marker in markers)
 
 
 def final_text_of(items: _TurnItems, summary: Sequence[m.ThreadItem]) -> str | None:
@@ -138,6 +137,9 @@ class CodexOwner:
         self._tui_send, self._tui_threads = anyio.create_memory_object_stream[str](100)
         self.idle = anyio.Event()
         self._stop = anyio.Event()
+        self._replace_lock = anyio.Lock()
+        # Attached mode: the saved thread could not be resumed, so the TUI's thread replaces it once adopted.
+        self._gone: tuple[str, str] | None = None
 
     # --- lifecycle ------------------------------------------------------------------------------------
 
@@ -182,14 +184,19 @@ class CodexOwner:
                 if attached:
                     tg.start_soon(self._follow_tui, client)
                 # No fixed deadline while Codex indexes history (seed); the request itself stays bounded.
-                if self.thread_id:
-                    await self._adopt(client, self.thread_id)
-                elif not attached:
-                    result = _result(m.ThreadStartResponse, await client.request(
-                        "thread/start", {"cwd": str(spec.workspace)}, timeout_s=600), "thread/start")
-                    self._become_ready(result.thread.id)
-                else:
-                    # Fresh attached agent: delivery waits until the TUI's own thread is observed (seed).
+                gone = await self._resume(client, self.thread_id) if self.thread_id else None
+                if gone is not None:
+                    assert self.thread_id is not None
+                    log.warning("%s: Codex cannot resume thread %s (%s); it is replaced by a new one", spec.name,
+                                self.thread_id, gone)
+                    if attached:
+                        self._gone, self.thread_id = (self.thread_id, gone), None
+                    else:
+                        await self._start_thread(client, replacing=(self.thread_id, gone))
+                elif not self.thread_id and not attached:
+                    await self._start_thread(client)
+                if not self.ready:
+                    # Attached, and no thread to resume: delivery waits until the TUI's own thread is observed (seed).
                     self._emit(StateChange(AgentStatus.STARTING, None, None))
                 started = True
                 task_status.started(self.thread_id)
@@ -215,6 +222,60 @@ class CodexOwner:
         self.ready = True
         self.idle.set()
         self._emit(StateChange(AgentStatus.IDLE, None, thread_id))
+
+    async def _resume(self, client: AppServerClient, thread_id: str) -> str | None:
+        """Resume the agent's thread at start-up, subscribed to its turns; Codex's words when it has no such thread
+        (it never had a turn, or its rollout is gone), else None. Raises: WardianError (any other failure)."""
+        try:
+            raw = await client.request("thread/resume", {"threadId": thread_id}, timeout_s=600)
+        except errors.AppServerError as exc:
+            if classify("thread/resume", exc) is Verdict.THREAD_GONE:
+                return exc.message
+            raise
+        self.subscribed = True
+        self._become_ready(_result(m.ThreadResumeResponse, raw, "thread/resume").thread.id)
+        return None
+
+    async def _start_thread(self, client: AppServerClient, *, replacing: tuple[str, str] | None = None) -> None:
+        """A new thread in the workspace; `replacing` (the thread Codex no longer has, and its words) is reported
+        as replaced by it."""
+        result = _result(m.ThreadStartResponse, await client.request(
+            "thread/start", {"cwd": str(self.spec.workspace)}, timeout_s=600), "thread/start")
+        self.subscribed = True
+        self.active_turn_id = None
+        if replacing is not None:
+            self._emit(ConversationReplaced(replacing[0], result.thread.id, replacing[1]))
+        self._become_ready(result.thread.id)
+
+    async def _thread_gone(self, method: str, thread_id: str | None, exc: errors.AppServerError) -> NoReturn:
+        """Codex has no thread `thread_id` (its answer to `method`): nothing was accepted. Start a fresh thread in its
+        place (once, whichever delivery met it first), then raise ConversationGone so the work is offered again there.
+        A fresh thread that cannot be started ends the owner (the agent goes off; its next start tries again)."""
+        async with self._replace_lock:
+            if thread_id is not None and self.thread_id == thread_id:
+                log.warning("%s: Codex has no thread %s (%s: %s); starting a new one", self.spec.name, thread_id,
+                            method, exc.message)
+                self.ready = False
+                try:
+                    await self._start_thread(self._client(ready=False), replacing=(thread_id, exc.message))
+                except errors.WardianError as failure:
+                    log.error("%s: no new thread could be started (%s); the owner ends", self.spec.name,
+                              failure.message)
+                    self._stop.set()
+        raise errors.ConversationGone(f"Codex has no thread {thread_id} ({exc.message}); nothing was accepted, and "
+                                      f"the agent's conversation is now {self.thread_id}", method=method)
+
+    def _rejected(self, method: str, exc: errors.AppServerError, **details: Any) -> errors.WardianError:
+        """The error a definite rejection of `method` is raised as (THREAD_GONE aside), else `exc` (unknown)."""
+        verdict = classify(method, exc)
+        if verdict is Verdict.STALE_TURN:
+            return errors.StaleTurn(exc.message, **details)
+        if verdict is Verdict.BUSY:
+            return errors.ProviderBusy(f"Codex is overloaded ({exc.message}); nothing was accepted", method=method)
+        if verdict is Verdict.REFUSED:
+            return errors.ProviderRefused(f"Codex refused {method}: {exc.message}; nothing was accepted",
+                                          method=method)
+        return exc
 
     async def _adopt(self, client: AppServerClient, thread_id: str) -> None:
         """Deliver into this thread from now on, subscribed to its turns (thread/resume).
@@ -272,6 +333,9 @@ class CodexOwner:
                 await self.idle.wait()  # never switch threads under a running turn
             async with self.submit_lock:
                 log.info("%s: following the TUI to thread %s", self.spec.name, thread_id)
+                if self._gone is not None:
+                    (previous, reason), self._gone = self._gone, None
+                    self._emit(ConversationReplaced(previous, thread_id, reason))
                 await self._adopt(client, thread_id)
 
     async def _watch(self, client: AppServerClient) -> None:
@@ -373,8 +437,8 @@ class CodexOwner:
 
     # --- delivery -------------------------------------------------------------------------------------
 
-    def _client(self) -> AppServerClient:
-        if self.client is None or not self.ready:
+    def _client(self, *, ready: bool = True) -> AppServerClient:
+        if self.client is None or (ready and not self.ready):
             raise errors.ProviderUnavailable(f"the Codex owner of {self.spec.name} is not running; nothing was sent")
         return self.client
 
@@ -386,10 +450,18 @@ class CodexOwner:
         """`turn/start` on the existing thread with one structured task item; returns the turn id.
 
         Raises:
+            ConversationGone: Codex has no such thread; a fresh one replaced it (nothing was accepted).
+            ProviderRefused: Codex refused the request as invalid (nothing was accepted).
             ProviderUnavailable, AppServerError, DeliveryUncertain.
         """
-        raw = await self._client().request("turn/start", {
-            "threadId": self.thread_id, "input": [{"type": "text", "text": task_payload(task)}]}, timeout_s=timeout_s)
+        thread_id = self.thread_id
+        try:
+            raw = await self._client().request("turn/start", {
+                "threadId": thread_id, "input": [{"type": "text", "text": task_payload(task)}]}, timeout_s=timeout_s)
+        except errors.AppServerError as exc:
+            if classify("turn/start", exc) is Verdict.THREAD_GONE:
+                await self._thread_gone("turn/start", thread_id, exc)
+            raise self._rejected("turn/start", exc) from None
         turn_id = _result(m.TurnStartResponse, raw, "turn/start").turn.id
         if self.active_turn_id is None and turn_id not in self._ended:
             self.active_turn_id = turn_id
@@ -407,24 +479,37 @@ class CodexOwner:
 
         Raises:
             StaleTurn: Codex confirmed that no turn with that id is active (nothing was admitted).
+            ConversationGone, ProviderRefused: as for `start_turn`.
             ProviderUnavailable, AppServerError, DeliveryUncertain.
         """
+        thread_id = self.thread_id
         try:
             raw = await self._client().request("turn/steer", {
-                "threadId": self.thread_id, "expectedTurnId": expected_turn_id,
+                "threadId": thread_id, "expectedTurnId": expected_turn_id,
                 "input": [{"type": "text", "text": task.text}],
                 "additionalContext": {TASK_ITEM_KIND: {"kind": "application", "value": steer_context(task)}},
             }, timeout_s=timeout_s)
         except errors.AppServerError as exc:
-            if is_stale_turn(exc):
-                raise errors.StaleTurn(exc.message, turn_id=expected_turn_id) from None
-            raise
+            if classify("turn/steer", exc) is Verdict.THREAD_GONE:
+                await self._thread_gone("turn/steer", thread_id, exc)
+            raise self._rejected("turn/steer", exc, turn_id=expected_turn_id) from None
         return _result(m.TurnSteerResponse, raw, "turn/steer").turn_id or expected_turn_id
 
     async def push(self, records: Sequence[Interaction], *, timeout_s: float = 30.0) -> None:
-        """`thread/inject_items`: model-visible history, no turn started."""
-        await self._client().request("thread/inject_items", {"threadId": self.thread_id,
-                                                             "items": inbox_items(records)}, timeout_s=timeout_s)
+        """`thread/inject_items`: model-visible history, no turn started.
+
+        Raises:
+            ConversationGone, ProviderRefused: nothing was pushed (the records go to the receive path).
+            ProviderUnavailable, AppServerError, DeliveryUncertain.
+        """
+        thread_id = self.thread_id
+        try:
+            await self._client().request("thread/inject_items", {"threadId": thread_id,
+                                                                 "items": inbox_items(records)}, timeout_s=timeout_s)
+        except errors.AppServerError as exc:
+            if classify("thread/inject_items", exc) is Verdict.THREAD_GONE:
+                await self._thread_gone("thread/inject_items", thread_id, exc)
+            raise self._rejected("thread/inject_items", exc) from None
 
     async def interrupt(self, turn_id: str, *, timeout_s: float = 30.0) -> None:
         """`turn/interrupt` of the exact turn. Raises: NotActive (Codex says it is not active), WardianError."""
@@ -432,10 +517,10 @@ class CodexOwner:
             await self._client().request("turn/interrupt", {"threadId": self.thread_id, "turnId": turn_id},
                                          timeout_s=timeout_s)
         except errors.AppServerError as exc:
-            if is_stale_turn(exc, STALE_INTERRUPT_MARKERS):
+            if classify("turn/interrupt", exc) in (Verdict.STALE_TURN, Verdict.THREAD_GONE):
                 raise errors.NotActive(f"turn {turn_id} is no longer active; nothing was interrupted",
                                        field="target") from None
-            raise
+            raise self._rejected("turn/interrupt", exc) from None
 
     def attach_info(self) -> dict[str, Any]:
         """How a Codex TUI attaches to this app-owned app-server (`wardian agent attach`)."""
