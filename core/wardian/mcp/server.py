@@ -7,7 +7,7 @@ stdin (dup of fd 0) -> stdin thread: decode_line -> Front --- constant answer --
                              `-> malformed line: JSON-RPC error --------------------------------------> writes
 SDK thread (started at once, imports the SDK): anyio loop <- Inbox, SDK session (mcp.server.lowlevel.Server) --> writes
 writes -> stdout (dup of fd 1), one whole line at a time
-main thread: waits for stdin EOF or the parent's death (`_watch_parent`), then `StdioServer.finish`
+main thread: waits for stdin EOF or the host's death (`_watch_parent`), then `StdioServer.finish`
 ```
 
 The SDK costs over a second to import, and a host's handshake needs none of it: the stdin thread answers
@@ -45,8 +45,9 @@ Invariants:
   answered (the SDK is waited for if it is still starting, then calls get a short grace), other quick calls get
   the same grace, then the rest are abandoned (an admitted message stays admitted; the app never cancels
   admitted work). Without such requests the server exits at once, even while the SDK is still being imported.
-  The death of the parent process ends it the same way, even while another process holds stdin open
-  (reliability-matrix M5 (c)). SIGTERM keeps its default action, so it ends the process at once (the kernel
+  The death of the host (the MCP client that started it, found past wrapper shells and the onefile launcher, see
+  `_host`) or of the direct parent ends it the same way, even while another process holds stdin open
+  (within about 2 s). SIGTERM keeps its default action, so it ends the process at once (the kernel
   closes its app connections, which ends their waits in the app); the server starts no child processes.
 """
 
