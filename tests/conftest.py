@@ -220,6 +220,16 @@ def shared_app(shared_store_url: str | None) -> Iterator[AppHandle]:
     yield from _app_on_a_fresh_home(shared_store_url)
 
 
+def require_postgres() -> None:
+    """Skip the calling test without Debian's postgresql, except on CI, where it fails."""
+    try:
+        find_pg_bin()
+    except PgNotFound as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"PostgreSQL is not installed (scripts/setup.sh --with-system): {exc}")
+        pytest.skip(str(exc))
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Stop and remove the private PostgreSQL servers of test processes that are gone: a worker killed by kill -9 or a
     timeout never stopped its own. Runs in the controller and in each xdist worker; those of live processes (the other
@@ -234,13 +244,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 @pytest.fixture(scope="session")
 def pg_cluster() -> Iterator[PrivateCluster]:
-    """A private PostgreSQL server for this test process (each xdist worker starts its own), stopped at the end.
-    Without Debian's postgresql the tests that need it are skipped, except on CI, where they fail."""
-    try:
-        find_pg_bin()
-    except PgNotFound as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"PostgreSQL is not installed (scripts/setup.sh --with-system): {exc}")
-        pytest.skip(str(exc))
+    """A private PostgreSQL server for this test process (each xdist worker starts its own), stopped at the end."""
+    require_postgres()
     with PrivateCluster() as cluster:
         yield cluster

@@ -6,7 +6,6 @@ Figures are not checked: tests never assert wall-clock numbers.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -76,14 +75,9 @@ EXPECTED_BOTH_STORES = {
 @pytest.mark.timeout(600)
 def test_bench_quick_on_postgresql_prints_each_store_figure_for_both_stores():
     """`--store postgresql` starts its own private server and tags every figure with its store."""
-    from wardian_harness.postgres import PgNotFound, find_pg_bin
+    from tests.conftest import require_postgres
 
-    try:
-        find_pg_bin()
-    except PgNotFound as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"PostgreSQL is not installed (scripts/setup.sh --with-system): {exc}")
-        pytest.skip(str(exc))
+    require_postgres()
     proc = subprocess.run([sys.executable, str(BENCH), "--quick", "--store", "postgresql"], capture_output=True,
                           timeout=580, check=False)
     assert proc.returncode == 0, proc.stderr.decode("utf-8", "replace")[-4000:]

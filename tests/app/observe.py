@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any
 
 from tests.conftest import AppHandle
-
-T = TypeVar("T")
 
 _SO_ACCEPTCON = 0x10000  # the flag of a listening socket in /proc/net/unix (include/uapi/linux/net.h)
 
@@ -36,7 +34,7 @@ def app_connections(app: AppHandle) -> int:
     return count
 
 
-def eventually(check: Callable[[], T], what: str, timeout_s: float = 30) -> T:
+def eventually(check: Callable[[], Any], what: str, timeout_s: float = 30) -> Any:
     """Poll `check` until it returns something true; fail after `timeout_s` (a bound, never a synchronisation)."""
     deadline = time.monotonic() + timeout_s
     while True:

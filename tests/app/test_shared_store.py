@@ -13,12 +13,13 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.app.observe import eventually
 from tests.conftest import AppHandle, short_home, start_app, stop_app, wardian_cmd
 from tests.console.conftest import ConsoleApp
 from wardian import errors
@@ -69,17 +70,6 @@ def hosts(pg_cluster: PrivateCluster) -> Iterator[Hosts]:
         yield world
     finally:
         world.close()
-
-
-def eventually(check: Callable[[], Any], timeout_s: float = 30, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 def texts_of(page: dict[str, Any]) -> list[str]:

@@ -10,6 +10,8 @@ import os
 import subprocess
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,7 @@ import pytest
 
 from tests.codex.conftest import codex_or_skip
 from tests.codex.test_runtime_faults import run, submissions, wait_for
-from tests.conftest import stop_app
+from tests.conftest import AppHandle, stop_app
 from wardian import errors
 from wardian.providers.codex.rejections import RULES, Verdict, classify, matching_rule
 
@@ -183,90 +185,80 @@ def test_anything_else_is_an_unknown_outcome() -> None:
         assert classify(method, errors.AppServerError(message, rpc_code=-32603)) is None, (method, message)
 
 
-def test_a_thread_codex_does_not_have_is_replaced_and_the_task_delivered_there(
-        fake_world: tuple[Path, Path, Path]) -> None:
-    """`turn/start` answered "thread not found": nothing was accepted, so the claim is released, a fresh thread is
-    started, and the task is delivered on it: never `uncertain`. Its story and the agent's record say what happened."""
+@dataclass
+class Answered:
+    """One task given to a worker on the fake app-server under a scenario, once it is completed."""
+
+    app: AppHandle
+    lead: str
+    worker_uuid: str
+    first_thread: str
+    request_id: str
+
+    def story(self) -> dict[str, Any]:
+        return dict(self.app.call("request/show", {"id": self.request_id})["task"])
+
+
+@contextmanager
+def answered(fake_world: tuple[Path, Path, Path], scenario: str) -> Iterator[Answered]:
+    """Start `worker` on the fake app-server playing `scenario`, give it one task and wait until it is completed."""
     root, exe, log = fake_world
-    app = run(root, exe, log, "thread_gone")
+    app = run(root, exe, log, scenario)
     try:
         _, lead = app.add_agent("lead")
         worker, _ = app.add_agent("worker")
         first_thread = app.call("agent/start", {"agent": "worker"}, timeout_s=60)["thread_id"]
         rid = app.call("task/followup", {"session": lead, "target": "worker", "message": "go"})["request_id"]
         wait_for(lambda: app.call("request/show", {"id": rid})["task"]["facts"]["state"] == "completed", app, lead)
-        story = app.call("request/show", {"id": rid})["task"]
-        managed = app.call("agent/list")["managed"][worker["uuid"]]
-        assert managed["previous_thread_id"] == first_thread
-        assert managed["thread_id"] not in (None, first_thread)
-        assert f"thread not found: {first_thread}" in (managed["thread_replaced_reason"] or "")
+        yield Answered(app, lead, worker["uuid"], first_thread, rid)
+    finally:
+        stop_app(app.proc)
+
+
+def test_a_thread_codex_does_not_have_is_replaced_and_the_task_delivered_there(
+        fake_world: tuple[Path, Path, Path]) -> None:
+    """`turn/start` answered "thread not found": nothing was accepted, so the claim is released, a fresh thread is
+    started, and the task is delivered on it: never `uncertain`. Its story and the agent's record say what happened."""
+    with answered(fake_world, "thread_gone") as done:
+        story = done.story()
+        managed = done.app.call("agent/list")["managed"][done.worker_uuid]
+        assert managed["previous_thread_id"] == done.first_thread
+        assert managed["thread_id"] not in (None, done.first_thread)
+        assert f"thread not found: {done.first_thread}" in (managed["thread_replaced_reason"] or "")
         assert story["facts"]["thread_id"] == managed["thread_id"]
         assert story["facts"]["uncertain_at"] is None
         assert story["rejections"] == 1
         assert "thread not found" in (story["rejection_note"] or "")
-        assert [s["params"]["threadId"] for s in submissions(log)] == [first_thread, managed["thread_id"]]
-        assert app.call("mailbox/receive", {"session": lead})["records"][0]["status"] == "done"
-        shown = app.cli("message", "show", rid)
+        log = fake_world[2]
+        assert [s["params"]["threadId"] for s in submissions(log)] == [done.first_thread, managed["thread_id"]]
+        assert done.app.call("mailbox/receive", {"session": done.lead})["records"][0]["status"] == "done"
+        shown = done.app.cli("message", "show", done.request_id)
         assert b"rejected   1 time(s)" in shown.stdout
         assert b"UNCERTAIN" not in shown.stdout
-    finally:
-        stop_app(app.proc)
 
 
 def test_a_request_codex_refuses_as_invalid_is_answered_failed_never_uncertain(
         fake_world: tuple[Path, Path, Path]) -> None:
     """"Invalid request: …": nothing was accepted, and sending it again would be refused again: the task gets one
     correlated `failed` notice from Wardian at once, is not resent, and is not uncertain."""
-    root, exe, log = fake_world
-    app = run(root, exe, log, "refused")
-    try:
-        _, lead = app.add_agent("lead")
-        app.add_agent("worker")
-        app.call("agent/start", {"agent": "worker"}, timeout_s=60)
-        rid = app.call("task/followup", {"session": lead, "target": "worker", "message": "go"})["request_id"]
-        wait_for(lambda: app.call("request/show", {"id": rid})["task"]["facts"]["state"] == "completed", app, lead)
-        notice = app.call("mailbox/receive", {"session": lead})["records"]
-        assert [(r["kind"], r["status"], r["request_id"]) for r in notice] == [("notice", "failed", rid)]
+    with answered(fake_world, "refused") as done:
+        notice = done.app.call("mailbox/receive", {"session": done.lead})["records"]
+        assert [(r["kind"], r["status"], r["request_id"]) for r in notice] == [("notice", "failed", done.request_id)]
         assert "Invalid request" in notice[0]["text"]
-        story = app.call("request/show", {"id": rid})["task"]
+        story = done.story()
         assert story["facts"]["uncertain_at"] is None
         assert story["rejections"] == 1
-        assert len(submissions(log)) == 1
-        assert app.call("agent/list")["deliveries"] == {}
-    finally:
-        stop_app(app.proc)
+        assert len(submissions(fake_world[2])) == 1
+        assert done.app.call("agent/list")["deliveries"] == {}
 
 
-def test_input_core_declined_is_offered_again_not_uncertain(fake_world: tuple[Path, Path, Path]) -> None:
+@pytest.mark.parametrize("scenario", ["declined_first", "overloaded_first"])
+def test_a_declined_or_overloaded_submission_is_offered_again_not_uncertain(
+        fake_world: tuple[Path, Path, Path], scenario: str) -> None:
     """"failed to submit turn input: NotIdle" (-32603) is Core declining the input without recording it (a reason seen
-    only in Codex's source, so the fake plays it): the claim is released and the task delivered, never uncertain."""
-    root, exe, log = fake_world
-    app = run(root, exe, log, "declined_first")
-    try:
-        _, lead = app.add_agent("lead")
-        app.add_agent("worker")
-        app.call("agent/start", {"agent": "worker"}, timeout_s=60)
-        rid = app.call("task/followup", {"session": lead, "target": "worker", "message": "go"})["request_id"]
-        wait_for(lambda: app.call("request/show", {"id": rid})["task"]["facts"]["state"] == "completed", app, lead)
-        assert app.call("request/show", {"id": rid})["task"]["facts"]["uncertain_at"] is None
-        assert len(submissions(log)) == 2
-    finally:
-        stop_app(app.proc)
-
-
-def test_an_overloaded_codex_is_offered_the_task_again_shortly(fake_world: tuple[Path, Path, Path]) -> None:
-    """"Server overloaded; retry later." (-32001) is the transport refusing a request before any handler saw it: the
-    claim is released and the task offered again a moment later, never uncertain (the fake plays it: the real Codex
-    gives it only under a flood of requests)."""
-    root, exe, log = fake_world
-    app = run(root, exe, log, "overloaded_first")
-    try:
-        _, lead = app.add_agent("lead")
-        app.add_agent("worker")
-        app.call("agent/start", {"agent": "worker"}, timeout_s=60)
-        rid = app.call("task/followup", {"session": lead, "target": "worker", "message": "go"})["request_id"]
-        wait_for(lambda: app.call("request/show", {"id": rid})["task"]["facts"]["state"] == "completed", app, lead)
-        assert app.call("request/show", {"id": rid})["task"]["facts"]["uncertain_at"] is None
-        assert len(submissions(log)) == 2
-    finally:
-        stop_app(app.proc)
+    only in Codex's source); "Server overloaded; retry later." (-32001) the transport refusing a request before any
+    handler saw it (the real Codex gives it only under a flood of requests). The fake plays both: the claim is
+    released and the task delivered on the next try, never uncertain."""
+    with answered(fake_world, scenario) as done:
+        assert done.story()["facts"]["uncertain_at"] is None
+        assert len(submissions(fake_world[2])) == 2

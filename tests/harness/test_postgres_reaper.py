@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -20,8 +19,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.conftest import require_postgres
 from wardian_harness import postgres
-from wardian_harness.postgres import OWNER_FILE, Owner, PgNotFound, PrivateCluster, find_pg_bin, reap_orphans
+from wardian_harness.postgres import OWNER_FILE, Owner, PrivateCluster, reap_orphans
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -39,12 +39,7 @@ time.sleep(600)
 
 @pytest.fixture(autouse=True)
 def _needs_postgres() -> None:
-    try:
-        find_pg_bin()
-    except PgNotFound as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"PostgreSQL is not installed (scripts/setup.sh --with-system): {exc}")
-        pytest.skip(str(exc))
+    require_postgres()
 
 
 @pytest.fixture
