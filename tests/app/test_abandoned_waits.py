@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import sys
 from typing import Any
 
 import anyio
@@ -101,13 +102,20 @@ async def test_a_half_closed_connection_ends_its_wait_but_still_gets_every_answe
     assert waiting == 0
 
 
+# Runs argv[1:] with SIGINT at its default disposition (exec keeps it).
+_DEFAULT_SIGINT = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+                   "os.execvp(sys.argv[1], sys.argv[1:])")
+
+
 @pytest.mark.parametrize("command", [("message", "wait"), ("message", "receive")])
 def test_an_interrupted_cli_wait_exits_130_and_its_app_wait_ends(app: AppHandle, command: tuple[str, str]) -> None:
     """`wardian message wait|receive --timeout-ms 60000` sent SIGINT: exit code 130, no traceback, and the app's
     wait ends with the CLI's connection (no subscribed wait, no open connection)."""
     _, token = app.add_agent()
-    proc = subprocess.Popen([*wardian_cmd(), *command, "--timeout-ms", "60000"], env=app.env(token),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # As a terminal runs it: SIGINT at its default. A test run started in the background of a shell without job
+    # control inherits SIGINT ignored, and Python keeps an ignored SIGINT ignored (so Ctrl-C would do nothing).
+    proc = subprocess.Popen([sys.executable, "-c", _DEFAULT_SIGINT, *wardian_cmd(), *command, "--timeout-ms", "60000"],
+                            env=app.env(token), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         eventually(lambda: app_waiting(app) == 1, "the CLI's wait to reach the app")
         proc.send_signal(signal.SIGINT)
