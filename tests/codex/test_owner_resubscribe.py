@@ -47,8 +47,9 @@ def test_a_transient_list_turns_error_after_the_first_turn_does_not_make_the_tas
 
     anyio.run(subscribe)
     assert owner.subscribed is True
-    for stream in (owner._event_send, owner.events, owner._tui_send, owner._tui_threads):
-        stream.close()  # the owner never ran, so nothing else closes its streams
+    owner._events.close()  # the owner never ran, so nothing else closes its streams
+    for stream in (owner.events, owner._tui_send, owner._tui_threads):
+        stream.close()
 
 
 class _InstantTurnClient:
@@ -81,5 +82,6 @@ def test_a_turn_that_ended_before_its_start_answer_was_read_is_not_left_active()
     assert anyio.run(start) == Started("turn-9")
     assert owner.active_turn_id is None
     assert owner.idle.is_set()
-    for stream in (owner._event_send, owner.events, owner._tui_send, owner._tui_threads):
+    owner._events.close()
+    for stream in (owner.events, owner._tui_send, owner._tui_threads):
         stream.close()

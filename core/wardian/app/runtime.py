@@ -33,7 +33,7 @@ from wardian.faults import crashpoint
 from wardian.home import Home
 from wardian.model import AgentStatus, ClaimKind, ManagedAgent, PendingTask
 from wardian.overrides import check_override
-from wardian.providers import PROVIDERS, Capabilities, LaunchSpec, Provider, ProviderRuntime, StateChange, TaskDelivery
+from wardian.providers import Capabilities, LaunchSpec, Provider, ProviderRuntime, StateChange, TaskDelivery
 from wardian.providers.base import ConversationReplaced, ProviderInfo, TurnOutcome
 from wardian.store.api import InterruptAnnounced, RecordAnnounced, Resynced, StoreEvent
 
@@ -76,7 +76,7 @@ class Runtime:
         self.home = home
         self.writer = writer
         self.signals = signals
-        self.providers: Mapping[str, Provider] = PROVIDERS if providers is None else providers
+        self.providers: Mapping[str, Provider] = _concrete_providers() if providers is None else providers
         self.owners: dict[str, _Handle] = {}
         self._tg: anyio.abc.TaskGroup | None = None
         self._starting: set[str] = set()
@@ -635,3 +635,10 @@ def _first_cause(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     return exc
+
+
+def _concrete_providers() -> Mapping[str, Provider]:
+    """The registry of real providers, imported only by an app that runs them (never by importing this module)."""
+    from wardian.providers.registry import PROVIDERS
+
+    return PROVIDERS

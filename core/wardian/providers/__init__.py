@@ -1,8 +1,11 @@
 """Provider adapters: how the app reaches each kind of agent, behind one boundary (`wardian.providers.base`).
 
-`PROVIDERS` maps each provider name of `wardian.model.PROVIDERS` to its implementation; the app picks one by an
-agent's provider and from then on reads only its `Capabilities`.
+`wardian.providers.registry.PROVIDERS` maps each provider name of `wardian.model.PROVIDERS` to its implementation;
+the app picks one by an agent's provider and from then on reads only its `Capabilities`. Importing this package
+loads no concrete provider: `PROVIDERS` here is resolved from the registry on first use.
 """
+
+from typing import Any
 
 from wardian.providers.base import (
     Capabilities,
@@ -17,10 +20,8 @@ from wardian.providers.base import (
     TaskDelivery,
     TurnOutcome,
 )
-from wardian.providers.registry import PROVIDERS
 
 __all__ = [
-    "PROVIDERS",
     "Capabilities",
     "LaunchSpec",
     "OutcomeStatus",
@@ -33,3 +34,11 @@ __all__ = [
     "TaskDelivery",
     "TurnOutcome",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PROVIDERS":
+        from wardian.providers.registry import PROVIDERS
+
+        return PROVIDERS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

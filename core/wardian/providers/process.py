@@ -1,24 +1,34 @@
-"""Provider processes: the environment a provider's child gets, and ending a process group the app left behind.
+"""Provider processes: the one lifecycle of a provider's child (`ProviderProcess`), the environment it gets, and
+ending a process group the app left behind.
 
-Every provider runtime runs its executable in a process group of its own (`start_new_session=True`), records the
-group leader's pid under the home's `run/` while it runs, and ends the group when it stops. A killed app leaves
-that record behind; the next start of the agent ends the group only if its leader still runs with the agent's own
-private provider home in its environment, so a reused pid is never touched. POSIX only (verified on Linux).
+Every provider runtime runs its executable through `ProviderProcess`: in a process group of its own
+(`start_new_session=True`), with the group leader's pid recorded under the home's `run/` while it runs, and ended
+by one bounded sequence when it stops: the provider's own polite step (closing its input, say), a wait, SIGTERM to
+the group, a wait, SIGKILL to the group, and a bounded wait until no process of the group is left (the MCP servers
+the provider started share it), then the pid record goes. A killed app leaves that record behind; the next start of
+the agent ends the group only if its leader still runs with the agent's own private provider home in its
+environment, so a reused pid is never touched (`reap_left_behind`). POSIX only (verified on Linux).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
+import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import suppress
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
+import anyio.abc
 import psutil
 
 from wardian.home import ENV_HOME, ENV_SESSION
+
+log = logging.getLogger("wardian.providers.process")
 
 
 def child_env(extra: Mapping[str, str], *, drop: tuple[str, ...] = ()) -> dict[str, str]:
@@ -84,3 +94,81 @@ def reap_left_behind(pid_path: Path, env_key: str, env_value: str) -> bool:
     with suppress(OSError):
         pid_path.unlink()
     return reaped
+
+
+@dataclass(frozen=True, slots=True)
+class StopPolicy:
+    """How long each step of a provider's stop may take (seconds); each is a bound, not a pause."""
+
+    polite_s: float = 3.0
+    """After the provider's own polite step (e.g. its input closed), before SIGTERM."""
+    term_s: float = 3.0
+    """After SIGTERM to the group, before SIGKILL."""
+    kill_s: float = 3.0
+    """After SIGKILL to the group, for the leader to be reaped and every member gone."""
+
+
+class ProviderProcess:
+    """One provider child, from spawn to a bounded end: `await start()`, then `await stop()` (shielded by the
+    caller's cleanup). The leader's pid is recorded at `pid_path` while it runs; `stdout` is a pipe unless
+    `stdout_to_log`, where it joins stderr in the agent's provider log."""
+
+    def __init__(self, argv: Sequence[str], *, name: str, env: Mapping[str, str], cwd: Path, log_path: Path,
+                 pid_path: Path | None, stdin: int | None = subprocess.PIPE, stdout_to_log: bool = False) -> None:
+        self.argv = list(argv)
+        self.name = name
+        self._env = dict(env)
+        self._cwd = cwd
+        self._log_path = log_path
+        self._pid_path = pid_path
+        self._stdin = stdin
+        self._stdout_to_log = stdout_to_log
+        self._process: anyio.abc.Process | None = None
+
+    @property
+    def process(self) -> anyio.abc.Process:
+        """The running child. Raises: RuntimeError before `start`."""
+        if self._process is None:
+            raise RuntimeError(f"the provider process of {self.name} was not started")
+        return self._process
+
+    @property
+    def returncode(self) -> int | None:
+        return None if self._process is None else self._process.returncode
+
+    async def start(self) -> anyio.abc.Process:
+        """Spawn the child in a session of its own and record its pid."""
+        with open(self._log_path, "ab") as log_file:  # noqa: ASYNC230 (a local log file, opened once)
+            self._process = await anyio.open_process(
+                self.argv, env=self._env, cwd=str(self._cwd), stdin=self._stdin, stderr=log_file,
+                stdout=log_file if self._stdout_to_log else subprocess.PIPE, start_new_session=True)
+        if self._pid_path is not None:
+            record_pid(self._pid_path, self._process.pid)
+        return self._process
+
+    async def stop(self, policy: StopPolicy | None = None,
+                   polite: Callable[[], Awaitable[None]] | None = None) -> None:
+        """End the child and its whole group, each step bounded (module docstring), then forget its pid record.
+        `polite` is the provider's own first step; its failure only moves on to the signals."""
+        process = self._process
+        if process is None:
+            return
+        policy = policy or StopPolicy()
+        if polite is not None and process.returncode is None:
+            with suppress(Exception):
+                await polite()
+            with anyio.move_on_after(policy.polite_s):
+                await process.wait()
+        if process.returncode is None:
+            killpg(process.pid, signal.SIGTERM)
+            with anyio.move_on_after(policy.term_s):
+                await process.wait()
+        # SIGKILL the group even when the leader is gone: the MCP servers it started share it, and a stop returns only
+        # once none of them is left.
+        if not await end_group(process.pid, grace_s=policy.kill_s):
+            log.warning("%s: processes of the provider's group %d outlived SIGKILL", self.name, process.pid)
+        with anyio.move_on_after(policy.kill_s):
+            await process.wait()
+        if self._pid_path is not None:
+            with suppress(OSError):
+                self._pid_path.unlink()

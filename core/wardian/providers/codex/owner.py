@@ -23,8 +23,6 @@ attached mode by the thread the person's TUI opens; either way the change is rep
 from __future__ import annotations
 
 import logging
-import math
-import signal
 import subprocess
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -56,10 +54,13 @@ from wardian.providers.codex.app_server import AppServerClient, Notification
 from wardian.providers.codex.items import TASK_ITEM_KIND, inbox_items, steer_context, task_payload
 from wardian.providers.codex.rejections import Verdict, classify
 from wardian.providers.codex.transport import MessageStream, NdjsonStream, connect_unix_websocket
-from wardian.providers.process import end_group, killpg, record_pid
+from wardian.providers.events import EventStream
+from wardian.providers.process import ProviderProcess, StopPolicy
 
 log = logging.getLogger("wardian.codex.owner")
 
+# The app-server exits once its input closes; SIGTERM and SIGKILL only for one that does not, within these bounds.
+STOP_POLICY = StopPolicy(polite_s=3.0, term_s=3.0, kill_s=3.0)
 _OUTCOMES = {"completed": OutcomeStatus.DONE, "interrupted": OutcomeStatus.INTERRUPTED,
              "failed": OutcomeStatus.FAILED}
 _R = TypeVar("_R", bound=pydantic.BaseModel)
@@ -122,15 +123,13 @@ class CodexOwner:
         self.ready = False
         self.subscribed = True
         self.client: AppServerClient | None = None
-        self._process: anyio.abc.Process | None = None
+        self._child: ProviderProcess | None = None
         self._turns: dict[str, _TurnItems] = {}
         # Turns already seen to end: a `turn/start` answer read after its turn's own turn/completed (a turn that
         # ends at once) must not mark a finished turn active again.
         self._ended: deque[str] = deque(maxlen=64)
-        # Unbounded: an outcome is never dropped (one per turn, consumed by the app as it comes).
-        self._event_send: MemoryObjectSendStream[ProviderEvent]
-        self.events: MemoryObjectReceiveStream[ProviderEvent]
-        self._event_send, self.events = anyio.create_memory_object_stream[ProviderEvent](math.inf)
+        self._events = EventStream(f"codex:{spec.name}")
+        self.events: MemoryObjectReceiveStream[ProviderEvent] = self._events.receive
         self.submit_lock = anyio.Lock()
         self._tui_send: MemoryObjectSendStream[str]
         self._tui_threads: MemoryObjectReceiveStream[str]
@@ -158,13 +157,9 @@ class CodexOwner:
             cmd += ["-c", override]
         started = False
         try:
-            with open(spec.stderr_path, "ab") as stderr:  # noqa: ASYNC230 (a local log file, opened once)
-                process = await anyio.open_process(cmd, env=dict(spec.env), cwd=str(spec.workspace), stderr=stderr,
-                                                   stdout=stderr if attached else subprocess.PIPE,
-                                                   start_new_session=True)
-            self._process = process
-            if spec.pid_path is not None:
-                record_pid(spec.pid_path, process.pid)
+            self._child = ProviderProcess(cmd, name=spec.name, env=spec.env, cwd=spec.workspace,
+                                          log_path=spec.stderr_path, pid_path=spec.pid_path, stdout_to_log=attached)
+            process = await self._child.start()
             if attached:
                 assert spec.socket_path is not None
                 stream: MessageStream = await _connect_when_listening(spec.socket_path, process)
@@ -211,7 +206,7 @@ class CodexOwner:
                     # The launch settings were projected into config.toml for the TUI; put back what was there.
                     await anyio.to_thread.run_sync(projection.recover, spec.codex_home)
             self._emit(StateChange(AgentStatus.OFF, None, self.thread_id))
-            self._event_send.close()
+            self._events.close()
             self._tui_send.close()
             self._tui_threads.close()
             if not started:
@@ -351,39 +346,20 @@ class CodexOwner:
         await self.idle.wait()
 
     async def _terminate(self) -> None:
-        process = self._process
-        if process is None:
+        if self._child is None:
             return
-        if self.client is not None:
-            with suppress(Exception):
-                await self.client.aclose()
-        with anyio.move_on_after(3):
-            await process.wait()
-        if process.returncode is None:
-            killpg(process.pid, signal.SIGTERM)
-            with anyio.move_on_after(3):
-                await process.wait()
-        if process.returncode is None:
-            killpg(process.pid, signal.SIGKILL)
-            with anyio.move_on_after(3):
-                await process.wait()
-        # The MCP servers Codex started share the group; a stray one must not outlive the owner, and a stop returns
-        # only once they are gone.
-        if not await end_group(process.pid):
-            log.warning("%s: processes of the app-server's group %d outlived SIGKILL", self.spec.name, process.pid)
-        if self.spec.pid_path is not None:
-            with suppress(OSError):
-                self.spec.pid_path.unlink()
+        client = self.client
+
+        async def close_input() -> None:
+            if client is not None:
+                await client.aclose()
+
+        await self._child.stop(STOP_POLICY, polite=close_input)
 
     # --- observation ----------------------------------------------------------------------------------
 
     def _emit(self, event: ProviderEvent) -> None:
-        try:
-            self._event_send.send_nowait(event)  # never WouldBlock: the stream is unbounded
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            # Only after the owner ended, or once the app stopped reading it (its handle is gone): whatever was
-            # submitted in this generation is marked uncertain by the app when the owner ends.
-            log.warning("%s: an event after the owner's end was not delivered: %r", self.spec.name, event)
+        self._events.emit(event)
 
     def _observe(self, note: Notification) -> None:
         try:

@@ -27,9 +27,7 @@ import base64
 import itertools
 import json
 import logging
-import math
 import secrets
-import signal
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -41,7 +39,7 @@ from typing import Any
 import anyio
 import anyio.abc
 import httpx2
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 from wardian import errors
 from wardian.model import AgentStatus, Interaction
@@ -55,10 +53,13 @@ from wardian.providers.base import (
     TurnOutcome,
 )
 from wardian.providers.delivery import inbox_text, task_text
-from wardian.providers.process import end_group, killpg, record_pid
+from wardian.providers.events import EventStream
+from wardian.providers.process import ProviderProcess, StopPolicy
 
 log = logging.getLogger("wardian.opencode")
 
+# serve has been seen ignoring SIGTERM (opencode-offline.md §6): nothing polite to try, and the group is killed soon.
+STOP_POLICY = StopPolicy(polite_s=0.0, term_s=5.0, kill_s=3.0)
 LISTEN_TIMEOUT_S = 180.0  # serve's start (its first run on a loaded machine took ~12 s here; plugins may install)
 REQUEST_TIMEOUT_S = 30.0
 # A message whose prompt_async answer was lost is looked up after each of these pauses (seconds, ~4.3 s in all):
@@ -105,15 +106,14 @@ class OpenCodeRuntime:
         self.active_turn_id: str | None = None
         self.ready = False
         self.submit_lock = anyio.Lock()
-        self._event_send: MemoryObjectSendStream[ProviderEvent]
-        self.events: MemoryObjectReceiveStream[ProviderEvent]
-        self._event_send, self.events = anyio.create_memory_object_stream[ProviderEvent](math.inf)
+        self._events = EventStream(f"opencode:{spec.name}")
+        self.events: MemoryObjectReceiveStream[ProviderEvent] = self._events.receive
         self._idle = anyio.Event()
         self._stop = anyio.Event()
         self._idle_checks = anyio.Event()
         self._url: str | None = None
         self._client: httpx2.AsyncClient | None = None
-        self._process: anyio.abc.Process | None = None
+        self._child: ProviderProcess | None = None
         self._ours: set[str] = set()  # loops we started (our msg_ ids): only these may be interrupted
         self._answers: dict[str, list[str]] = {}  # loop root (user msg id) -> its assistant message ids, in order
         self._last_user: str | None = None
@@ -126,14 +126,10 @@ class OpenCodeRuntime:
         spec = self.spec
         started = False
         try:
-            with open(spec.stderr_path, "ab") as stderr:  # noqa: ASYNC230 (a local log file, opened once)
-                process = await anyio.open_process(
-                    [spec.opencode, "serve", "--port", "0", "--hostname", "127.0.0.1"], env=dict(spec.env),
-                    cwd=str(spec.workspace), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr,
-                    start_new_session=True)
-            self._process = process
-            if spec.pid_path is not None:
-                record_pid(spec.pid_path, process.pid)
+            self._child = ProviderProcess([spec.opencode, "serve", "--port", "0", "--hostname", "127.0.0.1"],
+                                          name=spec.name, env=spec.env, cwd=spec.workspace, log_path=spec.stderr_path,
+                                          pid_path=spec.pid_path, stdin=subprocess.DEVNULL)
+            process = await self._child.start()
             async with anyio.create_task_group() as tg:
                 self._url = await self._listening(process)
                 tg.start_soon(self._drain_stdout, process)
@@ -159,7 +155,7 @@ class OpenCodeRuntime:
                         await self._client.aclose()
                 await self._terminate()
             self._emit(StateChange(AgentStatus.OFF, None, self.thread_id))
-            self._event_send.close()
+            self._events.close()
             if not started:
                 log.error("OpenCode runtime %s failed to start", spec.name)
 
@@ -241,21 +237,8 @@ class OpenCodeRuntime:
         await self._idle.wait()
 
     async def _terminate(self) -> None:
-        process = self._process
-        if process is None:
-            return
-        if process.returncode is None:
-            killpg(process.pid, signal.SIGTERM)
-            with anyio.move_on_after(5):
-                await process.wait()
-        # serve has been seen ignoring SIGTERM (opencode-offline.md §6): the whole group goes, MCP children too.
-        if not await end_group(process.pid):
-            log.warning("%s: processes of opencode serve's group %d outlived SIGKILL", self.spec.name, process.pid)
-        with anyio.move_on_after(3):
-            await process.wait()
-        if self.spec.pid_path is not None:
-            with suppress(OSError):
-                self.spec.pid_path.unlink()
+        if self._child is not None:
+            await self._child.stop(STOP_POLICY)
 
     # --- HTTP -------------------------------------------------------------------------------------------
 
@@ -281,10 +264,7 @@ class OpenCodeRuntime:
     # --- events -----------------------------------------------------------------------------------------
 
     def _emit(self, event: ProviderEvent) -> None:
-        try:
-            self._event_send.send_nowait(event)  # never WouldBlock: unbounded
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            log.debug("%s: an event after the runtime's end was not delivered: %r", self.spec.name, event)
+        self._events.emit(event)
 
     async def _follow_events(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Read `/event`; a stream that ends while serve runs is opened again and the state read afresh."""

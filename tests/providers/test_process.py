@@ -1,0 +1,96 @@
+"""The one child-process lifecycle of every provider (`wardian.providers.process.ProviderProcess`) and the one event
+stream (`wardian.providers.events.EventStream`), on real processes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from wardian.model import AgentStatus
+from wardian.providers.base import StateChange
+from wardian.providers.events import EventStream
+from wardian.providers.process import ProviderProcess, StopPolicy, group_alive
+
+# A provider that ignores SIGTERM and leaves a child of its own in its group (as Codex's MCP servers are).
+STUBBORN = """
+import os, signal, subprocess, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+child = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                          "time.sleep(600)"])
+print(child.pid, flush=True)
+time.sleep(600)
+"""
+# A provider that exits as soon as its input closes (as the Codex app-server does).
+POLITE = "import sys; sys.stdin.read()"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _process(tmp_path: Path, code: str, **kw: object) -> ProviderProcess:
+    return ProviderProcess([sys.executable, "-c", code], name="test", env=dict(os.environ), cwd=tmp_path,
+                           log_path=tmp_path / "provider.log", pid_path=tmp_path / "provider.pid", **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.anyio
+async def test_a_stop_ends_the_whole_group_even_when_sigterm_is_ignored(tmp_path: Path) -> None:
+    """SIGTERM ignored by the leader and its child: the stop goes on to SIGKILL the group and returns only once no
+    member is left; the pid record is gone."""
+    child = _process(tmp_path, STUBBORN)
+    process = await child.start()
+    assert (tmp_path / "provider.pid").read_text(encoding="utf-8").strip() == str(process.pid)
+    assert process.stdout is not None
+    with anyio.fail_after(30):
+        grandchild = int((await process.stdout.receive()).split()[0])
+    with anyio.fail_after(30):
+        await child.stop(StopPolicy(polite_s=0.0, term_s=0.2, kill_s=5.0))
+    assert process.returncode is not None
+    assert not group_alive(process.pid)
+    with pytest.raises(ProcessLookupError):
+        os.kill(grandchild, 0)
+    assert not (tmp_path / "provider.pid").exists()
+
+
+@pytest.mark.anyio
+async def test_the_polite_step_comes_first_and_no_signal_follows_a_child_that_obeys(tmp_path: Path) -> None:
+    """Closing the input ends a provider that exits on EOF: it exits 0, not by a signal."""
+    child = _process(tmp_path, POLITE)
+    process = await child.start()
+
+    async def close_input() -> None:
+        assert process.stdin is not None
+        await process.stdin.aclose()
+
+    with anyio.fail_after(30):
+        await child.stop(StopPolicy(polite_s=20.0, term_s=1.0, kill_s=5.0), polite=close_input)
+    assert process.returncode == 0
+
+
+@pytest.mark.anyio
+async def test_an_event_stream_keeps_every_event_in_order_and_ends_after_them() -> None:
+    events = EventStream("test")
+    sent = [StateChange(AgentStatus.IDLE if i % 2 else AgentStatus.ACTIVE, str(i), "t") for i in range(1000)]
+    for event in sent:
+        events.emit(event)  # never blocks: nothing is read yet
+    events.close()
+    events.emit(StateChange(AgentStatus.OFF, None, "t"))  # after the end: logged, not raised
+    async with events.receive:
+        got = [event async for event in events.receive]
+    assert got == sent
+
+
+def test_importing_the_provider_boundary_loads_no_concrete_provider() -> None:
+    """`wardian.providers` (and the app's runtime) import neither Codex's nor OpenCode's package until an app runs
+    them."""
+    code = ("import sys, wardian.providers, wardian.app.runtime; "
+            "print(sorted(m for m in sys.modules if m.startswith(('wardian.providers.codex', "
+            "'wardian.providers.opencode'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "[]"
