@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 import pytest
 from hypothesis import HealthCheck
@@ -33,13 +33,18 @@ ALL_HEALTH_CHECKS = cast("list[HealthCheck]", list(HealthCheck))
 _names = itertools.count(1)
 
 
+def unavailable(reason: str) -> NoReturn:
+    """A real component the test needs is not installed: the test is skipped here, and fails on CI (`CI` set), where
+    `scripts/setup.sh` installs everything, so a missing piece there is a broken set-up, never a silent skip."""
+    if os.environ.get("CI"):
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
 def pinned_npm_tool(path: Path, what: str) -> Path:
     """`path` of a pinned npm tool (node_modules/.bin); missing, the test fails on CI and is skipped elsewhere."""
     if not path.exists():
-        reason = f"{path} is missing: run `scripts/setup.sh --with-node` to install the pinned {what}"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
+        unavailable(f"{path} is missing: run `scripts/setup.sh --with-node` to install the pinned {what}")
     return path
 
 
@@ -225,9 +230,7 @@ def require_postgres() -> None:
     try:
         find_pg_bin()
     except PgNotFound as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"PostgreSQL is not installed (scripts/setup.sh --with-system): {exc}")
-        pytest.skip(str(exc))
+        unavailable(f"PostgreSQL is not installed (scripts/setup.sh --with-system): {exc}")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

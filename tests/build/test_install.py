@@ -20,6 +20,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from tests.conftest import unavailable
 from wardian import __version__
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,10 +32,7 @@ pytestmark = pytest.mark.timeout(600)
 def _uv() -> str:
     uv = shutil.which("uv")
     if uv is None:
-        reason = "uv is not installed: run scripts/setup.sh"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
+        unavailable("uv is not installed: run scripts/setup.sh")
     return uv
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import stat
 import sys
@@ -12,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import AppHandle, short_home, start_app, stop_app
+from tests.conftest import AppHandle, short_home, start_app, stop_app, unavailable
 from wardian.client import AppClient
 from wardian.home import Home
 from wardian_harness.codex_home import ScriptedProvider, codex_overrides
@@ -24,9 +23,7 @@ def codex_or_skip() -> Path:
     try:
         return find_codex()
     except CodexNotFound as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"the pinned Codex CLI is not installed (scripts/setup.sh --with-node): {exc}")
-        pytest.skip(f"Codex CLI not installed: {exc}")
+        unavailable(f"the pinned Codex CLI is not installed (scripts/setup.sh --with-node): {exc}")
 
 
 @dataclass
@@ -68,9 +65,7 @@ def codex_world() -> Iterator[CodexWorld]:
 def oldest_codex_world() -> Iterator[CodexWorld]:
     """The oldest stable Codex the seed supports (0.154.0): idle and information delivery, no steering."""
     if not OLDEST_CODEX.exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"{OLDEST_CODEX} is missing (scripts/setup.sh --with-node installs it)")
-        pytest.skip("Codex 0.154.0 is not installed")
+        unavailable(f"{OLDEST_CODEX} is missing (scripts/setup.sh --with-node installs it)")
     yield from _world(OLDEST_CODEX)
 
 

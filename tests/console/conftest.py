@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.codex.conftest import CodexWorld, codex_or_skip
-from tests.conftest import AppHandle, AppProcess, short_home, stop_app, wardian_cmd
+from tests.conftest import AppHandle, AppProcess, short_home, stop_app, unavailable, wardian_cmd
 from wardian.app.spawn import start_app as spawn_app
 from wardian.client import AppClient
 from wardian.errors import WardianError
@@ -163,10 +163,7 @@ def console_world() -> Iterator[ConsoleWorld]:
 @pytest.fixture(scope="session")
 def chromium() -> Path:
     if not CHROMIUM.exists():
-        reason = f"{CHROMIUM} is missing: run `scripts/setup.sh --with-system` to install Debian's chromium"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
+        unavailable(f"{CHROMIUM} is missing: run `scripts/setup.sh --with-system` to install Debian's chromium")
     return CHROMIUM
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import unavailable
 from wardian_harness.codex_home import ScriptedProvider, codex_env, write_codex_config
 from wardian_harness.codex_install import EXECUTABLE_ENV, REPO_ROOT, CodexInstall, CodexNotFound, discover_codex
 from wardian_harness.scripted_model import AgentScript, ScriptedModel
@@ -28,9 +29,7 @@ def codex() -> CodexInstall:
     try:
         return discover_codex(env=env)
     except CodexNotFound as exc:
-        if os.environ.get("CI"):
-            pytest.fail(str(exc))
-        pytest.skip(str(exc))
+        unavailable(str(exc))
 
 
 @pytest.fixture

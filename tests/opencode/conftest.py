@@ -3,7 +3,6 @@ dialect, beside real Codex agents on its Responses dialect (mixed teams)."""
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -13,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.codex.conftest import codex_or_skip
-from tests.conftest import AppHandle, short_home, start_app, stop_app
+from tests.conftest import AppHandle, short_home, start_app, stop_app, unavailable
 from wardian.client import AppClient
 from wardian.home import Home
 from wardian_harness.codex_home import ScriptedProvider, codex_overrides
@@ -25,9 +24,7 @@ def opencode_or_skip() -> Path:
     try:
         return find_opencode().executable
     except OpenCodeNotFound as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"the pinned OpenCode CLI is not installed (scripts/setup.sh --with-node): {exc}")
-        pytest.skip(f"OpenCode CLI not installed: {exc}")
+        unavailable(f"the pinned OpenCode CLI is not installed (scripts/setup.sh --with-node): {exc}")
 
 
 @dataclass
