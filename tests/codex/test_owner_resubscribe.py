@@ -10,7 +10,7 @@ import anyio
 
 from wardian import errors
 from wardian.model import Party
-from wardian.providers.base import Started, TaskDelivery
+from wardian.providers.base import OutcomeStatus, Started, TaskDelivery, TurnOutcome
 from wardian.providers.codex.app_server import Notification
 from wardian.providers.codex.owner import CodexOwner, OwnerSpec
 
@@ -83,5 +83,46 @@ def test_a_turn_that_ended_before_its_start_answer_was_read_is_not_left_active()
     assert owner.active_turn_id is None
     assert owner.idle.is_set()
     owner._events.close()
+    for stream in (owner.events, owner._tui_send, owner._tui_threads):
+        stream.close()
+
+
+class _ResumeWhileRunningClient:
+    """`thread/resume` of the TUI's thread while the turn the app just started on it runs: the thread is `active`,
+    and the turn is listed as the rollout has it so far, without an end: `interrupted`."""
+
+    async def request(self, method: str, params: dict[str, Any], timeout_s: float = 30) -> Any:
+        assert method == "thread/resume"
+        return {"thread": {"id": params["threadId"], "status": {"type": "active", "activeFlags": []},
+                           "turns": [{"id": "turn-1", "status": "interrupted", "items": []}]}}
+
+
+def test_a_turn_a_resume_lists_as_interrupted_on_an_active_thread_is_not_taken_as_ended() -> None:
+    """Seen in the attached-TUI test: the requester got "the turn … was interrupted" while the TUI showed the turn
+    complete with its answer, and neither Codex's log nor the rollout recorded an interrupt. The owner took the
+    resume's listing of the still-running turn for its end; now it waits for turn/completed while the thread is
+    active, and the turn's real end is its outcome."""
+    spec = OwnerSpec(name="worker", codex="codex", codex_home=Path("/nonexistent"), workspace=Path("/nonexistent"),
+                     overrides=(), env={}, thread_id="thread-1", capabilities=None,  # type: ignore[arg-type]
+                     stderr_path=Path("/nonexistent"), mode="attached")
+    owner = CodexOwner(spec)
+    owner.client = _ResumeWhileRunningClient()  # type: ignore[assignment]
+    owner.ready = True
+    owner.subscribed = False
+    owner.active_turn_id = "turn-1"
+
+    async def subscribe_then_end() -> list[Any]:
+        await owner._subscribe_after_first_turn("turn-1")
+        assert owner.active_turn_id == "turn-1"  # not ended by the listing
+        item = {"type": "agentMessage", "id": "m1", "text": "attached answer 42", "phase": "final_answer"}
+        owner._observe(Notification("item/completed", {"threadId": "thread-1", "turnId": "turn-1", "item": item}))
+        owner._observe(Notification("turn/completed", {"threadId": "thread-1", "turn": {
+            "id": "turn-1", "status": "completed", "items": [item]}}))
+        owner._events.close()
+        return [event async for event in owner.events]
+
+    events = anyio.run(subscribe_then_end)
+    outcomes = [e for e in events if isinstance(e, TurnOutcome)]
+    assert outcomes == [TurnOutcome("turn-1", OutcomeStatus.DONE, "attached answer 42")]
     for stream in (owner.events, owner._tui_send, owner._tui_threads):
         stream.close()

@@ -41,10 +41,15 @@ class Turn(_Message):
     items: list[ThreadItem] = []
 
 
+class ThreadStatus(_Message):
+    type: str  # idle | active | notLoaded | systemError
+
+
 class Thread(_Message):
     id: str
     ephemeral: bool | None = None
     thread_source: str | None = None
+    status: ThreadStatus | None = None
     turns: list[Turn] = []
 
 

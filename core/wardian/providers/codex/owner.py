@@ -311,9 +311,15 @@ class CodexOwner:
                 await anyio.sleep(0.1)
                 continue
             self.subscribed = True
-            # The turn may have ended before the subscription: take its end from the resumed thread.
-            for turn in _result(m.ThreadResumeResponse, raw, "thread/resume").thread.turns:
-                if turn.id == turn_id and turn.status != "inProgress":
+            # The turn may have ended before the subscription: take its end from the resumed thread. But only a
+            # `completed` turn, or any turn of a thread no longer active: a resume lists turns as its rollout has
+            # them, and a turn still running there (another client's thread, just started) was seen listed as
+            # `interrupted` while it went on to complete. While the thread is active, its end comes as
+            # turn/completed, now that this connection is subscribed.
+            thread = _result(m.ThreadResumeResponse, raw, "thread/resume").thread
+            active = thread.status is not None and thread.status.type == "active"
+            for turn in thread.turns:
+                if turn.id == turn_id and turn.status != "inProgress" and (turn.status == "completed" or not active):
                     self._turn_completed(m.TurnCompletedNotification(thread_id=self.thread_id, turn=turn))
             return
         raise errors.DeliveryUncertain(f"could not subscribe to thread {self.thread_id} after its first turn")
