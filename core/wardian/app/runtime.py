@@ -386,7 +386,7 @@ class Runtime:
 
     async def _fail_refused(self, handle: _Handle, rid: str, exc: errors.WardianError) -> None:
         """A definite failure before submission (the provider accepted nothing, and would refuse again): one
-        correlated `failed` notice from Wardian, committed together with the task's failure (seed)."""
+        correlated `failed` notice from Wardian, committed together with the task's failure."""
         text = outcomes.refused_notice(handle.name, exc.code, exc.message)
         published = await self.writer.call(lambda s: s.fail_task(rid, handle.generation, text, self.can_push))
         log.warning("task %s: refused by the provider (%s); answered with a failed notice", rid, exc.code)

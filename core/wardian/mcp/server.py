@@ -799,7 +799,7 @@ def _watch_parent(on_death: Callable[[], None], poll_s: float = PARENT_POLL_S) -
     Not PR_SET_PDEATHSIG: Linux sends that when the parent *thread* that spawned us exits, and hosts such as Codex
     spawn from short-lived threads. A parent or host that died before this runs is not seen (stdin EOF still ends
     the server). On Windows a process is never re-parented and no host is looked for, so this never fires; there
-    the launcher's job object ends the server (matrix M9).
+    the launcher's job object ends the server (`wardian.launcher`).
     """
     parent = os.getppid()
 

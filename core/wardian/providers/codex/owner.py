@@ -191,7 +191,7 @@ class CodexOwner:
                 elif not self.thread_id and not attached:
                     await self._start_thread(client)
                 if not self.ready:
-                    # Attached, and no thread to resume: delivery waits until the TUI's own thread is observed (seed).
+                    # Attached, and no thread to resume: delivery waits until the TUI's own thread is observed.
                     self._emit(StateChange(AgentStatus.STARTING, None, None))
                 started = True
                 task_status.started(self.thread_id)

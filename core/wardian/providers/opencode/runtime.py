@@ -58,7 +58,7 @@ from wardian.providers.process import ProviderProcess, StopPolicy
 
 log = logging.getLogger("wardian.opencode")
 
-# serve has been seen ignoring SIGTERM (opencode-offline.md §6): nothing polite to try, and the group is killed soon.
+# serve has been seen ignoring SIGTERM: nothing polite to try, and the group is killed soon after it.
 STOP_POLICY = StopPolicy(polite_s=0.0, term_s=5.0, kill_s=3.0)
 LISTEN_TIMEOUT_S = 180.0  # serve's start (its first run on a loaded machine took ~12 s here; plugins may install)
 REQUEST_TIMEOUT_S = 30.0
