@@ -15,6 +15,24 @@ from wardian.providers.codex.app_server import Notification
 from wardian.providers.codex.owner import CodexOwner, OwnerSpec
 
 
+def _owner(client: object, *, name: str = "worker", mode: str = "background") -> CodexOwner:
+    """An owner that never ran a process, on thread-1, ready, talking to `client` (a stand-in for the app-server)."""
+    spec = OwnerSpec(name=name, codex="codex", codex_home=Path("/nonexistent"), workspace=Path("/nonexistent"),
+                     overrides=(), env={}, thread_id="thread-1", capabilities=None,  # type: ignore[arg-type]
+                     stderr_path=Path("/nonexistent"), mode=mode)
+    owner = CodexOwner(spec)
+    owner.client = client  # type: ignore[assignment]
+    owner.ready = True
+    return owner
+
+
+def _close(owner: CodexOwner) -> None:
+    """The owner never ran, so nothing else closes its streams."""
+    owner._events.close()
+    for stream in (owner.events, owner._tui_send, owner._tui_threads):
+        stream.close()
+
+
 class _FlakyResumeClient:
     """`thread/resume` right after an attached TUI thread's first turn: Codex 0.171.0 sometimes answers
     "list_turns is not supported yet" while the new rollout is being initialised (seen in 1 of 4 attached runs
@@ -34,12 +52,7 @@ def test_a_transient_list_turns_error_after_the_first_turn_does_not_make_the_tas
     """Observed: the runtime logged "task ask_…: delivery uncertain (app_server_error: list_turns is not supported
     yet)" although the turn had started (the sender went on to call followup_task), so its answer was never
     published and the requester waited forever. `_subscribe_after_first_turn` retries only on "rollout" errors."""
-    spec = OwnerSpec(name="lead", codex="codex", codex_home=Path("/nonexistent"), workspace=Path("/nonexistent"),
-                     overrides=(), env={}, thread_id="thread-1", capabilities=None,  # type: ignore[arg-type]
-                     stderr_path=Path("/nonexistent"), mode="attached")
-    owner = CodexOwner(spec)
-    owner.client = _FlakyResumeClient()  # type: ignore[assignment]
-    owner.ready = True
+    owner = _owner(_FlakyResumeClient(), name="lead", mode="attached")
     owner.subscribed = False
 
     async def subscribe() -> None:
@@ -47,9 +60,7 @@ def test_a_transient_list_turns_error_after_the_first_turn_does_not_make_the_tas
 
     anyio.run(subscribe)
     assert owner.subscribed is True
-    owner._events.close()  # the owner never ran, so nothing else closes its streams
-    for stream in (owner.events, owner._tui_send, owner._tui_threads):
-        stream.close()
+    _close(owner)
 
 
 class _InstantTurnClient:
@@ -69,12 +80,8 @@ class _InstantTurnClient:
 
 def test_a_turn_that_ended_before_its_start_answer_was_read_is_not_left_active() -> None:
     """Otherwise every later task is steered into the finished turn and bounces off as stale (#4)."""
-    spec = OwnerSpec(name="worker", codex="codex", codex_home=Path("/nonexistent"), workspace=Path("/nonexistent"),
-                     overrides=(), env={}, thread_id="thread-1", capabilities=None,  # type: ignore[arg-type]
-                     stderr_path=Path("/nonexistent"))
-    owner = CodexOwner(spec)
+    owner = _owner(None)
     owner.client = _InstantTurnClient(owner)  # type: ignore[assignment]
-    owner.ready = True
 
     async def start() -> Started:
         return await owner.start_turn(TaskDelivery("ask_1", Party("lead", "u-lead"), "task"))
@@ -82,9 +89,7 @@ def test_a_turn_that_ended_before_its_start_answer_was_read_is_not_left_active()
     assert anyio.run(start) == Started("turn-9")
     assert owner.active_turn_id is None
     assert owner.idle.is_set()
-    owner._events.close()
-    for stream in (owner.events, owner._tui_send, owner._tui_threads):
-        stream.close()
+    _close(owner)
 
 
 class _ResumeWhileRunningClient:
@@ -102,12 +107,7 @@ def test_a_turn_a_resume_lists_as_interrupted_on_an_active_thread_is_not_taken_a
     complete with its answer, and neither Codex's log nor the rollout recorded an interrupt. The owner took the
     resume's listing of the still-running turn for its end; now it waits for turn/completed while the thread is
     active, and the turn's real end is its outcome."""
-    spec = OwnerSpec(name="worker", codex="codex", codex_home=Path("/nonexistent"), workspace=Path("/nonexistent"),
-                     overrides=(), env={}, thread_id="thread-1", capabilities=None,  # type: ignore[arg-type]
-                     stderr_path=Path("/nonexistent"), mode="attached")
-    owner = CodexOwner(spec)
-    owner.client = _ResumeWhileRunningClient()  # type: ignore[assignment]
-    owner.ready = True
+    owner = _owner(_ResumeWhileRunningClient(), mode="attached")
     owner.subscribed = False
     owner.active_turn_id = "turn-1"
 
@@ -124,5 +124,4 @@ def test_a_turn_a_resume_lists_as_interrupted_on_an_active_thread_is_not_taken_a
     events = anyio.run(subscribe_then_end)
     outcomes = [e for e in events if isinstance(e, TurnOutcome)]
     assert outcomes == [TurnOutcome("turn-1", OutcomeStatus.DONE, "attached answer 42")]
-    for stream in (owner.events, owner._tui_send, owner._tui_threads):
-        stream.close()
+    _close(owner)
