@@ -423,6 +423,14 @@ class Runtime:
                 crashpoint("after_claim_before_provider_submit")
                 async with runtime.submit_lock:
                     outcome = await self._submit(handle, task, active, message_id)
+                # What waits or writes more goes after the lock, so a turn's end is never held up by it.
+                if isinstance(outcome, errors.WardianError):
+                    await self._fail_refused(handle, task.request_id, outcome)
+                    continue
+                if outcome == "busy":
+                    await anyio.sleep(BUSY_PAUSE_S)
+                    retry = True
+                    break
                 if outcome == "stale":
                     if active is not None and runtime.active_turn_id == active:
                         # The provider says that turn is over; its end is on the way. Wait for it (bounded) rather
@@ -436,7 +444,10 @@ class Runtime:
             if not retry:
                 return
 
-    async def _submit(self, handle: _Handle, task: PendingTask, active: str | None, message_id: str | None) -> str:
+    async def _submit(self, handle: _Handle, task: PendingTask, active: str | None,
+                      message_id: str | None) -> str | errors.WardianError:
+        """Submit one claimed task; what happened ("accepted", "stale", "busy", "rejected", "uncertain"), or the
+        definite refusal the task is to be answered with (its claim already released)."""
         runtime = handle.runtime
         rid = task.request_id
         delivery = TaskDelivery(request_id=rid, sender=task.sender, text=task.text)
@@ -460,19 +471,17 @@ class Runtime:
             log.warning("task %s: %s; claim released, offered again", rid, exc.message)
             if handle.gone[rid] < MAX_CONVERSATION_REJECTIONS:
                 return "stale"
-            await self._fail_refused(handle, rid, exc)
-            return "refused"
+            del handle.gone[rid]
+            return exc
         except errors.ProviderBusy as exc:
             await self.writer.call(lambda s: s.release_claim(rid, handle.generation))
             log.info("task %s: %s; claim released, offered again shortly", rid, exc.message)
-            await anyio.sleep(BUSY_PAUSE_S)
-            return "stale"
+            return "busy"
         except errors.ProviderRefused as exc:
             # Nothing was accepted, and the same request would be refused again: the task gets its answer now.
             note = exc.message
             await self.writer.call(lambda s: s.release_claim(rid, handle.generation, rejection=note))
-            await self._fail_refused(handle, rid, exc)
-            return "refused"
+            return exc
         except errors.Rejected as exc:
             await self.writer.call(lambda s: s.release_claim(rid, handle.generation))
             log.info("task %s: not admitted (%s), claim released", rid, exc.code)
@@ -491,6 +500,7 @@ class Runtime:
             log.warning("task %s: the provider's answer was lost (%s), and a lookup found message %s: the delivery "
                         "is confirmed", rid, lookup, turn_id)
         log.info("task %s: %s into turn %s", rid, "steered" if active else "started", turn_id)
+        handle.gone.pop(rid, None)
         return "accepted"
 
     # --- information ----------------------------------------------------------------------------------
