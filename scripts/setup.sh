@@ -20,7 +20,7 @@ if ! command -v uv >/dev/null 2>&1; then
 fi
 UV="$(command -v uv || echo "python3 -m uv")"
 # --inexact keeps tools a developer installed by hand; CI starts from a fresh clone anyway.
-$UV sync --quiet --frozen --extra dev --inexact >&2
+$UV sync --quiet --frozen --extra dev --extra harness --inexact >&2
 if [ "$with_node" = 1 ] && [ -f package.json ]; then
   # `npm install --no-save` installs the versions package-lock.json pins without rewriting it. (`npm ci`
   # refuses this lock: it wants the Windows-only optional dependency napi-windows-process-start-time of
