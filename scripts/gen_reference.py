@@ -117,9 +117,12 @@ def _option_rows(parser: argparse.ArgumentParser, common: set[str]) -> list[tupl
             takes += " (optional)" if action.nargs in ("?", argparse.REMAINDER) else ""
         if action.choices is not None:
             takes = "one of " + ", ".join(f"`{c}`" for c in action.choices)
+        if isinstance(action, argparse._AppendAction):
+            takes += " (repeatable)"
         default = action.default
         shown = "" if default in (None, False, argparse.SUPPRESS) or action.nargs == 0 else f"`{default}`"
-        rows.append((name, takes, shown, "yes" if action.required else "", action.help or ""))
+        optional = action.nargs in ("?", "*", argparse.REMAINDER) or not action.required
+        rows.append((name, takes, shown, "" if optional else "yes", action.help or ""))
     return rows
 
 
