@@ -7,6 +7,7 @@ points at a file or a test that was renamed or deleted fails here instead of mis
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 import sys
@@ -103,11 +104,21 @@ def test_every_repository_path_and_test_named_exists(doc: Path) -> None:
         if not (REPO / path).exists() and not (REPO / path.rstrip(".")).exists():
             missing.append(path)
     for path, name in sorted(set(_TEST.findall(text))):
-        source = REPO / path
-        if not source.is_file() or not re.search(rf"^\s*(?:async\s+)?def {name}\(", source.read_text("utf-8"),
-                                                 re.MULTILINE):
-            missing.append(f"{path}::{name}")
+        if name not in _test_functions().get(path, set()):
+            moved = sorted(f for f, names in _test_functions().items() if name in names)
+            missing.append(f"{path}::{name}" + (f" (now in {', '.join(moved)})" if moved else ""))
     assert not missing, f"{_rel(doc)} names what the repository does not hold:\n" + "\n".join(missing)
+
+
+@functools.cache
+def _test_functions() -> dict[str, set[str]]:
+    """Every test module's function names, by repository path: where a test the docs name lives now."""
+    found: dict[str, set[str]] = {}
+    for folder in ("tests", "e2e_native"):
+        for source in (REPO / folder).rglob("test_*.py"):
+            names = re.findall(r"^\s*(?:async\s+)?def (test_\w+)\(", source.read_text("utf-8"), re.MULTILINE)
+            found[_rel(source)] = set(names)
+    return found
 
 
 @pytest.mark.parametrize("doc", markdown_files(), ids=_rel)
