@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The scripted-model native acceptance (real Codex and OpenCode, offline): both modes of a Codex team, background (a
 # later task after the owner exits) and attached_tui with the lifecycle checks, then both mixed teams (a Codex lead
-# asking an OpenCode worker, an OpenCode lead asking a Codex worker), then two hosts on one PostgreSQL store (#15: a
-# task, information and an interrupt across hosts, kill -9 of a host's app mid-task and its restart). Each run prints
-# where its evidence report is.
+# asking an OpenCode worker, an OpenCode lead asking a Codex worker), then two hosts on one PostgreSQL store
+# (docs/guide/several-machines.md: a task, information and an interrupt across hosts, kill -9 of a host's app mid-task
+# and its restart). Each run prints where its evidence report is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 started=$SECONDS

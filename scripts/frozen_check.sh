@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the frozen CLI once (python build/freeze.py -> dist/wardian/wardian) and run the suites that must
-# hold for it (#6): the MCP contract tests, the provider (registration, real `codex mcp list`) tests and the
-# frozen smoke tests against the binary, then the MCP Inspector CLI as an independent client.
+# hold for it (docs/guide/frozen-builds.md): the MCP contract tests, the provider (registration, real `codex mcp list`)
+# tests and the frozen smoke tests against the binary, then the MCP Inspector CLI as an independent client.
 # Expects scripts/setup.sh --with-node to have run (scripts/test.sh does). Extra arguments go to pytest;
 # WARDIAN_FREEZE_ARGS goes to build/freeze.py (`--source-rev HEAD` freezes the last commit, not the work tree).
 set -euo pipefail

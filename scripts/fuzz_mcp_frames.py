@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reliability-matrix P3 [NIGHTLY]: coverage-guided fuzzing (Atheris / libFuzzer) of `wardian mcp serve`'s stdio
+"""docs/reliability.md row P3 [NIGHTLY]: coverage-guided fuzzing (Atheris / libFuzzer) of `wardian mcp serve`'s stdio
 frame decoder and dispatcher, in-process, against a fake app. The target and its pass criteria are in
 `tests/reliability/mcp_frames.py`; a failed criterion is an uncaught exception, so libFuzzer reports it as a crash
 and writes the input (reproduce it with `scripts/fuzz_mcp_frames.py CRASH_FILE`).

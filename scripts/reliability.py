@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Run the reliability suites (tests/reliability) at the matrix's [NIGHTLY] sizes and print a summary table.
+"""Run the reliability suites (tests/reliability) at the [NIGHTLY] sizes of docs/reliability.md and print a summary
+table.
 
     scripts/reliability.py              # nightly sizes, slow rows included (D1/D2 N=200, P1 2,000 x 60, D6, P2, ...)
     scripts/reliability.py --ci         # the [CI] sizes only (what `pytest -n auto` runs)

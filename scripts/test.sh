@@ -14,5 +14,5 @@ started=$SECONDS
 export WARDIAN_FROZEN_CLI="$PWD/dist/wardian/wardian"
 .venv/bin/python -m pytest -n auto -p no:cacheprovider
 scripts/frozen_check.sh
-scripts/acceptance.sh  # the native acceptance, both modes, real Codex on the scripted model (#5)
+scripts/acceptance.sh  # docs/guide/native-acceptance.md: both modes, real Codex on the scripted model
 echo "test.sh: all suites passed in $((SECONDS - started)) s" >&2

@@ -1,5 +1,5 @@
 """A trivial stdio MCP server on the official SDK: the yardstick `scripts/bench.py` measures `wardian mcp serve`
-against in the same run (issue 3, "Done means").
+against in the same run (docs/benchmarks.md#the-metrics).
 
 It is what a minimal server built the SDK's documented way costs: the low-level `Server` (the one `wardian mcp
 serve` is built on) behind the SDK's own `stdio_server` transport, with one tool, `noop`, that returns a

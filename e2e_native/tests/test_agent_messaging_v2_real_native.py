@@ -1,4 +1,4 @@
-"""Native acceptance (seed: "Native acceptance"): two fresh managed agents and a plain-English request.
+"""Native acceptance (docs/design/contract.md, ACC-1..ACC-8): two fresh managed agents and a plain-English request.
 
 The sender must actually call `followup_task`, the receiver's turn answers that request (the app publishes
 its final answer as the reply), and the sender must consume the correlated reply (pushed into its
@@ -140,7 +140,7 @@ def _executables(native: NativeRun) -> list[dict[str, Any]]:
 
 
 def test_a_sender_agent_assigns_work_and_consumes_the_correlated_reply(native: NativeRun, report_dir: Path) -> None:
-    """Seed, "Native acceptance" and "Behavioral experiment": the exchange, proven on records and evidence."""
+    """ACC-1, ACC-2, ACC-8: the exchange, proven on records and evidence."""
     s = native.settings
     report: dict[str, Any] = {
         "run": {"mode": s.mode, "providers": {SENDER: s.providers[0], RECEIVER: s.providers[1]},

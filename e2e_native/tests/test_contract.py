@@ -13,7 +13,7 @@ from wardian_harness.report import SecretInReport, write_report
 
 
 def test_the_acceptance_runs_only_when_opted_in(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Seed: direct invocation is only for the inert contract tests, with the real-provider opt-in unset."""
+    """ACC-3: direct invocation is only for the inert contract tests, with the real-provider opt-in unset."""
     monkeypatch.delenv("WARDIAN_E2E_REAL_MESSAGING_V2", raising=False)
     monkeypatch.delenv(conftest.RUNNER_SCRIPTED_ENV, raising=False)
     assert conftest.acceptance_enabled() is False
@@ -22,7 +22,7 @@ def test_the_acceptance_runs_only_when_opted_in(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_settings_read_the_seeds_variables() -> None:
-    """Seed: the runner honours the mode, lifecycle, trust and approval variables."""
+    """ACC-3, ACC-5, ACC-6, ACC-7: the runner honours the mode, lifecycle, trust and approval variables."""
     env = {"WARDIAN_E2E_MESSAGING_V2_MODE": "attached_tui", "WARDIAN_E2E_MESSAGING_V2_LIFECYCLE": "1",
            "WARDIAN_E2E_MESSAGING_V2_TRUST_FIXTURE_WORKSPACES": "0", "WARDIAN_E2E_MESSAGING_V2_APPROVE_TOOLS": "1",
            "WARDIAN_E2E_MESSAGING_CLI": "/opt/w/wardian", "WARDIAN_E2E_CODEX_AUTH_HOME": "/secret/home"}
@@ -37,7 +37,7 @@ def test_settings_read_the_seeds_variables() -> None:
 
 
 def test_the_grants_are_the_minimum_by_default_and_six_named_tools_on_request() -> None:
-    """Seed: WARDIAN_E2E_MESSAGING_V2_APPROVE_TOOLS=1 grants only the six named tools; by default only the
+    """ACC-6: WARDIAN_E2E_MESSAGING_V2_APPROVE_TOOLS=1 grants only the six named tools; by default only the
     sender's followup_task (our choice: the one open-world call the scripted exchange makes)."""
     assert Settings().grants("lead") == ("followup_task",)
     assert Settings().grants("worker") == ()
@@ -47,7 +47,7 @@ def test_the_grants_are_the_minimum_by_default_and_six_named_tools_on_request() 
 
 
 def test_a_report_never_holds_authentication_material(tmp_path: Path) -> None:
-    """Seed: authentication is never included in the report; the writer refuses and writes nothing."""
+    """ACC-8: authentication is never included in the report; the writer refuses and writes nothing."""
     auth = tmp_path / "auth.json"
     auth.write_text(json.dumps({"tokens": {"access_token": "eyJhbGciOi-very-secret-token"}}), encoding="utf-8")
     report = {"run": {"mode": "background", "codex": {"version": "0", "path": "c", "sha256": "x"}},

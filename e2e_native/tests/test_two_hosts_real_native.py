@@ -1,4 +1,5 @@
-"""Two-host native acceptance (#15): two apps on one PostgreSQL store, a real Codex agent on each, scripted model.
+"""Two-host native acceptance (docs/guide/several-machines.md): two apps on one PostgreSQL store, a real Codex agent on
+each, scripted model.
 
 Host `alpha` (its own process and home) serves `lead` and the person `human` (a registered, never-started agent);
 host `beta` serves `worker`. In order, on records, the store and the agents' model requests:
@@ -156,7 +157,8 @@ def _agent_evidence(host: HostRun, agent: Agent) -> dict[str, Any]:
 
 
 def test_two_hosts_exchange_push_interrupt_and_kill(two_hosts: TwoHosts, report_dir: Path) -> None:
-    """#15: task, reply, information and interrupt across hosts; a killed host loses nothing, exposes nothing twice."""
+    """H1, H2: task, reply, information and interrupt across hosts; a killed host loses nothing, exposes nothing
+    twice."""
     hosts = two_hosts
     codex = hosts.alpha.codex
     report: dict[str, Any] = {

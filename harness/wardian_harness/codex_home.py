@@ -1,6 +1,6 @@
 """Point a private Codex home at the scripted model, and build the allowlisted environment for its child.
 
-The settings are the ones verified offline in `/work/shared/codex-offline.md` §1: a `mock` model provider with
+The settings are the ones verified offline in docs/providers/codex.md: a `mock` model provider with
 `wire_api = "responses"`, an `env_key` whose variable holds a dummy key, `requires_openai_auth = false`, no
 retries, `approval_policy = "never"`, `sandbox_mode = "read-only"`, and `[features] plugins = false, apps = false`
 (which stops the offline plugin-sync attempts). They can be written into `CODEX_HOME/config.toml`

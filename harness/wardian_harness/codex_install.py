@@ -1,6 +1,6 @@
 """Find the Codex CLI a test or the acceptance run should use, and read its version.
 
-Discovery order (issue #5 §1): `WARDIAN_E2E_CODEX_EXECUTABLE` when set (it must exist), else
+Discovery order (docs/guide/native-acceptance.md): `WARDIAN_E2E_CODEX_EXECUTABLE` when set (it must exist), else
 `<repo>/node_modules/.bin/codex` (installed by the project's package.json), else the first `codex` on PATH.
 `codex --version` prints `codex-cli 0.171.0` (or a pre-release such as `codex-cli 0.154.0-alpha.6`);
 `CodexVersion` (core's, `wardian.providers.codex.compat`) orders such versions by semantic-versioning precedence,

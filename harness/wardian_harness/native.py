@@ -87,7 +87,7 @@ def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
 
 @dataclass(frozen=True)
 class Settings:
-    """The seed's variables, read once."""
+    """The acceptance's `WARDIAN_E2E_*` variables (contract ACC-3, docs/guide/native-acceptance.md), read once."""
 
     mode: str = "background"
     lifecycle: bool = False

@@ -1,6 +1,6 @@
-"""Point an OpenCode agent at the scripted model, and find the OpenCode CLI (#14).
+"""Point an OpenCode agent at the scripted model, and find the OpenCode CLI (docs/providers/opencode.md).
 
-The settings are the ones verified offline in `/work/shared/opencode-offline.md` §1: a provider through OpenCode's
+The settings are the ones verified offline in docs/providers/opencode.md: a provider through OpenCode's
 bundled `@ai-sdk/openai-compatible` whose `baseURL` is the agent's scripted-model URL (OpenCode then POSTs to
 `{baseURL}/chat/completions`, which `ScriptedModel` answers in the chat dialect), one model with tool calls, used as
 both `model` and `small_model`. They are given as `wardian agent start NAME -c key=value` settings, which the app

@@ -1,5 +1,5 @@
-"""A private PostgreSQL server for the tests, the bench and the two-host acceptance (#15): Debian's binaries, a
-temporary cluster, nothing shared with any other server on the machine.
+"""A private PostgreSQL server for the tests, the bench and the two-host acceptance (docs/guide/several-machines.md):
+Debian's binaries, a temporary cluster, nothing shared with any other server on the machine.
 
 `PrivateCluster.start()` runs `initdb` (trust for local connections only, one superuser `wardian`) in a temporary
 directory and `pg_ctl start` with the Unix socket in that directory and, when asked, TCP on 127.0.0.1 (a free port)

@@ -71,7 +71,7 @@ class ProcessTree:
     def spawn(self, argv: Sequence[str], env: Mapping[str, str], **kwargs: Any) -> subprocess.Popen[bytes]:
         """Start `argv` as a new member (its own session / job), with the run marker in its environment."""
         child_env = {**env, RUN_MARKER_ENV: self.run_id}
-        # The one Popen of the harness (STYLE §7); callers never ask for text mode, so its pipes are bytes.
+        # The one Popen of the harness, so no child escapes the run; callers never ask for text mode: pipes are bytes.
         proc = cast("subprocess.Popen[bytes]", subprocess.Popen(
             list(argv), env=child_env, **self._backend.popen_kwargs(), **kwargs))
         self._backend.after_spawn(proc)

@@ -1,4 +1,4 @@
-"""`run-native-e2e`: the runner of the native acceptance (seed: "Native acceptance").
+"""`run-native-e2e`: the runner of the native acceptance (contract ACC-1..ACC-8).
 
 It selects Codex (WARDIAN_E2E_CODEX_EXECUTABLE, else node_modules/.bin/codex, else PATH; checked against
 WARDIAN_E2E_CODEX_EXPECTED_VERSION), builds the frozen CLI when asked, creates the isolated run root and holds

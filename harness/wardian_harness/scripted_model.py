@@ -3,9 +3,9 @@
 `ScriptedModel` is an HTTP server on 127.0.0.1 (ephemeral port, background threads) that answers, in two wire
 dialects from the same scripts:
 - `POST /agents/<name>/v1/responses` (Codex): a Responses API Server-Sent Events stream in the form Codex accepts
-  (`/work/shared/codex-offline.md` §1, checked against the real binary in `tests/harness/`);
+  (docs/providers/codex.md, checked against the real binary in `tests/harness/`);
 - `POST /agents/<name>/v1/chat/completions` (OpenCode, through its bundled `@ai-sdk/openai-compatible`): a Chat
-  Completions stream of `data:` chunks ended by `data: [DONE]` (`/work/shared/opencode-offline.md` §1).
+  Completions stream of `data:` chunks ended by `data: [DONE]` (docs/providers/opencode.md).
 Each agent has its own base URL (the same for both dialects) and its own script, so one server serves several
 private provider homes. A script is a queue of steps; every model request consumes one step:
 

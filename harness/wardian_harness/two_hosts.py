@@ -1,7 +1,7 @@
-"""Two hosts of one shared store (#15), driven like the native acceptance drives one: two `wardian app run`
+"""Two hosts of one shared store, driven like the native acceptance drives one: two `wardian app run`
 processes, each on a home of its own (socket, logs, private provider homes) and a host name (`alpha`, `beta`), both
 on one PostgreSQL database of a private server (`postgres.PrivateCluster`), with real Codex agents on the scripted
-model.
+model (docs/guide/several-machines.md).
 
 `HostRun` is a `NativeRun` whose app serves one host of the shared store (`--store URL --host-name NAME`) and can be
 killed with SIGKILL (`kill_app`) and started again on the same home and host name. `TwoHosts` holds the pair and
