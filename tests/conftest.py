@@ -130,7 +130,7 @@ def start_app(
     extra_args: tuple[str, ...] = (),
 ) -> AppProcess:
     """Start `wardian app run` and return once it accepts connections (the product's own start helper); on a shared
-    PostgreSQL store with `store_url` (#15), serving `host_name`."""
+    PostgreSQL store with `store_url`, serving `host_name`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("WARDIAN_")}
     env.update(extra_env or {})
     spawned: list[AppProcess] = []
@@ -181,7 +181,7 @@ STORES = ("sqlite", "postgresql")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """A module that sets `BOTH_STORES = True` runs each test that uses `app` on both backends (#15): the home's
+    """A module that sets `BOTH_STORES = True` runs each test that uses `app` on both backends: the home's
     SQLite file, and a fresh database of the test process's private PostgreSQL server."""
     if getattr(metafunc.module, "BOTH_STORES", False) and "store_backend" in metafunc.fixturenames:
         metafunc.parametrize("store_backend", STORES, indirect=True, scope="module")

@@ -1,4 +1,5 @@
-"""`scripts/bench.py --quick` runs end to end and prints only JSON lines with the expected metrics (#2).
+"""`scripts/bench.py --quick` runs end to end and prints only JSON lines with the expected metrics
+(docs/benchmarks.md#the-metrics).
 
 Figures are not checked: tests never assert wall-clock numbers.
 """
@@ -43,7 +44,7 @@ EXPECTED = {
 
 @pytest.mark.timeout(600)
 def test_bench_quick_prints_one_json_object_per_line_for_every_metric():
-    """Issue 2 "Done means": the benchmark prints JSON lines with each named figure."""
+    """docs/benchmarks.md#the-metrics: the benchmark prints JSON lines with each named figure."""
     proc = subprocess.run([sys.executable, str(BENCH), "--quick"], capture_output=True, timeout=580,
                           check=False)
     assert proc.returncode == 0, proc.stderr.decode("utf-8", "replace")[-4000:]
@@ -58,7 +59,7 @@ def test_bench_quick_prints_one_json_object_per_line_for_every_metric():
         assert ("value" in r) or ("p50_ms" in r and "p99_ms" in r)
 
 
-# `--store postgresql` (#15): each store-bound figure on both backends, tagged, plus the PostgreSQL-only ones.
+# `--store postgresql`: each store-bound figure on both backends, tagged, plus the PostgreSQL-only ones.
 EXPECTED_BOTH_STORES = {
     ("roundtrip_mailbox_wait", "sqlite"), ("roundtrip_mailbox_wait", "postgresql"),
     ("roundtrip_agent_list", "sqlite"), ("roundtrip_agent_list", "postgresql"),

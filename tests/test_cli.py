@@ -20,7 +20,7 @@ def j(result: subprocess.CompletedProcess[bytes]) -> dict:
 
 
 def test_message_commands_round_trip_a_task_and_its_reply(app: AppHandle) -> None:
-    """Issue 2: send, task, receive, wait, reply through the CLI, acting for WARDIAN_SESSION_ID."""
+    """docs/reference/cli.md: send, task, receive, wait, reply through the CLI, acting for WARDIAN_SESSION_ID."""
     lead, tl = app.add_agent("lead")
     _, tr = app.add_agent("reviewer")
     sent = app.cli("message", "task", "--to", "reviewer", "--json", "please review", token=tl)
@@ -39,7 +39,7 @@ def test_message_commands_round_trip_a_task_and_its_reply(app: AppHandle) -> Non
 
 
 def test_json_prints_the_apps_result_exactly(app: AppHandle) -> None:
-    """Issue 2: --json prints the app's result exactly."""
+    """docs/reference/cli.md: --json prints the app's result exactly."""
     _, ta = app.add_agent()
     _b, _ = app.add_agent()
     out = j(app.cli("agent", "list", "--json", token=ta))
@@ -47,7 +47,7 @@ def test_json_prints_the_apps_result_exactly(app: AppHandle) -> None:
 
 
 def test_stdin_text_is_taken_byte_exact(app: AppHandle) -> None:
-    """Seed: message text retains Unicode, line breaks, and punctuation (--stdin, trailing newline kept)."""
+    """TXT-1: message text retains Unicode, line breaks, and punctuation (--stdin, trailing newline kept)."""
     _, ta = app.add_agent()
     b, tb = app.add_agent()
     text = "line one\r\nline two ✓\n\n\ttabbed\n"
@@ -58,7 +58,7 @@ def test_stdin_text_is_taken_byte_exact(app: AppHandle) -> None:
 
 
 def test_agent_env_prints_evaluable_exports(app: AppHandle) -> None:
-    """Issue 2: `wardian agent env NAME` prints shell exports of WARDIAN_HOME and WARDIAN_SESSION_ID."""
+    """SES-2: `wardian agent env NAME` prints shell exports of WARDIAN_HOME and WARDIAN_SESSION_ID."""
     agent, _ = app.add_agent()
     out = app.cli("agent", "env", agent["name"]).stdout.decode()
     env = dict(line.removeprefix("export ").split("=", 1) for line in out.splitlines())
@@ -98,7 +98,8 @@ def test_agent_add_validates_names_and_providers(app: AppHandle) -> None:
     (["message", "bogus"], cli.EXIT_USAGE, b"invalid choice"),
 ])
 def test_exit_codes_are_documented_and_distinct(app: AppHandle, args: list[str], code: int, needle: bytes) -> None:
-    """Issue 2: documented exit codes (0 ok, distinct codes for bad input, app not running, not found)."""
+    """docs/reference/exit-codes.md: documented exit codes (0 ok, distinct codes for bad input, app not running, not
+    found)."""
     _, token = app.add_agent()
     app.add_agent("peer")
     r = app.cli(*args, token=token)
@@ -107,7 +108,7 @@ def test_exit_codes_are_documented_and_distinct(app: AppHandle, args: list[str],
 
 
 def test_missing_session_and_missing_app_have_their_own_codes(app: AppHandle) -> None:
-    """Issue 2: a missing WARDIAN_SESSION_ID is bad input (2); no app running is 3."""
+    """docs/reference/exit-codes.md: a missing WARDIAN_SESSION_ID is bad input (2); no app running is 3."""
     r = app.cli("message", "receive")
     assert r.returncode == cli.EXIT_USAGE
     assert b"missing_session" in r.stderr
@@ -146,7 +147,7 @@ def test_every_error_class_maps_to_one_exit_code() -> None:
 
 
 def test_the_cli_does_not_import_mcp_pydantic_or_anyio() -> None:
-    """Issue 2: the CLI never imports mcp; cold start keeps pydantic and anyio out of client commands too."""
+    """docs/benchmarks.md: the CLI never imports mcp; cold start keeps pydantic and anyio out of client commands too."""
     code = ("import sys; from wardian import cli, client; "
             "print(sorted(m for m in ('mcp', 'pydantic', 'anyio') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
@@ -154,7 +155,7 @@ def test_the_cli_does_not_import_mcp_pydantic_or_anyio() -> None:
 
 
 def test_help_lists_no_retired_command() -> None:
-    """#11: `wardian --help` shows no `==SUPPRESS==` lines; the retired `send`/`ask` stay retired but unlisted."""
+    """`wardian --help` shows no `==SUPPRESS==` lines; the retired `send`/`ask` stay retired but unlisted."""
     out = subprocess.run([*wardian_cmd(), "--help"], capture_output=True, text=True, timeout=60, check=True).stdout
     assert "SUPPRESS" not in out
     commands = [line.split()[0] for line in out.splitlines() if line.startswith("    ") and line.split()]

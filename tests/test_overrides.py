@@ -1,4 +1,4 @@
-"""Launch-setting overrides (`-c key=value`), parsed in one place for every provider (#12)."""
+"""Launch-setting overrides (`-c key=value`), parsed in one place for every provider (decision 0014)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Project structure rules from STYLE.md §2 and §4: dependency direction and the error-code mapping."""
+"""Project structure rules (docs/design/architecture.md, docs/reference/errors.md): dependency direction and the
+error-code mapping."""
 
 from __future__ import annotations
 
@@ -38,19 +39,19 @@ def modules(folder: str) -> list[Path]:
     ("errors.py", ("wardian.", "pydantic", "anyio")),
     ("home.py", ("pydantic", "anyio", "wardian.store", "wardian.app", "wardian.providers", "wardian.protocol")),
     ("overrides.py", ("pydantic", "anyio", "wardian.store", "wardian.app", "wardian.providers", "wardian.protocol")),
-    # #12: the store never imports pydantic or providers, and hands out no connection (see below).
+    # Decision 0014: the store never imports pydantic or providers, and hands out no connection (see below).
     ("store", ("pydantic", "anyio", "wardian.protocol", "wardian.app", "wardian.client", "wardian.mcp",
                "wardian.providers")),
     ("protocol", ("anyio", "sqlite3", "wardian.store", "wardian.app", "wardian.client", "wardian.providers")),
-    # #12: the app is provider-neutral; it reaches providers through wardian.providers (base and registry).
+    # Decision 0014: the app is provider-neutral; it reaches providers through wardian.providers (base and registry).
     ("app", ("wardian.providers.codex", "wardian.cli", "wardian.mcp", "wardian.client", "sqlite3")),
     ("app/spawn.py", ("pydantic", "anyio", "mcp", "wardian.store", "wardian.providers", "wardian.protocol")),
     ("providers", ("wardian.cli", "wardian.mcp", "wardian.store", "wardian.app")),
     ("providers/base.py", ("wardian.providers.codex", "wardian.providers.opencode", "pydantic")),
-    # #14: providers know nothing of each other; what they share lives beside base.py.
+    # Providers know nothing of each other; what they share lives beside base.py.
     ("providers/codex", ("wardian.providers.opencode",)),
     ("providers/opencode", ("wardian.providers.codex",)),
-    # #16: the console reads and acts only through the service's method table, never the store or a provider.
+    # Decision 0018: the console reads and acts only through the service's method table, never the store or a provider.
     ("console", ("wardian.store", "wardian.providers", "wardian.app.runtime", "wardian.client", "wardian.mcp",
                  "sqlite3")),
     ("client.py", ("pydantic", "anyio", "mcp", "wardian.store", "wardian.app")),
@@ -58,7 +59,7 @@ def modules(folder: str) -> list[Path]:
     ("mcp", ("wardian.store", "wardian.app", "sqlite3")),
 ])
 def test_dependency_direction(room: str, forbidden: tuple[str, ...]) -> None:
-    """STYLE.md §2: who may import whom; the app alone opens the store."""
+    """docs/design/architecture.md: who may import whom; the app alone opens the store."""
     for path in modules(room):
         bad = {name for name in imports_of(path) for f in forbidden if name == f.rstrip(".") or
                name.startswith(f if f.endswith(".") else f + ".") or name == f}
@@ -66,7 +67,7 @@ def test_dependency_direction(room: str, forbidden: tuple[str, ...]) -> None:
 
 
 def test_core_never_imports_the_harness() -> None:
-    """DESIGN.md §3: core/wardian never imports the harness, e2e_native or tests."""
+    """docs/design/architecture.md: core/wardian never imports the harness, e2e_native or tests."""
     paths = list(CORE.rglob("*.py"))
     assert paths
     for path in paths:
@@ -75,7 +76,7 @@ def test_core_never_imports_the_harness() -> None:
 
 
 def test_the_package_list_comes_from_discovery() -> None:
-    """#11: the packages are found, not listed by hand, so every subpackage ships in the wheel."""
+    """Decision 0013: the packages are found, not listed by hand, so every subpackage ships in the wheel."""
     setuptools = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
     assert "package-dir" not in setuptools
     assert isinstance(setuptools["packages"], dict), "packages must be discovered ([tool.setuptools.packages.find])"
@@ -84,7 +85,7 @@ def test_the_package_list_comes_from_discovery() -> None:
 
 @pytest.mark.parametrize("root", [CORE, HARNESS], ids=["core", "harness"])
 def test_every_folder_of_python_code_is_a_discovered_package(root: Path) -> None:
-    """#11: a folder under a package's import name that holds Python code is a package setuptools discovers
+    """Decision 0013: a folder under a package's import name that holds Python code is a package setuptools discovers
     (an `__init__.py`, so not silently left out of the wheel as a namespace folder)."""
     found = set(find_packages(where=str(root.parent)))
     folders = {p.parent for p in root.rglob("*.py") if "__pycache__" not in p.parts}
@@ -96,7 +97,7 @@ def test_every_folder_of_python_code_is_a_discovered_package(root: Path) -> None
 
 
 def test_no_database_connection_leaves_the_store() -> None:
-    """#12: outside `wardian.store`, no module touches sqlite3 or a store's connection (`_db`, `_conn`)."""
+    """Decision 0014: outside `wardian.store`, no module touches sqlite3 or a store's connection (`_db`, `_conn`)."""
     for path in CORE.rglob("*.py"):
         if "store" in path.relative_to(CORE).parts:
             continue
@@ -106,7 +107,7 @@ def test_no_database_connection_leaves_the_store() -> None:
 
 
 def test_every_provider_name_has_its_implementation() -> None:
-    """#12: the registry serves exactly the provider names the app accepts."""
+    """Decision 0014: the registry serves exactly the provider names the app accepts."""
     from wardian.model import PROVIDERS as NAMES
     from wardian.providers import PROVIDERS
 
@@ -115,7 +116,7 @@ def test_every_provider_name_has_its_implementation() -> None:
 
 
 def test_every_method_has_its_handler() -> None:
-    """#12: `METHODS` is the one method table; every entry names a coroutine of the service."""
+    """Decision 0014: `METHODS` is the one method table; every entry names a coroutine of the service."""
     import inspect
 
     from wardian.app.service import AppService
@@ -138,7 +139,7 @@ def all_error_classes() -> list[type[errors.WardianError]]:
 
 @pytest.mark.parametrize("cls", all_error_classes(), ids=lambda c: c.__name__)
 def test_every_error_round_trips_through_its_wire_form(cls: type[errors.WardianError]) -> None:
-    """STYLE.md §4: each class maps to one code and back."""
+    """docs/reference/errors.md: each class maps to one code and back."""
     exc = cls("message", field="f", allowed="a..b", extra=1)
     back = jsonrpc.error_from_object(jsonrpc.error_object(exc))
     assert back.code == exc.code
@@ -155,7 +156,7 @@ def test_error_codes_are_unique_per_leaf() -> None:
 
 
 def test_uncertain_and_transport_errors_are_distinct_types() -> None:
-    """STYLE.md §4: whether a byte was written decides between TransportError and DeliveryUncertain."""
+    """docs/reference/errors.md: whether a byte was written decides between TransportError and DeliveryUncertain."""
     assert not issubclass(errors.DeliveryUncertain, errors.TransportError)
     assert not issubclass(errors.TransportError, errors.DeliveryUncertain)
     assert errors.DeliveryUncertain.delivery == "uncertain"

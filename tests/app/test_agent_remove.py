@@ -1,5 +1,5 @@
-"""`wardian agent remove NAME|UUID` (#13): the runtime stops, the sessions are revoked, the name is freed, every
-record stays, and each task still pending or claimed gets one correlated `failed` notice from Wardian; a task in a
+"""`wardian agent remove NAME|UUID` (decision 0015): the runtime stops, the sessions are revoked, the name is freed,
+every record stays, and each task still pending or claimed gets one correlated `failed` notice from Wardian; a task in a
 turn nobody saw end becomes uncertain, not failed."""
 
 from __future__ import annotations

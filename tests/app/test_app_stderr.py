@@ -12,8 +12,9 @@ REFUSED_CALLS = 2_000
 
 
 def test_a_chatty_app_never_blocks_on_its_stderr(app: AppHandle) -> None:
-    """Regression (#7): `start_app` piped the app's stderr into a pipe nobody read; an app that logged more than the
-    pipe holds (10,000 refused sessions log a line each) blocked in its logging, and the calls after it timed out."""
+    """Regression (decision 0012): `start_app` piped the app's stderr into a pipe nobody read; an app that logged more
+    than the pipe holds (10,000 refused sessions log a line each) blocked in its logging, and the calls after it timed
+    out."""
     for n in range(REFUSED_CALLS):
         with pytest.raises(errors.SessionHomeMismatch):
             app.client.call("agent/list", {"session": f"wsn1_zzzz_{n}_forged"})

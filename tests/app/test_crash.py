@@ -43,7 +43,7 @@ def stored(root: Path) -> dict[str, str]:
 
 
 def test_a_receipt_survives_kill_9_right_after_it_was_returned(root: Path) -> None:
-    """Brief: a record the app acknowledged survives kill -9 (issue 2 "Done means")."""
+    """RCPT-3, D1: a record the app acknowledged survives kill -9."""
     proc = start_app(root)
     home = Home(root)
     ts, _, target = setup_pair(home)
@@ -55,7 +55,7 @@ def test_a_receipt_survives_kill_9_right_after_it_was_returned(root: Path) -> No
 
 
 def test_concurrent_acknowledged_sends_survive_a_random_kill_9(root: Path) -> None:
-    """reliability-matrix D1 (reduced): 8 concurrent senders, SIGKILL at a random moment; 0 acknowledged
+    """D1 (reduced): 8 concurrent senders, SIGKILL at a random moment; 0 acknowledged
     receipts missing, 0 duplicates, integrity ok; every call ended with a receipt or a typed error."""
     proc = start_app(root)
     home = Home(root)
@@ -108,7 +108,7 @@ def test_concurrent_acknowledged_sends_survive_a_random_kill_9(root: Path) -> No
 
 
 def test_a_task_is_never_exposed_twice_across_kill_9(root: Path) -> None:
-    """Seed: only one may expose that task as new work; a restart does not re-expose claimed tasks."""
+    """CLM-2: only one may expose that task as new work; a restart does not re-expose claimed tasks."""
     proc = start_app(root)
     home = Home(root)
     ts, tr, target = setup_pair(home)

@@ -64,7 +64,7 @@ def raw(shared_app: AppHandle):
     (b'{"jsonrpc":"2.0","id":1,"method":"agent/list","params":[1]}', -32001),
 ])
 def test_malformed_frames_get_an_error_and_the_connection_continues(raw: Raw, frame: bytes, code: int) -> None:
-    """reliability-matrix Part 2 / M2: the documented code for each case, then a ping is answered."""
+    """M2 (docs/guide/mcp-server.md#errors): the documented code for each case, then a ping is answered."""
     raw.send(frame + b"\n")
     answer = raw.read()
     assert answer["error"]["code"] == code
@@ -72,7 +72,7 @@ def test_malformed_frames_get_an_error_and_the_connection_continues(raw: Raw, fr
 
 
 def test_crlf_line_endings_are_accepted(raw: Raw) -> None:
-    """reliability-matrix M2: a CRLF-terminated request is served."""
+    """M2: a CRLF-terminated request is served."""
     raw.send(b'{"jsonrpc":"2.0","id":7,"method":"app/status"}\r\n')
     assert raw.read()["id"] == 7
 
@@ -84,7 +84,7 @@ def test_notifications_get_no_answer(raw: Raw) -> None:
 
 
 def test_an_oversize_frame_is_refused_and_discarded_to_its_newline(raw: Raw) -> None:
-    """reliability-matrix §3.5 transport row: a line over the cap gets -32600, then the connection goes on."""
+    """B27: a line over the cap gets -32600, then the connection goes on."""
     raw.send(b'{"jsonrpc":"2.0","id":1,"method":"app/status","pad":"' + b"x" * (MAX_REQUEST_FRAME_BYTES + 10))
     raw.send(b'"}\n')
     assert raw.read()["error"]["code"] == -32600
@@ -92,7 +92,7 @@ def test_an_oversize_frame_is_refused_and_discarded_to_its_newline(raw: Raw) -> 
 
 
 def test_a_lone_surrogate_is_invalid_text_not_a_crash(shared_app: AppHandle, raw: Raw) -> None:
-    r"""reliability-matrix §3.5: a lone surrogate via "\ud800" is invalid_text; nothing is stored."""
+    r"""B14: a lone surrogate via "\ud800" is invalid_text; nothing is stored."""
     _, ta = shared_app.add_agent()
     b, _ = shared_app.add_agent()
     frame = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "message/send",
@@ -105,7 +105,7 @@ def test_a_lone_surrogate_is_invalid_text_not_a_crash(shared_app: AppHandle, raw
 
 
 def test_errors_carry_code_field_allowed_and_delivery(shared_app: AppHandle, raw: Raw) -> None:
-    """reliability-matrix Part 2: error data is {code, message, field?, allowed?, delivery}."""
+    """docs/guide/mcp-server.md#errors: error data is {code, message, field?, allowed?, delivery}."""
     _, tb = shared_app.add_agent()
     raw.send(json.dumps({"jsonrpc": "2.0", "id": 4, "method": "mailbox/receive",
                          "params": {"session": tb, "limit": 500}}).encode() + b"\n")
@@ -117,7 +117,7 @@ def test_errors_carry_code_field_allowed_and_delivery(shared_app: AppHandle, raw
 
 
 def test_a_lost_answer_is_uncertain_and_never_resent() -> None:
-    """reliability-matrix D4: the app dies after COMMIT but before answering; the client wrote exactly one
+    """D4: the app dies after COMMIT but before answering; the client wrote exactly one
     request, reports uncertain, and the store holds exactly one record."""
     root = short_home("wu")
     try:

@@ -1,4 +1,4 @@
-"""One app per home, the private runtime directory and socket, and who may connect (reliability-matrix S1-S3)."""
+"""One app per home, the private runtime directory and socket, and who may connect (docs/reliability.md rows S1-S3)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def run_cli(*args: str, home: Path, env_extra: dict[str, str] | None = None) -> 
 
 
 def test_a_second_app_on_the_same_home_refuses(app: AppHandle) -> None:
-    """DESIGN.md §4: one app per home; a second `wardian app run` exits non-zero saying it is running."""
+    """HOME-1: one app per home; a second `wardian app run` exits non-zero saying it is running."""
     r = run_cli("app", "run", home=app.home.root)
     assert r.returncode == 7
     assert "already_running" in r.stderr
@@ -38,7 +38,7 @@ def test_a_second_app_on_the_same_home_refuses(app: AppHandle) -> None:
 
 
 def test_runtime_dir_and_socket_are_private_even_with_umask_000() -> None:
-    """reliability-matrix S1: run/ is 0700 and owned by us, the socket 0600, whatever the umask."""
+    """S1: run/ is 0700 and owned by us, the socket 0600, whatever the umask."""
     root = short_home()
     old = os.umask(0)
     try:
@@ -60,7 +60,7 @@ def test_runtime_dir_and_socket_are_private_even_with_umask_000() -> None:
 
 @pytest.mark.parametrize("kind", ["world_writable", "symlink", "not_a_dir"])
 def test_an_insecure_runtime_dir_is_refused(kind: str, tmp_path: Path) -> None:
-    """reliability-matrix S2 (a, b): a pre-created run/ open to others, or a symlink, refuses to start."""
+    """S2 (a, b): a pre-created run/ open to others, or a symlink, refuses to start."""
     root = short_home()
     try:
         run_dir = root / "run"
@@ -82,7 +82,7 @@ def test_an_insecure_runtime_dir_is_refused(kind: str, tmp_path: Path) -> None:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to chown the directory to another uid")
 def test_a_runtime_dir_owned_by_another_uid_is_refused() -> None:
-    """reliability-matrix S2 (a): run/ pre-created by another uid refuses to start."""
+    """S2 (a): run/ pre-created by another uid refuses to start."""
     root = short_home()
     try:
         (root / "run").mkdir(mode=0o700)
@@ -95,7 +95,7 @@ def test_a_runtime_dir_owned_by_another_uid_is_refused() -> None:
 
 
 def test_a_stale_socket_is_replaced_after_kill_9() -> None:
-    """reliability-matrix S2 (d): a socket file left by a killed app is replaced by the next app."""
+    """S2 (d): a socket file left by a killed app is replaced by the next app."""
     root = short_home()
     try:
         proc = start_app(root)
@@ -142,7 +142,7 @@ def test_start_status_stop_from_the_cli() -> None:
         assert json.loads(status.stdout)["pid"] == pid
         stopped = run_cli("app", "stop", home=root)
         assert stopped.returncode == 0, stopped.stderr
-        # #13: `app stop` returns only once the process has ended (a script may `rm -rf` the home right after).
+        # `app stop` returns only once the process has ended (a script may `rm -rf` the home right after).
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
         after = run_cli("app", "status", "--json", home=root)
         assert after.returncode == 3
@@ -155,7 +155,7 @@ def test_start_status_stop_from_the_cli() -> None:
 
 
 def test_a_client_of_another_protocol_version_is_told_so(tmp_path: Path) -> None:
-    """reliability-matrix M4: version skew is app_incompatible, reported before any byte is written."""
+    """M4: version skew is app_incompatible, reported before any byte is written."""
     root = short_home()
     try:
         run_dir = root / "run"
@@ -212,7 +212,7 @@ print(json.dumps({"connect": "ok", "answer": data.decode("utf-8", "replace")}))
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv")
 def test_another_uid_is_rejected_before_any_request_is_read(app: AppHandle) -> None:
-    """reliability-matrix S3: by default another uid cannot connect; with the socket opened up it is dropped
+    """S3: by default another uid cannot connect; with the socket opened up it is dropped
     by SO_PEERCRED before its request is parsed, and nothing changes."""
     cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", PEER_PYTHON, "-c", _PEER_SCRIPT,
            str(app.home.socket_path)]

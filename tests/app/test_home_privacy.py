@@ -1,7 +1,7 @@
-"""The home is private (#13): with the common umask 022 (and 000), `wardian app start` used to create the home 0755
-and the store, its WAL, the logs and `app.out` 0644, readable by every local user. Now everything in a home is
-owner-only (0700 directories, 0600 files) whatever the umask; an existing home open to others is refused with the
-path and the fix, or tightened when an app made it."""
+"""The home is private (HOME-2, decision 0006): with the common umask 022 (and 000), `wardian app start` used to create
+the home 0755 and the store, its WAL, the logs and `app.out` 0644, readable by every local user. Now everything in a
+home is owner-only (0700 directories, 0600 files) whatever the umask; an existing home open to others is refused with
+the path and the fix, or tightened when an app made it."""
 
 from __future__ import annotations
 

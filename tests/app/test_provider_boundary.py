@@ -1,4 +1,4 @@
-"""The provider boundary is real (#12): a second provider that is not Codex, speaking only through
+"""The provider boundary is real (decision 0014): a second provider that is not Codex, speaking only through
 `wardian.providers.base`, takes a task, completes it and is interrupted through the app's provider-neutral runtime
 and its operations (the same `AppService` the control socket serves), with the ledger's facts on the way."""
 
@@ -26,7 +26,7 @@ async def lead_records(w: World) -> list[dict[str, Any]]:
 
 @pytest.mark.anyio
 async def test_a_second_provider_takes_a_task_and_its_turns_answer_is_the_reply() -> None:
-    """Seed ("Automatic task delivery"), through a provider that is not Codex: idle -> a new turn with the task;
+    """DLV-4, CMP-1, RPL-5, through a provider that is not Codex: idle -> a new turn with the task;
     the turn's final text comes back to the requester as reply `done`; the binding and completion are recorded."""
     async with world() as w:
         started = await w.call("agent/start", agent="worker")
@@ -73,8 +73,8 @@ async def test_without_steer_a_task_for_a_busy_agent_waits_for_its_own_turn() ->
 
 @pytest.mark.anyio
 async def test_an_interrupt_reaches_the_exact_turn_and_the_requester_gets_a_blocked_notice() -> None:
-    """Seed: interrupt_agent interrupts the exact observed active turn; an interrupted turn returns an attributed
-    Wardian blocked notice."""
+    """INT-1, CMP-2: interrupt_agent interrupts the exact observed active turn; an interrupted turn returns an
+    attributed Wardian blocked notice."""
     async with world() as w:
         await w.call("agent/start", agent="worker")
         fake = w.worker()
@@ -94,7 +94,7 @@ async def test_an_interrupt_reaches_the_exact_turn_and_the_requester_gets_a_bloc
 
 @pytest.mark.anyio
 async def test_information_is_pushed_when_the_provider_can_inject() -> None:
-    """Seed: information reaches a capable session without a turn; its receipt says provider_visible."""
+    """DLV-7, RCPT-1: information reaches a capable session without a turn; its receipt says provider_visible."""
     async with world() as w:
         await w.call("agent/start", agent="worker")
         receipt = await w.call("message/send", session=w.lead, target="worker", message="FYI")
@@ -105,7 +105,7 @@ async def test_information_is_pushed_when_the_provider_can_inject() -> None:
 
 @pytest.mark.anyio
 async def test_without_an_exact_completion_boundary_the_recipient_must_reply() -> None:
-    """Seed: providers without an exact native completion boundary still require explicit reply; what a provider
+    """RPL-5: providers without an exact native completion boundary still require explicit reply; what a provider
     cannot do (inject, interrupt) is refused or left on the receive path, by capability."""
     caps = Capabilities(steer=False, inject=False, interrupt=False, exact_completion=False)
     async with world(caps) as w:

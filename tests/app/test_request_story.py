@@ -1,6 +1,6 @@
-"""One request's whole story by id (#13): `wardian message show ID [--json]` (app method `request/show`) prints every
-fact the app holds about an ask_, msg_, rep_ or ntc_ record; `request/status` lets the agent that sent a task look
-its own request up, and nobody else's; the operator log shows each task's facts."""
+"""One request's whole story by id (decision 0015): `wardian message show ID [--json]` (app method `request/show`)
+prints every fact the app holds about an ask_, msg_, rep_ or ntc_ record; `request/status` lets the agent that sent a
+task look its own request up, and nobody else's; the operator log shows each task's facts."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Several hosts, one store (#15): two apps (`alpha`, `beta`), each on its own home, serving one PostgreSQL database of
-the test process's private server. The contract across hosts is the contract on one: targets, receipts, claims,
-replies, sessions and wake-ups; a host is served by one live app; a host that went away shows offline and its tasks
-wait for it; a restarted server costs no false receipt."""
+"""Several hosts, one store (docs/guide/several-machines.md): two apps (`alpha`, `beta`), each on its own home, serving
+one PostgreSQL database of the test process's private server. The contract across hosts is the contract on one: targets,
+receipts, claims, replies, sessions and wake-ups; a host is served by one live app; a host that went away shows offline
+and its tasks wait for it; a restarted server costs no false receipt."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Mailbox signals: subscribe-before-check and the wake reason (seed: provider_context_available)."""
+"""Mailbox signals: subscribe-before-check and the wake reason (RCV-6: provider_context_available)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from wardian.app.signals import MAILBOX_ACTIVITY, PROVIDER_CONTEXT, MailboxSigna
 
 @pytest.mark.anyio
 async def test_a_signal_between_subscribe_and_wait_is_not_lost() -> None:
-    """DESIGN.md §4: a waiter that subscribed before looking sees a signal sent before it waits."""
+    """WAIT-2: a waiter that subscribed before looking sees a signal sent before it waits."""
     signals = MailboxSignals()
     with signals.subscribe("a") as waiter:
         signals.notify("a")
@@ -22,7 +22,7 @@ async def test_a_signal_between_subscribe_and_wait_is_not_lost() -> None:
 
 @pytest.mark.anyio
 async def test_provider_context_is_the_reason_unless_mailbox_activity_also_landed() -> None:
-    """Seed: receive can return with wake_reason provider_context_available; a record that also landed wins."""
+    """RCV-6: receive can return with wake_reason provider_context_available; a record that also landed wins."""
     signals = MailboxSignals()
     with signals.subscribe("a") as only_context, signals.subscribe("b") as both:
         signals.notify("a", PROVIDER_CONTEXT)

@@ -1,4 +1,4 @@
-"""Which command registration writes into a Codex home (#6; seed, "Codex configuration").
+"""Which command registration writes into a Codex home (CFG-1, CFG-5; docs/guide/frozen-builds.md).
 
 A frozen build registers the frozen executable, or the silent launcher beside it where the platform ships
 one (`wardian-mcp.exe` on Windows); from source it registers the `wardian` console script beside the
@@ -25,14 +25,14 @@ def touch(path: Path, mode: int = 0o755) -> Path:
 
 
 def test_a_frozen_posix_build_registers_itself(tmp_path: Path) -> None:
-    """Issue #6: frozen, the registered command is the frozen executable, never an interpreter."""
+    """CFG-1: frozen, the registered command is the frozen executable, never an interpreter."""
     exe = touch(tmp_path / "dist" / "wardian" / "wardian")
     touch(tmp_path / "dist" / "wardian" / "python3")  # nothing beside it is ever preferred
     assert wardian_executable(str(exe), frozen=True, launcher=None) == exe
 
 
 def test_a_frozen_windows_build_registers_the_silent_launcher_beside_the_cli(tmp_path: Path) -> None:
-    """Seed: on Windows managed startup registers wardian-mcp.exe, not the console wardian-cli.exe."""
+    """CFG-5: on Windows managed startup registers wardian-mcp.exe, not the console wardian-cli.exe."""
     cli = touch(tmp_path / "wardian" / "wardian-cli.exe")
     launcher = touch(tmp_path / "wardian" / "wardian-mcp.exe")
     assert wardian_executable(str(cli), frozen=True, launcher="wardian-mcp.exe") == launcher
@@ -40,7 +40,7 @@ def test_a_frozen_windows_build_registers_the_silent_launcher_beside_the_cli(tmp
 
 
 def test_a_frozen_windows_build_without_its_launcher_is_reported(tmp_path: Path) -> None:
-    """Seed: a missing CLI is reported; the console CLI is not registered instead (it would open a window)."""
+    """CFG-2, CFG-5: a missing CLI is reported; the console CLI is not registered instead (it would open a window)."""
     cli = touch(tmp_path / "wardian" / "wardian-cli.exe")
     with pytest.raises(errors.CliNotFound) as caught:
         wardian_executable(str(cli), frozen=True, launcher="wardian-mcp.exe")
@@ -48,7 +48,7 @@ def test_a_frozen_windows_build_without_its_launcher_is_reported(tmp_path: Path)
 
 
 def test_from_source_the_console_script_beside_the_interpreter_is_registered(tmp_path: Path) -> None:
-    """Issue #3/#6: not frozen, the `wardian` script of the environment, not `python -m wardian`."""
+    """CFG-1: not frozen, the `wardian` script of the environment, not `python -m wardian`."""
     python = touch(tmp_path / "venv" / "bin" / "python")
     script = touch(tmp_path / "venv" / "bin" / "wardian")
     assert wardian_executable(str(python), frozen=False) == script
@@ -56,7 +56,7 @@ def test_from_source_the_console_script_beside_the_interpreter_is_registered(tmp
 
 
 def test_from_source_without_a_console_script_nothing_is_guessed(tmp_path: Path) -> None:
-    """Issue #3: no executable script beside the interpreter is `cli_not_found`."""
+    """CFG-2: no executable script beside the interpreter is `cli_not_found`."""
     python = touch(tmp_path / "venv" / "bin" / "python")
     touch(tmp_path / "venv" / "bin" / "wardian", mode=0o644)  # not executable
     with pytest.raises(errors.CliNotFound):

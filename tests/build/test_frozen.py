@@ -1,4 +1,5 @@
-"""Smoke tests of the frozen CLI (#6): the PyInstaller build itself, every kind of subcommand, the MCP server.
+"""Smoke tests of the frozen CLI (docs/guide/frozen-builds.md): the PyInstaller build itself, every kind of subcommand,
+the MCP server.
 
 The binary under test is `WARDIAN_FROZEN_CLI` when set (CI builds once with `python build/freeze.py` and points
 here); otherwise the tests build one with `build/freeze.py` into `build/work/pytest-dist/`, once per source
@@ -45,7 +46,7 @@ pytestmark = pytest.mark.timeout(900)  # the first test may wait for a build
 def _source_digest() -> str:
     """What a build depends on: the package, the build files and the locked dependencies."""
     digest = hashlib.sha256()
-    # Python, and the console's templates and static files (#16), which the build bundles as data.
+    # Python, and the console's templates and static files, which the build bundles as data.
     files = sorted(p for p in (REPO / "core").rglob("*") if p.suffix in {".py", ".j2", ".css", ".js", ".svg"}
                    and "__pycache__" not in p.parts) + sorted((REPO / "build").glob("*.py"))
     for path in [*files, REPO / "build" / "wardian.spec", REPO / "uv.lock"]:
@@ -126,7 +127,7 @@ def frozen_app(frozen_cli: Path) -> Iterator[Frozen]:
 
 
 def test_the_frozen_cli_prints_its_version(frozen_cli: Path) -> None:
-    """Issue #6: the build starts and is this version of wardian."""
+    """Decision 0011: the build starts and is this version of wardian."""
     proc = subprocess.run([str(frozen_cli), "--version"], env=clean_env(), capture_output=True, timeout=60,
                           check=False)
     assert proc.returncode == 0
@@ -134,7 +135,7 @@ def test_the_frozen_cli_prints_its_version(frozen_cli: Path) -> None:
 
 
 def test_app_start_status_and_stop_run_the_frozen_executable(frozen_cli: Path) -> None:
-    """Issue #6: `app start` re-executes the frozen binary itself (not a Python interpreter) as `app run`."""
+    """Decision 0011: `app start` re-executes the frozen binary itself (not a Python interpreter) as `app run`."""
     home = Path(tempfile.mkdtemp(prefix="wfz", dir="/tmp"))
     cli = Frozen(frozen_cli, home)
     try:
@@ -152,7 +153,7 @@ def test_app_start_status_and_stop_run_the_frozen_executable(frozen_cli: Path) -
 
 
 def test_a_message_and_a_task_make_the_round_trip_through_the_frozen_cli(frozen_app: Frozen) -> None:
-    """Issue #6: send, wait, receive, task and reply work frozen; text round-trips byte for byte."""
+    """Decision 0011: send, wait, receive, task and reply work frozen; text round-trips byte for byte."""
     cli = frozen_app
     cli.run("agent", "add", "lead", "--provider", "codex")
     cli.run("agent", "add", "reviewer", "--provider", "codex")
@@ -174,7 +175,7 @@ def test_a_message_and_a_task_make_the_round_trip_through_the_frozen_cli(frozen_
 
 
 def test_codex_register_writes_the_frozen_executable(frozen_app: Frozen, tmp_path: Path) -> None:
-    """Issue #6: frozen, registration names the frozen binary (its launcher on Windows), never an interpreter."""
+    """CFG-1, CFG-5: frozen, registration names the frozen binary (its launcher on Windows), never an interpreter."""
     frozen_app.run("agent", "add", "worker", "--provider", "codex")
     summary = frozen_app.json("codex", "register", "--codex-home", str(tmp_path / "codex"), "--agent", "worker")
     entry = tomlkit.parse((tmp_path / "codex" / "config.toml").read_text(encoding="utf-8")).unwrap()
@@ -194,14 +195,14 @@ async def _initialize_and_list(exe: Path, env: dict[str, str]) -> tuple[str, lis
 
 
 def test_the_frozen_mcp_server_initializes_and_lists_its_tools_for_the_sdk_client(frozen_cli: Path) -> None:
-    """Issue #6: `wardian mcp serve` frozen (mcp SDK and pydantic bundled) serves the official SDK client."""
+    """MCP-1: `wardian mcp serve` frozen (mcp SDK and pydantic bundled) serves the official SDK client."""
     name, tools = anyio.run(_initialize_and_list, frozen_cli, clean_env())
     assert name == "wardian"
     assert tools == list(TOOL_NAMES)
 
 
 def test_the_frozen_app_serves_the_web_console_and_wardian_console_logs_in(frozen_cli: Path) -> None:
-    """Issue #16: frozen, `app start --console` serves the console (templates and static files bundled) and `wardian
+    """Decision 0018: frozen, `app start --console` serves the console (templates and static files bundled) and `wardian
     console --no-open` prints a one-time login URL that logs in; a form posted there reaches the operator's path."""
     home = Path(tempfile.mkdtemp(prefix="wfz", dir="/tmp"))
     cli = Frozen(frozen_cli, home)

@@ -1,5 +1,6 @@
-"""`pip install .` gives a working `wardian` (#11): build the sdist and the wheel from a clean copy of the tree, install
-the wheel into a fresh virtual environment that cannot see the checkout, and use the installed CLI end to end.
+"""`pip install .` gives a working `wardian` (decision 0013): build the sdist and the wheel from a clean copy of the
+tree, install the wheel into a fresh virtual environment that cannot see the checkout, and use the installed CLI end to
+end.
 
 The editable install every other test uses hides a wheel that leaves subpackages out (it once held 24 files and no
 `wardian.app`); this test installs the built artefact the way a user does.
@@ -119,7 +120,7 @@ def test_the_wheel_holds_every_module_of_both_packages(built: tuple[Path, Path, 
 
 
 def test_the_sdist_holds_the_tree_the_wheel_is_built_from(built: tuple[Path, Path, Path]) -> None:
-    """#11: the sdist carries both package folders under their import names, and the project metadata."""
+    """Decision 0013: the sdist carries both package folders under their import names, and the project metadata."""
     sdist, _, _ = built
     with tarfile.open(sdist) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
@@ -131,8 +132,8 @@ def test_the_sdist_holds_the_tree_the_wheel_is_built_from(built: tuple[Path, Pat
 
 
 def test_the_installed_cli_works_without_the_checkout(built: tuple[Path, Path, Path]) -> None:
-    """#11: from the fresh venv alone: --version, app start, agent add x2, agent env, message task, receive --json,
-    reply, `mcp serve` answering initialize and tools/list over stdio, app stop."""
+    """Decision 0013: from the fresh venv alone: --version, app start, agent add x2, agent env, message task, receive
+    --json, reply, `mcp serve` answering initialize and tools/list over stdio, app stop."""
     _, _, python = built
     wardian = str(python.parent / "wardian")
     home = Path(tempfile.mkdtemp(prefix="wi", dir="/tmp"))

@@ -1,4 +1,4 @@
-"""The launcher's shared pass-through and containment code path, run on POSIX with real child processes (#6).
+"""The launcher's shared pass-through and containment code path, run on POSIX with real child processes (CFG-5).
 
 Each test starts a real launcher process (`wardian.launcher.run` inside `python -c`) that starts a real child,
 so the process boundary is the subject: the launcher's own stdin/stdout/stderr, its death and its exit status.
@@ -72,7 +72,7 @@ def wait_gone(pid: int, timeout_s: float = 10.0) -> bool:
 
 
 def test_every_byte_passes_through_unchanged_both_ways() -> None:
-    """Seed: the launcher passes standard input, output and error through unchanged (checked by SHA-256)."""
+    """CFG-5: the launcher passes standard input, output and error through unchanged (checked by SHA-256)."""
     data = bytes(range(256)) * 4096 + "ünïcødé\r\n\x00\x1a".encode() + os.urandom(1 << 20)
     proc = subprocess.run(child(ECHO_SHA), input=data, capture_output=True, timeout=60, check=False)
     assert proc.returncode == 0
@@ -81,7 +81,7 @@ def test_every_byte_passes_through_unchanged_both_ways() -> None:
 
 
 def test_the_child_inherits_the_launchers_own_streams_rather_than_copies() -> None:
-    """Our choice (#6): pass-through by inheritance, so no launcher thread buffers or reorders a byte."""
+    """Our choice (CFG-5): pass-through by inheritance, so no launcher thread buffers or reorders a byte."""
     probe = "import os; print(os.fstat(0).st_ino, os.fstat(1).st_ino, flush=True)"
     r0, w0 = os.pipe()
     r1, w1 = os.pipe()
@@ -95,7 +95,7 @@ def test_the_child_inherits_the_launchers_own_streams_rather_than_copies() -> No
 
 
 def test_the_child_gets_no_other_descriptor_of_the_launcher() -> None:
-    """Issue #6 (non-inheritable Job handle; STYLE §7): only the three standard streams are handed down."""
+    """CFG-5 (a non-inheritable Job handle, so no child holds it): only the three standard streams are handed down."""
     r, w = os.pipe()
     probe = f"import os; os.fstat({r})"
     proc = subprocess.run([*LAUNCHER, sys.executable, "-c", probe], pass_fds=(r,), stdin=subprocess.DEVNULL,
@@ -107,7 +107,7 @@ def test_the_child_gets_no_other_descriptor_of_the_launcher() -> None:
 
 
 def test_a_closed_stdin_ends_the_child_and_then_the_launcher() -> None:
-    """Seed: EOF on the launcher's stdin is EOF on the server's, so closing it ends both."""
+    """CFG-5: EOF on the launcher's stdin is EOF on the server's, so closing it ends both."""
     proc = subprocess.Popen(child(REPORT_PID_THEN_READ), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert proc.stdout is not None
     assert proc.stdin is not None
@@ -120,7 +120,7 @@ def test_a_closed_stdin_ends_the_child_and_then_the_launcher() -> None:
 
 
 def test_a_killed_launcher_leaves_no_child_behind() -> None:
-    """Seed: closing the launcher also closes its server process (Linux: PR_SET_PDEATHSIG, like the Job)."""
+    """CFG-5: closing the launcher also closes its server process (Linux: PR_SET_PDEATHSIG, like the Job)."""
     if not sys.platform.startswith("linux"):
         pytest.skip("known gap: macOS has no parent-death signal")
     proc = subprocess.Popen(child(REPORT_PID_THEN_READ), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
@@ -136,7 +136,7 @@ def test_a_killed_launcher_leaves_no_child_behind() -> None:
 
 
 def test_a_terminated_launcher_forwards_the_signal_and_exits_with_the_childs_status() -> None:
-    """Our choice (#6): SIGTERM to the launcher alone reaches its server; the launcher reports how it ended."""
+    """Our choice (CFG-5): SIGTERM to the launcher alone reaches its server; the launcher reports how it ended."""
     proc = subprocess.Popen(child(REPORT_PID_THEN_SLEEP), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
     assert proc.stdout is not None
     pid = int(proc.stdout.readline())
@@ -148,21 +148,21 @@ def test_a_terminated_launcher_forwards_the_signal_and_exits_with_the_childs_sta
 
 @pytest.mark.parametrize("status", [0, 1, 3, 8, 255])
 def test_the_launcher_exits_with_the_childs_exit_status(status: int) -> None:
-    """Seed/issue #6: the launcher exits with the child's status."""
+    """CFG-5: the launcher exits with the child's status."""
     proc = subprocess.run(child(f"raise SystemExit({status})"), stdin=subprocess.DEVNULL, timeout=30, check=False)
     assert proc.returncode == status
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGSEGV])
 def test_a_child_killed_by_a_signal_kills_the_launcher_with_the_same_signal(sig: signal.Signals) -> None:
-    """Our choice (#6): a POSIX child's fatal signal is re-raised, so the caller sees the same end."""
+    """Our choice (CFG-5): a POSIX child's fatal signal is re-raised, so the caller sees the same end."""
     proc = subprocess.run(child(f"import os; os.kill(os.getpid(), {int(sig)})"), stdin=subprocess.DEVNULL,
                           capture_output=True, timeout=30, check=False)
     assert proc.returncode == -sig
 
 
 def test_a_command_that_cannot_start_is_an_error_not_a_hang() -> None:
-    """Issue #6: a missing CLI beside the launcher is reported on stderr with status 1."""
+    """CFG-2, CFG-5: a missing CLI beside the launcher is reported on stderr with status 1."""
     proc = subprocess.run([sys.executable, "-c", "from wardian.launcher import main; main(['--version'])"],
                           env={**os.environ, "PATH": ""}, capture_output=True, timeout=30, check=False)
     assert proc.returncode == 0  # from source the CLI is this interpreter's module: it starts
@@ -174,7 +174,7 @@ def test_a_command_that_cannot_start_is_an_error_not_a_hang() -> None:
 
 
 def test_mcp_serve_answers_initialize_through_the_launcher() -> None:
-    """Issue #6: `wardian-mcp mcp serve` is a working MCP server (the CLI under test, frozen or not, as child)."""
+    """CFG-5: `wardian-mcp mcp serve` is a working MCP server (the CLI under test, frozen or not, as child)."""
     init = (b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
             b'"capabilities":{},"clientInfo":{"name":"t","version":"0"}}}\n')
     env = {k: v for k, v in os.environ.items() if not k.startswith("WARDIAN_")}
@@ -185,13 +185,13 @@ def test_mcp_serve_answers_initialize_through_the_launcher() -> None:
 
 
 def test_closed_standard_streams_become_the_null_device() -> None:
-    """Our choice (#6): a GUI process started without handles gives its child the null device, not a stray fd."""
+    """Our choice (CFG-5): a GUI process started without handles gives its child the null device, not a stray fd."""
     streams = _common.inherited_streams(lambda fd: fd != 1)
     assert streams == {"stdin": 0, "stdout": subprocess.DEVNULL, "stderr": 2}
 
 
 def test_the_package_exports_one_interface() -> None:
-    """STYLE §1: `__init__` only re-exports, and `__all__` lists it."""
+    """`__init__` only re-exports (the package's interface is what it re-exports), and `__all__` lists it."""
     assert all(getattr(wardian.launcher, name, None) is not None or name == "MCP_LAUNCHER"
                for name in wardian.launcher.__all__)
     assert wardian.launcher.MCP_LAUNCHER is None  # POSIX registers `wardian` itself
@@ -213,14 +213,14 @@ def test_the_job_limit_structures_match_the_documented_x64_layout() -> None:
 @pytest.mark.parametrize(("status", "code"), [(0, 0), (1, 1), (0x7FFFFFFF, 0x7FFFFFFF), (0xC000013A, -1073741510),
                                               (0xFFFFFFFF, -1)])
 def test_a_windows_exit_code_keeps_its_32_bits(status: int, code: int) -> None:
-    """Issue #6: the launcher exits with the child's status, NTSTATUS codes included."""
+    """CFG-5: the launcher exits with the child's status, NTSTATUS codes included."""
     assert _windows.exit_code(status) == code
     assert code & 0xFFFFFFFF == status
 
 
 def test_the_windows_launcher_starts_the_console_cli_beside_it_without_a_window(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Seed: wardian-mcp.exe starts the console wardian-cli.exe with CREATE_NO_WINDOW."""
+    """CFG-5: wardian-mcp.exe starts the console wardian-cli.exe with CREATE_NO_WINDOW."""
     monkeypatch.setattr(sys, "frozen", True, raising=False)
     monkeypatch.setattr(sys, "executable", str(tmp_path / "wardian-mcp.exe"))
     assert _windows.cli_command() == [str(tmp_path / "wardian-cli.exe")]

@@ -63,7 +63,7 @@ def codex_world() -> Iterator[CodexWorld]:
 
 @pytest.fixture
 def oldest_codex_world() -> Iterator[CodexWorld]:
-    """The oldest stable Codex the seed supports (0.154.0): idle and information delivery, no steering."""
+    """The oldest stable Codex VER-2 supports (0.154.0): idle and information delivery, no steering."""
     if not OLDEST_CODEX.exists():
         unavailable(f"{OLDEST_CODEX} is missing (scripts/setup.sh --with-node installs it)")
     yield from _world(OLDEST_CODEX)

@@ -1,6 +1,6 @@
 """The fake `codex` of the test suites: faults real Codex will not produce on demand (a lost acknowledgement,
 a stale-turn race, an unknown error, an app-server dying mid-turn), spoken in the app-server's real JSON-RPC
-lines (codex-offline.md §3, `wardian.providers.codex.app_server`). Stdlib only; `python -S fake_codex.py` works.
+lines (docs/providers/codex.md, `wardian.providers.codex.app_server`). Stdlib only; `python -S fake_codex.py` works.
 
 `codex --version` prints `codex-cli $FAKE_CODEX_VERSION` (default 0.171.0, eligible with structured steering).
 `codex app-server` serves stdin/stdout until EOF. What it does at each turn request is a policy of two keys:
@@ -118,7 +118,7 @@ class Server:
             self.active = None
 
     def stale(self, id_: int, expected: str | None) -> None:
-        """Codex's stale-turn rejection (codex-offline.md §3, turn/steer errors)."""
+        """Codex's stale-turn rejection (docs/providers/codex.md#the-app-server-protocol)."""
         message = ("no active turn to steer" if self.active is None
                    else f"expected active turn id `{expected}` but found `{self.active}`")
         send({"id": id_, "error": {"code": -32600, "message": message}})

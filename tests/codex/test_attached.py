@@ -33,7 +33,7 @@ def _diagnostics(world: CodexWorld, screen: str) -> str:
 
 def test_an_attached_tui_shows_the_exchange_on_the_agents_own_conversation(codex_world: CodexWorld,
                                                                          tmp_path: Path) -> None:
-    """Seed: Wardian observes the TUI's selected thread before enabling delivery; the attached terminal stays on
+    """ATT-1, ACC-7: Wardian observes the TUI's selected thread before enabling delivery; the attached terminal stays on
     the same owned provider session and displays the exchange; no terminal paste is involved."""
     world = codex_world
     workspace = tmp_path / "ws"

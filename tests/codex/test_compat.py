@@ -1,4 +1,4 @@
-"""Codex version eligibility (seed: "Codex configuration")."""
+"""Codex version eligibility (VER-2)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from wardian.providers.codex.compat import CodexVersion, capabilities, parse_cod
     ("codex-cli 1.0.0", True),
 ])
 def test_eligible_versions_and_their_steering(text: str, steering: bool) -> None:
-    """Seed: stable 0.154.0 or later, the 0.154.0-alpha.6 exception; structured steering from 0.159.2."""
+    """VER-2, DLV-5: stable 0.154.0 or later, the 0.154.0-alpha.6 exception; structured steering from 0.159.2."""
     caps = capabilities(parse_codex_version(text))
     assert caps.inject
     assert caps.interrupt
@@ -28,7 +28,7 @@ def test_eligible_versions_and_their_steering(text: str, steering: bool) -> None
 @pytest.mark.parametrize("text", ["codex-cli 0.153.9", "codex-cli 0.154.0-alpha.5", "codex-cli 0.171.0-beta.1",
                                   "codex-cli 0.1.0"])
 def test_ineligible_versions_are_a_clear_error(text: str) -> None:
-    """Seed: an explicit compatibility exception for the tested 0.154.0-alpha.6, nothing wider."""
+    """VER-2: an explicit compatibility exception for the tested 0.154.0-alpha.6, nothing wider."""
     with pytest.raises(errors.Unsupported) as exc:
         capabilities(parse_codex_version(text))
     assert "0.154.0" in exc.value.message

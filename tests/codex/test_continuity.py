@@ -75,7 +75,7 @@ def test_an_app_restart_before_the_first_turn_does_not_brick_the_agent(codex_wor
 
 
 def test_a_thread_that_had_turns_is_resumed_not_replaced(codex_world: CodexWorld) -> None:
-    """The background-mode seed rule stands: a new generation resumes the same conversation."""
+    """ACC-7 (background mode) stands: a new generation resumes the same conversation."""
     world = codex_world
     _, lead, _ = world.agent("lead", start=False)
     bob, _, script = world.agent("bob")

@@ -1,4 +1,4 @@
-"""`wardian mcp serve` inside the real Codex CLI (issue #3, "Done means"), offline against the scripted model.
+"""`wardian mcp serve` inside the real Codex CLI (MCP-1, CFG-1), offline against the scripted model.
 
 Each test registers the server with `wardian codex register` into a fresh private CODEX_HOME, points that home at
 the scripted model and drives `codex app-server` over stdio (tests/harness/appserver.py). Codex launches the
@@ -28,7 +28,7 @@ from wardian_harness.scripted_model import AgentScript, Message, ScriptedModel, 
 
 pytestmark = pytest.mark.codex
 
-# Codex's refusal of an MCP call it would have to ask about under approval_policy = "never" (codex-offline.md §2).
+# Codex's refusal of an MCP call it would have to ask about under approval_policy = "never" (docs/providers/codex.md).
 APPROVAL_REFUSAL = "requires approval"
 
 
@@ -97,7 +97,7 @@ def run_turn(server: AppServer, agent: Registered, text: str) -> dict[str, Any]:
 
 def test_codex_lists_the_seven_tools_of_the_registered_server(app: AppHandle, model: ScriptedModel,
                                                               private_dir: Path) -> None:
-    """Issue #3: after `wardian codex register` into a fresh private home, `codex app-server` reports the seven
+    """CFG-1, TOOL-1: after `wardian codex register` into a fresh private home, `codex app-server` reports the seven
     tools (mcpServerStatus/list) with our annotations."""
     alice = register(app, model, private_dir, "alice")
     with codex_app_server(alice) as server:
@@ -111,7 +111,7 @@ def test_codex_lists_the_seven_tools_of_the_registered_server(app: AppHandle, mo
 
 def test_a_scripted_turn_sends_a_message_through_codex_attributed_to_the_calling_agent(
         app: AppHandle, model: ScriptedModel, private_dir: Path) -> None:
-    """Issue #3: a scripted turn calls send_message through Codex (granted with --approve-tools, as
+    """APR-2: a scripted turn calls send_message through Codex (granted with --approve-tools, as
     approval_policy = "never" requires) and the record lands in the store, attributed by the app to the agent
     whose session registration wrote, not to anything the model said."""
     alice = register(app, model, private_dir, "alice", "send_message")
@@ -146,7 +146,7 @@ CALLS: dict[str, dict[str, Any]] = {
 
 def test_without_a_grant_only_the_read_only_and_closed_world_tools_run_under_approval_never(
         app: AppHandle, model: ScriptedModel, private_dir: Path) -> None:
-    """Issue #3 (verified on the real binary, README "Tool approval"): with no --approve-tools and
+    """APR-1 (verified on the real binary, docs/guide/codex.md#tool-approval): with no --approve-tools and
     approval_policy = "never", Codex runs list_agents and wait_agent (read-only) and receive_messages (neither
     destructive nor open-world) and refuses send_message, followup_task, reply and interrupt_agent."""
     alice = register(app, model, private_dir, "alice")

@@ -1,5 +1,6 @@
 """Every app method's actual result satisfies the result type `METHODS` declares for it, on a real app with real
-Codex agents (#12: one method table; the copies that drifted, `mailbox/records` failing its own model, are gone)."""
+Codex agents (decision 0014: one method table; the copies that drifted, `mailbox/records` failing its own model, are
+gone)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from wardian_harness.scripted_model import Hold
 def test_every_method_returns_its_declared_result(codex_world: CodexWorld) -> None:
     world = codex_world
     app = world.app
-    # The same home, served with the web console, so that `console/login` has a console to log in to (#16).
+    # The same home, served with the web console, so that `console/login` has a console to log in to.
     stop_app(app.proc)
     app.proc = start_console_app(app.home.root, world.env)
     seen: set[str] = set()
@@ -47,7 +48,7 @@ def test_every_method_returns_its_declared_result(codex_world: CodexWorld) -> No
     assert {r["kind"] for r in records} == {"information", "task", "reply"}
     assert next(r for r in records if r["kind"] == "task")["task"]["reply_status"] == "done"
 
-    # The operator and the console (#16).
+    # The operator and the console (docs/guide/console.md).
     assert call("console/login", {})["url"].startswith(app.call("app/status")["console"] + "/login?token=")
     call("operator/send", {"target": "worker", "message": "FYI from the operator"})
     ask = call("operator/followup", {"target": "worker", "message": "Operator task"})

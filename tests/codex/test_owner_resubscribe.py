@@ -1,4 +1,4 @@
-"""A gap the native acceptance hit (issue #5): a transient error while subscribing to a brand-new attached
+"""A gap the native acceptance hit: a transient error while subscribing to a brand-new attached
 thread must not turn an accepted delivery into an uncertain one."""
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ class _InstantTurnClient:
 
 
 def test_a_turn_that_ended_before_its_start_answer_was_read_is_not_left_active() -> None:
-    """Otherwise every later task is steered into the finished turn and bounces off as stale (#4)."""
+    """Otherwise every later task is steered into the finished turn and bounces off as stale (DLV-5)."""
     owner = _owner(None)
     owner.client = _InstantTurnClient(owner)  # type: ignore[assignment]
 

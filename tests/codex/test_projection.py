@@ -1,4 +1,4 @@
-"""Launch-settings projection for attached agents (seed: "Interactive startup temporarily projects ...")."""
+"""Launch-settings projection for attached agents (ATT-3; decision 0009)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ trust_level = "trusted"
 
 
 def test_projection_is_restored_keeping_user_edits(tmp_path: Path) -> None:
-    """Seed: after attachment checks, Wardian restores unchanged projected values while preserving user edits."""
+    """ATT-3: after attachment checks, Wardian restores unchanged projected values while preserving user edits."""
     config = tmp_path / "config.toml"
     config.write_text(USER_CONFIG, encoding="utf-8")
     projection.project(tmp_path, ['model="projected"', 'projects."/ws".trust_level="trusted"', "sandbox_mode=\"x\""])
@@ -38,7 +38,7 @@ def test_projection_is_restored_keeping_user_edits(tmp_path: Path) -> None:
 
 
 def test_an_interrupted_projection_is_recovered_at_the_next_preparation(tmp_path: Path) -> None:
-    """Seed: an interrupted projection is recovered on the next managed preparation; removed settings must not
+    """ATT-3: an interrupted projection is recovered on the next managed preparation; removed settings must not
     remain enabled merely because an earlier launch used them."""
     config = tmp_path / "config.toml"
     config.write_text(USER_CONFIG, encoding="utf-8")

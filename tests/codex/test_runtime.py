@@ -1,4 +1,4 @@
-"""Automatic task delivery into real Codex agents (seed: "Automatic task delivery")."""
+"""Automatic task delivery into real Codex agents (docs/design/contract.md, DLV-4 ... CMP-5)."""
 
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ def wait_reply(world: CodexWorld, token: str, timeout_ms: int = 60000) -> list[d
 
 
 def test_an_idle_agent_gets_its_task_as_a_turn_and_the_final_answer_is_the_reply(codex_world: CodexWorld) -> None:
-    """Seed: an observed idle owner receives turn/start with a structured wardian_task_delivery item; an exact
-    completed turn returns its final assistant item as done."""
+    """DLV-4, CMP-1, RPL-5: an observed idle owner receives turn/start with a structured wardian_task_delivery item; an
+    exact completed turn returns its final assistant item as done."""
     _, lead_token, _ = codex_world.agent("lead", start=False)
     _, _, script = codex_world.agent("worker")
     script.add(Response([Message("thinking about it", phase="commentary"),
@@ -60,7 +60,7 @@ def wait_active(world: CodexWorld, name: str) -> str:
 
 
 def test_a_task_for_an_active_turn_is_steered_into_that_exact_turn(codex_world: CodexWorld) -> None:
-    """Seed: an active owner with an exact turn ID receives turn/steer, fenced by expectedTurnId, with literal
+    """DLV-5: an active owner with an exact turn ID receives turn/steer, fenced by expectedTurnId, with literal
     peer text as input; several tasks accepted into the same active turn each return its shared final result."""
     _, lead_token, _ = codex_world.agent("lead", start=False)
     _, _, script = codex_world.agent("worker")
@@ -87,7 +87,7 @@ def test_a_task_for_an_active_turn_is_steered_into_that_exact_turn(codex_world: 
 
 
 def test_information_is_injected_without_starting_a_turn(codex_world: CodexWorld) -> None:
-    """Seed: information reaches a capable Codex session through thread/inject_items as wardian_inbox_delivery,
+    """DLV-7: information reaches a capable Codex session through thread/inject_items as wardian_inbox_delivery,
     without starting a turn; it is visible in the next model request."""
     _, lead_token, _ = codex_world.agent("lead", start=False)
     _, worker_token, script = codex_world.agent("worker")
@@ -111,7 +111,8 @@ def test_information_is_injected_without_starting_a_turn(codex_world: CodexWorld
 
 
 def test_interrupt_stops_the_exact_turn_and_the_task_gets_a_blocked_notice(codex_world: CodexWorld) -> None:
-    """Seed: interruption of the current turn; an interrupted turn returns an attributed Wardian blocked notice."""
+    """INT-1, CMP-2: interruption of the current turn; an interrupted turn returns an attributed Wardian blocked
+    notice."""
     _, lead_token, _ = codex_world.agent("lead", start=False)
     _, _, script = codex_world.agent("worker")
     hold = Hold("long work")
@@ -129,7 +130,7 @@ def test_interrupt_stops_the_exact_turn_and_the_task_gets_a_blocked_notice(codex
 
 
 def test_a_failed_model_stream_returns_failed(codex_world: CodexWorld) -> None:
-    """Seed: a failed turn returns failed."""
+    """CMP-2: a failed turn returns failed."""
     _, lead_token, _ = codex_world.agent("lead", start=False)
     _, _, script = codex_world.agent("worker")
     script.add(Fail("mock failure"))
@@ -140,7 +141,7 @@ def test_a_failed_model_stream_returns_failed(codex_world: CodexWorld) -> None:
 
 
 def test_a_final_answer_over_64_kib_becomes_a_blocked_notice(codex_world: CodexWorld) -> None:
-    """Seed: output exceeding the 64 KiB reply limit returns an attributed blocked notice."""
+    """CMP-2: output exceeding the 64 KiB reply limit returns an attributed blocked notice."""
     _, lead_token, _ = codex_world.agent("lead", start=False)
     _, _, script = codex_world.agent("worker")
     script.add(Message("x" * (64 * 1024 + 1), phase="final_answer"))
@@ -151,7 +152,7 @@ def test_a_final_answer_over_64_kib_becomes_a_blocked_notice(codex_world: CodexW
 
 
 def test_an_explicit_reply_suppresses_the_automatic_one(codex_world: CodexWorld) -> None:
-    """Seed: a committed explicit reply suppresses automatic final-result publication."""
+    """RPL-4: a committed explicit reply suppresses automatic final-result publication."""
     _, lead_token, _ = codex_world.agent("lead", start=False)
     _, worker_token, script = codex_world.agent("worker")
     hold = Hold("thinking")
@@ -167,7 +168,7 @@ def test_an_explicit_reply_suppresses_the_automatic_one(codex_world: CodexWorld)
 
 
 def test_a_sender_agent_assigns_work_with_followup_task_and_consumes_the_reply(codex_world: CodexWorld) -> None:
-    """Seed ("Native acceptance", offline): the sender actually assigns work through followup_task, the
+    """ACC-1 (offline): the sender actually assigns work through followup_task, the
     receiver's turn answers that request, and the sender consumes the correlated reply before answering."""
     _, _, lead_script = codex_world.agent("lead", approve=("followup_task",))
     _, _, worker_script = codex_world.agent("worker")
@@ -206,7 +207,7 @@ def test_a_sender_agent_assigns_work_with_followup_task_and_consumes_the_reply(c
 
 
 def test_a_new_generation_resumes_the_same_conversation_after_the_owner_exits(codex_world: CodexWorld) -> None:
-    """Seed (background mode): a later task after owner exit; a new generation resumes the same conversation
+    """ACC-7 (background mode): a later task after owner exit; a new generation resumes the same conversation
     and the model sees the earlier result without being given it again."""
     _, lead_token, _ = codex_world.agent("lead", start=False)
     _, _, script = codex_world.agent("worker")

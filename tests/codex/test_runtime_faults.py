@@ -55,7 +55,7 @@ def task_facts(root: Path, request_id: str) -> tuple[str, str | None]:
 
 
 def test_a_lost_acknowledgement_is_uncertain_and_never_resubmitted(fake_world) -> None:
-    """Seed: other provider errors or lost acknowledgements retain uncertainty; startup does not replay a task
+    """UNC-3, CLM-3: other provider errors or lost acknowledgements retain uncertainty; startup does not replay a task
     whose delivery is uncertain."""
     root, exe, log = fake_world
     app = run(root, exe, log, "lost_ack")
@@ -64,7 +64,7 @@ def test_a_lost_acknowledgement_is_uncertain_and_never_resubmitted(fake_world) -
         rid = app.call("task/followup", {"session": sender, "target": "worker", "message": "x"})["request_id"]
         wait_for(lambda: task_facts(root, rid)[0] == "uncertain", app, sender)
         assert len(submissions(log)) == 1
-        # #13: the operator reads why (never resend blindly), and the sender may look its own request up.
+        # The operator reads why (never resend blindly), and the sender may look its own request up.
         story = app.call("request/status", {"session": sender, "request_id": rid})
         assert "lost or unclear" in story["task"]["uncertain_reason"]
         shown = app.cli("message", "show", rid)
@@ -89,7 +89,7 @@ def test_a_lost_acknowledgement_is_uncertain_and_never_resubmitted(fake_world) -
 
 
 def test_a_stale_turn_rejection_releases_the_claim_and_offers_the_task_again_once(fake_world) -> None:
-    """Seed: a recognized stale-turn rejection confirms that no task was admitted; its claim is released
+    """UNC-3: a recognized stale-turn rejection confirms that no task was admitted; its claim is released
     before current activity is read for another dispatch opportunity."""
     root, exe, log = fake_world
     app = run(root, exe, log, "stale_steer")
@@ -115,7 +115,7 @@ def test_a_stale_turn_rejection_releases_the_claim_and_offers_the_task_again_onc
 
 
 def test_a_crash_between_evidence_and_reply_publishes_once_on_restart(fake_world) -> None:
-    """Seed: terminal evidence is persisted before reply publication; startup recovers already captured
+    """CMP-4: terminal evidence is persisted before reply publication; startup recovers already captured
     outcomes after a failed reply write without rerunning provider work."""
     root, exe, log = fake_world
     proc = start_app(root, {"WARDIAN_CODEX": str(exe), "FAKE_CODEX_SCENARIO": "normal", "FAKE_CODEX_LOG": str(log),
@@ -139,7 +139,7 @@ def test_a_crash_between_evidence_and_reply_publishes_once_on_restart(fake_world
 
 
 def test_a_definite_failure_before_submission_answers_the_task_with_one_failed_notice(fake_world) -> None:
-    """Seed: a definite background failure before task submission produces a correlated failed reply explicitly
+    """UNC-4: a definite background failure before task submission produces a correlated failed reply explicitly
     attributed to Wardian; the task and failure notice commit together."""
     root, exe, log = fake_world
     app = run(root, exe, log, "normal")
@@ -173,7 +173,7 @@ def test_a_definite_failure_before_submission_answers_the_task_with_one_failed_n
 
 def test_an_owner_dying_mid_turn_leaves_its_task_uncertain_and_a_later_task_starts_a_new_generation(
         fake_world) -> None:
-    """Seed: unknown outcomes and lost observations remain uncertain and are never replayed; a later task after
+    """UNC-2: unknown outcomes and lost observations remain uncertain and are never replayed; a later task after
     owner exit gets a new generation."""
     root, exe, log = fake_world
     app = run(root, exe, log, "die_mid_turn")

@@ -1,5 +1,5 @@
-"""Stale sessions are refused (#13): a start mints a managed session for its generation, and every earlier managed
-session of that agent stops speaking for it; operator-minted sessions (`wardian agent env`) stay valid until
+"""Stale sessions are refused (SES-3, row S10): a start mints a managed session for its generation, and every earlier
+managed session of that agent stops speaking for it; operator-minted sessions (`wardian agent env`) stay valid until
 `wardian agent revoke` revokes them. Driven through real `wardian mcp serve` processes, on the fake Codex (the
 managed session is what the app registers in the agent's private Codex home)."""
 

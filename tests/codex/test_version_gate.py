@@ -1,4 +1,4 @@
-"""The seed's version gate on a real old Codex: 0.154.0 keeps idle delivery but gets no structured steering."""
+"""The version gate (VER-2, DLV-5) on a real old Codex: 0.154.0 keeps idle delivery but gets no structured steering."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from wardian_harness.scripted_model import Hold, Message
 
 
 def test_codex_0_154_gets_idle_delivery_but_no_steering(oldest_codex_world: CodexWorld) -> None:
-    """Seed: structured steering requires stable Codex 0.159.2 or newer; older supported versions retain idle
+    """DLV-5, VER-2: structured steering requires stable Codex 0.159.2 or newer; older supported versions retain idle
     and information delivery. A task for an active 0.154.0 turn waits for the turn to end, then starts its own."""
     world = oldest_codex_world
     _, lead_token, _ = world.agent("lead", start=False)

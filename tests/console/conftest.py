@@ -1,5 +1,5 @@
-"""Fixtures of the web console's tests (#16): a real `wardian app run --console` on a fresh home, real Codex agents on
-the scripted model, and Debian's chromium driven by Playwright.
+"""Fixtures of the web console's tests (docs/guide/console.md): a real `wardian app run --console` on a fresh home, real
+Codex agents on the scripted model, and Debian's chromium driven by Playwright.
 
 The browser is the system's `/usr/bin/chromium` (Playwright's own download is not reachable from our machines). When
 it is missing the browser tests are skipped with the reason, except on CI (`CI` set), where they fail.

@@ -1,4 +1,4 @@
-"""Bad input on the console's Act form, in a real browser (#16, "Bad input and security"): each case shows the app's
+"""Bad input on the console's Act form, in a real browser (docs/guide/console.md): each case shows the app's
 own error inline (its code and what is allowed) and leaves the store unchanged; good input round-trips exactly."""
 
 from __future__ import annotations

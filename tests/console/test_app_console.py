@@ -1,6 +1,6 @@
-"""Serving the console (#16): `wardian app run|start --console [ADDR]` on loopback only, `wardian console [--no-open]`
-minting a one-time login URL over the control socket, and an app (or a CLI) that does not serve the console never
-loading its web libraries."""
+"""Serving the console (docs/guide/console.md): `wardian app run|start --console [ADDR]` on loopback only,
+`wardian console [--no-open]` minting a one-time login URL over the control socket, and an app (or a CLI) that does not
+serve the console never loading its web libraries."""
 
 from __future__ import annotations
 
@@ -206,7 +206,7 @@ def test_the_console_stops_with_the_app(console_app: ConsoleApp) -> None:
 
 
 def test_the_console_reaches_the_app_only_through_its_method_table() -> None:
-    """DESIGN.md §3: the console is an edge of the app: it calls the service's method table (`AppService.handle`), never
+    """The console is an edge of the app: it calls the service's method table (`AppService.handle`), never
     the store, a provider, the CLI or the control client; and no module of the app imports it at load time."""
     console = Path(__file__).resolve().parents[2] / "core" / "wardian" / "console"
     paths = sorted(console.rglob("*.py"))

@@ -1,6 +1,7 @@
-"""The web console in a real browser (chromium) against a real app and real Codex agents on the scripted model (#16):
-log in through the one-time URL, watch a real agent, assign it a task and watch its facts arrive live, open the
-request view's sequence diagram, interrupt an active turn. Screenshots go to each test's evidence folder."""
+"""The web console in a real browser (chromium) against a real app and real Codex agents on the scripted model
+(docs/guide/console.md): log in through the one-time URL, watch a real agent, assign it a task and watch its facts
+arrive live, open the request view's sequence diagram, interrupt an active turn. Screenshots go to each test's evidence
+folder."""
 
 from __future__ import annotations
 
@@ -48,8 +49,8 @@ def _states(page: Any, key: str) -> list[str]:
 
 def test_log_in_with_the_one_time_url_and_see_a_real_codex_agent(console_world: ConsoleWorld, context: Any,
                                                                    evidence: Path) -> None:
-    """#16: `wardian console` gives a one-time URL; the agents page lists a real Codex agent with its status, UUID,
-    provider, generation and pending tasks, and follows it live."""
+    """Decision 0018: `wardian console` gives a one-time URL; the agents page lists a real Codex agent with its status,
+    UUID, provider, generation and pending tasks, and follows it live."""
     world = console_world
     agent, _, _ = world.agent("worker")
     page = context.new_page()
@@ -72,7 +73,7 @@ def test_log_in_with_the_one_time_url_and_see_a_real_codex_agent(console_world: 
 
 def test_a_task_assigned_from_the_console_shows_admitted_then_submitted_then_replied_live(
         console_world: ConsoleWorld, context: Any, evidence: Path) -> None:
-    """#16: assign a real Codex agent a task as the operator and watch its separate facts arrive without reloading:
+    """RCPT-2: assign a real Codex agent a task as the operator and watch its separate facts arrive without reloading:
     admitted (pending while the agent is off), submitted to a turn once the console starts the agent, replied when the
     turn ends; then the request view's sequence diagram carries both ids, and `wardian message receive --operator`
     gets the reply."""
@@ -163,7 +164,7 @@ def test_a_task_assigned_from_the_console_shows_admitted_then_submitted_then_rep
 
 def test_interrupting_an_active_turn_from_the_console_shows_the_blocked_notice(
         console_world: ConsoleWorld, context: Any, evidence: Path) -> None:
-    """#16: the agents page shows the active turn; its Interrupt button interrupts exactly that turn, and the task's
+    """INT-4: the agents page shows the active turn; its Interrupt button interrupts exactly that turn, and the task's
     blocked notice from Wardian appears live."""
     world = console_world
     agent, _, script = world.agent("worker")
@@ -204,7 +205,7 @@ def test_interrupting_an_active_turn_from_the_console_shows_the_blocked_notice(
 
 def test_an_uncertain_delivery_is_explained_in_plain_words(console_world: ConsoleWorld, context: Any,
                                                            evidence: Path) -> None:
-    """#16: a task whose turn nobody saw end (the app was killed while it ran) is uncertain; the exchange's uncertain
+    """UNC-2: a task whose turn nobody saw end (the app was killed while it ran) is uncertain; the exchange's uncertain
     filter finds it and its request view says in plain words what happened and what the operator may do: check,
     never resend blindly."""
     world = console_world

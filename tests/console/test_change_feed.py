@@ -1,4 +1,5 @@
-"""The app's change feed (#16): what wakes the console's live views after a store commit that changed something."""
+"""The app's change feed (decision 0018): what wakes the console's live views after a store commit that changed
+something."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The exchange timeline's store operation (#16): every record newest first, filtered by participant (either side),
-kind and uncertainty, paged by `seq`; each page reads only the rows it returns, so a page of a store of a million
+"""The exchange timeline's store operation (decision 0018): every record newest first, filtered by participant (either
+side), kind and uncertainty, paged by `seq`; each page reads only the rows it returns, so a page of a store of a million
 records costs what it costs in a small one."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The operator (#16): the person running the agents is a participant of its own, never an agent's identity. It sends
+"""The operator (SES-4): the person running the agents is a participant of its own, never an agent's identity. It sends
 information and tasks through the same validation as an agent, receives the replies to its tasks in its own mailbox
 (`wardian message receive --operator`), and no listing, target, name or session resolves to it."""
 

@@ -1,4 +1,4 @@
-"""The console's login and security model (#16, "Bad input and security"), against a real app with its console: a
+"""The console's login and security model (docs/reliability.md rows W1-W8), against a real app with its console: a
 one-time login URL, an HttpOnly SameSite=Strict session cookie, Origin and CSRF checks on every change, loopback
 Host names only, no secret in any log, and text from agents rendered inert in a real browser."""
 

@@ -1,6 +1,6 @@
 """A one-tool stdio MCP server for the harness tests: `shout(text)` returns the text upper-cased.
 
-The tool is annotated read-only, so Codex runs it under `approval_policy = "never"` (codex-offline.md §7).
+The tool is annotated read-only, so Codex runs it under `approval_policy = "never"` (docs/providers/codex.md).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ PROVIDER = ScriptedProvider("http://127.0.0.1:9/agents/alice/v1")
 
 
 def test_the_config_holds_the_verified_provider_settings(tmp_path: Path) -> None:
-    """codex-offline.md §1 "Config that works"."""
+    """docs/providers/codex.md#running-offline-against-a-scripted-model: the config that works."""
     path = write_codex_config(tmp_path / "codex", PROVIDER)
     config = tomlkit.parse(path.read_text(encoding="utf-8")).unwrap()
     assert config == {
@@ -71,7 +71,7 @@ def test_override_args_put_c_before_each_override() -> None:
 
 
 def test_the_child_env_is_an_allowlist_with_private_homes(tmp_path: Path) -> None:
-    """STYLE.md §7: never inherit the developer's real homes or auth."""
+    """ACC-5, ACC-8: never inherit the developer's real homes or auth."""
     parent = {"PATH": "/usr/bin", "LANG": "C.UTF-8", "HOME": "/home/dev", "CODEX_HOME": "/home/dev/.codex",
               "OPENAI_API_KEY": "sk-real", "WARDIAN_HOME": "/home/dev/.wardian", "SSH_AUTH_SOCK": "/tmp/agent"}
     env = codex_env(tmp_path / "codex", home=tmp_path / "home", provider=PROVIDER, parent=parent,

@@ -1,4 +1,4 @@
-"""Codex discovery and version parsing (issue #5 §1); fake executables stand in for Codex here."""
+"""Codex discovery and version parsing (docs/guide/native-acceptance.md); fake executables stand in for Codex here."""
 
 from __future__ import annotations
 
@@ -35,12 +35,12 @@ def fake_codex(path: Path, output: str = "codex-cli 0.171.0", exit_code: int = 0
     ("0.159.2", CodexVersion(0, 159, 2)),
 ])
 def test_a_version_is_read_from_codex_version_output(text: str, expected: CodexVersion) -> None:
-    """`codex --version` prints `codex-cli X.Y.Z[-pre]` (codex-offline.md §5)."""
+    """`codex --version` prints `codex-cli X.Y.Z[-pre]` (docs/providers/codex.md#versions)."""
     assert CodexVersion.parse(text) == expected
 
 
 def test_versions_order_by_semver_precedence_with_pre_releases_below_their_release() -> None:
-    """SemVer §11; the seed's exception 0.154.0-alpha.6 must sort below 0.154.0 and above 0.153.9."""
+    """semver.org, rule 11; VER-2's exception 0.154.0-alpha.6 must sort below 0.154.0 and above 0.153.9."""
     ordered = ["0.153.9", "0.154.0-alpha.2", "0.154.0-alpha.6", "0.154.0-alpha.10", "0.154.0-beta",
                "0.154.0", "0.159.2", "0.171.0", "1.0.0"]
     versions = [CodexVersion.parse(v) for v in ordered]
@@ -93,7 +93,7 @@ def test_discovery_reports_the_version(tmp_path: Path) -> None:
 
 
 def test_a_different_version_than_expected_is_an_error(tmp_path: Path) -> None:
-    """WARDIAN_E2E_CODEX_EXPECTED_VERSION pins the exact version (issue #5 §1)."""
+    """WARDIAN_E2E_CODEX_EXPECTED_VERSION pins the exact version (docs/guide/native-acceptance.md)."""
     fake_codex(tmp_path / "bin" / "codex", "codex-cli 0.159.2")
     env = {"PATH": str(tmp_path / "bin"), EXPECTED_VERSION_ENV: "0.171.0"}
     with pytest.raises(CodexVersionMismatch) as caught:

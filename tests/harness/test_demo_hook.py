@@ -1,4 +1,5 @@
-"""`wardian demo` loads the harness's demo by entry point; core never imports the harness (issue #5)."""
+"""`wardian demo` loads the harness's demo by entry point; core never imports the harness
+(docs/design/architecture.md)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ def test_without_the_entry_point_the_demo_is_a_clear_error(monkeypatch: pytest.M
 
 
 def test_the_demo_options_reach_the_demo(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`wardian demo --providers … --evidence …` hands both to the harness's demo unchanged (#14)."""
+    """`wardian demo --providers … --evidence …` hands both to the harness's demo unchanged."""
     seen: list[list[str]] = []
 
     class Entry:

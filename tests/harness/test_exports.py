@@ -1,4 +1,5 @@
-"""STYLE.md §1: `__init__` only re-exports, and `__all__` lists exactly what each module offers."""
+"""`__init__` only re-exports (its re-exports are the package's interface), and `__all__` lists exactly what each module
+offers."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from wardian_harness.homes import RUN_MARKER_ENV, HomeLocked, IsolatedRun
 
 
 def test_a_second_runner_cannot_take_a_held_root_and_a_joiner_needs_a_holder(tmp_path: Path) -> None:
-    """Seed: the runner owns the isolated home lock; two runners never share a home."""
+    """ACC-3: the runner owns the isolated home lock; two runners never share a home."""
     run = IsolatedRun.create()
     try:
         probe = ("import sys; from pathlib import Path; from wardian_harness.homes import HomeLock, HomeLocked\n"
@@ -30,7 +30,7 @@ def test_a_second_runner_cannot_take_a_held_root_and_a_joiner_needs_a_holder(tmp
 
 
 def test_each_workspace_is_its_own_empty_git_repository_and_children_get_private_homes() -> None:
-    """Seed: each fixture workspace has its own empty Git repository; children never see the real home."""
+    """ACC-5: each fixture workspace has its own empty Git repository; children never see the real home."""
     with IsolatedRun.create() as run:
         ws = run.workspace("lead")
         top = subprocess.run(["git", "-C", str(ws), "rev-parse", "--show-toplevel"], capture_output=True,
@@ -44,7 +44,7 @@ def test_each_workspace_is_its_own_empty_git_repository_and_children_get_private
 
 
 def test_only_the_auth_file_is_copied_from_an_auth_home(tmp_path: Path) -> None:
-    """Seed: WARDIAN_E2E_CODEX_AUTH_HOME: copy only the needed auth file into the isolated homes."""
+    """ACC-8: WARDIAN_E2E_CODEX_AUTH_HOME: copy only the needed auth file into the isolated homes."""
     auth_home = tmp_path / "auth"
     auth_home.mkdir()
     (auth_home / "auth.json").write_text(json.dumps({"k": "v"}), encoding="utf-8")

@@ -1,4 +1,4 @@
-"""harness/proctree.py: every child of a run is reaped, including one that left its group (STYLE §7)."""
+"""harness/proctree.py: every child of a run is reaped, including one that left its group."""
 
 from __future__ import annotations
 

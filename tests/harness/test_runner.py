@@ -9,14 +9,14 @@ from wardian_harness import runner
 
 def test_a_missing_codex_exits_3_with_a_clear_message(monkeypatch: pytest.MonkeyPatch,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    """Issue #5: run-native-e2e exits non-zero with a clear message when Codex is missing."""
+    """ACC-3: run-native-e2e exits non-zero with a clear message when Codex is missing."""
     monkeypatch.setenv("WARDIAN_E2E_CODEX_EXECUTABLE", "/nonexistent/codex")
     assert runner.main([]) == runner.EXIT_CODEX
     assert "WARDIAN_E2E_CODEX_EXECUTABLE=/nonexistent/codex (no such file)" in capsys.readouterr().err
 
 
 def test_a_wrong_codex_version_exits_3(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    """Seed: WARDIAN_E2E_CODEX_EXPECTED_VERSION is checked before the run."""
+    """ACC-4: WARDIAN_E2E_CODEX_EXPECTED_VERSION is checked before the run."""
     monkeypatch.delenv("WARDIAN_E2E_CODEX_EXECUTABLE", raising=False)
     monkeypatch.setenv("WARDIAN_E2E_CODEX_EXPECTED_VERSION", "0.0.1")
     from tests.codex.conftest import codex_or_skip
@@ -46,8 +46,8 @@ def test_bad_settings_exit_2(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_team_the_run_cannot_do_exits_2_and_says_why(monkeypatch: pytest.MonkeyPatch,
                                                        capsys: pytest.CaptureFixture[str], env: dict[str, str],
                                                        says: str) -> None:
-    """#14: WARDIAN_E2E_MESSAGING_V2_PROVIDERS=lead,worker names two providers; OpenCode agents run in background
-    mode on the scripted model."""
+    """docs/guide/native-acceptance.md: WARDIAN_E2E_MESSAGING_V2_PROVIDERS=lead,worker names two providers; OpenCode
+    agents run in background mode on the scripted model."""
     for name in ("WARDIAN_E2E_MESSAGING_V2_MODE", "WARDIAN_E2E_REAL_MESSAGING_V2"):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():

@@ -77,7 +77,7 @@ def post(model: ScriptedModel, agent: AgentScript, **kw: Any) -> tuple[int, list
 
 
 def test_a_message_is_streamed_in_the_full_event_form() -> None:
-    """The event sequence of codex-offline.md §1a, with `phase` on the item when given."""
+    """The event sequence of docs/providers/codex.md, with `phase` on the item when given."""
     with ScriptedModel() as model:
         alice = model.agent("alice", Message("hi", phase="final_answer"))
         status, stream = post(model, alice)
@@ -97,7 +97,7 @@ def test_a_message_is_streamed_in_the_full_event_form() -> None:
 
 
 def test_a_tool_call_uses_the_namespace_form_with_a_generated_call_id() -> None:
-    """codex-offline.md §1b: a flat `mcp__server__tool` name is not run by Codex; the namespace form is."""
+    """docs/providers/codex.md: a flat `mcp__server__tool` name is not run by Codex; the namespace form is."""
     with ScriptedModel() as model:
         alice = model.agent("alice", ToolCall("post_message", {"channel": "general", "text": "hi"}),
                             ToolCall("reply", '{"request_id":"ask_1"}', call_id="mine"))
@@ -210,7 +210,7 @@ def test_a_step_that_raises_is_a_500_and_is_recorded() -> None:
 
 
 def test_a_hold_ends_when_the_client_disconnects() -> None:
-    """Codex drops the stream on turn/steer and turn/interrupt (codex-offline.md §3); the hold must notice."""
+    """Codex drops the stream on turn/steer and turn/interrupt (docs/providers/codex.md); the hold must notice."""
     hold = Hold("partial")
     with ScriptedModel() as model:
         alice = model.agent("alice", hold)
@@ -265,7 +265,7 @@ def test_wait_for_requests_is_bounded() -> None:
 
 
 def test_body_helpers_read_tool_outputs_and_offered_tools() -> None:
-    """Shapes from codex-offline.md §1: string outputs, list outputs on failure, the namespace tool entry."""
+    """Shapes from docs/providers/codex.md: string outputs, list outputs on failure, the namespace tool entry."""
     body = {"input": [
         {"type": "function_call", "name": "post_message", "namespace": "mcp__wardian", "call_id": "c1",
          "arguments": "{}"},

@@ -1,4 +1,4 @@
-"""The scripted model against the real Codex CLI over `codex app-server` stdio (codex-offline.md §1 and §3).
+"""The scripted model against the real Codex CLI over `codex app-server` stdio (docs/providers/codex.md).
 
 Each test spawns one app-server in its own session on a fresh CODEX_HOME; `app_server` kills and reaps the whole
 process group on exit and asserts nothing outlived it.
@@ -50,7 +50,7 @@ def agent_messages(server: AppServer, turn_id: str) -> list[tuple[str, str | Non
 
 
 def test_a_one_message_turn_completes_with_the_scripted_text(codex: CodexInstall, agent_home: AgentHome) -> None:
-    """Issue #4 needs a turn whose final agentMessage is exactly the scripted text (codex-offline.md §1a)."""
+    """CMP-1 needs a turn whose final agentMessage is exactly the scripted text (docs/providers/codex.md)."""
     agent_home.script.add(Message("hello from the script"))
     with started(codex, agent_home) as (server, thread_id):
         turn_id = server.start_turn(thread_id, "hello there")
@@ -92,7 +92,7 @@ def test_phases_pass_through_as_two_agent_messages(codex: CodexInstall, agent_ho
 ], ids=["response.failed", "closed-before-completed", "http-500"])
 def test_a_failed_model_stream_fails_the_turn(codex: CodexInstall, agent_home: AgentHome, step: Step,
                                               expected_error: dict[str, str]) -> None:
-    """codex-offline.md §1, failures with retries 0: each failure form ends the turn `failed`."""
+    """docs/providers/codex.md, failures with retries 0: each failure form ends the turn `failed`."""
     agent_home.script.add(step)
     with started(codex, agent_home) as (server, thread_id):
         turn_id = server.start_turn(thread_id, "fail please")
@@ -102,7 +102,7 @@ def test_a_failed_model_stream_fails_the_turn(codex: CodexInstall, agent_home: A
 
 
 def test_a_hold_keeps_the_turn_active_until_it_is_interrupted(codex: CodexInstall, agent_home: AgentHome) -> None:
-    """Issue #4 interrupt: the test sees the active turn, interrupts it, and Codex drops the held stream."""
+    """INT-1: the test sees the active turn, interrupts it, and Codex drops the held stream."""
     hold = Hold("working on it")
     agent_home.script.add(hold)
     with started(codex, agent_home) as (server, thread_id):
@@ -134,7 +134,7 @@ def test_a_released_hold_completes_the_message(codex: CodexInstall, agent_home: 
 
 def test_a_steer_cancels_the_held_stream_and_the_next_step_answers(codex: CodexInstall,
                                                                     agent_home: AgentHome) -> None:
-    """codex-offline.md §3: steering cancels the in-flight stream and re-samples with the steer input."""
+    """DLV-5, docs/providers/codex.md: steering cancels the in-flight stream and re-samples with the steer input."""
     hold = Hold("busy")
     agent_home.script.add(hold, Message("steered answer", phase="final_answer"))
     with started(codex, agent_home) as (server, thread_id):
@@ -161,7 +161,7 @@ def test_an_exhausted_script_answers_with_the_default_message(codex: CodexInstal
 
 def test_a_namespace_tool_call_runs_the_mcp_tool_and_a_callable_step_reads_its_output(
         codex: CodexInstall, agent_home: AgentHome) -> None:
-    """codex-offline.md §1b/c: the namespace-form call runs the MCP tool; the next request carries its output."""
+    """docs/providers/codex.md: the namespace-form call runs the MCP tool; the next request carries its output."""
     config_path = agent_home.codex_home / "config.toml"
     config = tomlkit.parse(config_path.read_text(encoding="utf-8"))
     # required = true makes thread/start wait until the server is ready, so the first request offers its tools.

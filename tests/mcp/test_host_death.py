@@ -1,4 +1,4 @@
-"""`wardian mcp serve` ends when its host dies, behind a wrapper too (matrix M5 (c); core/wardian/mcp/_host.py).
+"""`wardian mcp serve` ends when its host dies, behind a wrapper too (row M5 (c); core/wardian/mcp/_host.py).
 
 The end-to-end tests start a host (a Python script) that starts the server on a stdin pipe it keeps, and hands the
 same pipe to a grandchild, so stdin never reaches EOF; the host is SIGKILLed and the server must be gone within

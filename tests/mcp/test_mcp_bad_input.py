@@ -1,7 +1,7 @@
-"""The bad-input catalogue (reliability-matrix §3.5) through the SDK's own client: one test per row.
+"""The bad-input catalogue (docs/reliability.md, rows B1-B28) through the SDK's own client: one test per row.
 
 Every failure must be a tool result with `isError: true` and `structuredContent.error = {code, message,
-field?, allowed?, delivery}` (matrix Part 2); rows marked RPC in the matrix live in test_mcp_stdio.py.
+field?, allowed?, delivery}` (docs/guide/mcp-server.md#errors); rows answered by an RPC error live in test_mcp_stdio.py.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from wardian.home import Home
 from wardian.model import MAX_MESSAGE_BYTES, MAX_TARGET_CHARS
 from wardian.protocol.tools import TOOL_NAMES
 
-# The whole catalogue runs on the embedded store and on the shared PostgreSQL store (#15): the same errors.
+# The whole catalogue runs on the embedded store and on the shared PostgreSQL store: the same errors.
 BOTH_STORES = True
 
 
@@ -59,7 +59,7 @@ def record_count(app: AppHandle) -> int:
 @pytest.mark.parametrize("session", [None, ""], ids=["unset", "empty"])
 def test_every_tool_without_a_session_fails_with_missing_session_naming_the_variable(
         shared_app: AppHandle, session: str | None) -> None:
-    """Matrix §3.5 row 1: WARDIAN_SESSION_ID unset or empty -> missing_session, saying to set it in the MCP env."""
+    """B1: WARDIAN_SESSION_ID unset or empty -> missing_session, saying to set it in the MCP env."""
     with mcp_server(server_env(str(shared_app.home.root), session)) as conn:
         for error in assert_every_tool_fails(conn, "anyone", {"missing_session"}):
             assert "WARDIAN_SESSION_ID" in error["message"]
@@ -73,7 +73,7 @@ def _with_session_number(token: str, number: int) -> str:
 
 def test_a_session_unknown_to_the_home_or_of_a_removed_agent_fails_with_unknown_session(
         shared_app: AppHandle) -> None:
-    """Matrix §3.5 row 2: an id unknown to this home, or of a destroyed agent -> unknown_session."""
+    """B2: an id unknown to this home, or of a destroyed agent -> unknown_session."""
     removed, removed_token = shared_app.add_agent()
     shared_app.call("agent/remove", {"agent": removed["uuid"]})
     for token in (_with_session_number(removed_token, 999_999), removed_token):
@@ -82,14 +82,14 @@ def test_a_session_unknown_to_the_home_or_of_a_removed_agent_fails_with_unknown_
 
 
 def test_a_session_of_another_home_fails_with_session_home_mismatch(shared_app: AppHandle, app: AppHandle) -> None:
-    """Matrix §3.5 row 2: an id from another WARDIAN_HOME -> session_home_mismatch."""
+    """B2: an id from another WARDIAN_HOME -> session_home_mismatch."""
     _, foreign_token = app.add_agent()
     with mcp_server(server_env(str(shared_app.home.root), foreign_token)) as conn:
         assert_every_tool_fails(conn, "anyone", {"session_home_mismatch"})
 
 
 def test_a_missing_or_wrong_secret_fails_with_one_unauthenticated_message(shared_app: AppHandle) -> None:
-    """Matrix §3.5 row 3: secret missing or wrong -> unauthenticated, same message for both (no hint)."""
+    """B3: secret missing or wrong -> unauthenticated, same message for both (no hint)."""
     _, token = shared_app.add_agent()
     prefix, tag, number, secret = token.split("_", 3)
     wrong = secret[:-2] + ("AA" if not secret.endswith("AA") else "BB")
@@ -112,7 +112,7 @@ def idle_home() -> Iterator[Home]:
 
 
 def test_every_tool_fails_with_app_not_running_when_no_app_serves_the_home(idle_home: Home) -> None:
-    """Matrix §3.5 row 4 and M4: app not running -> app_not_running; the server never starts the app."""
+    """B4 and M4: app not running -> app_not_running; the server never starts the app."""
     with mcp_server(server_env(str(idle_home.root), "wsn1_00000000_1_secret")) as conn:
         for error in assert_every_tool_fails(conn, "anyone", {"app_not_running"}):
             assert "wardian app start" in error["message"]
@@ -120,7 +120,7 @@ def test_every_tool_fails_with_app_not_running_when_no_app_serves_the_home(idle_
 
 
 def test_every_tool_fails_with_app_not_running_on_a_stale_socket(idle_home: Home) -> None:
-    """Matrix §3.5 row 4: a stale socket file (connection refused) -> app_not_running."""
+    """B4: a stale socket file (connection refused) -> app_not_running."""
     idle_home.run_dir.mkdir(mode=0o700, exist_ok=True)
     stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     stale.bind(str(idle_home.socket_path))
@@ -130,7 +130,7 @@ def test_every_tool_fails_with_app_not_running_on_a_stale_socket(idle_home: Home
 
 
 def test_every_tool_fails_with_app_incompatible_when_the_app_speaks_another_version(idle_home: Home) -> None:
-    """Matrix §3.5 row 4: version skew -> app_incompatible (nothing is written to the other socket)."""
+    """B4: version skew -> app_incompatible (nothing is written to the other socket)."""
     idle_home.run_dir.mkdir(mode=0o700, exist_ok=True)
     other = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     other.bind(str(idle_home.run_dir / "app.v999.sock"))
@@ -143,7 +143,7 @@ def test_every_tool_fails_with_app_incompatible_when_the_app_speaks_another_vers
 
 
 def test_every_tool_without_wardian_home_fails_with_app_not_running_naming_the_variable() -> None:
-    """Seed: operations "require the running app for the server's WARDIAN_HOME"; the message says what to set."""
+    """MCP-3: operations require the running app for the server's WARDIAN_HOME; the message says what to set."""
     with mcp_server(server_env(None, "wsn1_00000000_1_secret")) as conn:
         for error in assert_every_tool_fails(conn, "anyone", {"app_not_running"}):
             assert "WARDIAN_HOME" in error["message"]
@@ -155,7 +155,7 @@ def test_every_tool_without_wardian_home_fails_with_app_not_running_naming_the_v
 @pytest.mark.parametrize("extra", ["sender", "from", "session_id", "broadcast", "session", "anything"])
 @pytest.mark.parametrize("tool", TOOL_NAMES)
 def test_an_unknown_argument_fails_with_invalid_arguments_naming_it(peers: Peers, tool: str, extra: str) -> None:
-    """Matrix §3.5 rows 5 and 26, S5: a `sender` (or any unknown) argument -> invalid_arguments, field set."""
+    """B5 and B26, S5: a `sender` (or any unknown) argument -> invalid_arguments, field set."""
     before = record_count(peers.app)
     arguments = {**valid_arguments(peers.bob.name)[tool], extra: peers.bob.name}
     error = peers.alice.mcp.error(tool, arguments)
@@ -185,7 +185,7 @@ WRONG_TYPES = [
                          ids=[f"{t}-{f}-{type(v).__name__}" for t, f, v, _ in WRONG_TYPES])
 def test_a_wrong_json_type_fails_with_the_fields_error(peers: Peers, tool: str, field: str, value: Any,
                                                        code: str) -> None:
-    """Matrix §3.5 row 6: a number for a string, `true` for an int -> an error naming the field (its own code where
+    """B6: a number for a string, `true` for an int -> an error naming the field (its own code where
     the catalogue gives one, else invalid_arguments)."""
     arguments = {**valid_arguments(peers.bob.name)[tool], field: value}
     error = peers.alice.mcp.error(tool, arguments)
@@ -214,22 +214,22 @@ def _target_call(peers: Peers, tool: str, target: Any, *, omit: bool = False) ->
                          ids=["empty", "spaces", "whitespace", "too-long", "array", "object", "null"])
 @pytest.mark.parametrize("tool", TARGET_TOOLS)
 def test_a_malformed_target_fails_with_invalid_target(peers: Peers, tool: str, target: Any) -> None:
-    """Matrix §3.5 row 7: target "", whitespace, > 256 chars, or an array/object -> invalid_target."""
+    """B7: target "", whitespace, > 256 chars, or an array/object -> invalid_target."""
     error = _target_call(peers, tool, target)
     assert (error["code"], error["field"]) == ("invalid_target", "target")
-    assert "x" * 200 not in error["message"]  # never echo more than 200 chars of user text (matrix Part 2)
+    assert "x" * 200 not in error["message"]  # never echo more than 200 chars of user text (docs/reliability.md)
 
 
 @pytest.mark.parametrize("tool", TARGET_TOOLS)
 def test_a_missing_target_fails_with_invalid_target(peers: Peers, tool: str) -> None:
-    """Matrix §3.5 row 7: target missing -> invalid_target."""
+    """B7: target missing -> invalid_target."""
     error = _target_call(peers, tool, None, omit=True)
     assert (error["code"], error["field"]) == ("invalid_target", "target")
 
 
 @pytest.mark.parametrize("tool", TARGET_TOOLS)
 def test_an_unknown_name_or_uuid_fails_with_unknown_target(peers: Peers, tool: str) -> None:
-    """Matrix §3.5 row 8: unknown name or UUID, UUID of wrong case or format -> unknown_target. Case rule: UUIDs
+    """B8: unknown name or UUID, UUID of wrong case or format -> unknown_target. Case rule: UUIDs
     match in canonical lowercase only, names exactly (case-sensitive)."""
     for target in ("nobody-by-this-name", str(uuid.uuid4()), peers.bob.uuid.upper(), peers.bob.uuid.replace("-", ""),
                    peers.bob.name.upper()):
@@ -239,7 +239,7 @@ def test_an_unknown_name_or_uuid_fails_with_unknown_target(peers: Peers, tool: s
 
 @pytest.mark.parametrize("tool", TARGET_TOOLS)
 def test_a_name_shared_by_two_agents_fails_with_ambiguous_target_listing_both_uuids(peers: Peers, tool: str) -> None:
-    """Matrix §3.5 row 9: a name shared by >= 2 agents -> ambiguous_target listing the candidates' UUIDs, 0 rows."""
+    """B9: a name shared by >= 2 agents -> ambiguous_target listing the candidates' UUIDs, 0 rows."""
     name = f"twin-{tool.replace('_', '-')}"
     if not any(a["name"] == name for a in peers.app.agents.values()):
         peers.app.add_agent(name)
@@ -253,14 +253,14 @@ def test_a_name_shared_by_two_agents_fails_with_ambiguous_target_listing_both_uu
 @pytest.mark.parametrize("target", ["*", "all", "@all", "@everyone", "bob,carol", "bob carol", "agent*"])
 @pytest.mark.parametrize("tool", TARGET_TOOLS)
 def test_a_broadcast_or_list_target_fails_with_broadcast_not_allowed(peers: Peers, tool: str, target: str) -> None:
-    """Matrix §3.5 row 10; seed: "ambiguous names and broadcasts fail"."""
+    """B10, TGT-3: broadcasts fail."""
     error = _target_call(peers, tool, target)
     assert (error["code"], error["field"]) == ("broadcast_not_allowed", "target")
 
 
 @pytest.mark.parametrize("tool", TARGET_TOOLS)
 def test_targeting_the_caller_itself_fails_with_invalid_target(peers: Peers, tool: str) -> None:
-    """Matrix §3.5 rows 11 and 25: the target is the caller -> invalid_target (our choice: no self-messages)."""
+    """B11 and B25: the target is the caller -> invalid_target (our choice: no self-messages)."""
     for target in (peers.alice.name, peers.alice.uuid):
         error = _target_call(peers, tool, target)
         assert (error["code"], error["field"]) == ("invalid_target", "target")
@@ -293,14 +293,14 @@ TEXT_TOOLS = ["send_message", "followup_task", "reply"]
 @pytest.mark.parametrize("message", ["", " ", " \r\n\t "], ids=["empty", "space", "whitespace"])
 @pytest.mark.parametrize("tool", TEXT_TOOLS)
 def test_an_empty_message_fails_with_empty_message(peers: Peers, tool: str, message: str) -> None:
-    """Matrix §3.5 row 12: message "" or only whitespace -> empty_message."""
+    """B12: message "" or only whitespace -> empty_message."""
     error = _text_call(peers, tool, message)
     assert (error["code"], error["field"]) == ("empty_message", "message")
 
 
 @pytest.mark.parametrize("tool", TEXT_TOOLS)
 def test_a_missing_message_fails_with_empty_message(peers: Peers, tool: str) -> None:
-    """Matrix §3.5 row 12: message missing -> empty_message."""
+    """B12: message missing -> empty_message."""
     error = _text_call(peers, tool, None, omit=True)
     assert (error["code"], error["field"]) == ("empty_message", "message")
 
@@ -312,7 +312,7 @@ def test_a_missing_message_fails_with_empty_message(peers: Peers, tool: str) -> 
 ], ids=["65537-ascii", "2-byte-char-straddles", "4-byte-char-straddles"])
 @pytest.mark.parametrize("tool", TEXT_TOOLS)
 def test_a_message_over_64_kib_fails_with_message_too_large(peers: Peers, tool: str, message: str) -> None:
-    """Matrix §3.5 row 13: > 65,536 UTF-8 bytes -> message_too_large with limit_bytes 65536 (all text, not only
+    """B13: > 65,536 UTF-8 bytes -> message_too_large with limit_bytes 65536 (all text, not only
     replies); exactly 65,536 is accepted (test_mcp_tools)."""
     assert len(message.encode("utf-8")) == MAX_MESSAGE_BYTES + 1
     error = _text_call(peers, tool, message)
@@ -322,7 +322,7 @@ def test_a_message_over_64_kib_fails_with_message_too_large(peers: Peers, tool: 
 
 @pytest.mark.parametrize("tool", TEXT_TOOLS)
 def test_a_nul_character_fails_with_invalid_text(peers: Peers, tool: str) -> None:
-    """Matrix §3.5 row 14: NUL "decide and pin": refused as invalid_text (the app's choice, core/protocol/app.py)."""
+    """B14: NUL "decide and pin": refused as invalid_text (the app's choice, core/protocol/app.py)."""
     error = _text_call(peers, tool, "before\x00after")
     assert (error["code"], error["field"]) == ("invalid_text", "message")
 
@@ -332,14 +332,14 @@ def test_a_nul_character_fails_with_invalid_text(peers: Peers, tool: str) -> Non
 
 @pytest.mark.parametrize("limit", [0, -1, 101, 1.5, "10", True], ids=["0", "-1", "101", "1.5", "str", "true"])
 def test_a_limit_outside_1_to_100_fails_with_invalid_limit(peers: Peers, limit: Any) -> None:
-    """Matrix §3.5 row 15: limit 0, -1, 101, 1.5, "10", true -> invalid_limit (allowed: 1..100)."""
+    """B15: limit 0, -1, 101, 1.5, "10", true -> invalid_limit (allowed: 1..100)."""
     error = peers.alice.mcp.error("receive_messages", {"limit": limit})
     assert (error["code"], error["field"]) == ("invalid_limit", "limit")
     assert "1..100" in error["allowed"]
 
 
 def test_a_null_limit_means_the_default(peers: Peers) -> None:
-    """Matrix §3.5 row 15: limit null = default."""
+    """B15: limit null = default."""
     assert peers.alice.mcp.ok("receive_messages", {"limit": None})["timed_out"] is False
 
 
@@ -347,7 +347,7 @@ def test_a_null_limit_means_the_default(peers: Peers) -> None:
                          ids=["-1", "60001", "1e12", "1.5", "str", "true"])
 @pytest.mark.parametrize("tool", ["receive_messages", "wait_agent"])
 def test_a_timeout_outside_0_to_60000_fails_with_invalid_timeout(peers: Peers, tool: str, timeout: Any) -> None:
-    """Matrix §3.5 row 16: timeout_ms -1, 60001, 1e12, 1.5, "1000", true -> invalid_timeout (allowed: 0..60000)."""
+    """B16: timeout_ms -1, 60001, 1e12, 1.5, "1000", true -> invalid_timeout (allowed: 0..60000)."""
     error = peers.alice.mcp.error(tool, {"timeout_ms": timeout})
     assert (error["code"], error["field"]) == ("invalid_timeout", "timeout_ms")
     assert "0..60000" in error["allowed"]
@@ -373,7 +373,7 @@ def _tampered(cursor: str) -> str:
 @pytest.mark.parametrize("field", ["cursor", "ack_cursor"])
 def test_a_malformed_truncated_forged_or_foreign_cursor_fails_with_invalid_cursor_and_acks_nothing(
         peers: Peers, bob_page: dict[str, Any], field: str) -> None:
-    """Matrix §3.5 rows 17 and 20: empty, malformed, truncated, bad MAC, another recipient's cursor, or an ack_cursor
+    """B17 and B20: empty, malformed, truncated, bad MAC, another recipient's cursor, or an ack_cursor
     beyond anything returned -> invalid_cursor (0 records, 0 acked)."""
     cursor = bob_page["cursor"]
     peers.alice.mcp.ok("send_message", {"target": peers.bob.name, "message": "not acked by a forged cursor"})
@@ -388,14 +388,14 @@ def test_a_malformed_truncated_forged_or_foreign_cursor_fails_with_invalid_curso
 
 def test_acking_an_already_acknowledged_batch_succeeds_and_changes_nothing(peers: Peers,
                                                                           bob_page: dict[str, Any]) -> None:
-    """Matrix §3.5 row 19: ack_cursor for an already-acked batch -> success, idempotent (0 changes)."""
+    """B19: ack_cursor for an already-acked batch -> success, idempotent (0 changes)."""
     first = peers.bob.mcp.ok("receive_messages", {"ack_cursor": bob_page["cursor"]})
     again = peers.bob.mcp.ok("receive_messages", {"ack_cursor": bob_page["cursor"]})
     assert (first["acked"], again["acked"]) == (1, 0)
 
 
 def test_a_cursor_of_a_previous_store_fails_with_stale_cursor() -> None:
-    """Matrix §3.5 row 18: a cursor from a previous store epoch (DB recreated) -> stale_cursor."""
+    """B18: a cursor from a previous store epoch (DB recreated) -> stale_cursor."""
     root = short_home()
     try:
         proc = start_app(root)
@@ -430,14 +430,14 @@ def test_a_cursor_of_a_previous_store_fails_with_stale_cursor() -> None:
 
 
 def test_replying_to_an_unknown_or_malformed_request_id_fails_with_unknown_request(peers: Peers) -> None:
-    """Matrix §3.5 row 21: request_id unknown or malformed -> unknown_request."""
+    """B21: request_id unknown or malformed -> unknown_request."""
     for request_id in ("ask_doesnotexist", "%%%not-an-id%%%", "x" * 129):
         error = peers.alice.mcp.error("reply", {"request_id": request_id, "status": "done", "message": "x"})
         assert (error["code"], error["field"]) == ("unknown_request", "request_id")
 
 
 def test_replying_to_an_informational_message_id_fails_with_not_a_task(peers: Peers) -> None:
-    """Matrix §3.5 row 21; seed: "Its delivery interaction ID is not a task request ID"."""
+    """B21, RPL-3: an information's delivery id is not a task request id."""
     info = peers.bob.mcp.ok("send_message", {"target": peers.alice.name, "message": "just so you know"})
     before = record_count(peers.app)
     error = peers.alice.mcp.error("reply", {"request_id": info["interaction_id"], "status": "done", "message": "x"})
@@ -446,7 +446,7 @@ def test_replying_to_an_informational_message_id_fails_with_not_a_task(peers: Pe
 
 
 def test_a_reply_from_anyone_but_the_assigned_recipient_fails_with_not_recipient(peers: Peers) -> None:
-    """Matrix §3.5 row 22; seed: "Reply ... Complete the specified request as its authorized recipient"."""
+    """B22, RPL-2: only the task's assigned recipient completes the request."""
     request_id = _task_for(peers.alice, peers.bob)  # assigned to bob; alice (the requester) may not reply
     before = record_count(peers.app)
     error = peers.alice.mcp.error("reply", {"request_id": request_id, "status": "done", "message": "mine"})
@@ -455,7 +455,7 @@ def test_a_reply_from_anyone_but_the_assigned_recipient_fails_with_not_recipient
 
 
 def test_a_second_reply_fails_with_already_completed_naming_the_first(peers: Peers) -> None:
-    """Matrix §3.5 row 23: a second reply -> already_completed with the existing status and reply id, 0 new rows."""
+    """B23: a second reply -> already_completed with the existing status and reply id, 0 new rows."""
     request_id = _task_for(peers.alice, peers.bob)
     first = peers.bob.mcp.ok("reply", {"request_id": request_id, "status": "blocked", "message": "need access"})
     before = record_count(peers.app)
@@ -468,7 +468,7 @@ def test_a_second_reply_fails_with_already_completed_naming_the_first(peers: Pee
 
 @pytest.mark.parametrize("status", ["DONE", "success", "", None], ids=["DONE", "success", "empty", "null"])
 def test_a_status_other_than_done_blocked_failed_fails_with_invalid_status(peers: Peers, status: Any) -> None:
-    """Matrix §3.5 row 24: status DONE, success, "", null -> invalid_status (allowed: done, blocked, failed)."""
+    """B24: status DONE, success, "", null -> invalid_status (allowed: done, blocked, failed)."""
     request_id = _task_for(peers.alice, peers.bob)
     error = peers.bob.mcp.error("reply", {"request_id": request_id, "status": status, "message": "x"})
     assert (error["code"], error["field"], error["allowed"]) == ("invalid_status", "status", "done, blocked, failed")

@@ -1,4 +1,5 @@
-"""The constant discovery answers of `wardian mcp serve` are the SDK's own, and the SDK takes over correctly (#3).
+"""The constant discovery answers of `wardian mcp serve` are the SDK's own, and the SDK takes over correctly
+(decision 0007).
 
 The front answers `initialize`, `tools/list` and `ping` without importing the SDK; these tests check its answers
 against the SDK's low-level server run in-process (the same `build_server` the process runs), for every
@@ -88,7 +89,7 @@ def test_the_handshake_versions_are_those_the_sdk_negotiates() -> None:
 @pytest.mark.parametrize("version", [*sdk_versions.HANDSHAKE_PROTOCOL_VERSIONS, *sdk_versions.MODERN_PROTOCOL_VERSIONS,
                                      "1999-01-01", ""])
 def test_the_constant_answers_are_the_sdks_own_for_every_version_a_client_may_ask_for(version: str) -> None:
-    """Issue #3: initialize (negotiated version, capabilities, serverInfo, instructions), tools/list (every tool's
+    """Decision 0007: initialize (negotiated version, capabilities, serverInfo, instructions), tools/list (every tool's
     inputSchema and annotations) and ping are exactly what the SDK answers."""
     messages = handshake(version)
     expected = sdk_answers(messages)
@@ -132,7 +133,7 @@ def test_requests_the_front_cannot_vouch_for_go_to_the_sdk(message: dict[str, An
 
 @pytest.mark.parametrize("sdk_busy", [False, True])
 def test_a_plain_call_of_any_tool_takes_the_quick_path(sdk_busy: bool) -> None:
-    """Issues #3 and #13 (waits too): the quick path answers it (tests/mcp/test_mcp_quick_path.py compares its
+    """Decision 0007 (waits too): the quick path answers it (tests/mcp/test_mcp_quick_path.py compares its
     answers with the SDK's); like the SDK's concurrent handlers, it may overtake a wait still running."""
     front = Front()
     front.route(handshake(LATEST_HANDSHAKE_VERSION)[0], sdk_busy=False)
@@ -292,7 +293,7 @@ def _answers_by_id(server: RawServer, rest: bytes) -> dict[Any, list[dict[str, A
 
 def test_discovery_is_answered_before_the_sdk_is_imported_and_a_call_waits_for_it(
         app: AppHandle, gated_sdk: tuple[dict[str, str], Path]) -> None:
-    """Issues #3 and #13: initialize and tools/list need no SDK, nor does any tool call, a wait included; a call the
+    """Decision 0007: initialize and tools/list need no SDK, nor does any tool call, a wait included; a call the
     quick path does not take (an unknown tool) waits for the SDK and is then served with the replayed handshake's
     state; every request is answered exactly once."""
     extra, gate = gated_sdk
@@ -331,7 +332,7 @@ def test_discovery_is_answered_before_the_sdk_is_imported_and_a_call_waits_for_i
 
 
 def test_the_server_exits_at_eof_without_waiting_for_the_sdk_import(gated_sdk: tuple[dict[str, str], Path]) -> None:
-    """Issue #3 (the hot path does not pay for the SDK): a discovery-only session ends at stdin EOF even while the
+    """Decision 0007 (the hot path does not pay for the SDK): a discovery-only session ends at stdin EOF even while the
     SDK's import has not finished."""
     extra, _ = gated_sdk
     with raw_server(server_env(None, None, **extra)) as server:

@@ -1,4 +1,4 @@
-"""Requests in flight in `wardian mcp serve`: waits on the quick path, and cancellation on both paths (#13).
+"""Requests in flight in `wardian mcp serve`: waits on the quick path, and cancellation on both paths (decision 0007).
 
 Waits have threads of their own (`QUICK_WAIT_WORKERS`), so they never hold up a call that does not wait, and a
 wait beyond them goes to the SDK. MCP cancellation: the receiver should not answer a cancelled request, and the
@@ -129,7 +129,7 @@ def test_a_cancellation_names_one_request_id_exactly(message: dict[str, Any], na
 
 
 def test_a_cancelled_request_stops_being_outstanding_and_its_late_answer_is_dropped() -> None:
-    """Issue #13: the count returns to zero at the cancellation; a late SDK answer writes nothing and the count
+    """T5: the count returns to zero at the cancellation; a late SDK answer writes nothing and the count
     never goes below zero."""
     outstanding = _Outstanding()
     written: list[str] = []
@@ -187,7 +187,7 @@ def _wake(app: AppHandle, me: dict[str, Any], peer_token: str) -> None:
 
 def test_after_the_host_cancels_a_wait_handed_to_the_sdk_ping_is_answered_from_constant_data(
         caller: tuple[AppHandle, dict[str, Any], str, str], logged: _Logged) -> None:
-    """Issue #13: a wait in the SDK's hands, cancelled by the host -> nothing outstanding; `ping` and `tools/list`
+    """T5: a wait in the SDK's hands, cancelled by the host -> nothing outstanding; `ping` and `tools/list`
     get the constant answers again; the SDK ends the request unanswered and nothing is ever written for it."""
     app, me, token, peer_token = caller
     written = _Written()
@@ -219,7 +219,7 @@ def test_after_the_host_cancels_a_wait_handed_to_the_sdk_ping_is_answered_from_c
 
 def test_a_cancelled_quick_wait_writes_no_answer_when_its_exchange_ends(
         caller: tuple[AppHandle, dict[str, Any], str, str], logged: _Logged) -> None:
-    """Issue #13: a quick-path wait cancelled by the host gets no answer, even though the app answers its exchange
+    """T5: a quick-path wait cancelled by the host gets no answer, even though the app answers its exchange
     later (which is dropped, never resent); a wait not cancelled is answered."""
     app, me, token, peer_token = caller
     written = _Written()
@@ -269,7 +269,7 @@ def test_a_cancellation_after_the_answer_changes_nothing(
 
 def test_waits_never_hold_up_other_calls_and_a_wait_beyond_the_pool_goes_to_the_sdk(
         caller: tuple[AppHandle, dict[str, Any], str, str], logged: _Logged) -> None:
-    """Issue #13 (and matrix M6, "waits don't block other calls"): with every wait thread taken by a 60 s wait, a
+    """M6 (waits don't block other calls): with every wait thread taken by a 60 s wait, a
     send and a list are answered at once, one more wait is served by the SDK, and one message wakes them all."""
     app, me, token, peer_token = caller
     written = _Written()
@@ -302,7 +302,7 @@ def test_waits_never_hold_up_other_calls_and_a_wait_beyond_the_pool_goes_to_the_
 @pytest.mark.parametrize("quick_path", ["1", "0"])
 def test_a_cancelled_wait_is_never_answered_and_stdin_eof_ends_the_server(
         caller: tuple[AppHandle, dict[str, Any], str, str], quick_path: str) -> None:
-    """Issue #13, on both paths: after the host cancels a wait, ping is answered (from constant data once nothing is
+    """T5, on both paths: after the host cancels a wait, ping is answered (from constant data once nothing is
     outstanding), the woken wait's answer never reaches stdout, and stdin EOF ends the server with exit code 0."""
     app, me, token, peer_token = caller
     env = server_env(str(app.home.root), token, WARDIAN_LOG_LEVEL="DEBUG", WARDIAN_MCP_QUICK_PATH=quick_path)

@@ -1,7 +1,7 @@
 """A third-party client: the MCP Inspector CLI (npm `@modelcontextprotocol/inspector`, pinned in package.json).
 
-Issue #3, "Done means": `mcp-inspector --cli wardian mcp serve --method tools/list` lists the seven tools, and
-calls list_agents and send_message successfully against a running app. `npm ci` installs it; without
+docs/guide/development.md#test-tiers: `mcp-inspector --cli wardian mcp serve --method tools/list` lists the seven tools,
+and calls list_agents and send_message successfully against a running app. `npm ci` installs it; without
 node_modules the tests fail under CI and are skipped elsewhere.
 """
 
@@ -44,7 +44,7 @@ def run_inspector(inspector: Path, home: Path, *args: str, env: dict[str, str] |
 
 def test_the_inspector_lists_the_seven_tools_with_no_schema_portability_problem(
         inspector: Path, tmp_path: Path) -> None:
-    """Issue #3: the Inspector's tools/list shows the seven tools; `--strict` reports no portability error."""
+    """TOOL-1: the Inspector's tools/list shows the seven tools; `--strict` reports no portability error."""
     listed = run_inspector(inspector, tmp_path, "--method", "tools/list", "--strict")
     assert sorted(t["name"] for t in listed["tools"]) == sorted(TOOL_NAMES)
     assert all(t["inputSchema"]["additionalProperties"] is False for t in listed["tools"])
@@ -52,7 +52,7 @@ def test_the_inspector_lists_the_seven_tools_with_no_schema_portability_problem(
 
 def test_the_inspector_calls_list_agents_and_send_message_against_a_running_app(
         inspector: Path, tmp_path: Path, app: AppHandle) -> None:
-    """Issue #3: list_agents and send_message succeed through the Inspector; the app attributes the message."""
+    """TOOL-3: list_agents and send_message succeed through the Inspector; the app attributes the message."""
     alice, token = app.add_agent("alice")
     bob, _ = app.add_agent("bob")
     env = {"WARDIAN_HOME": str(app.home.root), "WARDIAN_SESSION_ID": token}

@@ -1,4 +1,4 @@
-"""The quick path of `tools/call` answers exactly what the SDK's handler answers, call by call (#3, #13).
+"""The quick path of `tools/call` answers exactly what the SDK's handler answers, call by call (decision 0007).
 
 `wardian mcp serve` runs a `tools/call` of any of its tools itself (`_front.QUICK_TOOLS`), waits included; with
 `WARDIAN_MCP_QUICK_PATH=0` the same call goes to the SDK's low-level server. Each call is made here on one server
@@ -88,7 +88,7 @@ def both(app: AppHandle) -> Iterator[tuple[_Both, dict[str, Any], dict[str, Any]
 
 
 def test_every_tool_takes_the_quick_path() -> None:
-    """Issue #13: the waits too, so a first wait does not wait for the SDK's import."""
+    """Decision 0007: the waits too, so a first wait does not wait for the SDK's import."""
     assert {t.name for t in TOOLS} == QUICK_TOOLS
 
 
@@ -106,7 +106,7 @@ def test_successes_are_the_sdks_answers(both: tuple[_Both, dict[str, Any], dict[
 
 
 def test_waits_that_time_out_are_the_sdks_answers(both: tuple[_Both, dict[str, Any], dict[str, Any]]) -> None:
-    """Issue #13: on an empty mailbox, a wait checked at once and one that waits its whole timeout."""
+    """Decision 0007: on an empty mailbox, a wait checked at once and one that waits its whole timeout."""
     calls, _, _ = both
     for timeout_ms in (0, 50):
         answer = calls.compare("wait_agent", {"timeout_ms": timeout_ms})["result"]
@@ -118,7 +118,7 @@ def test_waits_that_time_out_are_the_sdks_answers(both: tuple[_Both, dict[str, A
 
 
 def test_waits_that_wake_are_the_sdks_answers(app: AppHandle) -> None:
-    """Issue #13: a wait in flight on each path, woken by one send, answers the same; then a receive that wakes."""
+    """Decision 0007: a wait in flight on each path, woken by one send, answers the same; then a receive that wakes."""
     me, token = app.add_agent()
     _, peer_token = app.add_agent()
     with _servers(str(app.home.root), token) as calls:

@@ -1,4 +1,4 @@
-"""Schema hygiene of the tool list as a host sees it (reliability-matrix M8), read through the SDK's client."""
+"""Schema hygiene of the tool list as a host sees it (docs/reliability.md row M8), read through the SDK's client."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def _properties(schema: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
 
 
 def test_every_input_schema_is_a_closed_object(listed: dict[str, dict[str, Any]]) -> None:
-    """Matrix M8 and Part 2: every inputSchema has `additionalProperties: false`."""
+    """M8, TOOL-4: every inputSchema has `additionalProperties: false`."""
     for name, tool in listed.items():
         schema = tool["inputSchema"]
         assert schema["type"] == "object", name
@@ -42,7 +42,7 @@ def _types(prop: dict[str, Any]) -> set[str]:
 
 
 def test_every_field_is_bounded(listed: dict[str, dict[str, Any]]) -> None:
-    """Matrix M8: bounded maxLength / minimum / maximum (or an enum) on every field."""
+    """M8: bounded maxLength / minimum / maximum (or an enum) on every field."""
     for name, tool in listed.items():
         for field, prop in _properties(tool["inputSchema"]):
             if "enum" in prop:
@@ -56,7 +56,7 @@ def test_every_field_is_bounded(listed: dict[str, dict[str, Any]]) -> None:
 
 
 def test_exactly_the_optional_fields_admit_null(listed: dict[str, dict[str, Any]]) -> None:
-    """Matrix §3.5: a null limit, timeout_ms or cursor means its default, so the schema admits it; a required field
+    """B15, B16: a null limit, timeout_ms or cursor means its default, so the schema admits it; a required field
     is never null. The P4 property test checks the validators agree (tests/reliability/test_validators.py)."""
     for name, tool in listed.items():
         schema = tool["inputSchema"]
@@ -65,7 +65,7 @@ def test_exactly_the_optional_fields_admit_null(listed: dict[str, dict[str, Any]
 
 
 def test_the_bounds_are_the_limits_of_the_seed(listed: dict[str, dict[str, Any]]) -> None:
-    """Seed: "limit is bounded to 100 records and timeout_ms to 60 seconds"; wait's default and max are 60 s."""
+    """RCV-4, WAIT-3: limit is bounded to 100 records and timeout_ms to 60 seconds; wait's default and max are 60 s."""
     receive = listed["receive_messages"]["inputSchema"]["properties"]
     assert (receive["limit"]["minimum"], receive["limit"]["maximum"]) == (1, MAX_RECEIVE_LIMIT)
     assert (receive["timeout_ms"]["minimum"], receive["timeout_ms"]["maximum"]) == (0, MAX_WAIT_MS)
@@ -79,7 +79,7 @@ def test_the_bounds_are_the_limits_of_the_seed(listed: dict[str, dict[str, Any]]
 
 
 def test_the_required_arguments_are_those_of_the_seed(listed: dict[str, dict[str, Any]]) -> None:
-    """Seed: "Send and follow-up arguments are target and message"; reply takes request_id, status and message."""
+    """TOOL-2: send and follow-up arguments are target and message; reply takes request_id, status and message."""
     required = {name: sorted(tool["inputSchema"]["required"]) for name, tool in listed.items()}
     assert required == {
         "wait_agent": [], "send_message": ["message", "target"], "followup_task": ["message", "target"],
@@ -90,13 +90,13 @@ def test_the_required_arguments_are_those_of_the_seed(listed: dict[str, dict[str
 
 
 def test_no_tool_accepts_a_sender_or_a_session(listed: dict[str, dict[str, Any]]) -> None:
-    """Seed: "The tool does not accept an arbitrary sender argument"; matrix M8 (no sender property anywhere)."""
+    """TOOL-3: no tool accepts an arbitrary sender argument; M8 (no sender property anywhere)."""
     for name, tool in listed.items():
         assert not {field for field, _ in _properties(tool["inputSchema"])} & FORBIDDEN, name
 
 
 def test_descriptions_are_the_constants_of_the_source(listed: dict[str, dict[str, Any]]) -> None:
-    """Matrix M8: descriptions are constants (no peer-controlled text can reach tools/list)."""
+    """M8, TOOL-4: descriptions are constants (no peer-controlled text can reach tools/list)."""
     for name, tool in listed.items():
         assert tool["description"] == TOOLS_BY_NAME[name].description
         assert tool["inputSchema"] == TOOLS_BY_NAME[name].input_schema
@@ -104,7 +104,7 @@ def test_descriptions_are_the_constants_of_the_source(listed: dict[str, dict[str
 
 def test_descriptions_teach_information_versus_work_wait_receive_ack_and_reply_by_request_id(
         listed: dict[str, dict[str, Any]]) -> None:
-    """Issue #3: descriptions written for a model: information vs work, wait then receive then ack, reply with the
+    """Decision 0007: descriptions written for a model: information vs work, wait then receive then ack, reply with the
     request id, and never resend an uncertain delivery."""
     text = {name: tool["description"] for name, tool in listed.items()}
     assert "followup_task" in text["send_message"]
@@ -121,7 +121,7 @@ def test_descriptions_teach_information_versus_work_wait_receive_ack_and_reply_b
 
 
 def test_annotations_are_truthful(listed: dict[str, dict[str, Any]]) -> None:
-    """Issue #3: truthful annotations. Only list_agents and wait_agent change nothing; receive acknowledges and
+    """TOOL-4: truthful annotations. Only list_agents and wait_agent change nothing; receive acknowledges and
     claims (not read-only); interrupting abandons a turn (destructive); the rest reach other agents (open world)."""
     hints = {name: tool["annotations"] for name, tool in listed.items()}
     assert {n for n, h in hints.items() if h["readOnlyHint"]} == {"list_agents", "wait_agent"}

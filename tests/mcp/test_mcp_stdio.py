@@ -1,4 +1,4 @@
-"""The stdio transport of `wardian mcp serve`, spoken to line by line (reliability-matrix M1, M2, M3, M5).
+"""The stdio transport of `wardian mcp serve`, spoken to line by line (docs/reliability.md rows M1, M2, M3, M5).
 
 These are the process-boundary tests: what the SDK client never sends (malformed lines), what reaches the
 real stdout, what the server leaves on disk, and how it ends.
@@ -82,7 +82,7 @@ def bare_server() -> Any:
 @pytest.mark.parametrize(("line", "code", "id_"), [m[1:] for m in MALFORMED], ids=[m[0] for m in MALFORMED])
 def test_a_malformed_line_gets_its_json_rpc_error_and_the_next_ping_is_answered(
         bare_server: RawServer, line: bytes, code: int | None, id_: Any) -> None:
-    """Matrix M2 and Part 2: each malformed line gets the Part 2 code (or, for a notification, nothing) and the
+    """M2: each malformed line gets its code in docs/guide/mcp-server.md (or, for a notification, nothing) and the
     server keeps serving."""
     ping_id = 1000 + len(bare_server.stdout_lines)
     bare_server.send_raw(line + b"\n")
@@ -97,7 +97,7 @@ def test_a_malformed_line_gets_its_json_rpc_error_and_the_next_ping_is_answered(
 
 
 def test_a_crlf_terminated_request_is_answered_normally(bare_server: RawServer) -> None:
-    """Matrix M2: a CRLF line ending is accepted (CR is JSON whitespace)."""
+    """M2: a CRLF line ending is accepted (CR is JSON whitespace)."""
     bare_server.send_raw(b'{"jsonrpc":"2.0","id":"crlf","method":"tools/list"}\r\n')
     answer = bare_server.read()
     assert answer["id"] == "crlf"
@@ -105,7 +105,7 @@ def test_a_crlf_terminated_request_is_answered_normally(bare_server: RawServer) 
 
 
 def test_a_lone_surrogate_in_a_message_is_a_tool_error_invalid_text(peers: Peers) -> None:
-    """Matrix §3.5 row 14: a lone surrogate via the "\\ud800" escape -> invalid_text (valid JSON, invalid text)."""
+    """B14: a lone surrogate via the "\\ud800" escape -> invalid_text (valid JSON, invalid text)."""
     _, token = peers.app.add_agent()
     with raw_server(server_env(str(peers.app.home.root), token)) as server:
         server.initialize()
@@ -120,7 +120,7 @@ def test_a_lone_surrogate_in_a_message_is_a_tool_error_invalid_text(peers: Peers
 
 def test_every_stdout_line_is_json_rpc_even_when_modules_print_and_logging_is_verbose(
         peers: Peers, tmp_path: Path) -> None:
-    """Matrix M1: every tool and error path, DEBUG logging, a module that prints on import -> 0 non-JSON lines on
+    """M1: every tool and error path, DEBUG logging, a module that prints on import -> 0 non-JSON lines on
     stdout; logs only on stderr."""
     # A module imported after startup (the MCP SDK) prints to stdout and writes to fd 1 directly.
     (tmp_path / "sitecustomize.py").write_text(
@@ -160,7 +160,7 @@ def test_every_stdout_line_is_json_rpc_even_when_modules_print_and_logging_is_ve
         assert b"BANNER printed on import" in stderr
         assert b"RAW banner on fd 1" in stderr
     assert b"Traceback" not in stderr
-    assert token.encode() not in stderr  # matrix S6: the session secret is never logged
+    assert token.encode() not in stderr  # S6: the session secret is never logged
 
 
 def _tree(root: Path) -> list[tuple[str, int, int]]:
@@ -169,7 +169,7 @@ def _tree(root: Path) -> list[tuple[str, int, int]]:
 
 @pytest.mark.parametrize("home", ["unset", "missing", "existing"])
 def test_discovery_works_without_home_app_or_session_and_touches_no_file(tmp_path: Path, home: str) -> None:
-    """Seed: "Protocol discovery works without launching or modifying a Wardian home"; matrix M3 (0 files)."""
+    """MCP-2: protocol discovery works without launching or modifying a Wardian home; M3 (0 files)."""
     work = tmp_path / "cwd"
     work.mkdir()
     wardian_home = tmp_path / "home"
@@ -197,7 +197,7 @@ def _assert_group_gone(pgid: int) -> None:
 
 
 def test_the_server_exits_on_stdin_eof_even_while_a_wait_is_in_flight(peers: Peers) -> None:
-    """Matrix M5 (a): closing stdin ends the server promptly, a 60 s wait_agent notwithstanding; 0 leftovers."""
+    """M5 (a): closing stdin ends the server promptly, a 60 s wait_agent notwithstanding; 0 leftovers."""
     _, token = peers.app.add_agent()
     with raw_server(server_env(str(peers.app.home.root), token)) as server:
         server.initialize()
@@ -210,7 +210,7 @@ def test_the_server_exits_on_stdin_eof_even_while_a_wait_is_in_flight(peers: Pee
 
 
 def test_the_server_answers_requests_piped_before_eof_then_exits(tmp_path: Path) -> None:
-    """Matrix M5 (a): requests already read when stdin ends are still answered (a grace), then the server exits."""
+    """M5 (a): requests already read when stdin ends are still answered (a grace), then the server exits."""
     with raw_server(server_env(), cwd=str(tmp_path)) as server:
         server.send_raw(b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
                         b'"capabilities":{},"clientInfo":{"name":"pipe","version":"0"}}}\n'
@@ -224,7 +224,7 @@ def test_the_server_answers_requests_piped_before_eof_then_exits(tmp_path: Path)
 
 
 def test_the_server_exits_on_sigterm_and_leaves_no_process(app: AppHandle) -> None:
-    """Matrix M5 (b): SIGTERM ends the server promptly, mid-wait, with nothing left in its process group."""
+    """M5 (b): SIGTERM ends the server promptly, mid-wait, with nothing left in its process group."""
     _, token = app.add_agent()
     with raw_server(server_env(str(app.home.root), token)) as server:
         server.initialize()
@@ -273,7 +273,7 @@ def _read_to_eof(fd: int, timeout_s: float) -> bytes:
 
 
 def test_the_server_exits_when_its_parent_dies_while_another_process_holds_its_stdin(app: AppHandle) -> None:
-    """Matrix M5 (c), issue #13: the parent (host) is SIGKILLed while a third process (this test) keeps the server's
+    """M5 (c), decision 0007: the parent (host) is SIGKILLed while a third process (this test) keeps the server's
     stdin open, a 60 s wait in flight: the server notices its parent's death and exits by itself, writing nothing
     more, and no process is left in its group."""
     _, token = app.add_agent()

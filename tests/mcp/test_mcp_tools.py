@@ -1,6 +1,6 @@
 """Contract tests of the seven tools through the SDK's own client: the success path of each.
 
-Seed, "Tool contract". Each test drives real `wardian mcp serve` processes against a real app.
+docs/design/contract.md, TOOL-1 ... RCV-7. Each test drives real `wardian mcp serve` processes against a real app.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from wardian.protocol.tools import TOOL_NAMES
 
 
 def test_tools_list_offers_exactly_the_seven_tools_of_the_seed(peers: Peers) -> None:
-    """Seed, "Tool contract": wait_agent, send_message, followup_task, receive_messages, reply, interrupt_agent,
+    """TOOL-1: wait_agent, send_message, followup_task, receive_messages, reply, interrupt_agent,
     list_agents."""
     names = [t.name for t in peers.alice.mcp.list_tools().tools]
     assert sorted(names) == sorted(TOOL_NAMES)
@@ -21,7 +21,7 @@ def test_tools_list_offers_exactly_the_seven_tools_of_the_seed(peers: Peers) -> 
 
 
 def test_list_agents_shows_names_uuids_providers_status_and_the_caller(peers: Peers) -> None:
-    """Seed: list_agents discovers "Wardian peer names, UUIDs, providers, and status"."""
+    """TOOL-1: list_agents discovers Wardian peer names, UUIDs, providers, and status."""
     result = peers.alice.mcp.ok("list_agents", {})
     by_uuid = {a["uuid"]: a for a in result["agents"]}
     assert by_uuid[peers.bob.uuid]["name"] == peers.bob.name
@@ -31,7 +31,7 @@ def test_list_agents_shows_names_uuids_providers_status_and_the_caller(peers: Pe
 
 
 def test_send_message_admits_information_attributed_by_the_app_to_the_caller(peers: Peers) -> None:
-    """Seed: "The app owns sender attribution"; receipts carry the interaction id and the delivery state."""
+    """TOOL-3, RCPT-1: the app owns sender attribution; receipts carry the interaction id and the delivery state."""
     peers.bob.drain()
     receipt = peers.alice.mcp.ok("send_message", {"target": peers.bob.name, "message": "build is green"})
     assert receipt["kind"] == "information"
@@ -46,7 +46,7 @@ def test_send_message_admits_information_attributed_by_the_app_to_the_caller(pee
 
 
 def test_send_message_accepts_a_uuid_as_target(peers: Peers) -> None:
-    """Seed: "Targets are exact agent names or UUIDs"."""
+    """TGT-1: targets are exact agent names or UUIDs."""
     receipt = peers.alice.mcp.ok("send_message", {"target": peers.bob.uuid, "message": "by uuid"})
     assert receipt["target"]["uuid"] == peers.bob.uuid
 
@@ -60,7 +60,7 @@ def test_send_message_accepts_a_uuid_as_target(peers: Peers) -> None:
     "\u00e9" * (MAX_MESSAGE_BYTES // 2),
 ], ids=["crlf-tabs", "rtl", "emoji-combining", "punctuation", "exactly-64KiB-ascii", "exactly-64KiB-2-byte"])
 def test_message_text_round_trips_byte_exact_through_send_and_receive(peers: Peers, text: str) -> None:
-    """Seed: "Message text retains Unicode, line breaks, and punctuation"; matrix §3.5: 65,536 bytes accepted."""
+    """TXT-1: message text retains Unicode, line breaks, and punctuation; B13: 65,536 bytes accepted."""
     peers.bob.drain()
     receipt = peers.alice.mcp.ok("send_message", {"target": peers.bob.name, "message": text})
     page = peers.bob.mcp.ok("receive_messages", {})
@@ -69,7 +69,7 @@ def test_message_text_round_trips_byte_exact_through_send_and_receive(peers: Pee
 
 
 def test_followup_task_returns_a_request_receipt_without_waiting_for_the_reply(peers: Peers) -> None:
-    """Seed: followup_task "Assign work and return a request receipt without waiting for its reply"."""
+    """TOOL-1, CLM-1: followup_task assigns work and returns a request receipt without waiting for its reply."""
     receipt = peers.alice.mcp.ok("followup_task", {"target": peers.bob.name, "message": "review the diff"})
     assert receipt["kind"] == "task"
     assert receipt["request_id"].startswith("ask_")
@@ -81,7 +81,7 @@ def test_followup_task_returns_a_request_receipt_without_waiting_for_the_reply(p
 
 
 def test_receive_returns_typed_records_and_ack_cursor_acknowledges_the_batch(peers: Peers) -> None:
-    """Seed: "Receive returns typed records and recipient-bound cursors ... ack_cursor to acknowledge"."""
+    """RCV-1, RCV-2: receive returns typed records and recipient-bound cursors; ack_cursor acknowledges."""
     peers.bob.drain()
     info = peers.alice.mcp.ok("send_message", {"target": peers.bob.name, "message": "fyi"})
     task = peers.alice.mcp.ok("followup_task", {"target": peers.bob.name, "message": "do it"})
@@ -97,7 +97,7 @@ def test_receive_returns_typed_records_and_ack_cursor_acknowledges_the_batch(pee
 
 
 def test_replaying_a_cursor_returns_the_same_records_and_exposes_no_new_work(peers: Peers) -> None:
-    """Seed: "Replaying a cursor preserves record identities and does not execute work"."""
+    """RCV-3, B28: replaying a cursor preserves record identities and does not execute work."""
     peers.bob.drain()
     first = peers.alice.mcp.ok("followup_task", {"target": peers.bob.name, "message": "one"})
     second = peers.alice.mcp.ok("followup_task", {"target": peers.bob.name, "message": "two"})
@@ -111,7 +111,7 @@ def test_replaying_a_cursor_returns_the_same_records_and_exposes_no_new_work(pee
 
 
 def test_receive_with_a_timeout_and_nothing_pending_times_out_and_cancels_nothing(peers: Peers) -> None:
-    """Seed: "An empty wait does not cancel tasks; later messages and replies remain available"."""
+    """RCV-5: an empty wait does not cancel tasks; later messages and replies remain available."""
     peers.bob.drain()
     page = peers.bob.mcp.ok("receive_messages", {"timeout_ms": 1})
     assert page["records"] == []
@@ -121,14 +121,14 @@ def test_receive_with_a_timeout_and_nothing_pending_times_out_and_cancels_nothin
 
 
 def test_wait_agent_with_timeout_zero_checks_at_once_and_reports_no_activity(peers: Peers) -> None:
-    """Seed: "timeout_ms: 0 checks immediately"."""
+    """WAIT-3: timeout_ms: 0 checks immediately."""
     peers.bob.drain()
     assert peers.bob.mcp.ok("wait_agent", {"timeout_ms": 0}) == {"woke": False, "timed_out": True,
                                                                   "wake_reason": None}
 
 
 def test_wait_agent_returns_at_once_when_unacknowledged_activity_exists_and_consumes_nothing(peers: Peers) -> None:
-    """Seed: wait_agent "returns immediately if unacknowledged activity already exists"; no body, no ack."""
+    """WAIT-2: wait_agent returns immediately if unacknowledged activity already exists; no body, no ack."""
     peers.bob.drain()
     sent = peers.alice.mcp.ok("send_message", {"target": peers.bob.name, "message": "ping"})
     woke = peers.bob.mcp.ok("wait_agent", {})
@@ -138,7 +138,7 @@ def test_wait_agent_returns_at_once_when_unacknowledged_activity_exists_and_cons
 
 
 def test_wait_agent_wakes_on_a_message_sent_while_it_waits(peers: Peers) -> None:
-    """Seed: wait_agent "waits for the next mailbox signal" (subscribe before checking durable state)."""
+    """WAIT-2: wait_agent waits for the next mailbox signal (subscribe before checking durable state)."""
     peers.bob.drain()
     waiting = peers.bob.mcp.start("wait_agent", {"timeout_ms": 60_000})
     peers.alice.mcp.ok("send_message", {"target": peers.bob.name, "message": "wake up"})
@@ -147,8 +147,8 @@ def test_wait_agent_wakes_on_a_message_sent_while_it_waits(peers: Peers) -> None
 
 
 def test_reply_completes_the_task_and_reaches_the_requester_correlated_by_request_id(peers: Peers) -> None:
-    """Seed: "Reply takes request_id, status (done, blocked, or failed), and message. The request determines the
-    destination"."""
+    """TOOL-2, RPL-1: reply takes request_id, status (done, blocked, or failed), and message. The request determines the
+    destination."""
     peers.alice.drain()
     peers.bob.drain()
     task = peers.alice.mcp.ok("followup_task", {"target": peers.bob.name, "message": "sum 2+2"})
@@ -166,7 +166,7 @@ def test_reply_completes_the_task_and_reaches_the_requester_correlated_by_reques
 
 
 def test_interrupt_agent_of_an_idle_peer_is_a_not_active_error_that_records_nothing(peers: Peers) -> None:
-    """Matrix §3.5: interrupt with no active turn -> not_active (no-op, nothing persisted as pending)."""
+    """B25: interrupt with no active turn -> not_active (no-op, nothing persisted as pending)."""
     error = peers.alice.mcp.error("interrupt_agent", {"target": peers.bob.name})
     assert error["code"] == "not_active"
     assert error["delivery"] == "not_admitted"

@@ -1,5 +1,6 @@
-"""OpenCode bad input and faults (#14), each against the real `opencode serve` on the scripted model, except where the
-fault is one the real binary cannot show on demand (an old version): there a stand-in prints only a version."""
+"""OpenCode bad input and faults (rows F1-F6), each against the real `opencode serve` on the scripted model, except
+where the fault is one the real binary cannot show on demand (an old version): there a stand-in prints only a
+version."""
 
 from __future__ import annotations
 
@@ -68,7 +69,7 @@ def taken_port() -> Iterator[int]:
 
 def test_serve_failing_to_start_answers_each_pending_task_with_one_failed_notice(
         mixed_world: MixedWorld, taken_port: int, tmp_path: Path) -> None:
-    """#14: port taken / serve dies during start -> a definite failure before submission: one correlated `failed`
+    """F5: port taken / serve dies during start -> a definite failure before submission: one correlated `failed`
     notice per pending task, committed with the task's failure; nothing submitted."""
     world = mixed_world
     _, lead, _ = world.agent("lead", start=False)
@@ -88,7 +89,7 @@ def test_serve_failing_to_start_answers_each_pending_task_with_one_failed_notice
 
 
 def test_serve_killed_mid_turn_leaves_the_delivery_uncertain_and_never_resends_it(mixed_world: MixedWorld) -> None:
-    """#14: serve killed mid-turn -> the in-flight delivery is uncertain; the next task starts a new generation;
+    """F3: serve killed mid-turn -> the in-flight delivery is uncertain; the next task starts a new generation;
     nothing is resent."""
     world = mixed_world
     _, lead, _ = world.agent("lead", start=False)
@@ -118,7 +119,7 @@ def test_serve_killed_mid_turn_leaves_the_delivery_uncertain_and_never_resends_i
 
 
 def test_a_refused_password_is_provider_unavailable_and_nothing_is_admitted_twice(mixed_world: MixedWorld) -> None:
-    """#14: 401 from a wrong password -> provider_unavailable: the claim goes back, the runtime ends, and the next
+    """F6: 401 from a wrong password -> provider_unavailable: the claim goes back, the runtime ends, and the next
     start delivers each task exactly once."""
     world = mixed_world
     _, lead, _ = world.agent("lead", start=False)
@@ -145,7 +146,7 @@ def test_a_refused_password_is_provider_unavailable_and_nothing_is_admitted_twic
 
 
 def test_model_errors_that_opencode_retries_do_not_duplicate_the_task(mixed_world: MixedWorld) -> None:
-    """#14: a model HTTP 500 is retried by OpenCode itself; the task is submitted once and answered once."""
+    """F6: a model HTTP 500 is retried by OpenCode itself; the task is submitted once and answered once."""
     world = mixed_world
     _, lead, _ = world.agent("lead", start=False)
     _, _, script = world.agent("worker")
@@ -212,9 +213,10 @@ def _lossy(tmp_path: Path, mode: str) -> Path:
 
 
 def test_a_lost_answer_is_settled_by_a_lookup_that_finds_the_message(mixed_world: MixedWorld, tmp_path: Path) -> None:
-    """#14, beyond the seed: the prompt_async reached OpenCode but its answer was lost. The app looks the message up
-    by the msg_ id it chose, finds it, and the delivery is confirmed, not uncertain: the loop's answer is the reply,
-    nothing is sent twice, and `agent list`, `list_agents` and the operator log say it was confirmed by lookup."""
+    """F2, UNC-5, DLV-9 (decision 0016): the prompt_async reached OpenCode but its answer was lost. The app looks the
+    message up by the msg_ id it chose, finds it, and the delivery is confirmed, not uncertain: the loop's answer is the
+    reply, nothing is sent twice, and `agent list`, `list_agents` and the operator log say it was confirmed by
+    lookup."""
     world = mixed_world
     world.env["WARDIAN_OPENCODE"] = str(_lossy(tmp_path, "drop_answer"))
     world.restart_app()
@@ -240,7 +242,7 @@ def test_a_lost_answer_is_settled_by_a_lookup_that_finds_the_message(mixed_world
 
 
 def test_a_lost_request_is_uncertain_after_a_lookup_that_finds_nothing(mixed_world: MixedWorld, tmp_path: Path) -> None:
-    """#14: the connection closed before OpenCode got the prompt_async; the lookup finds no message, so the delivery
+    """F2: the connection closed before OpenCode got the prompt_async; the lookup finds no message, so the delivery
     stays uncertain (never resent), and the agent list counts it."""
     world = mixed_world
     world.env["WARDIAN_OPENCODE"] = str(_lossy(tmp_path, "drop_request"))

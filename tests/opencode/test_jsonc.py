@@ -1,4 +1,4 @@
-"""Round-trip JSONC edits (#14): comments, formatting and other entries of a person's opencode.json survive."""
+"""Round-trip JSONC edits (CFG-2): comments, formatting and other entries of a person's opencode.json survive."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""OpenCode agents driven by the app (#14): the real `opencode serve` on the scripted model's chat dialect."""
+"""OpenCode agents driven by the app (docs/providers/opencode.md): the real `opencode serve` on the scripted model's
+chat dialect."""
 
 from __future__ import annotations
 
@@ -22,8 +23,8 @@ def records_for(world: MixedWorld, token: str, rounds: int = 600) -> list[dict[s
 
 
 def test_an_idle_opencode_agent_answers_a_task_with_its_final_text(mixed_world: MixedWorld) -> None:
-    """#14: task, agent idle -> prompt_async with a structured wardian_task_delivery part under the msg_ id the app
-    chose and persisted; the loop's final assistant text comes back as reply `done`."""
+    """DLV-2, DLV-9: task, agent idle -> prompt_async with a structured wardian_task_delivery part under the msg_ id the
+    app chose and persisted; the loop's final assistant text comes back as reply `done`."""
     world = mixed_world
     _, lead, _ = world.agent("lead", start=False)
     _, _, script = world.agent("worker")
@@ -52,7 +53,7 @@ def test_stopping_an_opencode_agent_leaves_no_process(mixed_world: MixedWorld) -
 
 def test_information_reaches_an_idle_agent_without_a_model_request_and_shows_in_its_next_turn(
         mixed_world: MixedWorld) -> None:
-    """#14: information for an idle OpenCode agent is a `noReply` message: receipt provider_visible, no model request
+    """DLV-1: information for an idle OpenCode agent is a `noReply` message: receipt provider_visible, no model request
     (the scripted model's log proves it), off the receive path, and in the history of the next turn."""
     world = mixed_world
     _, lead, _ = world.agent("lead", start=False)
@@ -71,7 +72,7 @@ def test_information_reaches_an_idle_agent_without_a_model_request_and_shows_in_
 
 
 def test_a_task_for_a_busy_agent_waits_and_gets_its_own_turn(mixed_world: MixedWorld) -> None:
-    """#14: OpenCode has no turn-fenced steer: a task admitted while a loop runs waits for session.idle and then
+    """DLV-2: OpenCode has no turn-fenced steer: a task admitted while a loop runs waits for session.idle and then
     starts its own turn (its own msg_, its own reply)."""
     world = mixed_world
     _, lead, _ = world.agent("lead", start=False)
@@ -126,7 +127,7 @@ def wait_active(world: MixedWorld, name: str) -> str:
 
 
 def test_a_new_generation_resumes_the_same_session_and_recalls_earlier_results(mixed_world: MixedWorld) -> None:
-    """#14: restart: the next start (after the app restarted) resumes the agent's one session; the earlier answer is
+    """Restart: the next start (after the app restarted) resumes the agent's one session; the earlier answer is
     in the history the model is given."""
     world = mixed_world
     _, lead, _ = world.agent("lead", start=False)

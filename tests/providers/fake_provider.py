@@ -1,5 +1,5 @@
 """A second provider for the tests, speaking only through `wardian.providers.base` (no Codex anywhere): proof that
-the app's runtime is provider-neutral (#12). Its turns end when the test says so, and every call is recorded.
+the app's runtime is provider-neutral (decision 0014). Its turns end when the test says so, and every call is recorded.
 
 It has no steer (a task for an active agent waits for the turn to end) and an exact completion boundary, so the
 app publishes each turn's final text itself; `capabilities` can be replaced per test.

@@ -1,4 +1,4 @@
-"""`wardian codex register` (issue #3; seed, "Codex configuration"), run as the real CLI against a real app."""
+"""`wardian codex register` (CFG-1 ... CFG-4, APR-2), run as the real CLI against a real app."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def load(codex_home: Path) -> dict[str, Any]:
 
 
 def test_register_writes_the_wardian_entry_for_the_managed_agent(app: AppHandle, tmp_path: Path) -> None:
-    """Issue #3: the absolute path of the running wardian, args ["mcp", "serve"], env WARDIAN_HOME and
+    """CFG-1, CFG-4: the absolute path of the running wardian, args ["mcp", "serve"], env WARDIAN_HOME and
     WARDIAN_SESSION_ID, tool_timeout_sec = 70; no approval unless asked."""
     agent, _ = app.add_agent("reviewer")
     codex_home = tmp_path / "codex-home"  # does not exist yet
@@ -85,7 +85,7 @@ def test_register_writes_the_wardian_entry_for_the_managed_agent(app: AppHandle,
 
 
 def test_the_registered_command_starts_a_working_mcp_server(app: AppHandle, tmp_path: Path) -> None:
-    """Issue #3: never write something that will not launch: the entry, run as written, answers initialize."""
+    """CFG-2: never write something that will not launch: the entry, run as written, answers initialize."""
     app.add_agent("launcher-check")
     register_json(app, tmp_path, "launcher-check")
     entry = load(tmp_path)["mcp_servers"]["wardian"]
@@ -99,7 +99,7 @@ def test_the_registered_command_starts_a_working_mcp_server(app: AppHandle, tmp_
 
 def test_register_preserves_user_entries_comments_disabled_state_and_approval_settings(
         app: AppHandle, tmp_path: Path) -> None:
-    """Seed: "Registration preserves user-owned entries, disabled state, and approval settings" (tomlkit)."""
+    """CFG-2: registration preserves user-owned entries, disabled state, and approval settings (tomlkit)."""
     app.add_agent("worker")
     (tmp_path / "config.toml").write_text(USER_CONFIG, encoding="utf-8")
     register_json(app, tmp_path, "worker")
@@ -135,7 +135,7 @@ def test_register_preserves_user_entries_comments_disabled_state_and_approval_se
 ], ids=["other-program", "another-home", "not-a-table"])
 def test_an_occupied_wardian_entry_that_is_not_ours_is_reported_and_nothing_is_overwritten(
         app: AppHandle, tmp_path: Path, occupant: str) -> None:
-    """Seed: "An occupied server name ... is reported instead of silently replacing configuration"."""
+    """CFG-2: an occupied server name is reported instead of silently replacing configuration."""
     app.add_agent("blocked")
     config = tmp_path / "config.toml"
     config.write_text(occupant, encoding="utf-8")
@@ -146,7 +146,7 @@ def test_an_occupied_wardian_entry_that_is_not_ours_is_reported_and_nothing_is_o
 
 
 def test_approve_tools_grants_only_the_named_tools(app: AppHandle, tmp_path: Path) -> None:
-    """Issue #3: only when asked, per-tool approval_mode = "approve" for exactly the named tools."""
+    """APR-2: only when asked, per-tool approval_mode = "approve" for exactly the named tools."""
     app.add_agent("granted")
     summary = register_json(app, tmp_path, "granted", "--approve-tools", "reply, send_message,followup_task")
     assert summary["approved_tools"] == ["send_message", "followup_task", "reply"]
@@ -157,7 +157,7 @@ def test_approve_tools_grants_only_the_named_tools(app: AppHandle, tmp_path: Pat
 @pytest.mark.parametrize("value", ["send_message,post_message", "send_message,", "SEND_MESSAGE", ""])
 def test_unknown_tool_names_are_rejected_with_a_clear_error_and_nothing_is_written(
         app: AppHandle, tmp_path: Path, value: str) -> None:
-    """Issue #3: an --approve-tools name that is not one of the seven tools is refused before anything changes."""
+    """APR-2: an --approve-tools name that is not one of the seven tools is refused before anything changes."""
     app.add_agent("strict")
     proc = register(app, tmp_path, "strict", "--json", "--approve-tools", value)
     assert proc.returncode == 2
@@ -169,8 +169,8 @@ def test_unknown_tool_names_are_rejected_with_a_clear_error_and_nothing_is_writt
 
 def test_register_prints_the_equivalent_codex_mcp_add_line_without_the_secret(
         app: AppHandle, tmp_path: Path) -> None:
-    """Issue #3: print the equivalent `codex mcp add wardian -- wardian mcp serve` line; secrets are never
-    printed (matrix S6)."""
+    """CFG-3: print the equivalent `codex mcp add wardian -- wardian mcp serve` line; secrets are never
+    printed (row S6)."""
     app.add_agent("printer")
     proc = register(app, tmp_path, "printer")
     assert proc.returncode == 0
@@ -185,7 +185,7 @@ def test_register_prints_the_equivalent_codex_mcp_add_line_without_the_secret(
 
 
 def test_the_users_global_codex_home_is_never_touched(app: AppHandle, tmp_path: Path) -> None:
-    """Seed: "The app's global provider home is not modified"; registration targets a private CODEX_HOME only."""
+    """CFG-1: the app's global provider home is not modified; registration targets a private CODEX_HOME only."""
     app.add_agent("private")
     fake_home = tmp_path / "user"
     env = {**app.env(), "HOME": str(fake_home)}
@@ -197,7 +197,7 @@ def test_the_users_global_codex_home_is_never_touched(app: AppHandle, tmp_path: 
 
 
 def test_a_missing_app_or_agent_is_reported_and_nothing_is_written(app: AppHandle, tmp_path: Path) -> None:
-    """Issue #3: registration needs the agent's session from the running app; without it nothing changes."""
+    """MCP-3: registration needs the agent's session from the running app; without it nothing changes."""
     proc = register(app, tmp_path, "no-such-agent", "--json")
     assert proc.returncode == 4
     assert orjson.loads(proc.stdout)["error"]["code"] == "unknown_agent"
@@ -211,7 +211,7 @@ def test_a_missing_app_or_agent_is_reported_and_nothing_is_written(app: AppHandl
 
 
 def test_an_unparseable_config_is_reported_and_left_as_it_is(app: AppHandle, tmp_path: Path) -> None:
-    """Issue #3: preserve everything user-owned: a config we cannot parse is never rewritten."""
+    """CFG-2: preserve everything user-owned: a config we cannot parse is never rewritten."""
     app.add_agent("careful")
     broken = "model = \n[[[ not toml\n"
     (tmp_path / "config.toml").write_text(broken, encoding="utf-8")
@@ -221,7 +221,7 @@ def test_an_unparseable_config_is_reported_and_left_as_it_is(app: AppHandle, tmp
 
 
 def test_a_missing_cli_is_reported_before_anything_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue #3: a missing CLI is reported; never silently write a command that will not launch."""
+    """CFG-2: a missing CLI is reported; never silently write a command that will not launch."""
     if getattr(sys, "frozen", False):
         pytest.skip("a frozen build registers its own executable")
     bindir = tmp_path / "venv" / "bin"
@@ -243,7 +243,7 @@ def codex() -> Path:
 
 
 def test_real_codex_lists_the_registered_server(codex: Path, app: AppHandle, tmp_path: Path) -> None:
-    """Issue #3: after `wardian codex register` into a fresh private home, `codex mcp list` shows the server."""
+    """CFG-1: after `wardian codex register` into a fresh private home, `codex mcp list` shows the server."""
     app.add_agent("listed")
     codex_home = tmp_path / "codex-home"
     register_json(app, codex_home, "listed", "--approve-tools", "send_message")

@@ -1,6 +1,7 @@
-"""`wardian opencode register` and managed registration in an agent's opencode.json (#14), with the same rules as
-Codex registration: user entries, comments (JSONC) and `enabled: false` kept; a `wardian` entry that is not ours is
-`registration_conflict` and nothing changes; no permission setting is written."""
+"""`wardian opencode register` and managed registration in an agent's opencode.json
+(docs/guide/opencode.md#registration), with the same rules as Codex registration: user entries, comments (JSONC) and
+`enabled: false` kept; a `wardian` entry that is not ours is `registration_conflict` and nothing changes; no permission
+setting is written."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The reliability suites (reliability-matrix Part 3): CI sizes by default, [NIGHTLY] sizes from
+"""The reliability suites (docs/reliability.md): CI sizes by default, [NIGHTLY] sizes from
 `scripts/reliability.py` (WARDIAN_RELIABILITY_NIGHTLY=1), which also runs the tests marked `slow`."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The P3 fuzz target (reliability-matrix P3): the stdio frame decoder and dispatcher of `wardian mcp serve`, in
+"""The P3 fuzz target (docs/reliability.md row P3): the stdio frame decoder and dispatcher of `wardian mcp serve`, in
 process, against a fake app.
 
 One input is the bytes a host writes to the server's standard input. `Target.one_input` runs them through a fresh
@@ -16,7 +16,7 @@ whose app is `FakeApp`, waits until every request is answered, ends the stream (
 A failure raises `FrameFault`. `scripts/fuzz_mcp_frames.py` runs this under Atheris ([NIGHTLY]);
 `tests/reliability/test_fuzz_mcp_frames.py` runs the seeds and random bytes without it ([CI]).
 
-Why a fake app and not the real one (measured, see README "P3"): the subject is the MCP server's framing and
+Why a fake app and not the real one (measured: docs/reliability.md, P3): the subject is the MCP server's framing and
 dispatch, and the real app costs what the subject does not need. A `wait_agent` or `receive_messages` with
 `timeout_ms` up to 60,000 really waits on an empty mailbox, so one fuzzed input could hold the fuzzer for a
 minute; every accepted send is an fsynced commit that stays in the store, so inputs stop being independent and

@@ -1,4 +1,4 @@
-"""Lock contention (reliability-matrix D8): 8 writers, the app's dispatcher on a started agent (fake Codex) and
+"""Lock contention (docs/reliability.md row D8): 8 writers, the app's dispatcher on a started agent (fake Codex) and
 an outside checkpoint loop on the same database. No caller ever sees SQLITE_BUSY / "database is locked".
 Counted by operations, not by time; latency is scripts/bench.py's business.
 """
@@ -25,11 +25,11 @@ from tests.reliability.world import (
 from wardian.client import AppClient
 
 WRITERS = 8
-BOTH_STORES = True  # #15: on the shared store the outside load is VACUUM (ANALYZE) of the busiest tables
+BOTH_STORES = True  # On the shared store the outside load is VACUUM (ANALYZE) of the busiest tables
 
 
 def test_d8_no_busy_or_locked_error_reaches_a_caller_under_contention(root: Path, store_url: str | None) -> None:
-    """reliability-matrix D8 [CI 8 x 500 operations, NIGHTLY 8 x 5,000]: mixed send / task / receive+ack from 8
+    """D8 [CI 8 x 500 operations, NIGHTLY 8 x 5,000]: mixed send / task / receive+ack from 8
     clients while the dispatcher submits tasks and another process checkpoints the WAL in a loop: every
     operation succeeds (0 storage errors, 0 uncertain), and the store passes integrity_check."""
     ops = size(500, 5000)

@@ -1,4 +1,4 @@
-"""Deterministic crashes at each named point (reliability-matrix D3; `wardian.faults`, WARDIAN_CRASHPOINT).
+"""Deterministic crashes at each named point (docs/reliability.md row D3; `wardian.faults`, WARDIAN_CRASHPOINT).
 
 Before COMMIT the record is absent and the caller was not told it was admitted; after COMMIT it is present
 and the caller saw `admitted` or `uncertain`. Submit-side points leave the task uncertain, never submitted
@@ -42,7 +42,7 @@ RUNTIME_POINTS = ("after_claim_before_provider_submit", "after_provider_submit_b
 
 
 def test_every_named_point_is_exercised_here() -> None:
-    """reliability-matrix D3: the points of `wardian.faults` are exactly the ones this suite crashes at."""
+    """D3: the points of `wardian.faults` are exactly the ones this suite crashes at."""
     assert set(ADMISSION_POINTS) | set(RUNTIME_POINTS) == POINTS
 
 
@@ -68,7 +68,7 @@ def pair(root: Path, extra_env: dict[str, str] | None = None) -> tuple[str, str]
 
 @pytest.mark.parametrize("point", sorted(ADMISSION_POINTS))
 def test_a_crash_on_the_admission_path_leaves_a_record_only_after_its_commit(root: Path, point: str) -> None:
-    """reliability-matrix D3 [CI 5 runs/point, NIGHTLY 20]: before COMMIT the row is absent and the caller saw
+    """D3 [CI 5 runs/point, NIGHTLY 20]: before COMMIT the row is absent and the caller saw
     a dropped connection (uncertain), never a receipt; after COMMIT the row is present and the caller saw
     admitted or uncertain; the client wrote the request once; integrity ok."""
     runs = size(5, 20)
@@ -119,7 +119,7 @@ def dispatch_settled(root: Path, lead: str, fake: FakeCodex) -> None:
 @pytest.mark.parametrize("point", RUNTIME_POINTS)
 def test_a_crash_on_the_submit_path_is_never_resubmitted_and_evidence_is_published_once(
         root: Path, fake: FakeCodex, point: str) -> None:
-    """reliability-matrix D3 [CI 5 runs/point, NIGHTLY 20]: a crash after the claim or after the provider
+    """D3 [CI 5 runs/point, NIGHTLY 20]: a crash after the claim or after the provider
     accepted leaves the task uncertain and it is never submitted again over 3 restarts; a crash after the
     terminal evidence was persisted publishes the reply exactly once on restart, without rerunning the turn."""
     runs = size(5, 20)

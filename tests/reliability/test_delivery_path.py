@@ -1,4 +1,4 @@
-"""No duplicate body (#13): every record reaches its recipient through exactly one path, pushed into its live
+"""No duplicate body (DLV-8, row D12): every record reaches its recipient through exactly one path, pushed into its live
 conversation or returned by a receive, never both. A reply committed while the requester's receive is reading
 used to be returned by that receive and pushed into the requester's conversation as well.
 

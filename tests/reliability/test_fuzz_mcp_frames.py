@@ -44,13 +44,13 @@ def mutate(rng: random.Random, data: bytes) -> bytes:
 
 
 def test_the_seed_corpus_meets_the_p3_criteria(target: Target) -> None:
-    """reliability-matrix P3: the M2 lines and the well-formed sessions of the seed corpus."""
+    """P3: the M2 lines and the well-formed sessions of the seed corpus."""
     for seed in seed_inputs():
         target.one_input(seed)
 
 
 def test_random_and_mutated_inputs_meet_the_p3_criteria(target: Target) -> None:
-    """reliability-matrix P3 at CI size: random byte strings and mutated seeds (WARDIAN_RELIABILITY_SEED replays)."""
+    """P3 at CI size: random byte strings and mutated seeds (WARDIAN_RELIABILITY_SEED replays)."""
     rng, _ = seeded_random("p3-ci")
     seeds = [s for s in seed_inputs() if len(s) < 65_536]
     for _ in range(RANDOM_INPUTS):

@@ -1,4 +1,4 @@
-"""kill -9 of the app in the middle of concurrent work (reliability-matrix D1, D2).
+"""kill -9 of the app in the middle of concurrent work (docs/reliability.md rows D1, D2).
 
 The rounds chain on one home: each burst ends with SIGKILL, the harness reads the store from outside, then
 the next round restarts the app on the same home. Extends tests/app/test_crash.py (one round each).
@@ -31,7 +31,7 @@ from wardian.client import AppClient
 from wardian.home import Home
 
 SENDERS = 8
-BOTH_STORES = True  # D1 and D2 run on the embedded store and on the shared PostgreSQL store (#15)
+BOTH_STORES = True  # D1 and D2 run on the embedded store and on the shared PostgreSQL store
 
 
 def _backend(store_url: str | None) -> str:
@@ -118,7 +118,7 @@ def setup(app: Any) -> tuple[str, str]:
 
 def test_d1_acknowledged_sends_survive_kill_9_rounds_under_8_concurrent_senders(root: Path,
                                                                                store_url: str | None) -> None:
-    """reliability-matrix D1 [CI N=50, NIGHTLY N=200]: SIGKILL 20-500 ms into a burst of 8 senders, then
+    """D1 [CI N=50, NIGHTLY N=200]: SIGKILL 20-500 ms into a burst of 8 senders, then
     restart: 0 acknowledged receipts missing, 0 duplicates per client token, integrity ok every round, every
     call ended in exactly one of {receipt, not_admitted, uncertain}, and no client wrote a request twice."""
     rng, seed = seeded_random("D1")
@@ -154,7 +154,7 @@ def test_d1_acknowledged_sends_survive_kill_9_rounds_under_8_concurrent_senders(
 
 def test_d2_no_task_is_exposed_twice_when_receive_and_dispatch_race_across_kill_9(root: Path,
                                                                                   store_url: str | None) -> None:
-    """reliability-matrix D2 [CI N=50, NIGHTLY N=200]: 8 task senders, one manual receive loop and the app's
+    """D2 [CI N=50, NIGHTLY N=200]: 8 task senders, one manual receive loop and the app's
     dispatcher (a started agent on a fake Codex) compete for the same tasks; SIGKILL, restart. The harness
     logs every exposure outside the app (receive: new_work records; dispatch: submissions Codex accepted):
     0 tasks exposed twice, every task ends unclaimed, exposed once or uncertain, and 0 uncertain tasks are

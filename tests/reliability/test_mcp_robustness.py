@@ -1,4 +1,4 @@
-"""The MCP server and the CLI under app crashes and host misbehaviour (reliability-matrix D4 for MCP and the
+"""The MCP server and the CLI under app crashes and host misbehaviour (docs/reliability.md rows D4 for MCP and the
 CLI, M5 (c, d), M7). tests/mcp covers M1-M4, M5 (a, b), M6 and M8; tests/app/test_framing.py covers D4 for
 the in-process client.
 """
@@ -80,7 +80,7 @@ def pair(app: AppHandle) -> tuple[str, str]:
 
 @pytest.mark.parametrize("client", ["mcp send_message", "mcp followup_task", "cli message send", "cli message task"])
 def test_d4_a_lost_answer_is_uncertain_after_exactly_one_request_write(root: Path, client: str) -> None:
-    """reliability-matrix D4: the app dies after COMMIT and before answering. The MCP tool returns isError with
+    """D4: the app dies after COMMIT and before answering. The MCP tool returns isError with
     delivery "uncertain", the CLI exits 5; exactly one request frame crossed the socket (counted outside the
     client), and the store holds exactly one record."""
     app = start_with(root)
@@ -165,7 +165,7 @@ def served(shared_app: AppHandle) -> tuple[AppHandle, str, str]:
 
 
 def test_m5_killing_the_host_ends_the_server_and_leaves_no_process(served: tuple[AppHandle, str, str]) -> None:
-    """reliability-matrix M5 (c) [CI N=3, NIGHTLY 50]: SIGKILL of the host process closes the server's stdin;
+    """M5 (c) [CI N=3, NIGHTLY 50]: SIGKILL of the host process closes the server's stdin;
     the server exits (stdin EOF), and 0 processes are left in the host's process group."""
     app, lead, _ = served
     rounds = size(3, 50)
@@ -182,8 +182,8 @@ def test_m5_killing_the_host_ends_the_server_and_leaves_no_process(served: tuple
 
 
 def test_m5_an_abandoned_server_holds_nothing_exclusive(served: tuple[AppHandle, str, str]) -> None:
-    """reliability-matrix M5 (d): a host that abandons its server with stdin still open (codex #28361) leaves a
-    live server that holds nothing exclusive: a 2nd and 3rd server for the same session send and receive
+    """M5 (d): a host that abandons its server with stdin still open (https://github.com/openai/codex/issues/28361)
+    leaves a live server that holds nothing exclusive: a 2nd and 3rd server for the same session send and receive
     correctly meanwhile; closing the abandoned host's pipes ends everything, 0 leftovers."""
     app, lead, worker_name = served
     host, server_pid = spawn_host(server_env(str(app.home.root), lead))
@@ -206,7 +206,7 @@ def test_m5_an_abandoned_server_holds_nothing_exclusive(served: tuple[AppHandle,
 
 def test_m7_three_servers_on_one_session_expose_each_task_once_and_accept_one_reply(
         shared_app: AppHandle) -> None:
-    """reliability-matrix M7: three `wardian mcp serve` processes with the same WARDIAN_SESSION_ID run a
+    """M7: three `wardian mcp serve` processes with the same WARDIAN_SESSION_ID run a
     receive/reply workload concurrently: 0 tasks exposed as new work twice, every task exposed once, exactly
     one reply accepted per task (every other server's reply is already_completed), cursors stay consistent
     (one server's cursor acknowledges for the session, a repeated ack changes nothing)."""

@@ -1,4 +1,4 @@
-"""Model-based tests (reliability-matrix P1 mutation gate, P1 at the nightly size).
+"""Model-based tests (docs/reliability.md row P1: the mutation gate, P1 at the nightly size).
 
 The gate: the P1 state machine (tests/store/test_mailbox_machine.py) must catch each seeded bug within 150
 examples. A mutant is a subclass of the real SqliteStore that breaks one rule; core is never edited.
@@ -91,7 +91,7 @@ def machine_on(store_class: type[SqliteStore]) -> type[_CountedMachine]:
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[m.__name__ for m in MUTANTS])
 def test_the_mailbox_model_catches_each_seeded_bug_within_150_examples(mutant: type[SqliteStore]) -> None:
-    """reliability-matrix P1 mutation gate: each seeded bug (dispatch ignores the claim; reply skips the
+    """P1 mutation gate: each seeded bug (dispatch ignores the claim; reply skips the
     recipient check; ack acks past the cursor; receive returns another recipient's record) fails the model
     test within 150 examples of 40 steps."""
     machine = machine_on(mutant)
@@ -112,7 +112,7 @@ def test_the_unmutated_store_passes_the_same_gate_settings() -> None:
 
 @pytest.mark.slow
 def test_p1_at_the_nightly_size() -> None:
-    """reliability-matrix P1 [NIGHTLY]: 2,000 examples of 60 steps, no counterexample."""
+    """P1 [NIGHTLY]: 2,000 examples of 60 steps, no counterexample."""
     machine: Any = machine_on(SqliteStore)
     run_state_machine_as_test(machine, settings=settings(
         max_examples=2000, stateful_step_count=60, deadline=None, database=None,

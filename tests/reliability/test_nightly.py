@@ -1,4 +1,4 @@
-"""[NIGHTLY]-only rows (reliability-matrix D6, P2), run by `scripts/reliability.py` (marked slow).
+"""[NIGHTLY]-only rows (docs/reliability.md rows D6, P2), run by `scripts/reliability.py` (marked slow).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def _fresh_pair(root: Path) -> tuple[AppHandle, str]:
 
 @pytest.mark.slow
 def test_d6_a_corrupt_wal_tail_never_alters_a_surviving_row(root: Path) -> None:
-    """reliability-matrix D6 [NIGHTLY N=50]: with the app killed, the WAL is truncated to a random length or one
+    """D6 [NIGHTLY N=50]: with the app killed, the WAL is truncated to a random length or one
     random bit of its last 4 KiB is flipped; the app then starts (or refuses with a clear store error, never a
     traceback); the surviving rows pass integrity_check and each equals what the harness sent under its id."""
     rng, seed = seeded_random("D6")
@@ -102,7 +102,7 @@ def test_d6_a_corrupt_wal_tail_never_alters_a_surviving_row(root: Path) -> None:
 
 
 class AppMailboxMachine(RuleBasedStateMachine):
-    """P1's model against the real app over its socket, with kill -9 + restart as a rule (reliability-matrix
+    """P1's model against the real app over its socket, with kill -9 + restart as a rule (row
     P2): every acknowledged record survives, every task is exposed as new work at most once."""
 
     AGENTS = 3
@@ -197,7 +197,7 @@ class AppMailboxMachine(RuleBasedStateMachine):
 
 @pytest.mark.slow
 def test_p2_the_mailbox_model_holds_across_kill_9_of_the_real_app() -> None:
-    """reliability-matrix P2 [NIGHTLY 200 examples]: P1's rules against the real app, with kill -9 and restart
+    """P2 [NIGHTLY 200 examples]: P1's rules against the real app, with kill -9 and restart
     between rules; no counterexample, no acknowledged receipt lost across restarts."""
     restarts = []
 

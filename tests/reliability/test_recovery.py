@@ -1,6 +1,6 @@
 """Restart recovery and the dispatch fence, on the real app with a fake Codex speaking the app-server lines
-(reliability-matrix D9, D11). The fake logs every turn request outside the app; that log is the count of
-dispatch attempts. tests/codex/test_runtime_faults.py shows each fault once; these are the matrix sizes.
+(docs/reliability.md rows D9, D11). The fake logs every turn request outside the app; that log is the count of
+dispatch attempts. tests/codex/test_runtime_faults.py shows each fault once; these are the sizes of docs/reliability.md.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def restart(root: Path, fake: FakeCodex, generation: int) -> tuple[AppHandle, in
 
 def test_d9_restart_dispatches_pending_tasks_once_and_publishes_captured_outcomes_once(
         root: Path, fake: FakeCodex) -> None:
-    """reliability-matrix D9: a store seeded with 10 pending tasks, 10 uncertain deliveries, 10 plain mailbox
+    """D9: a store seeded with 10 pending tasks, 10 uncertain deliveries, 10 plain mailbox
     records and 5 captured terminal outcomes whose reply was never written: after a restart exactly 10
     dispatch attempts (the pending tasks), 0 for the uncertain ones or the records, each outcome published once
     without rerunning its turn; a second restart makes 0 new attempts and 0 new replies."""
@@ -138,7 +138,7 @@ def test_d9_restart_dispatches_pending_tasks_once_and_publishes_captured_outcome
 
 def test_d11_a_stale_turn_rejection_releases_the_claim_and_the_task_is_offered_again_exactly_once(
         root: Path, fake: FakeCodex) -> None:
-    """reliability-matrix D11 [CI N=100]: every steer meets Codex's stale-turn rejection (the held turn ends
+    """D11 [CI N=100]: every steer meets Codex's stale-turn rejection (the held turn ends
     just before); the claim is released and the task is submitted again with turn/start: each task accepted
     exactly once, 0 duplicates."""
     n = size(100, 500)
@@ -168,7 +168,7 @@ def test_d11_a_stale_turn_rejection_releases_the_claim_and_the_task_is_offered_a
 @pytest.mark.parametrize("fault", ["error", "lost_ack"])
 def test_d11_an_unknown_error_or_a_lost_ack_stays_uncertain_and_is_never_offered_again(
         root: Path, fake: FakeCodex, fault: str) -> None:
-    """reliability-matrix D11: turn/start answered with an unknown error, or read and never answered (the
+    """D11: turn/start answered with an unknown error, or read and never answered (the
     app-server died): the task is uncertain and, over 3 restarts with a healthy Codex, 0 re-offers."""
     rounds = size(3, 20)
     app, lead, generation = started_worker(root, fake)

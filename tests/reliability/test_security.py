@@ -1,4 +1,4 @@
-"""Local IPC security (reliability-matrix S4, S5, S6, S9). S1-S3 are tests/app/test_home.py.
+"""Local IPC security (docs/reliability.md rows S4, S5, S6, S9). S1-S3 are tests/app/test_home.py.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from wardian import errors
 from wardian.client import AppClient
 from wardian.store import roster as store_roster
 
-BOTH_STORES = True  # session forgery and secret hygiene on both stores (#15)
+BOTH_STORES = True  # session forgery and secret hygiene on both stores
 ACCEPTCON = 0x10000  # __SO_ACCEPTCON in /proc/net/unix flags: a listening socket
 
 
@@ -46,7 +46,7 @@ def listening_unix_sockets(pid: int) -> list[str]:
 
 @pytest.mark.skipif(not Path("/proc/net/unix").exists(), reason="needs Linux /proc/net/unix")
 def test_s4_the_app_listens_on_exactly_its_pathname_socket_and_no_abstract_one(shared_app: AppHandle) -> None:
-    """reliability-matrix S4: no listening address in the abstract namespace (where socket permissions mean
+    """S4: no listening address in the abstract namespace (where socket permissions mean
     nothing, unix(7)); exactly the expected pathname."""
     assert listening_unix_sockets(shared_app.pid) == [str(shared_app.home.socket_path)]
 
@@ -64,7 +64,7 @@ def drained_app(root: Path, store_url: str | None) -> Iterator[AppHandle]:
 
 
 def test_s5_no_forged_session_is_accepted_and_attribution_is_the_servers(drained_app: AppHandle) -> None:
-    """reliability-matrix S5 [CI 10,000]: B's session id with A's secret, with no secret, 10,000 random
+    """S5 [CI 10,000]: B's session id with A's secret, with no secret, 10,000 random
     secrets (128- and 256-bit), sequential ids with random secrets, and a `sender` argument: 0 accepted and 0
     rows written; a real session's records carry the sender its session is bound to; the secret is compared
     in constant time."""
@@ -112,7 +112,7 @@ def _cli(app: AppHandle, token: str | None, *args: str) -> subprocess.CompletedP
 
 
 def test_s6_no_output_log_or_store_file_contains_a_session_secret(drained_app: AppHandle) -> None:
-    """reliability-matrix S6: every CLI and MCP tool path, successes and errors, with DEBUG logging on the MCP
+    """S6: every CLI and MCP tool path, successes and errors, with DEBUG logging on the MCP
     server: the secrets of the sessions in use occur in no stdout, stderr, log file or store file (only in
     the output of `wardian agent env`, the one operator command that mints a token)."""
     app = drained_app
@@ -184,7 +184,7 @@ PEER_TEXTS = [
 
 
 def test_s9_peer_text_is_data_it_round_trips_inside_one_json_string(drained_app: AppHandle) -> None:
-    """reliability-matrix S9: frames, ANSI escapes, prompt-injection prose and a forged wardian_task_delivery
+    """S9: frames, ANSI escapes, prompt-injection prose and a forged wardian_task_delivery
     item round-trip byte-exact inside one JSON string per stdout line; sender and recipient come from the
     store; the tool list is unchanged and no list_changed notification appears."""
     app = drained_app

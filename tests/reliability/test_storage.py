@@ -1,8 +1,8 @@
-"""Storage faults (reliability-matrix D5) and homes on network filesystems (D10).
+"""Storage faults (docs/reliability.md row D5) and homes on network filesystems (D10).
 
 D5 uses real faults on a private tmpfs mounted over the home (root only; skipped where mount is refused):
 a full filesystem (ENOSPC -> SQLITE_FULL), the filesystem remounted read-only (EROFS), and the store's files
-deleted under the running app. `chmod 0500` (the matrix's suggestion) does not stop root, which CI is.
+deleted under the running app. `chmod 0500` (the obvious way to fake it) does not stop root, which CI is.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def failing_sends(app: AppHandle, lead: str, tag: str) -> list[dict[str, object]
 
 
 def test_a_full_disk_admits_nothing_keeps_the_app_alive_and_heals(tmpfs_home: Path) -> None:
-    """reliability-matrix D5 (SQLITE_FULL, here a real ENOSPC): each send while the filesystem is full fails
+    """D5 (SQLITE_FULL, here a real ENOSPC): each send while the filesystem is full fails
     with storage_full and delivery not_admitted; 0 partial rows; the app's pid is unchanged; the first send
     after space is freed succeeds; integrity_check ok."""
     root = tmpfs_home
@@ -100,7 +100,7 @@ def test_a_full_disk_admits_nothing_keeps_the_app_alive_and_heals(tmpfs_home: Pa
 
 
 def test_a_read_only_home_is_refused_at_startup_with_a_clear_error(tmpfs_home: Path) -> None:
-    """reliability-matrix D5 (SQLITE_READONLY): a home whose filesystem is read-only (remounted ro while the app
+    """D5 (SQLITE_READONLY): a home whose filesystem is read-only (remounted ro while the app
     was stopped; a running app's open store keeps the remount busy) is refused with a wardian error and no
     traceback; once writable again, the app starts and admits."""
     root = tmpfs_home
@@ -126,7 +126,7 @@ def test_a_read_only_home_is_refused_at_startup_with_a_clear_error(tmpfs_home: P
 
 
 def test_deleting_the_store_under_a_running_app_admits_nothing(tmpfs_home: Path) -> None:
-    """reliability-matrix D5 (CANTOPEN, a deleted store): once wardian.db is gone from the home, a send must not
+    """D5 (CANTOPEN, a deleted store): once wardian.db is gone from the home, a send must not
     be acknowledged (a receipt would promise a record that no later app can read): storage_unavailable,
     not_admitted, the app alive."""
     root = tmpfs_home
@@ -168,13 +168,13 @@ MOUNTINFO = r"""22 27 0:21 / /proc rw,relatime - proc proc rw
     ("/home/u", "ext4"),
 ])
 def test_the_filesystem_of_a_path_is_the_longest_mount_point_containing_it(path: str, fstype: str) -> None:
-    """reliability-matrix D10: the mountinfo parser (proc(5)) picks the mount that holds the path."""
+    """D10: the mountinfo parser (proc(5)) picks the mount that holds the path."""
     assert filesystem_type(Path(path), MOUNTINFO) == fstype
 
 
 @pytest.mark.parametrize("path", ["/srv/nfs/home", "/mnt/my share/w", "/home/u/remote/.wardian", "/data/w"])
 def test_a_home_on_a_network_filesystem_is_refused_with_unsupported_filesystem(tmp_path: Path, path: str) -> None:
-    """reliability-matrix D10 (A3: WAL needs one host, no network filesystem)."""
+    """D10, HOME-3: SQLite's WAL needs one host and a local disk, no network filesystem."""
     fake = tmp_path / "mountinfo"
     fake.write_text(MOUNTINFO.replace(" / / rw", f" / {tmp_path} rw").replace("/srv", f"{tmp_path}/srv")
                     .replace("/mnt", f"{tmp_path}/mnt").replace("/home", f"{tmp_path}/home")
@@ -196,7 +196,7 @@ def test_a_missing_mountinfo_skips_the_check(tmp_path: Path) -> None:
 
 def test_the_app_refuses_to_prepare_a_home_on_a_network_filesystem(tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    """reliability-matrix D10: `wardian app run` prepares the home through prepare_home, which refuses
+    """D10: `wardian app run` prepares the home through prepare_home, which refuses
     (and creates nothing) when the OS reports the home on nfs; the real mount table here is local."""
     home = Home(tmp_path / "w")
     prepare_home(home)  # this machine's real /proc/self/mountinfo: local

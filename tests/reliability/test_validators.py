@@ -1,4 +1,4 @@
-"""Property test of the argument validators (reliability-matrix P4): a validator never raises anything but a
+"""Property test of the argument validators (docs/reliability.md row P4): a validator never raises anything but a
 typed WardianError, and whatever it accepts satisfies the schema, unchanged.
 
 For the seven MCP tools the validator is the MCP server's (`wardian.mcp._calls.tool_params`: the app's
@@ -116,14 +116,14 @@ def validator(schema: str) -> jsonschema.Draft202012Validator:
 @given(data=st.data())
 def test_tool_arguments_are_accepted_only_when_they_satisfy_the_published_schema(spec: ToolSpec,
                                                                                  data: st.DataObject) -> None:
-    """reliability-matrix P4 [CI 500 examples per tool]."""
+    """P4 [CI 500 examples per tool]."""
     args = data.draw(arguments(spec.input_schema["properties"]))
     check_tool(spec, args, data.draw(session_values()))
 
 
 @pytest.mark.parametrize("spec", TOOLS, ids=[t.name for t in TOOLS])
 def test_null_is_accepted_as_the_default_exactly_where_the_schema_admits_it(spec: ToolSpec) -> None:
-    """Matrix §3.5: a null limit, timeout_ms, cursor or ack_cursor means its default; the published schema admits
+    """B15, B16, B17: a null limit, timeout_ms, cursor or ack_cursor means its default; the published schema admits
     null for exactly those arguments, and the validator refuses a null required one with a typed error."""
     schema = validator(json.dumps(spec.input_schema, sort_keys=True))
     required = set(spec.input_schema["required"])
@@ -157,7 +157,7 @@ def test_an_empty_cursor_is_refused_as_the_schema_says(name: str) -> None:
 @given(data=st.data())
 def test_app_method_params_are_accepted_only_when_they_satisfy_the_models_schema(method: str,
                                                                                  data: st.DataObject) -> None:
-    """reliability-matrix P4 for every method of the control socket (the CLI's and the MCP tools' app methods)."""
+    """P4 for every method of the control socket (the CLI's and the MCP tools' app methods)."""
     schema = METHODS[method].params.model_json_schema()
     params: Any = data.draw(arguments(schema.get("properties", {})) | values)
     check(method, params, schema)

@@ -1,4 +1,4 @@
-"""Waits (reliability-matrix T1, T2, T4). T3 (an empty receive wait cancels nothing) is
+"""Waits (docs/reliability.md rows T1, T2, T4). T3 (an empty receive wait cancels nothing) is
 tests/app/test_operations.py::test_an_empty_receive_wait_times_out_and_cancels_nothing and
 tests/mcp/test_mcp_tools.py::test_receive_with_a_timeout_and_nothing_pending_times_out_and_cancels_nothing.
 Outcomes are counted, never timed.
@@ -21,14 +21,14 @@ from wardian.protocol.tools import CODEX_TOOL_TIMEOUT_SEC
 
 
 def test_t1_the_longest_wait_ends_before_codex_gives_up_on_the_tool() -> None:
-    """reliability-matrix T1: the client's bound on the longest wait (60 s plus the grace) is under Codex's
+    """T1: the client's bound on the longest wait (60 s plus the grace) is under Codex's
     tool_timeout_sec of 70 s, so an expired wait is a result, never a host timeout."""
     assert MAX_WAIT_MS + CONTROL_GRACE_MS < CODEX_TOOL_TIMEOUT_SEC * 1000
 
 
 @pytest.mark.parametrize("timeout_ms", [0, 1])
 def test_t1_short_waits_on_an_empty_mailbox_end_timed_out(shared_app: AppHandle, timeout_ms: int) -> None:
-    """reliability-matrix T1 [CI N=100]: wait with timeout 0 or 1 ms on an empty mailbox returns
+    """T1 [CI N=100]: wait with timeout 0 or 1 ms on an empty mailbox returns
     `timed_out: true` (no body, nothing consumed), 100/100."""
     _, token = shared_app.add_agent()
     with AppClient(shared_app.home) as client:
@@ -38,7 +38,7 @@ def test_t1_short_waits_on_an_empty_mailbox_end_timed_out(shared_app: AppHandle,
 
 @pytest.mark.slow
 def test_t1_the_longest_wait_expires_as_a_result(shared_app: AppHandle) -> None:
-    """reliability-matrix T1 [NIGHTLY N=3]: a 60,000 ms wait on an empty mailbox ends with `timed_out: true`
+    """T1 [NIGHTLY N=3]: a 60,000 ms wait on an empty mailbox ends with `timed_out: true`
     through the client's own bound (no transport timeout, no uncertain)."""
     _, token = shared_app.add_agent()
     with AppClient(shared_app.home) as client:
@@ -49,7 +49,7 @@ def test_t1_the_longest_wait_expires_as_a_result(shared_app: AppHandle) -> None:
 
 
 def test_t2_a_send_racing_a_wait_always_wakes_it_and_consumes_nothing(shared_app: AppHandle) -> None:
-    """reliability-matrix T2 [CI N=1000]: a send races wait_agent (0-5 ms either side); the wait wakes (it
+    """T2 [CI N=1000]: a send races wait_agent (0-5 ms either side); the wait wakes (it
     never times out) 1000/1000, carries no body, and the unacknowledged count is unchanged by it."""
     rounds = size(1000, 5000)
     rng, seed = seeded_random("T2")
@@ -99,7 +99,7 @@ def _cancelled(message_id: int) -> dict[str, Any]:
 
 
 def test_t4_cancelling_a_send_never_cancels_its_admission(shared_app: AppHandle) -> None:
-    """reliability-matrix T4 [CI N=100]: the host sends notifications/cancelled right after tools/call
+    """T4 [CI N=100]: the host sends notifications/cancelled right after tools/call
     send_message: at most one row per call, a call answered with a receipt has its row, and no id gets two
     answers; the server keeps serving (a ping is answered)."""
     rounds = size(100, 1000)
@@ -138,7 +138,7 @@ def test_t4_cancelling_a_send_never_cancels_its_admission(shared_app: AppHandle)
 
 
 def test_t4_killing_the_server_right_after_a_send_never_duplicates_it(shared_app: AppHandle) -> None:
-    """reliability-matrix T4 [CI N=10, NIGHTLY 100]: the MCP process is killed right after tools/call
+    """T4 [CI N=10, NIGHTLY 100]: the MCP process is killed right after tools/call
     send_message is written: the message is admitted at most once and, once admitted, stays (it is there
     after the kill, never rolled back)."""
     rounds = size(10, 100)

@@ -140,7 +140,7 @@ class FakeCodex:
 
 def start_with(root: Path, extra_env: dict[str, str] | None = None, store_url: str | None = None) -> AppHandle:
     """`tests.conftest.start_app` on `root`, as a handle (the app's stderr is read continuously: `app_stderr`); on
-    the shared store `store_url` when given (#15), which `db_rows` then reads."""
+    the shared store `store_url` when given, which `db_rows` then reads."""
     if store_url is not None:
         _SHARED_STORE[root] = store_url
     return handle(root, start_app(root, extra_env, store_url=store_url))

@@ -1,5 +1,6 @@
-"""The store suites run against both backends (#15): the embedded SQLite file and a PostgreSQL database of a private
-server (`pg_cluster`). Each test gets a fresh store; `Backend` reopens, recreates or makes another one."""
+"""The store suites run against both backends (docs/guide/several-machines.md): the embedded SQLite file and a
+PostgreSQL database of a private server (`pg_cluster`). Each test gets a fresh store; `Backend` reopens, recreates or
+makes another one."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""reliability-matrix P1: a stateful model test of the mailbox against a reference model.
+"""docs/reliability.md row P1: a stateful model test of the mailbox against a reference model.
 
 Any interleaving of sends, receives (with and without ack and continuation), competing dispatch claims and
 replies keeps: page contents equal to the model's (order and identity), every task exposed as new work at
@@ -153,7 +153,7 @@ class MailboxMachine(RuleBasedStateMachine):
 
 
 class PgMailboxMachine(MailboxMachine):
-    """The same model on the shared store (#15): a fresh database of the test process's private server."""
+    """The same model on the shared store: a fresh database of the test process's private server."""
 
     cluster: PrivateCluster | None = None
 

@@ -1,4 +1,4 @@
-"""A COMMIT whose answer is lost (#15): on the shared store, a write whose COMMIT reached the server but whose answer
+"""A COMMIT whose answer is lost (H4, H5): on the shared store, a write whose COMMIT reached the server but whose answer
 never came back is `uncertain` (it may be committed: here it is), never a receipt and never retried; a connection
 lost just before its COMMIT is uncertain too (here nothing was committed). The store reconnects and serves on. The
 fault comes from `pg_fault_proxy.CommitCutter`, a relay on PostgreSQL's wire protocol in front of the real server."""

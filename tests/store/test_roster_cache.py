@@ -1,7 +1,7 @@
 """The store's roster caches (session -> caller, name/UUID -> agents) never answer with a stale roster (on both
 backends: the shared store keeps no cache at all, since other apps change its roster).
 
-Seed: "the app owns attribution" — a cached session must still check its secret on every call, and any
+TOOL-3: the app owns attribution — a cached session must still check its secret on every call, and any
 change to agents or sessions (or a rollback of one) must be seen by the very next call.
 """
 
@@ -26,7 +26,7 @@ def test_a_cached_session_still_checks_its_secret_every_time(store: Store) -> No
 
 
 def test_a_name_that_becomes_shared_is_ambiguous_at_once(store: Store) -> None:
-    """Seed: a name shared by two agents is an error listing the candidates, even right after a send."""
+    """TGT-2: a name shared by two agents is an error listing the candidates, even right after a send."""
     caller = store.authenticate(store.create_session(store.add_agent("me", "codex", None).id))
     first = store.add_agent("bob", "codex", None)
     assert store.resolve_target(caller, "bob").uuid == first.uuid  # cached
@@ -111,7 +111,7 @@ def test_bare_operations_commit_with_their_batch(store: Store) -> None:
 
 
 def test_a_cached_managed_session_goes_stale_when_a_new_generation_starts(store: Store) -> None:
-    """#13: a start's managed session stops authenticating once the agent's next generation begins, though it was
+    """SES-3: a start's managed session stops authenticating once the agent's next generation begins, though it was
     cached; an operator-minted session of the older generation stays valid."""
     agent = store.add_agent("w", "codex", None)
     store.begin_generation(agent.id)

@@ -23,7 +23,7 @@ def caller_for(store: Store, name: str) -> Caller:
 
 
 def test_a_receipt_waits_for_a_durable_commit(backend: Backend, store: Store) -> None:
-    """DESIGN.md §2: SQLite in WAL mode with synchronous=FULL (receipts survive power loss); PostgreSQL with
+    """RCPT-3 (decision 0001): SQLite in WAL mode with synchronous=FULL (receipts survive power loss); PostgreSQL with
     synchronous_commit on (a COMMIT returns once the WAL is flushed, on synchronous standbys too when configured)."""
     if backend.name == "sqlite":
         assert store_testing.execute(store, "PRAGMA journal_mode") == [("wal",)]
@@ -49,7 +49,7 @@ def test_reopening_keeps_epoch_and_records(backend: Backend) -> None:
 @given(text=st.text(alphabet=st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"),
                     min_size=1, max_size=400))
 def test_text_is_stored_exactly(store: Store, text: str) -> None:
-    """Seed: "Message text retains Unicode, line breaks, and punctuation." Byte-exact round trip."""
+    """TXT-1: message text retains Unicode, line breaks, and punctuation. Byte-exact round trip."""
     a = caller_for(store, "s" + os.urandom(4).hex())
     b = caller_for(store, "r" + os.urandom(4).hex())
     store.admit(a, b.agent, InteractionKind.INFORMATION, text)
@@ -58,7 +58,7 @@ def test_text_is_stored_exactly(store: Store, text: str) -> None:
 
 
 def test_claim_is_won_exactly_once(store: Store) -> None:
-    """Seed: manual receive and automatic dispatch share a durable claim: only one exposes the task."""
+    """CLM-2: manual receive and automatic dispatch share a durable claim: only one exposes the task."""
     a, b = caller_for(store, "a"), caller_for(store, "b")
     rid = store.admit(a, b.agent, InteractionKind.TASK, "work").request_id
     assert rid is not None
@@ -84,7 +84,7 @@ def test_receive_claim_blocks_dispatch(store: Store) -> None:
 
 
 def test_cursor_of_another_recipient_is_invalid(store: Store) -> None:
-    """reliability-matrix §3.5: another recipient's valid cursor is invalid_cursor; 0 records acked."""
+    """B17: another recipient's valid cursor is invalid_cursor; 0 records acked."""
     a, b = caller_for(store, "a"), caller_for(store, "b")
     store.admit(a, b.agent, InteractionKind.INFORMATION, "x")
     store.admit(b, a.agent, InteractionKind.INFORMATION, "y")
@@ -100,7 +100,7 @@ def test_cursor_of_another_recipient_is_invalid(store: Store) -> None:
 
 @pytest.mark.parametrize("mutate", ["flip_mac", "truncate", "garbage", "prefix_only", "flip_payload"])
 def test_forged_cursors_are_invalid(store: Store, mutate: str) -> None:
-    """reliability-matrix §3.5: malformed, truncated or bad-MAC cursors are invalid_cursor."""
+    """B17: malformed, truncated or bad-MAC cursors are invalid_cursor."""
     a, b = caller_for(store, "a"), caller_for(store, "b")
     store.admit(a, b.agent, InteractionKind.INFORMATION, "x")
     cur = store.receive(b, cursor=None, ack_cursor=None, limit=10).cursor
@@ -118,7 +118,7 @@ def test_forged_cursors_are_invalid(store: Store, mutate: str) -> None:
 
 
 def test_cursor_of_a_recreated_store_is_stale(backend: Backend) -> None:
-    """reliability-matrix §3.5: a cursor from a previous store epoch is stale_cursor."""
+    """B18: a cursor from a previous store epoch is stale_cursor."""
     s = backend.open()
     a, b = caller_for(s, "a"), caller_for(s, "b")
     s.admit(a, b.agent, InteractionKind.INFORMATION, "x")
@@ -133,7 +133,7 @@ def test_cursor_of_a_recreated_store_is_stale(backend: Backend) -> None:
 
 
 def test_ack_is_idempotent_and_exact(store: Store) -> None:
-    """Part 4 decision 5: re-acking succeeds with 0 changes; an ack covers exactly its batch."""
+    """RCV-8, decision 0005: re-acking succeeds with 0 changes; an ack covers exactly its batch."""
     a, b = caller_for(store, "a"), caller_for(store, "b")
     for i in range(5):
         store.admit(a, b.agent, InteractionKind.INFORMATION, f"m{i}")
@@ -168,7 +168,7 @@ def test_batch_isolates_a_failing_operation(store: Store) -> None:
 
 
 def test_storage_full_admits_nothing(backend: Backend, store: Store) -> None:
-    """reliability-matrix D5: SQLITE_FULL is storage_full with nothing admitted; the store stays usable."""
+    """D5: SQLITE_FULL is storage_full with nothing admitted; the store stays usable."""
     if backend.name != "sqlite":
         pytest.skip("a full disk under PostgreSQL cannot be produced on demand here (SQLite's page cap can)")
     assert isinstance(store, SqliteStore)
@@ -184,7 +184,8 @@ def test_storage_full_admits_nothing(backend: Backend, store: Store) -> None:
 
 
 def test_reply_rules(store: Store) -> None:
-    """Seed: reply completes the request as its authorized recipient, once; the request picks the destination."""
+    """RPL-1, RPL-2: reply completes the request as its authorized recipient, once; the request picks the
+    destination."""
     a, b, c = caller_for(store, "a"), caller_for(store, "b"), caller_for(store, "c")
     rid = store.admit(a, b.agent, InteractionKind.TASK, "do it").request_id
     info = store.admit(a, b.agent, InteractionKind.INFORMATION, "fyi").interaction_id
@@ -206,7 +207,7 @@ def test_reply_rules(store: Store) -> None:
 
 
 def test_a_session_token_is_bound_to_its_store_and_secret(backend: Backend, store: Store) -> None:
-    """reliability-matrix S5 / §3.5: wrong secret, missing secret, unknown id, other home."""
+    """S5, B2, B3: wrong secret, missing secret, unknown id, other home."""
     a = caller_for(store, "a")
     token = store.create_session(a.agent.id)
     prefix, tag, sid, secret = token.split("_", 3)
@@ -224,7 +225,7 @@ def test_a_session_token_is_bound_to_its_store_and_secret(backend: Backend, stor
 
 
 def test_only_hashes_of_session_secrets_are_stored(backend: Backend, store: Store, tmp_path: Path) -> None:
-    """reliability-matrix S6: the secret never reaches the database (its files, or any row of the server's)."""
+    """S6: the secret never reaches the database (its files, or any row of the server's)."""
     a = caller_for(store, "a")
     token = store.create_session(a.agent.id)
     secret = token.split("_", 3)[3]
@@ -240,8 +241,9 @@ def test_only_hashes_of_session_secrets_are_stored(backend: Backend, store: Stor
 
 
 def test_a_planned_message_id_is_kept_with_the_claim_and_a_lookup_is_counted_per_agent(store: Store) -> None:
-    """#14: the client-chosen message id is committed with the dispatch claim (released with it); a submission
-    confirmed by lookup and one a lookup did not find are task facts, counted per recipient by `delivery_doubts`."""
+    """DLV-9, decision 0016: the client-chosen message id is committed with the dispatch claim (released with it); a
+    submission confirmed by lookup and one a lookup did not find are task facts, counted per recipient by
+    `delivery_doubts`."""
     a, b, c = caller_for(store, "a"), caller_for(store, "b"), caller_for(store, "c")
     first = store.admit(a, b.agent, InteractionKind.TASK, "one").request_id
     second = store.admit(a, b.agent, InteractionKind.TASK, "two").request_id
@@ -271,8 +273,8 @@ def test_a_planned_message_id_is_kept_with_the_claim_and_a_lookup_is_counted_per
 
 
 def test_a_dispatch_claim_is_fenced_by_the_current_generation(backend: Backend, store: Store) -> None:
-    """#15: a runtime generation that is no longer the agent's (an app cut off while its host was taken over and the
-    agent started again) cannot claim: one conditional UPDATE checks the claim and the generation together; a claim
+    """CLM-5, H3: a runtime generation that is no longer the agent's (an app cut off while its host was taken over and
+    the agent started again) cannot claim: one conditional UPDATE checks the claim and the generation together; a claim
     of the old generation cannot bind once the new one marked it lost."""
     a, b = caller_for(store, "a"), caller_for(store, "b")
     old = store.begin_generation(b.agent.id)
