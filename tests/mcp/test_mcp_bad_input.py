@@ -53,7 +53,7 @@ def record_count(app: AppHandle) -> int:
     return len(app.call("mailbox/records", {"limit": 100_000})["records"])
 
 
-# --- session and app (rows 1-4) ----------------------------------------------------------------------
+# --- session and app (B1-B4) -------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("session", [None, ""], ids=["unset", "empty"])
@@ -149,7 +149,7 @@ def test_every_tool_without_wardian_home_fails_with_app_not_running_naming_the_v
             assert "WARDIAN_HOME" in error["message"]
 
 
-# --- arguments of every tool (rows 5, 6, 26) ---------------------------------------------------------------
+# --- arguments of every tool (B5, B6, B26) -----------------------------------------------------------------
 
 
 @pytest.mark.parametrize("extra", ["sender", "from", "session_id", "broadcast", "session", "anything"])
@@ -192,7 +192,7 @@ def test_a_wrong_json_type_fails_with_the_fields_error(peers: Peers, tool: str, 
     assert (error["code"], error["field"]) == (code, field)
 
 
-# --- targets (rows 7-11) ---------------------------------------------------------------------------
+# --- targets (B7-B11) ------------------------------------------------------------------------------
 
 
 TARGET_TOOLS = ["send_message", "followup_task", "interrupt_agent"]
@@ -266,7 +266,7 @@ def test_targeting_the_caller_itself_fails_with_invalid_target(peers: Peers, too
         assert (error["code"], error["field"]) == ("invalid_target", "target")
 
 
-# --- message text (rows 12-14) ---------------------------------------------------------------------------
+# --- message text (B12-B14) ------------------------------------------------------------------------------
 
 
 def _task_for(requester: Peer, recipient: Peer) -> str:
@@ -327,7 +327,7 @@ def test_a_nul_character_fails_with_invalid_text(peers: Peers, tool: str) -> Non
     assert (error["code"], error["field"]) == ("invalid_text", "message")
 
 
-# --- receive and wait bounds (rows 15-16) -------------------------------------------------------------------
+# --- receive and wait bounds (B15-B16) ----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("limit", [0, -1, 101, 1.5, "10", True], ids=["0", "-1", "101", "1.5", "str", "true"])
@@ -353,7 +353,7 @@ def test_a_timeout_outside_0_to_60000_fails_with_invalid_timeout(peers: Peers, t
     assert "0..60000" in error["allowed"]
 
 
-# --- cursors (rows 17-20) --------------------------------------------------------------------------------
+# --- cursors (B17-B20) -----------------------------------------------------------------------------------
 
 
 @pytest.fixture
@@ -426,7 +426,7 @@ def test_a_cursor_of_a_previous_store_fails_with_stale_cursor() -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
-# --- reply (rows 21-24) ----------------------------------------------------------------------------------
+# --- reply (B21-B24) -------------------------------------------------------------------------------------
 
 
 def test_replying_to_an_unknown_or_malformed_request_id_fails_with_unknown_request(peers: Peers) -> None:
