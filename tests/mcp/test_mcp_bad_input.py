@@ -322,7 +322,7 @@ def test_a_message_over_64_kib_fails_with_message_too_large(peers: Peers, tool: 
 
 @pytest.mark.parametrize("tool", TEXT_TOOLS)
 def test_a_nul_character_fails_with_invalid_text(peers: Peers, tool: str) -> None:
-    """B14: NUL "decide and pin": refused as invalid_text (the app's choice, core/protocol/app.py)."""
+    """B14: NUL "decide and pin": refused as invalid_text (the app's choice, TXT-3)."""
     error = _text_call(peers, tool, "before\x00after")
     assert (error["code"], error["field"]) == ("invalid_text", "message")
 
