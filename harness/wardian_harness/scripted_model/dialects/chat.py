@@ -1,0 +1,143 @@
+"""The OpenAI Chat Completions dialect (OpenCode, through its bundled `@ai-sdk/openai-compatible`):
+`POST .../v1/chat/completions` answered by a stream of `data:` chunks without event names, ended by `data: [DONE]`.
+
+The dialect has no failure event and no message phase: a scripted `Fail` is an HTTP 400, a phase is dropped, and a
+released `Hold` can only add to what was streamed. MCP tools are OpenCode's `<server>_<tool>` functions.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from wardian_harness.scripted_model.dialects.base import Dialect, SseStream, Wire, arguments_text, begin, run_hold
+from wardian_harness.scripted_model.reading import FunctionCallOutput, content_texts
+from wardian_harness.scripted_model.steps import (
+    Disconnect,
+    Fail,
+    Hold,
+    HttpError,
+    JsonDict,
+    Message,
+    Response,
+    Step,
+    ToolCall,
+)
+
+if TYPE_CHECKING:
+    from wardian_harness.scripted_model.requests import RecordedRequest
+
+
+class _ChunkStream(SseStream):
+    """One Chat Completions stream: `data:` chunks without event names, ended by `data: [DONE]`."""
+
+    def chunk(self, payload: JsonDict) -> None:
+        self.data(f"data: {json.dumps(payload, ensure_ascii=False)}\n\n")
+
+    def delta(self, delta: JsonDict) -> None:
+        self.chunk({"id": self.response_id, "object": "chat.completion.chunk", "model": "scripted",
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+
+    def finish(self, reason: str) -> None:
+        self.chunk({"id": self.response_id, "object": "chat.completion.chunk", "model": "scripted",
+                    "choices": [{"index": 0, "delta": {}, "finish_reason": reason}],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+        self.write(b"e\r\ndata: [DONE]\n\n\r\n")
+
+    def error(self, message: str) -> None:
+        self.chunk({"error": {"message": message, "type": "scripted_model"}})
+
+
+class ChatDialect(Dialect):
+    path = ("v1", "chat", "completions")
+
+    def owns(self, body: Mapping[str, Any]) -> bool:
+        return "messages" in body
+
+    def answer(self, wire: Wire, step: Step, recorded: RecordedRequest) -> None:
+        if isinstance(step, HttpError):
+            wire.send_json_error(step.status, step.message)
+            return
+        if isinstance(step, Fail):
+            # A Chat Completions stream has no failure event: the scripted failure is a request error.
+            wire.send_json_error(400, step.message)
+            return
+        n = begin(wire, step)
+        stream = _ChunkStream(wire, f"chatcmpl-scripted-{n}")
+        if isinstance(step, Message | ToolCall):
+            step = Response([step])
+        if isinstance(step, Response):
+            _emit_items(stream, n, step)
+        elif isinstance(step, Disconnect):
+            if step.partial_text is not None:
+                stream.delta({"role": "assistant", "content": step.partial_text})
+            wire.close_connection = True
+        elif isinstance(step, Hold):
+            _hold(wire, stream, step, recorded)
+        else:
+            raise TypeError(f"not a step: {step!r}")
+        stream.end()
+
+    def tool_outputs(self, body: Mapping[str, Any]) -> list[FunctionCallOutput]:
+        """The `role: tool` messages, named after the assistant `tool_calls` they answer (namespace `mcp__<server>`
+        for an OpenCode `<server>_<tool>` function)."""
+        names: dict[str, str] = {}
+        outputs: list[FunctionCallOutput] = []
+        for message in body.get("messages") or []:
+            if not isinstance(message, dict):
+                continue
+            for call in message.get("tool_calls") or []:
+                if isinstance(call, dict) and isinstance(call.get("id"), str):
+                    names[call["id"]] = str((call.get("function") or {}).get("name", ""))
+            if message.get("role") == "tool":
+                raw = message.get("content")
+                text = raw if isinstance(raw, str) else "\n".join(content_texts({"content": raw}))
+                call_id = message.get("tool_call_id")
+                full = names.get(call_id or "", "")
+                server, _, tool = full.partition("_")
+                outputs.append(FunctionCallOutput(call_id=call_id, text=text, raw=raw, name=tool or full,
+                                                  namespace=f"mcp__{server}" if tool else None))
+        return outputs
+
+    def offered_tools(self, body: Mapping[str, Any], namespace: str) -> dict[str, JsonDict]:
+        """OpenCode's `<server>_<tool>` functions (the server name before the first underscore)."""
+        prefix = namespace.removeprefix("mcp__") + "_"
+        found: dict[str, JsonDict] = {}
+        for tool in body.get("tools") or []:
+            function = tool.get("function") if isinstance(tool, dict) else None
+            if isinstance(function, dict) and str(function.get("name", "")).startswith(prefix):
+                found[str(function["name"])[len(prefix):]] = function
+        return found
+
+
+def _emit_items(stream: _ChunkStream, n: int, step: Response) -> None:
+    calls = 0
+    for item in step.items:
+        if isinstance(item, Message):
+            if item.text:
+                stream.delta({"role": "assistant", "content": item.text})
+        elif isinstance(item, ToolCall):
+            server = (item.namespace or "").removeprefix("mcp__")
+            stream.delta({"tool_calls": [{
+                "index": calls, "id": item.call_id or f"call_scripted_{n}_{calls}", "type": "function",
+                "function": {"name": f"{server}_{item.name}" if server else item.name,
+                             "arguments": arguments_text(item.arguments)}}]})
+            calls += 1
+        else:
+            raise TypeError(f"not an output item: {item!r}")
+    stream.finish("tool_calls" if calls else "stop")
+
+
+def _hold(wire: Wire, stream: _ChunkStream, hold: Hold, recorded: RecordedRequest) -> None:
+    stream.delta({"role": "assistant", "content": hold.delta})
+
+    def released() -> None:
+        # Chunks only add to what was streamed: the rest of `text` after the delta, or `text` itself.
+        rest = hold.text[len(hold.delta):] if hold.text.startswith(hold.delta) else hold.text
+        if rest:
+            stream.delta({"content": rest})
+        stream.finish("stop")
+
+    run_hold(wire, stream, hold, recorded, released=released,
+             timed_out=lambda: stream.error(f"scripted hold timed out after {hold.timeout_s}s"))

@@ -1,0 +1,183 @@
+"""The scripted model's HTTP side: route a request to its agent and dialect, record it, answer with the next step.
+
+The handler is the `Wire` the dialects answer on; it knows them only through `dialects.Dialect`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import time
+import traceback
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any, cast
+from urllib.parse import unquote
+
+from wardian_harness.scripted_model.agents import AgentScript
+from wardian_harness.scripted_model.dialects import DIALECTS, Dialect, dialect_at
+from wardian_harness.scripted_model.requests import RecordedRequest, is_title_request
+from wardian_harness.scripted_model.steps import EXHAUSTED_TEXT, TITLE_TEXT, Hold, JsonDict, Message, Step
+
+if TYPE_CHECKING:
+    from wardian_harness.scripted_model.model import ScriptedModel
+
+LOOPBACK = "127.0.0.1"
+_MAX_BODY_BYTES = 64 * 1024 * 1024  # Codex replays the whole history each request; far above any real test.
+_SERVED = " or ".join(f"/agents/<name>/{'/'.join(d.path)}" for d in sorted(DIALECTS, key=lambda d: len(d.path)))
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, model: ScriptedModel) -> None:
+        self.model = model
+        super().__init__((LOOPBACK, 0), _Handler)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # chunked SSE, as the real API sends
+
+    @property
+    def _model(self) -> ScriptedModel:
+        return cast(Server, self.server).model  # the only server class this handler is used with
+
+    def setup(self) -> None:
+        super().setup()
+        self._model._track(self.connection, add=True)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self._model._track(self.connection, add=False)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # the request log is the record; stderr noise would only hide test output
+
+    def do_GET(self) -> None:
+        self._fail_request(404, f"only POST .../v1/responses and .../v1/chat/completions are served, not GET "
+                           f"{self.path}")
+
+    def do_POST(self) -> None:
+        model = self._model
+        parts = self.path.split("?", 1)[0].strip("/").split("/")
+        dialect = dialect_at(parts[2:])
+        if len(parts) < 4 or parts[0] != "agents" or dialect is None:
+            self._fail_request(404, f"unknown path {self.path!r}; expected {_SERVED}")
+            return
+        name = unquote(parts[1])
+        agent = model.agents.get(name)
+        if agent is None:
+            self._fail_request(404, f"unknown agent {name!r}; known: {sorted(model.agents)}")
+            return
+        try:
+            body = self._read_body()
+        except ValueError as exc:
+            self._fail_request(400, f"agent {name!r}: unreadable request body: {exc}")
+            return
+        if is_title_request(body):
+            # Codex's title helper, not the agent's conversation: answer it without consuming a script step.
+            recorded = agent._record_title(lambda i: self._recorded(agent, i, body, "title"))
+            dialect.answer(self, Message(TITLE_TEXT), recorded)
+            return
+        self._answer_next(dialect, agent, body)
+
+    def _answer_next(self, dialect: Dialect, agent: AgentScript, body: JsonDict) -> None:
+        """Resolve the agent's next step (the default message once the script ran out) and answer with it."""
+        name = agent.name
+        step = agent._next_step()
+        exhausted = step is None
+        if step is None:
+            step = Message(EXHAUSTED_TEXT)
+        try:
+            while callable(step):
+                step = step(body)
+            if step is None:
+                raise TypeError("a callable step returned None")
+        except Exception:
+            agent._record(lambda i: self._recorded(agent, i, body, "error"))
+            self._fail_request(500, f"agent {name!r}: step raised:\n{traceback.format_exc()}")
+            return
+        resolved: Step = step
+        recorded = agent._record(lambda i: self._recorded(agent, i, body,
+                                                          "exhausted" if exhausted else repr(resolved)))
+        try:
+            dialect.answer(self, resolved, recorded)
+        except Exception:
+            self.close_connection = True
+            self._model._error(f"agent {name!r}: answering with {resolved!r} raised:\n{traceback.format_exc()}")
+
+    def _recorded(self, agent: AgentScript, index: int, body: JsonDict, answered_by: str) -> RecordedRequest:
+        headers = {k.lower(): v for k, v in self.headers.items() if k.lower() != "authorization"}
+        return RecordedRequest(agent=agent.name, index=index, path=self.path, headers=headers,
+                               has_authorization="authorization" in {k.lower() for k in self.headers},
+                               body=body, received_at_ms=time.time_ns() // 1_000_000, answered_by=answered_by)
+
+    def _read_body(self) -> JsonDict:
+        if self.headers.get("transfer-encoding", "").lower() == "chunked":
+            raw = bytearray()
+            while True:
+                size = int(self.rfile.readline(64).split(b";", 1)[0], 16)
+                if size == 0:
+                    self.rfile.readline(64)
+                    break
+                raw += self.rfile.read(size)
+                self.rfile.readline(64)
+                if len(raw) > _MAX_BODY_BYTES:
+                    raise ValueError("body too large")
+            data = bytes(raw)
+        else:
+            length = int(self.headers.get("content-length", "0"))
+            if length > _MAX_BODY_BYTES:
+                raise ValueError("body too large")
+            data = self.rfile.read(length)
+        encoding = self.headers.get("content-encoding", "identity").lower()
+        if encoding == "gzip":
+            data = gzip.decompress(data)
+        elif encoding != "identity":
+            raise ValueError(f"unsupported content-encoding {encoding!r}")
+        body = json.loads(data)
+        if not isinstance(body, dict):
+            raise ValueError("the body is not a JSON object")
+        return body
+
+    def _fail_request(self, status: int, message: str) -> None:
+        self._model._error(message)
+        self.send_json_error(status, message)
+
+    # --- the Wire the dialects answer on -----------------------------------------------------------------
+
+    def send_json_error(self, status: int, message: str) -> None:
+        data = json.dumps({"error": {"message": message, "type": "scripted_model"}}).encode()
+        self.close_connection = True
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
+            pass
+
+    def start_stream(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+    def send_bytes(self, data: bytes) -> bool:
+        try:
+            self.wfile.write(data)
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
+            self.close_connection = True
+            return False
+        return True
+
+    def next_id(self) -> int:
+        return self._model._next_id()
+
+    def holding(self, hold: Hold, *, add: bool) -> None:
+        self._model._holding(hold, add=add)
