@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import io
 import itertools
 import os
-import shutil
-import signal
 import subprocess
 import sys
-import tempfile
-import threading
 from collections.abc import Iterator
-from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn, cast
@@ -20,10 +14,10 @@ from typing import Any, NoReturn, cast
 import pytest
 from hypothesis import HealthCheck
 
-from wardian.app.spawn import start_app as spawn_app
 from wardian.client import AppClient
-from wardian.errors import WardianError
 from wardian.home import Home
+from wardian_harness import apps
+from wardian_harness.apps import AppProcess
 from wardian_harness.postgres import PgNotFound, PrivateCluster, find_pg_bin, reap_orphans
 
 # Every current Hypothesis health check: iterating HealthCheck skips the deprecated ones (unlike __members__),
@@ -50,7 +44,7 @@ def pinned_npm_tool(path: Path, what: str) -> Path:
 
 def short_home(prefix: str = "wh") -> Path:
     """A fresh home under /tmp: pytest's tmp paths can exceed a Unix socket's 108-byte address."""
-    return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    return apps.fresh_home(prefix)
 
 
 def wardian_cmd() -> list[str]:
@@ -95,86 +89,30 @@ class AppHandle:
                               capture_output=True, timeout=90, check=check)
 
 
-class AppProcess(subprocess.Popen[bytes]):
-    """A `wardian app run` under test. Its stderr is a pipe read continuously into `stderr_data` by a thread of
-    its own, never left unread: a chatty app (10,000 refused sessions log a line each) would block on a full pipe.
-    The thread closes the pipe at EOF."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs, stderr=subprocess.PIPE)
-        self.stderr_data = bytearray()
-        self._drainer = threading.Thread(target=self._drain, name=f"app-stderr-{self.pid}", daemon=True)
-        self._drainer.start()
-
-    def _drain(self) -> None:
-        # A binary Popen with the default bufsize gives a BufferedReader: read1 returns what is there now.
-        stream = cast(io.BufferedReader, self.stderr)
-        assert stream is not None
-        try:
-            with suppress(OSError, ValueError):
-                while chunk := stream.read1(65536):
-                    self.stderr_data += chunk
-        finally:
-            stream.close()
-
-    def stderr_output(self, timeout_s: float = 30) -> bytes:
-        """What the app wrote to stderr so far; all of it once the app has exited (then the rest is waited for, up
-        to `timeout_s`: a child that inherited the pipe could keep it open)."""
-        if self.poll() is not None:
-            self._drainer.join(timeout_s)
-        return bytes(self.stderr_data)
-
-
 def start_app(
     root: Path, extra_env: dict[str, str] | None = None, *, store_url: str | None = None, host_name: str | None = None,
     extra_args: tuple[str, ...] = (),
 ) -> AppProcess:
     """Start `wardian app run` and return once it accepts connections (the product's own start helper); on a shared
-    PostgreSQL store with `store_url`, serving `host_name`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WARDIAN_")}
-    env.update(extra_env or {})
-    spawned: list[AppProcess] = []
-
-    def spawn(argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
-        spawned.append(AppProcess(argv, start_new_session=True, **kwargs))
-        return spawned[0]
-
-    try:
-        extra = [*(("--store", store_url) if store_url else ()), *(("--host-name", host_name) if host_name else ()),
-                 *extra_args]
-        spawn_app(root, command=wardian_cmd(), env=env, spawn=spawn, timeout_s=120, extra_args=extra)
-    except WardianError as exc:
-        err = spawned[0].stderr_output(10) if spawned else b""
-        raise RuntimeError(f"app did not start: {exc.code}: {exc.message} {err.decode(errors='replace')[-2000:]}") \
-            from None
-    return spawned[0]
+    PostgreSQL store with `store_url`, serving `host_name`. Its stderr is drained into memory."""
+    proc = apps.start(root, env=apps.app_env(extra_env), command=wardian_cmd(), store_url=store_url,
+                      host_name=host_name, extra_args=extra_args)
+    return cast(AppProcess, proc)  # no stderr file and no spawn given: the harness drains it (an AppProcess)
 
 
 def stop_app(proc: subprocess.Popen[bytes]) -> int:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-    if isinstance(proc, AppProcess):
-        proc.stderr_output()  # read to EOF; the drainer closes the pipe
-    elif proc.stderr is not None:
-        proc.stderr.close()
-    return proc.returncode
+    """Stop the app (SIGTERM, then SIGKILL) and return its exit status once it has ended."""
+    return apps.stop(proc)
 
 
 def _app_on_a_fresh_home(store_url: str | None = None) -> Iterator[AppHandle]:
-    root = short_home()
-    proc = start_app(root, store_url=store_url)
-    handle = AppHandle(Home(root), proc, AppClient(Home(root)))
-    try:
-        yield handle
-    finally:
-        handle.client.close()
-        stop_app(handle.proc)
-        shutil.rmtree(root, ignore_errors=True)
+    with apps.running_app(command=wardian_cmd(), store_url=store_url) as running:
+        handle = AppHandle(running.home, cast(AppProcess, running.proc), AppClient(running.home))
+        try:
+            yield handle
+        finally:
+            handle.client.close()
+            stop_app(handle.proc)  # a test may have replaced the process (a restart)
 
 
 STORES = ("sqlite", "postgresql")

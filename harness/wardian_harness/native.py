@@ -24,10 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wardian.app.spawn import start_app as spawn_app
 from wardian.client import AppClient
-from wardian.errors import WardianError
 from wardian.home import Home
+from wardian_harness import apps
 from wardian_harness.codex_home import DUMMY_API_KEY, ScriptedProvider, codex_overrides
 from wardian_harness.codex_install import CodexInstall
 from wardian_harness.homes import IsolatedRun
@@ -213,7 +212,6 @@ class NativeRun:
     def start_app(self) -> None:
         """`wardian app run` on the run's home, in the tree; returns once it accepts calls."""
         self.progress(f"starting the app on {self.home.root}")
-        log = open(self.run.root / f"app-stderr-{self.app_starts}.log", "wb")  # noqa: SIM115 - the child owns it
         spawned: list[subprocess.Popen[bytes]] = []
 
         def spawn(argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
@@ -221,17 +219,16 @@ class NativeRun:
             spawned.append(self.tree.spawn(argv, env, **kwargs))
             return spawned[-1]
 
-        try:
-            proc = spawn_app(self.home.root, command=self.settings.app, env=self.env(), stderr=log, spawn=spawn,
-                             timeout_s=300, extra_args=self.app_args())
-        except WardianError as exc:
-            for child in spawned:
-                self.tree.stop(child)
-            args = "".join(f" {a}" for a in self.app_args())
-            raise NativeRunError(f"the app{args} did not start: {exc.code}: {exc.message}; see "
-                                 f"{self.run.root}/app-stderr-*.log") from None
-        finally:
-            log.close()
+        with open(self.run.root / f"app-stderr-{self.app_starts}.log", "wb") as log:  # the child holds its own copy
+            try:
+                proc = apps.start(self.home.root, env=self.env(), command=self.settings.app, stderr=log, spawn=spawn,
+                                  timeout_s=300, extra_args=self.app_args())
+            except apps.AppDidNotStart as exc:
+                for child in spawned:
+                    self.tree.stop(child)
+                args = "".join(f" {a}" for a in self.app_args())
+                raise NativeRunError(f"the app{args} did not start: {exc.error.code}: {exc.error.message}; see "
+                                     f"{self.run.root}/app-stderr-*.log") from None
         self.app_proc = proc
         self.app_starts += 1
 

@@ -12,21 +12,19 @@ import json
 import os
 import re
 import shutil
-import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import pytest
 
 from tests.codex.conftest import CodexWorld, codex_or_skip
-from tests.conftest import AppHandle, AppProcess, short_home, stop_app, unavailable, wardian_cmd
-from wardian.app.spawn import start_app as spawn_app
+from tests.conftest import AppHandle, AppProcess, stop_app, unavailable, wardian_cmd
 from wardian.client import AppClient
-from wardian.errors import WardianError
-from wardian.home import Home
+from wardian_harness import apps
 from wardian_harness.scripted_model import ScriptedModel
 
 CHROMIUM = Path(os.environ.get("WARDIAN_TEST_CHROMIUM", "/usr/bin/chromium"))
@@ -39,22 +37,21 @@ EVIDENCE = REPO / "dist" / "console-evidence"
 def start_console_app(root: Path, extra_env: dict[str, str] | None = None,
                       address: str = "127.0.0.1:0") -> AppProcess:
     """`wardian app run --console ADDRESS` on `root`, returned once it accepts calls (the product's start helper)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WARDIAN_")}
-    env.update(extra_env or {})
-    spawned: list[AppProcess] = []
+    proc = apps.start(root, env=apps.app_env(extra_env), command=wardian_cmd(), extra_args=("--console", address))
+    return cast(AppProcess, proc)  # no stderr file and no spawn given: the harness drains it (an AppProcess)
 
-    def spawn(argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
-        spawned.append(AppProcess(argv, start_new_session=True, **kwargs))
-        return spawned[0]
 
-    try:
-        spawn_app(root, command=wardian_cmd(), env=env, spawn=spawn, timeout_s=120,
-                  extra_args=("--console", address))
-    except WardianError as exc:
-        err = spawned[0].stderr_output(10) if spawned else b""
-        raise RuntimeError(f"app did not start: {exc.code}: {exc.message} {err.decode(errors='replace')[-2000:]}") \
-            from None
-    return spawned[0]
+@contextmanager
+def console_app_on_a_fresh_home(prefix: str, extra_env: dict[str, str] | None = None) -> Iterator[AppHandle]:
+    """An app with its console on a free loopback port, on a fresh home; stopped (and its home removed) after."""
+    with apps.running_app(prefix=prefix, extra_env=extra_env, command=wardian_cmd(),
+                          extra_args=("--console", "127.0.0.1:0")) as running:
+        handle = AppHandle(running.home, cast(AppProcess, running.proc), AppClient(running.home))
+        try:
+            yield handle
+        finally:
+            handle.client.close()
+            stop_app(handle.proc)  # a test may have replaced the process (a restart)
 
 
 @dataclass
@@ -106,15 +103,8 @@ class ConsoleApp:
 
 
 def _console_app(extra_env: dict[str, str] | None = None) -> Iterator[ConsoleApp]:
-    root = short_home("wk")
-    proc = start_console_app(root, extra_env)
-    handle = AppHandle(Home(root), proc, AppClient(Home(root)))
-    try:
+    with console_app_on_a_fresh_home("wk", extra_env) as handle:
         yield ConsoleApp(handle)
-    finally:
-        handle.client.close()
-        stop_app(handle.proc)
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture
@@ -144,17 +134,9 @@ class ConsoleWorld(CodexWorld):
 @pytest.fixture
 def console_world() -> Iterator[ConsoleWorld]:
     codex = codex_or_skip()
-    root = short_home("wq")
     extra = {"WARDIAN_CODEX": str(codex), "WARDIAN_SCRIPTED_MODEL_KEY": "dummy-key"}
-    with ScriptedModel() as model:
-        proc = start_console_app(root, extra)
-        handle = AppHandle(Home(root), proc, AppClient(Home(root)))
-        try:
-            yield ConsoleWorld(handle, model, codex, extra, ConsoleApp(handle))
-        finally:
-            handle.client.close()
-            stop_app(handle.proc)
-            shutil.rmtree(root, ignore_errors=True)
+    with ScriptedModel() as model, console_app_on_a_fresh_home("wq", extra) as handle:
+        yield ConsoleWorld(handle, model, codex, extra, ConsoleApp(handle))
 
 
 # --- the browser -------------------------------------------------------------------------------------------------

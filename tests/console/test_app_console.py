@@ -13,6 +13,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -20,9 +21,9 @@ from tests.conftest import AppHandle, AppProcess, short_home, stop_app
 from tests.console.conftest import ConsoleApp, ConsoleWorld
 from tests.test_structure import imports_of
 from wardian import errors
-from wardian.app.spawn import start_app as spawn_app
 from wardian.cli import EXIT_HOME, EXIT_USAGE
 from wardian.console.address import DEFAULT_HOST, DEFAULT_PORT, ConsoleAddress, parse_console_address
+from wardian_harness import apps
 
 WEB_MODULES = ("starlette", "uvicorn", "jinja2", "markupsafe", "sse_starlette")
 
@@ -144,22 +145,9 @@ def _imported(stderr: bytes) -> set[str]:
 @pytest.fixture
 def importtime_app(request: pytest.FixtureRequest) -> Iterator[tuple[AppProcess, bool]]:
     console = bool(request.param)
-    root = short_home("wi")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WARDIAN_")}
-    spawned: list[AppProcess] = []
-
-    def spawn(argv: list[str], **kwargs: object) -> subprocess.Popen[bytes]:
-        spawned.append(AppProcess(argv, start_new_session=True, **kwargs))
-        return spawned[0]
-
-    try:
-        spawn_app(root, command=[sys.executable, "-X", "importtime", "-m", "wardian"], env=env, spawn=spawn,
-                  timeout_s=120, extra_args=("--console", "127.0.0.1:0") if console else ())
-        yield spawned[0], console
-    finally:
-        if spawned:
-            stop_app(spawned[0])
-        shutil.rmtree(root, ignore_errors=True)
+    with apps.running_app(prefix="wi", command=[sys.executable, "-X", "importtime", "-m", "wardian"],
+                          extra_args=("--console", "127.0.0.1:0") if console else ()) as running:
+        yield cast(AppProcess, running.proc), console
 
 
 @pytest.mark.parametrize("importtime_app", [False, True], ids=["without-console", "with-console"], indirect=True)
