@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from wardian_harness.codex_install import CodexInstallError, discover_codex
+from wardian_harness.codex_install import CodexInstall, CodexInstallError, discover_codex
 from wardian_harness.homes import IsolatedRun
 from wardian_harness.native import (
     OPERATOR,
@@ -29,6 +29,7 @@ from wardian_harness.native import (
     PROVIDERS,
     RECEIVER,
     SENDER,
+    Agent,
     NativeRun,
     NativeRunError,
     Settings,
@@ -112,7 +113,7 @@ def _evidence(native: NativeRun, directory: Path) -> None:
     _note(f"every record: {directory / 'records.json'}")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, tuple[str, str]]:
     parser = argparse.ArgumentParser(prog="wardian demo", description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--evidence", type=Path, default=None,
                         help="where to keep the records and rollouts (default: a new folder under /tmp)")
@@ -124,12 +125,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         providers = parse_providers(args.providers)
     except ValueError as exc:
         parser.error(str(exc).replace("WARDIAN_E2E_MESSAGING_V2_PROVIDERS=", "--providers "))
+    return args, providers
+
+
+def _installs(providers: tuple[str, str]) -> tuple[CodexInstall, OpenCodeInstall | None] | None:
+    """The Codex (and, for a team with an OpenCode agent, OpenCode) to run; None (said why) when one is unusable."""
     try:
         codex = discover_codex()
     except (CodexInstallError, ValueError) as exc:
         print(f"wardian demo: Codex unusable: {exc}\n(scripts/setup.sh --with-node installs the pinned Codex)",
               file=sys.stderr)
-        return 3
+        return None
     opencode: OpenCodeInstall | None = None
     if "opencode" in providers:
         try:
@@ -137,7 +143,54 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OpenCodeNotFound as exc:
             print(f"wardian demo: OpenCode unusable: {exc}\n(scripts/setup.sh --with-node installs the pinned one)",
                   file=sys.stderr)
-            return 3
+            return None
+    return codex, opencode
+
+
+def _start_team(native: NativeRun, providers: tuple[str, str]) -> tuple[Agent, list[dict[str, Any]]]:
+    """Register lead, worker and the person, script the exchange, start both agents; the lead and its receipts."""
+    native.start_app()
+    lead, worker = native.add_agent(SENDER), native.add_agent(RECEIVER)
+    native.add_agent(OPERATOR, workspace=False)
+    receipts: list[dict[str, Any]] = []
+    assert lead.script is not None
+    assert worker.script is not None
+    script_exchange(lead.script, worker.script, receipts)
+    _say(f"two real agents ({SENDER}: {providers[0]}, {RECEIVER}: {providers[1]}), each with its own "
+         "provider home and workspace")
+    for agent in (lead, worker):
+        started = native.start_agent(agent)
+        _note(f"{agent.name}: thread {started['thread_id']}, generation {started['generation']}")
+    return lead, receipts
+
+
+def _exchange(native: NativeRun, lead: Agent, receipts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The person's plain-English request and the exchange it sets off, shown as the app commits it; the answer."""
+    _say(f"{OPERATOR} asks {SENDER} in plain English")
+    task = native.task(OPERATOR, SENDER, PLAIN_REQUEST)
+    _note(f"receipt: request {task['request_id']}, delivery {task['delivery']}")
+    _say("the exchange, as the app commits it")
+    answer = _watch(native, task["request_id"])
+    if receipts:
+        _note(f"lead's followup_task receipt: request {receipts[0]['request_id']}, "
+              f"delivery {receipts[0].get('delivery')}")
+    assert lead.script is not None
+    woke = [o.text for r in lead.script.requests for o in r.function_call_outputs() if "wake_reason" in o.text]
+    if woke and "provider_context_available" in woke[-1]:
+        _note("lead's receive_messages woke with provider_context_available: the reply was pushed into "
+              "its conversation, and its final request held it")
+    elif lead.provider == "opencode" and receipts:
+        _note("lead's receive_messages returned the reply (OpenCode takes pushes only between turns, so a "
+              "reply that arrives while its turn waits stays on the receive path)")
+    return answer
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args, providers = _parse_args(argv)
+    found = _installs(providers)
+    if found is None:
+        return 3
+    codex, opencode = found
     evidence = args.evidence or Path(f"/tmp/wardian-demo-evidence-{time.strftime('%Y%m%d-%H%M%S')}")
     run = IsolatedRun.create(prefix="wdemo")
     tree = ProcessTree(run.run_id)
@@ -148,34 +201,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                opencode=opencode)
             versions = f"Codex {codex.version}" + (f", OpenCode {opencode.version}" if opencode else "")
             _say(f"an app on a temporary home ({run.wardian_home}), {versions}, a scripted model")
-            native.start_app()
-            lead, worker = native.add_agent(SENDER), native.add_agent(RECEIVER)
-            native.add_agent(OPERATOR, workspace=False)
-            receipts: list[dict[str, Any]] = []
-            assert lead.script is not None
-            assert worker.script is not None
-            script_exchange(lead.script, worker.script, receipts)
-            _say(f"two real agents ({SENDER}: {providers[0]}, {RECEIVER}: {providers[1]}), each with its own "
-                 "provider home and workspace")
-            for agent in (lead, worker):
-                started = native.start_agent(agent)
-                _note(f"{agent.name}: thread {started['thread_id']}, generation {started['generation']}")
-            _say(f"{OPERATOR} asks {SENDER} in plain English")
-            task = native.task(OPERATOR, SENDER, PLAIN_REQUEST)
-            _note(f"receipt: request {task['request_id']}, delivery {task['delivery']}")
-            _say("the exchange, as the app commits it")
-            answer = _watch(native, task["request_id"])
-            if receipts:
-                _note(f"lead's followup_task receipt: request {receipts[0]['request_id']}, "
-                      f"delivery {receipts[0].get('delivery')}")
-            woke = [o.text for r in lead.script.requests for o in r.function_call_outputs()
-                    if "wake_reason" in o.text]
-            if woke and "provider_context_available" in woke[-1]:
-                _note("lead's receive_messages woke with provider_context_available: the reply was pushed into "
-                      "its conversation, and its final request held it")
-            elif lead.provider == "opencode" and receipts:
-                _note("lead's receive_messages returned the reply (OpenCode takes pushes only between turns, so a "
-                      "reply that arrives while its turn waits stays on the receive path)")
+            lead, receipts = _start_team(native, providers)
+            answer = _exchange(native, lead, receipts)
             _say(f"{SENDER}'s answer to {OPERATOR}: {answer['text']}")
             _say("evidence")
             _evidence(native, evidence)

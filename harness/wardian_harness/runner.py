@@ -22,7 +22,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from wardian_harness.codex_install import CodexInstallError, discover_codex
+from wardian_harness.codex_install import CodexInstall, CodexInstallError, discover_codex
 from wardian_harness.homes import RUN_MARKER_ENV, IsolatedRun
 from wardian_harness.native import Settings
 from wardian_harness.opencode_home import OpenCodeNotFound, find_opencode
@@ -48,12 +48,8 @@ def _build_if_asked(settings: Settings, env: dict[str, str]) -> None:
         subprocess.run([sys.executable, str(REPO_ROOT / "build" / "freeze.py")], check=True, cwd=REPO_ROOT)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="run-native-e2e", description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("tests", nargs="*", default=[DEFAULT_TEST], help="test files (default: the acceptance)")
-    parser.add_argument("--keep", action="store_true", help="keep the run root (homes, rollouts) for inspection")
-    args = parser.parse_args(argv)
-    env = dict(os.environ)
+def _settings(env: dict[str, str]) -> Settings | int:
+    """The run's settings, or the exit status that refuses them (said why)."""
     try:
         settings = Settings.from_env(env)
     except ValueError as exc:
@@ -62,6 +58,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if settings.real and settings.auth_home is None:
         _say("WARDIAN_E2E_REAL_MESSAGING_V2=1 needs WARDIAN_E2E_CODEX_AUTH_HOME (an authorized Codex home)")
         return EXIT_SETTINGS
+    return settings
+
+
+def _missing_build(settings: Settings, env: dict[str, str]) -> bool:
+    """Whether a frozen CLI/app the settings name is missing while building is switched off (said so)."""
+    for cmd in (settings.cli, settings.app):
+        if len(cmd) == 1 and not Path(cmd[0]).is_file() and env.get("WARDIAN_NATIVE_SKIP_BUILD") == "1":
+            _say(f"{cmd[0]} does not exist (WARDIAN_NATIVE_SKIP_BUILD=1, so nothing is built)")
+            return True
+    return False
+
+
+def _installs(settings: Settings, env: dict[str, str]) -> tuple[CodexInstall, str] | int:
+    """The selected Codex and a note on the OpenCode a team with an OpenCode agent uses; or the exit status."""
     try:
         codex = discover_codex(env=env)
     except (CodexInstallError, ValueError) as exc:
@@ -76,10 +86,53 @@ def main(argv: Sequence[str] | None = None) -> int:
             _say(f"OpenCode unusable: {exc}")
             return EXIT_CODEX
         opencode = f"; OpenCode {found.version} at {found.executable}"
-    for cmd in (settings.cli, settings.app):
-        if len(cmd) == 1 and not Path(cmd[0]).is_file() and env.get("WARDIAN_NATIVE_SKIP_BUILD") == "1":
-            _say(f"{cmd[0]} does not exist (WARDIAN_NATIVE_SKIP_BUILD=1, so nothing is built)")
-            return EXIT_SETTINGS
+    return codex, opencode
+
+
+def _child_env(env: dict[str, str], settings: Settings, codex: CodexInstall, run: IsolatedRun,
+               report_dir: Path) -> dict[str, str]:
+    """The acceptance's environment: the selected Codex first on PATH, the run root, its marker and the report."""
+    child_env = {**env, "PATH": os.pathsep.join([str(codex.executable.parent), env.get("PATH", "")]),
+                 "WARDIAN_E2E_CODEX_EXECUTABLE": str(codex.executable), "WARDIAN_E2E_RUN_ROOT": str(run.root),
+                 RUN_MARKER_ENV: run.run_id, "WARDIAN_E2E_REPORT_DIR": str(report_dir),
+                 "PYTHONWARNDEFAULTENCODING": "1"}
+    if not settings.real:
+        child_env["WARDIAN_E2E_RUNNER_SCRIPTED"] = "1"
+    return child_env
+
+
+def _run_acceptance(tree: ProcessTree, tests: list[str], child_env: dict[str, str]) -> int:
+    """pytest on `tests` as a member of the tree; the run's exit status (SIGTERM stops it like Ctrl-C)."""
+    def _on_term(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt  # SIGTERM stops the run like Ctrl-C: the caller's finally block still reaps the tree
+
+    signal.signal(signal.SIGTERM, _on_term)
+    proc = tree.spawn([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s", "-v", "-o", "timeout=900",
+                       *tests], child_env, cwd=REPO_ROOT, stdin=subprocess.DEVNULL)
+    try:
+        code = proc.wait()
+    except KeyboardInterrupt:
+        _say("interrupted; stopping the run")
+        code = 130
+    _say("acceptance passed" if code == 0 else f"acceptance FAILED (pytest exit {code})")
+    return 0 if code == 0 else EXIT_FAILED
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="run-native-e2e", description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("tests", nargs="*", default=[DEFAULT_TEST], help="test files (default: the acceptance)")
+    parser.add_argument("--keep", action="store_true", help="keep the run root (homes, rollouts) for inspection")
+    args = parser.parse_args(argv)
+    env = dict(os.environ)
+    settings = _settings(env)
+    if isinstance(settings, int):
+        return settings
+    found = _installs(settings, env)
+    if isinstance(found, int):
+        return found
+    codex, opencode = found
+    if _missing_build(settings, env):
+        return EXIT_SETTINGS
     _build_if_asked(settings, env)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     team = "-".join(settings.providers)
@@ -91,28 +144,9 @@ def main(argv: Sequence[str] | None = None) -> int:
          f"(lead,worker); mode {settings.mode}"
          f"{' + lifecycle' if settings.lifecycle else ''}; {'real model' if settings.real else 'scripted model'}; "
          f"run root {run.root}")
-    child_env = {**env, "PATH": os.pathsep.join([str(codex.executable.parent), env.get("PATH", "")]),
-                 "WARDIAN_E2E_CODEX_EXECUTABLE": str(codex.executable), "WARDIAN_E2E_RUN_ROOT": str(run.root),
-                 RUN_MARKER_ENV: run.run_id, "WARDIAN_E2E_REPORT_DIR": str(report_dir),
-                 "PYTHONWARNDEFAULTENCODING": "1"}
-    if not settings.real:
-        child_env["WARDIAN_E2E_RUNNER_SCRIPTED"] = "1"
     status = EXIT_FAILED
-
-    def _on_term(_signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt  # SIGTERM stops the run like Ctrl-C: the finally block still reaps the tree
-
-    signal.signal(signal.SIGTERM, _on_term)
     try:
-        proc = tree.spawn([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s", "-v", "-o", "timeout=900",
-                           *args.tests], child_env, cwd=REPO_ROOT, stdin=subprocess.DEVNULL)
-        try:
-            code = proc.wait()
-        except KeyboardInterrupt:
-            _say("interrupted; stopping the run")
-            code = 130
-        status = 0 if code == 0 else EXIT_FAILED
-        _say("acceptance passed" if code == 0 else f"acceptance FAILED (pytest exit {code})")
+        status = _run_acceptance(tree, args.tests, _child_env(env, settings, codex, run, report_dir))
     finally:
         leftovers = tree.close()
         run.close(keep=args.keep)
