@@ -1,0 +1,111 @@
+"""`mailbox/receive` at a million stored records: the first page of 100 (nothing acked) and a cursor walk of one
+backlog, page after page; with `--store postgresql` on both backends, rounds alternating."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from benchmarks.apps import bench_app, fresh_app, new_home
+from benchmarks.config import Config
+from benchmarks.figures import emit, latency_fields, log, median_pct
+from benchmarks.postgres import seed_pg
+from benchmarks.store import seed_store
+from wardian.client import AppClient
+
+if TYPE_CHECKING:
+    from wardian_harness.postgres import PrivateCluster
+
+
+@dataclass
+class ReceiveCase:
+    """One app's mailboxes of `stored` seeded records, and the rounds measured on them."""
+
+    tag: dict[str, Any]
+    client: AppClient
+    tokens: list[str]
+    target: float  # p99 ms
+    first: list[list[float]]
+    walk: list[list[float]]
+
+
+def bench_receive(cfg: Config) -> None:
+    recipients, per = 100, cfg.records // 100
+    root = new_home()
+    try:
+        tokens = seed_store(root, recipients, per)
+        log(f"store size {(root / 'wardian.db').stat().st_size / 1e6:.0f} MB")
+        with bench_app(root) as app, AppClient(app.home) as client:
+            _receive_rounds(cfg, [ReceiveCase({}, client, tokens, 2, [], [])], recipients * per)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _receive_rounds(cfg: Config, cases: list[ReceiveCase], stored: int) -> None:
+    """The first page of 100 (nothing acked) and a cursor walk of one backlog, on each case's app, the cases in
+    turn round by round so all meet the same background load; each figure is emitted with its case's tag."""
+    for case in cases:
+        for token in case.tokens[:10]:  # warm-up
+            case.client.call("mailbox/receive", {"session": token, "limit": 100})
+    for r in range(cfg.rounds):
+        for case in cases:
+            case.first.append(_first_pages(cfg, case))
+            case.walk.append(_cursor_walk(cfg, case, case.tokens[(r * 7 + 3) % len(case.tokens)]))
+    for case in cases:
+        for metric, rounds, how in (("receive_100_at_1m", case.first, "the same first page, nothing acked"),
+                                    ("receive_100_at_1m_cursor", case.walk, "successive pages via cursor")):
+            p99 = median_pct(rounds, 0.99)
+            emit(metric, **latency_fields(rounds), stored=stored, recipients=len(case.tokens),
+                 limit=100, how=how, unit="ms", target=f"p99_ms <= {case.target:g}", met=p99 <= case.target, **case.tag)
+
+
+def _first_pages(cfg: Config, case: ReceiveCase) -> list[float]:
+    """`cfg.receives` first pages, the recipients in turn."""
+    samples = []
+    for i in range(cfg.receives):
+        params = {"session": case.tokens[i % len(case.tokens)], "limit": 100}
+        t0 = time.perf_counter()
+        page = case.client.call("mailbox/receive", params)
+        samples.append(time.perf_counter() - t0)
+        if len(page["records"]) != 100 or not page["more"]:
+            raise RuntimeError(f"expected a full page with more to come, got {len(page['records'])}")
+    return samples
+
+
+def _cursor_walk(cfg: Config, case: ReceiveCase, token: str) -> list[float]:
+    """Cursor continuation: walk one recipient's whole backlog, page after page, acking nothing."""
+    samples: list[float] = []
+    cursor = None
+    while len(samples) < cfg.receives:
+        params = {"session": token, "limit": 100}
+        if cursor is not None:
+            params["cursor"] = cursor
+        t0 = time.perf_counter()
+        page = case.client.call("mailbox/receive", params)
+        samples.append(time.perf_counter() - t0)
+        cursor = page["cursor"] if page["more"] else None
+    return samples
+
+
+def bench_receive_compare(cfg: Config, cluster: PrivateCluster) -> None:
+    """receive 100 at 1,000,000 records side by side: the SQLite app on its seeded home, and an app on a seeded
+    PostgreSQL database (host alpha), rounds alternating."""
+    recipients, per = 100, cfg.records // 100
+    root = new_home()
+    url = cluster.database()
+    try:
+        sq_tokens = seed_store(root, recipients, per)
+        log(f"sqlite: store size {(root / 'wardian.db').stat().st_size / 1e6:.0f} MB")
+        with fresh_app(url, "alpha") as pg, AppClient(pg.home) as pg_client:
+            pg_tokens = seed_pg(pg_client, url, recipients, per)
+            with bench_app(root) as sq, AppClient(sq.home) as sq_client:
+                _receive_rounds(cfg, [ReceiveCase({"store": "sqlite"}, sq_client, sq_tokens, 2, [], []),
+                                      ReceiveCase({"store": "postgresql"}, pg_client, pg_tokens, 5, [], [])],
+                                recipients * per)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+        with contextlib.suppress(Exception):
+            cluster.sql(f'DROP DATABASE "{url.split("///", 1)[1].split("?", 1)[0]}" WITH (FORCE)')

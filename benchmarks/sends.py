@@ -1,0 +1,169 @@
+"""Durable sends per second: 32 senders in a ring, one request in flight each, against the app's no-work ceiling
+(`app_floor_...`) and the store's one-writer ceiling; with `--store postgresql` the same beside 32 senders spread
+over two apps of one PostgreSQL database."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from benchmarks.apps import RunningApp, add_agents, cpu_seconds, fresh_app
+from benchmarks.clients import drive_connections, drive_senders, frame
+from benchmarks.config import TEXT, Config
+from benchmarks.figures import emit, log, ms, pct
+from benchmarks.postgres import pg_raw_ceiling
+from benchmarks.store import fdatasync_p50, store_ceiling
+from wardian.client import AppClient
+
+if TYPE_CHECKING:
+    from wardian_harness.postgres import PrivateCluster
+
+
+@dataclass
+class SendLoad:
+    """32 senders in a ring over one or more apps, and what each round of driving them measured."""
+
+    tag: dict[str, Any]
+    apps: list[RunningApp]
+    targets: list[tuple[str, bytes]]  # (the sender's app socket, its send frame)
+    server_cpu: Callable[[], float] | None = None  # CPU seconds of a database server, when there is one
+    total: int = 0
+
+    def __post_init__(self) -> None:
+        self.rates: list[float] = []
+        self.p50s: list[float] = []
+        self.p99s: list[float] = []
+        self.cpu: list[float] = []
+        self.client_cpu: list[float] = []
+        self.server_us: list[float] = []
+        self.syncs: list[float] = []
+
+    def round(self, seconds: float) -> None:
+        self.syncs.append(fdatasync_p50(self.apps[0].home.root))  # the disk's state right now: it bounds group commit
+        server0 = self.server_cpu() if self.server_cpu else 0.0
+        cpu0, own0, t0 = sum(cpu_seconds(a) for a in self.apps), time.process_time(), time.perf_counter()
+        answers, errs, lat = drive_connections(self.targets, seconds)
+        elapsed, used = time.perf_counter() - t0, sum(cpu_seconds(a) for a in self.apps) - cpu0
+        self.client_cpu.append((time.process_time() - own0) / answers * 1e6)
+        if self.server_cpu:
+            self.server_us.append((self.server_cpu() - server0) / answers * 1e6)
+        if errs:
+            raise RuntimeError(f"{errs} of {answers} sends failed")
+        self.total += answers
+        self.rates.append(answers / elapsed)
+        self.p50s.append(pct(lat, 0.5))
+        self.p99s.append(pct(lat, 0.99))
+        self.cpu.append(used / answers * 1e6)
+        label = f"{self.tag['store']} " if self.tag else ""
+        log(f"{label}sends: {answers / elapsed:,.0f}/s over {elapsed:.1f} s, app CPU {used / elapsed:.2f} cores")
+
+    def emit(self, agents: int, ceiling: int, client: str, **extra: Any) -> None:
+        emit("durable_sends_per_s_32_senders", value=round(statistics.median(self.rates)),
+             range=[round(min(self.rates)), round(max(self.rates))], n=self.total, rounds=len(self.rates),
+             senders=len(self.targets), latency_p50_ms=ms(statistics.median(self.p50s)),
+             latency_p99_ms=ms(statistics.median(self.p99s)), app_cpu_us_per_send=round(statistics.median(self.cpu), 1),
+             client_cpu_us_per_send=round(statistics.median(self.client_cpu), 1),
+             disk_fdatasync_p50_ms=ms(statistics.median(self.syncs)), agents=agents,
+             unit="sends/s", target=">= 20000", met=statistics.median(self.rates) >= 20_000, client=client,
+             store_ceiling_sends_per_s=ceiling, **extra, **self.tag)
+
+
+def ring_load(tag: dict[str, Any], apps: list[tuple[RunningApp, AppClient]], n: int = 32) -> SendLoad:
+    """`n` agents spread evenly over `apps` (each added through its own app, so on a shared store it belongs to that
+    app's host), taken in turn from each app; sender i writes to agent i+1 through its own app, so every agent is both
+    a sender and a recipient (with two apps, every send crosses to the other host)."""
+    per_app = [add_agents(client, "tp", n // len(apps)) for _, client in apps]
+    ring = [(apps[k][0], per_app[k][i]) for i in range(n // len(apps)) for k in range(len(apps))]
+    targets = [(app.socket_path, frame("message/send", {"session": token, "target": ring[(i + 1) % n][1][0]["uuid"],
+                                                         "message": TEXT}))
+               for i, (app, (_, token)) in enumerate(ring)]
+    return SendLoad(tag, [app for app, _ in apps], targets)
+
+
+def app_floor(cfg: Config, app: RunningApp, tag: dict[str, Any], n: int = 32) -> None:
+    """The same senders against a request the app answers without the store (an unknown method: frame split, JSON
+    parse, dispatch, error answer): the ceiling of this server and client on this machine, measured in the same run,
+    so the durable figure can be read against it."""
+    floor_frames = [frame("bench/no_such_method", {}) for _ in range(n)]
+    drive_senders(app.socket_path, floor_frames, 0.3)
+    cpu0, t0 = cpu_seconds(app), time.perf_counter()
+    floor_answers, _, floor_lat = drive_senders(app.socket_path, floor_frames, cfg.send_seconds)
+    floor_elapsed, floor_cpu = time.perf_counter() - t0, cpu_seconds(app) - cpu0
+    emit("app_floor_requests_per_s_32_senders", value=round(floor_answers / floor_elapsed), n=floor_answers,
+         latency_p50_ms=ms(pct(floor_lat, 0.5)), app_cpu_us_per_request=round(floor_cpu / floor_answers * 1e6, 1),
+         unit="requests/s", note="same senders, a request answered without touching the store (unknown "
+         "method): the no-work ceiling of the app's request path plus this client on this machine", **tag)
+
+
+ONE_APP_CLIENT = "32 connections on one epoll loop in the bench process, one request in flight each"
+
+
+def bench_throughput(cfg: Config) -> None:
+    with fresh_app() as app, AppClient(app.home) as client:
+        load = ring_load({}, [(app, client)])
+        drive_connections(load.targets, 0.5)  # warm-up
+        for _ in range(cfg.rounds):
+            load.round(cfg.send_seconds)
+        status = client.call("app/status")
+        app_floor(cfg, app, {})
+        ceiling = store_ceiling(cfg)
+        load.emit(status["agents"], ceiling, ONE_APP_CLIENT)
+
+
+def bench_throughput_compare(cfg: Config, cluster: PrivateCluster) -> None:
+    """Durable sends/s side by side: 32 senders on the SQLite app, and 32 senders spread over two apps (hosts alpha
+    and beta, 16 each) of one PostgreSQL database, rounds alternating; then each store's one-writer ceiling and raw
+    PostgreSQL INSERT+COMMIT from 32 connections on the same schema (apps stopped)."""
+    url = cluster.database()
+    with fresh_app() as sq, fresh_app(url, "alpha") as alpha, fresh_app(url, "beta") as beta, \
+            AppClient(sq.home) as sq_client, AppClient(alpha.home) as a_client, AppClient(beta.home) as b_client:
+        sq_load = ring_load({"store": "sqlite"}, [(sq, sq_client)])
+        pg_load = ring_load({"store": "postgresql"}, [(alpha, a_client), (beta, b_client)])
+        pg_load.server_cpu = lambda: pg_cpu_seconds(cluster)
+        for load in (sq_load, pg_load):
+            drive_connections(load.targets, 0.5)  # warm-up
+        for _ in range(cfg.rounds):
+            for load in (sq_load, pg_load):  # alternating, so both meet the same background load and disk
+                load.round(cfg.send_seconds)
+        sq_agents, pg_agents = sq_client.call("app/status")["agents"], a_client.call("app/status")["agents"]
+        app_floor(cfg, sq, {"store": "sqlite"})
+    sq_ceiling = store_ceiling(cfg, tag={"store": "sqlite"})
+    pg_ceiling = store_ceiling(cfg, url=cluster.database(), tag={"store": "postgresql"})
+    raw = pg_raw_ceiling(cfg, url)
+    sq_load.emit(sq_agents, sq_ceiling, ONE_APP_CLIENT)
+    sq_rate, pg_rate = statistics.median(sq_load.rates), statistics.median(pg_load.rates)
+    pg_load.emit(pg_agents, pg_ceiling, "32 connections (16 to each of the apps alpha and beta, one database) on one "
+                 "epoll loop in the bench process, one request in flight each; sender i -> agent i+1 on the other host",
+                 apps=2, ratio_to_sqlite=round(pg_rate / sq_rate, 3), raw_ceiling_inserts_per_s=raw["schema"],
+                 ratio_to_raw_ceiling=round(pg_rate / raw["schema"], 3),
+                 raw_no_notify_inserts_per_s=raw["no_notify"],
+                 ratio_to_raw_no_notify=round(pg_rate / raw["no_notify"], 3),
+                 pg_server_cpu_us_per_send=round(statistics.median(pg_load.server_us), 1),
+                 raw_ceiling_how="pg_raw_insert_commit_per_s_32_connections: raw psycopg, 32 threads/connections, one "
+                                 "autocommit INSERT of one interactions row (= INSERT+COMMIT) each, no append lock, "
+                                 "the schema's NOTIFY trigger on (raw_no_notify_*: that trigger disabled)")
+
+
+def pg_cpu_seconds(cluster: PrivateCluster) -> float:
+    """User + system CPU the private server's processes (postmaster and its children) have used so far; NaN when the
+    data directory cannot be read."""
+    try:
+        postmaster = int((cluster.data / "postmaster.pid").read_text(encoding="utf-8").split()[0])
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+    ticks = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if int(entry) == postmaster or int(fields[1]) == postmaster:
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
