@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # The packages whose code steers the fuzzer: ours, and the MCP SDK's JSON-RPC dispatch the server runs on.
 INSTRUMENTED = ["wardian", "mcp", "mcp_types"]
 # What the server imports only once it runs (the SDK on its thread, the tool calls): imported while instrumenting.
-LAZY_IMPORTS = ("mcp.server.lowlevel", "mcp.shared.message", "mcp_types", "wardian.mcp._calls")
+LAZY_IMPORTS = ("mcp.server.lowlevel", "mcp.shared.message", "mcp_types", "wardian.mcp._calls", "wardian.mcp._sdk")
 INSTALL_HINT = "uv sync --frozen --extra dev --extra fuzz --inexact"
 
 

@@ -44,7 +44,7 @@ ENV_ONEFILE = "WARDIAN_FROZEN_ONEFILE_CLI"
 DEADLINE_S = 2.0  # the server is gone within 2 s of its host's death
 # A shell that stays: the command is not the last of the script, so sh runs it as a child and waits.
 SH_WRAPPER = ["sh", "-c", '"$@"; exit $?', "sh"]
-# The server's log line once it knows whom it watches (`server._watch_parent`, at WARDIAN_LOG_LEVEL=INFO).
+# The server's log line once it knows whom it watches (`_host.watch`, at WARDIAN_LOG_LEVEL=INFO).
 WATCHING = re.compile(rb"watching the host, pid (\d+) \((.*)\), and the parent, pid (\d+)")
 
 # The host: starts `cmd` on a stdin pipe, gives the pipe's write end to a grandchild that lives as long as this

@@ -32,7 +32,7 @@ from wardian.mcp._front import (
     REPLAY_ID_PREFIX,
     Front,
 )
-from wardian.mcp.server import build_server
+from wardian.mcp._sdk import build_server
 from wardian.protocol.tools import TOOL_NAMES
 
 CLIENT_INFO = {"name": "wardian-tests", "version": "0"}

@@ -20,8 +20,10 @@ import pytest
 from tests.conftest import AppHandle
 from tests.mcp.mcp_harness import raw_server, server_env
 from wardian.home import ENV_HOME, ENV_SESSION
+from wardian.mcp._book import Outstanding
 from wardian.mcp._frames import cancelled_request
-from wardian.mcp.server import ENV_QUICK_PATH, QUICK_WAIT_WORKERS, StdioServer, _Outstanding
+from wardian.mcp._quick import QUICK_WAIT_WORKERS
+from wardian.mcp.server import ENV_QUICK_PATH, StdioServer
 
 WAIT_TIMEOUT_S = 30.0  # a bound on waiting for what takes milliseconds; reaching it is a failure
 
@@ -131,7 +133,7 @@ def test_a_cancellation_names_one_request_id_exactly(message: dict[str, Any], na
 def test_a_cancelled_request_stops_being_outstanding_and_its_late_answer_is_dropped() -> None:
     """T5: the count returns to zero at the cancellation; a late SDK answer writes nothing and the count
     never goes below zero."""
-    outstanding = _Outstanding()
+    outstanding = Outstanding()
     written: list[str] = []
     outstanding.add(5)
     outstanding.add("other")
@@ -157,7 +159,7 @@ def test_a_cancelled_request_stops_being_outstanding_and_its_late_answer_is_drop
 def test_a_request_the_sdk_ends_unanswered_is_settled() -> None:
     """The SDK's `on_request_unanswered` hook settles a cancelled request. Ids match exactly (JSON-RPC: "7" is not
     7); the SDK takes a cancellation's "7" for request 7 too, and its hook then releases that request."""
-    outstanding = _Outstanding()
+    outstanding = Outstanding()
     outstanding.add(7)
     outstanding.add(8)
     assert outstanding.cancel(7)

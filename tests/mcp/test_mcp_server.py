@@ -1,5 +1,5 @@
-"""`wardian.mcp.server` in process: the stdin line splitter and what one connection leaves behind (regressions found
-with the P3 fuzz target, tests/reliability/mcp_frames.py)."""
+"""`wardian.mcp.server` in process: the stdin line splitter (`_stdio`) and what one connection leaves behind
+(regressions found with the P3 fuzz target, tests/reliability/mcp_frames.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wardian.mcp import server
-from wardian.mcp.server import LineSplitter, StdioServer
+from wardian.mcp import _stdio
+from wardian.mcp._stdio import LineSplitter
+from wardian.mcp.server import StdioServer
 
 CAP = 16  # a small line cap, so hypothesis reaches over-long lines
 
@@ -33,7 +34,7 @@ def test_any_read_sizes_give_the_same_lines(data: bytes, cut_at: list[int]) -> N
     the cap from its start (so it is refused as too long), and then the next lines again."""
     cuts = sorted({c for c in cut_at if c <= len(data)})
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(server, "MAX_MCP_FRAME_BYTES", CAP)
+        patch.setattr(_stdio, "MAX_MCP_FRAME_BYTES", CAP)
         got = split(data, cuts)
     expected = data.split(b"\n")
     if expected[-1] == b"":

@@ -46,7 +46,8 @@ import orjson
 from wardian import errors
 from wardian.home import ENV_HOME, ENV_SESSION, Home
 from wardian.mcp._frames import FrameError, decode_line
-from wardian.mcp.server import LineSplitter, StdioServer
+from wardian.mcp._stdio import LineSplitter
+from wardian.mcp.server import StdioServer
 from wardian.protocol.app import parse_params
 from wardian.protocol.jsonrpc import error_object
 

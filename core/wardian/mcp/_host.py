@@ -28,19 +28,28 @@ the walk may end at init or a subreaper (stdin EOF and the direct parent's death
 Processes are read from /proc on Linux (stdlib only, a few small reads) and with psutil elsewhere on POSIX,
 imported on first use: callers run this off the server's start path. On Windows there is no host to find
 (`reader_for`): there the launcher's job object ends the server (`wardian.launcher`).
+
+`watch` polls the host and the direct parent until one of them dies.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
+import time
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
+
+log = logging.getLogger("wardian.mcp")
 
 # Process names (or executable file names) of the wrappers skipped on the way up (rule 3).
 WRAPPERS = frozenset({"sh", "ash", "dash", "bash", "zsh", "ksh", "mksh", "busybox", "timeout"})
 # How many wrappers in a row the walk goes through before it gives up (rule 4).
 MAX_WRAPPERS = 8
+# How often the server checks that its host and its parent are still alive: it must exit within ~2 s of the
+# parent's death, grace included.
+PARENT_POLL_S = 0.25
 # Set by the PyInstaller onefile launcher for the program it starts: the folder it unpacked the program into.
 PYI_ONEFILE_HOME_ENV = "_PYI_APPLICATION_HOME_DIR"
 
@@ -165,3 +174,37 @@ def find_host(parent: int, read: Reader | None = None) -> Host | None:
     found = choose_host(parent, read, own=read(os.getpid()),
                         onefile_child=behind_onefile_launcher(os.environ, bool(getattr(sys, "frozen", False))))
     return None if found is None else Host(found, read)
+
+
+def watch(parent: int, on_death: Callable[[], None], poll_s: float = PARENT_POLL_S) -> None:
+    """Call `on_death` once, when the host (the MCP client that started this server) or the direct parent, `parent`
+    (`os.getppid()` taken at startup), has died; blocks until then (the server runs it on a daemon thread).
+
+    A dead parent's children are re-parented (to init or a subreaper), so `os.getppid()` changes: polling it is
+    portable and needs no privilege, and it does not matter who else holds stdin open. The parent may be a wrapper
+    that outlives the host, though (a shell that does not exec, the PyInstaller onefile launcher): so the host,
+    found once by walking up the ancestry (`find_host`, on the watching thread so the walk, and psutil off Linux,
+    cost the start nothing), is polled too, by pid and start time.
+    Not PR_SET_PDEATHSIG: Linux sends that when the parent *thread* that spawned us exits, and hosts such as Codex
+    spawn from short-lived threads. A parent or host that died before this runs is not seen (stdin EOF still ends
+    the server). On Windows a process is never re-parented and no host is looked for, so this never fires; there
+    the launcher's job object ends the server (`wardian.launcher`).
+    """
+    try:
+        host = find_host(parent)
+    except Exception:  # the parent is still watched
+        log.exception("could not tell the host process")
+        host = None
+    if host is None:
+        log.info("no host found above the parent, pid %d: watching the parent only", parent)
+    else:
+        log.info("watching the host, pid %d (%s), and the parent, pid %d", host.pid, host.process.name, parent)
+    while True:
+        if os.getppid() != parent:
+            log.info("the parent process (pid %d) has died: exiting as at the end of stdin", parent)
+            break
+        if host is not None and not host.running():
+            log.info("the host process (pid %d) has died: exiting as at the end of stdin", host.pid)
+            break
+        time.sleep(poll_s)
+    on_death()
