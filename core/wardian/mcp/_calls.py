@@ -3,13 +3,13 @@
 Blocking by design (it uses the synchronous `AppClient`); the server runs it in a worker thread. Connections to
 the app are kept in a small pool (`AppConnections`) instead of one new connection per call: a fresh Unix-socket
 connection (connect, the app's peer check, its transport set-up) cost about 0.4 ms of a ~0.8 ms `list_agents`
-exchange (#3 bench).
+exchange (`mcp_roundtrip_list_agents`, docs/benchmarks.md).
 
 Invariants:
-- A call is sent at most once: a lost answer is reported as `DeliveryUncertain` and never replayed (seed,
-  "Tool contract"). The one retry is of a request of which no byte was written (`TransportError`) on a
-  connection taken from the pool, which the app may have closed while it sat idle (an app restart); the retry
-  runs on a new connection, and its failure is final.
+- A call is sent at most once: a lost answer is reported as `DeliveryUncertain` and never replayed (contract rule
+  UNC-1, docs/design/contract.md). The one retry is of a request of which no byte was written (`TransportError`) on
+  a connection taken from the pool, which the app may have closed while it sat idle (an app restart); the retry runs
+  on a new connection, and its failure is final.
 - A connection is shared by no two calls at once (an `AppClient` is not thread-safe), and one that failed
   mid-exchange is discarded, never pooled again: only a clean answer (a result or the app's own error) returns
   it to the pool.
@@ -244,8 +244,8 @@ def tool_params(spec: ToolSpec, arguments: Mapping[str, Any] | None,
                 session: str) -> tuple[dict[str, Any], BaseModel]:
     """The app params of a call of `spec` (the arguments plus `session`) and their validated model.
 
-    Whatever this accepts satisfies `spec.input_schema` (reliability-matrix P4): the app's own validators (the
-    same error for the same mistake, a non-empty cursor included).
+    Whatever this accepts satisfies `spec.input_schema` (reliability row P4, docs/reliability.md): the app's own
+    validators (the same error for the same mistake, a non-empty cursor included).
 
     Raises:
         InvalidArguments: a reserved argument (`session`) was passed.
@@ -301,7 +301,7 @@ def success_content(result: dict[str, Any]) -> str:
 
 
 def error_content(exc: errors.WardianError) -> tuple[str, dict[str, Any]]:
-    """The text block and `structuredContent` of a tool error (reliability-matrix Part 2)."""
+    """The text block and `structuredContent` of a tool error (contract rule MCP-4, docs/design/contract.md)."""
     data = exc.to_data()
     text = f"{exc.code}: {exc.message} (delivery: {data['delivery']})"
     if exc.allowed:

@@ -2,7 +2,7 @@
 
 The SDK's own stdio transport leaves some parse failures unanswered (python-sdk #2751) and replaces bad
 UTF-8; this layer sits in front of it and answers every malformed line itself, so a host's request never
-hangs and the server keeps serving (reliability-matrix Part 2, M2).
+hangs and the server keeps serving (reliability row M2, docs/reliability.md).
 
 Invariants:
 - A line is one message of at most MAX_MCP_FRAME_BYTES; a longer line is discarded up to its newline and
@@ -53,7 +53,7 @@ def _parse(line: bytes) -> Any:
         pass
     # orjson refuses what the JSON grammar allows in one case: a lone surrogate escape ("\ud800"). Parse
     # such a line again with the standard library; the tool validators then refuse the text as
-    # invalid_text (reliability-matrix §3.5) instead of the whole line being called unparseable.
+    # invalid_text (contract rule TXT-3) instead of the whole line being called unparseable.
     try:
         text = line.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -1,10 +1,10 @@
 """The discovery answers of `wardian mcp serve` from constant data, without importing the MCP SDK (no `mcp` import).
 
-Importing the SDK costs over a second here (perf-baselines.md), but a host's first requests, `initialize`,
-`notifications/initialized`, `tools/list` and `ping`, need nothing of it: their answers are functions of the
-negotiated protocol version and the constant tool table (`wardian.protocol.tools`). `Front` answers them while
-the SDK server starts in the background, and hands everything else to it (issue #3, "the hot path must not pay
-for what it does not use").
+Importing the SDK costs over a second here (`mcp_startup`, docs/benchmarks.md), but a host's first requests,
+`initialize`, `notifications/initialized`, `tools/list` and `ping`, need nothing of it: their answers are functions
+of the negotiated protocol version and the constant tool table (`wardian.protocol.tools`). `Front` answers them
+while the SDK server starts in the background, and hands everything else to it: the hot path must not pay for what
+it does not use (docs/decisions/0007-mcp-front-and-quick-path.md).
 
 Invariants:
 - A constant answer is exactly what the SDK's low-level server answers for the same request: the same
@@ -217,7 +217,7 @@ class Front:
         handler's (`_calls.tool_outcome`) and written in the SDK's own form (`_calls.call_tool_result`); a test
         compares the two paths call by call. The SDK's per-call machinery (its message models, a second thread,
         a worker-thread hop for the blocking app exchange) cost ~1.5 ms of CPU per call here, more than the
-        app's durable send (#3 bench); and a first wait served by the SDK waited for its import (#13).
+        app's durable send (docs/benchmarks.md); and a first wait served by the SDK waited for its import.
         """
         params = message.get("params")
         if (not self._quick or self.protocol_version is None or message.keys() - _ENVELOPE_KEYS
