@@ -204,22 +204,7 @@ def prepare_home(home: Home) -> list[Path]:
     check_local_filesystem(home.root)
     tightened: list[Path] = []
     try:
-        if not home.root.exists():
-            make_private_dir(home.root)
-            os.chmod(home.root, 0o700)
-        st = os.stat(home.root)
-        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
-            raise errors.InsecureHome(
-                f"{home.root} is not a directory owned by this user (uid {os.geteuid()}); choose another "
-                "WARDIAN_HOME", field="home")
-        if st.st_mode & 0o077:
-            if not _is_app_made(home):
-                raise errors.InsecureHome(
-                    f"{home.root} has mode {stat.S_IMODE(st.st_mode):o}: other users may read the messages, tasks "
-                    f"and replies stored there. Run `chmod 700 {home.root}` (or choose a new WARDIAN_HOME, which the "
-                    "app creates private), then start again", field="home",
-                    allowed="a home only its owner may enter (mode 700)", mode=f"{stat.S_IMODE(st.st_mode):o}")
-            os.chmod(home.root, 0o700)
+        if _secure_root(home):
             tightened.append(home.root)
         with suppress(FileExistsError):
             os.mkdir(home.run_dir, 0o700)
@@ -228,6 +213,46 @@ def prepare_home(home: Home) -> list[Path]:
         raise errors.StorageUnavailable(
             f"the home {home.root} cannot be prepared ({exc.strerror}); an app needs a writable local home",
             field="home") from None
+    _secure_run_dir(home, rst)
+    try:
+        home.log_dir.mkdir(mode=0o700, exist_ok=True)
+        tightened += _tighten_contents(home)
+    except OSError as exc:
+        raise errors.StorageUnavailable(f"the home {home.root} cannot be written ({exc.strerror})",
+                                        field="home") from None
+    return tightened
+
+
+def _secure_root(home: Home) -> bool:
+    """Create the home's folder private, or check an existing one; True when an open one the app made was tightened.
+
+    Raises: InsecureHome; OSError.
+    """
+    if not home.root.exists():
+        make_private_dir(home.root)
+        os.chmod(home.root, 0o700)
+    st = os.stat(home.root)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+        raise errors.InsecureHome(
+            f"{home.root} is not a directory owned by this user (uid {os.geteuid()}); choose another "
+            "WARDIAN_HOME", field="home")
+    if not st.st_mode & 0o077:
+        return False
+    if not _is_app_made(home):
+        raise errors.InsecureHome(
+            f"{home.root} has mode {stat.S_IMODE(st.st_mode):o}: other users may read the messages, tasks "
+            f"and replies stored there. Run `chmod 700 {home.root}` (or choose a new WARDIAN_HOME, which the "
+            "app creates private), then start again", field="home",
+            allowed="a home only its owner may enter (mode 700)", mode=f"{stat.S_IMODE(st.st_mode):o}")
+    os.chmod(home.root, 0o700)
+    return True
+
+
+def _secure_run_dir(home: Home, rst: os.stat_result) -> None:
+    """Refuse a `run/` (its stat `rst`) another user could use to hijack the socket; tighten one only readable.
+
+    Raises: InsecureRuntimeDir.
+    """
     if stat.S_ISLNK(rst.st_mode) or not stat.S_ISDIR(rst.st_mode):
         raise errors.InsecureRuntimeDir(f"{home.run_dir} is not a plain directory (a symlink?); remove it")
     if rst.st_uid != os.geteuid():
@@ -239,19 +264,22 @@ def prepare_home(home: Home) -> list[Path]:
                 f"{home.run_dir} has mode {stat.S_IMODE(rst.st_mode):o}: others may write in it; remove it "
                 "or make it 0700")
         os.chmod(home.run_dir, 0o700)
-    try:
-        home.log_dir.mkdir(mode=0o700, exist_ok=True)
-        for directory in (home.log_dir, home.root / "agents"):
-            if _tighten(directory, 0o700):
-                tightened.append(directory)
-        for path in [*(home.root / name for name in _APP_FILES), *home.log_dir.glob("*"), *home.run_dir.glob("*")]:
-            if _tighten(path, 0o700 if path.is_dir() else 0o600):
-                tightened.append(path)
-        agents = home.root / "agents"
-        for agent_dir in agents.iterdir() if agents.is_dir() else ():
-            if _tighten(agent_dir, 0o700):
-                tightened.append(agent_dir)
-    except OSError as exc:
-        raise errors.StorageUnavailable(f"the home {home.root} cannot be written ({exc.strerror})",
-                                        field="home") from None
+
+
+def _tighten_contents(home: Home) -> list[Path]:
+    """Make what the app created in the home owner-only where it is open to others; the paths it changed.
+
+    Raises: OSError.
+    """
+    tightened: list[Path] = []
+    for directory in (home.log_dir, home.root / "agents"):
+        if _tighten(directory, 0o700):
+            tightened.append(directory)
+    for path in [*(home.root / name for name in _APP_FILES), *home.log_dir.glob("*"), *home.run_dir.glob("*")]:
+        if _tighten(path, 0o700 if path.is_dir() else 0o600):
+            tightened.append(path)
+    agents = home.root / "agents"
+    for agent_dir in agents.iterdir() if agents.is_dir() else ():
+        if _tighten(agent_dir, 0o700):
+            tightened.append(agent_dir)
     return tightened
