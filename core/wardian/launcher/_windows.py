@@ -32,9 +32,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
+from wardian.executables import WINDOWS_MCP_LAUNCHER
 from wardian.launcher import _common
 
-MCP_LAUNCHER: str | None = "wardian-mcp.exe"
+MCP_LAUNCHER: str | None = WINDOWS_MCP_LAUNCHER
 CLI_NAME = "wardian-cli.exe"
 
 CREATE_NO_WINDOW = 0x08000000

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from wardian import errors
-from wardian.launcher import MCP_LAUNCHER
+from wardian.executables import MCP_LAUNCHER
 
 SERVE_ARGS = ("mcp", "serve")
 # Executable names a registration of ours may launch: the CLI, and the silent Windows launcher.
