@@ -55,7 +55,7 @@ def modules(folder: str) -> list[Path]:
     ("console", ("wardian.store", "wardian.providers", "wardian.app.runtime", "wardian.client", "wardian.mcp",
                  "sqlite3")),
     ("client.py", ("pydantic", "anyio", "mcp", "wardian.store", "wardian.app")),
-    ("cli.py", ("mcp", "wardian.store")),
+    ("cli", ("mcp", "wardian.store")),
     ("mcp", ("wardian.store", "wardian.app", "sqlite3")),
 ])
 def test_dependency_direction(room: str, forbidden: tuple[str, ...]) -> None:

@@ -1,0 +1,177 @@
+"""`wardian agent ...`: add, list, start, attach, stop, remove and revoke managed agents, and print a caller's
+environment."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+from typing import Any
+
+from wardian.cli.common import Commands, client
+from wardian.cli.exits import EXIT_OK
+from wardian.cli.output import dump, out
+from wardian.home import ENV_SESSION
+
+NAME_HELP = "agent name or UUID"
+
+
+def register(commands: Commands) -> None:
+    agent = commands.group("agent", "manage agents")
+    p = commands.add(agent, "add", cmd_agent_add, "register a managed agent")
+    p.add_argument("name")
+    p.add_argument("--provider", required=True, help="the agent's provider (codex or opencode)")
+    p.add_argument("--workspace", default=None, help="the agent's workspace directory")
+    commands.add(agent, "list", cmd_agent_list, "list agents (name, UUID, provider, status)")
+    _start_parser(commands.add(
+        agent, "start", cmd_agent_start,
+        "start the agent's provider runtime (Codex app-server, opencode serve) and its conversation"))
+    p = commands.add(agent, "attach", cmd_agent_attach,
+                     "open the agent's Codex TUI here, attached to the app-owned app-server (mode attached)")
+    p.add_argument("name", help=NAME_HELP)
+    p.add_argument("codex_args", nargs=argparse.REMAINDER, help="extra arguments for codex (after --)")
+    p = commands.add(agent, "stop", cmd_agent_stop,
+                     "stop the agent's provider runtime; new tasks wait for an explicit start")
+    p.add_argument("name", help=NAME_HELP)
+    p = commands.add(agent, "env", cmd_agent_env, "print shell exports of WARDIAN_HOME and a new WARDIAN_SESSION_ID")
+    p.add_argument("name", help=NAME_HELP)
+    p = commands.add(agent, "remove", cmd_agent_remove,
+                     "remove an agent: stop it, revoke its sessions, answer its open tasks; its records stay")
+    p.add_argument("name", help=NAME_HELP)
+    p = commands.add(agent, "revoke", cmd_agent_revoke, "revoke the sessions `wardian agent env` minted for an agent")
+    p.add_argument("name", help=NAME_HELP)
+    p.add_argument("--all", action="store_true", help="revoke its managed sessions too (its running MCP servers)")
+
+
+def _start_parser(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", help=NAME_HELP)
+    p.add_argument("--mode", choices=("background", "attached"), default=None,
+                   help="default: the mode of the agent's last start, else background")
+    p.add_argument("-c", "--config", action="append", default=None, metavar="KEY=VALUE",
+                   help="a launch setting: for Codex exactly as `codex -c` takes it (TOML value, else a string); for "
+                   "OpenCode a key of the agent's opencode.json (dotted path, TOML or JSON value); repeatable. Given, "
+                   "they replace the agent's saved settings; left out, the saved ones are used")
+    p.add_argument("--reset-settings", dest="reset_settings", action="store_true",
+                   help="forget the agent's saved -c settings and start without any")
+    p.add_argument("--approve-tools", dest="approve_tools", default=None, metavar="TOOL,...",
+                   help="grant approval_mode = \"approve\" to these wardian tools in the agent's private home")
+    p.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for the conversation")
+
+
+def cmd_agent_add(args: argparse.Namespace) -> int:
+    params: dict[str, Any] = {"name": args.name, "provider": args.provider}
+    if args.workspace is not None:
+        params["workspace"] = os.path.abspath(args.workspace)
+    with client(args) as app:
+        agent = app.call("agent/add", params)
+    out(dump(agent) if args.json else f"added {agent['name']} ({agent['uuid']}, {agent['provider']})")
+    return EXIT_OK
+
+
+def cmd_agent_list(args: argparse.Namespace) -> int:
+    params: dict[str, Any] = {}
+    if os.environ.get(ENV_SESSION):
+        params["session"] = os.environ[ENV_SESSION]
+    with client(args) as app:
+        result = app.call("agent/list", params)
+    if args.json:
+        out(dump(result))
+        return EXIT_OK
+    rows = [("NAME", "UUID", "PROVIDER", "HOST", "STATUS")]
+    rows += [_agent_row(a, result.get("deliveries", {}), result.get("hosts", {})) for a in result["agents"]]
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    for r in rows:
+        out("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    return EXIT_OK
+
+
+def _agent_row(a: dict[str, Any], doubts: dict[str, Any], hosts: dict[str, Any]) -> tuple[str, str, str, str, str]:
+    host = a.get("host") or "-"
+    if a.get("host") and not hosts.get(a["host"], {}).get("live", True):
+        host += " (offline)"
+    status = a["status"] + (f" (turn {a['active_turn_id']})" if a.get("active_turn_id") else "")
+    if (d := doubts.get(a["uuid"])) is not None:
+        said = [f"{d['uncertain']} uncertain" if d["uncertain"] else "",
+                f"{d['confirmed_by_lookup']} confirmed by lookup" if d["confirmed_by_lookup"] else ""]
+        status += "; deliveries: " + ", ".join(x for x in said if x)
+    return (a["name"], a["uuid"], a["provider"], host, status)
+
+
+def cmd_agent_start(args: argparse.Namespace) -> int:
+    from wardian.protocol.tools import parse_tool_names
+
+    params: dict[str, Any] = {"agent": args.name, "approve_tools": list(parse_tool_names(args.approve_tools))}
+    if args.mode is not None:
+        params["mode"] = args.mode
+    if args.config is not None:
+        params["config"] = list(args.config)
+    if args.reset_settings:
+        params["reset_settings"] = True
+    with client(args) as app:
+        # Codex may index a long history before the conversation is ready: no short deadline here.
+        result = app.call("agent/start", params, timeout_s=args.timeout)
+    if args.json:
+        out(dump(result))
+    else:
+        agent = result["agent"]
+        out(f"started {agent['name']} ({agent['status']}, {agent['provider']} {result['provider_version']}, "
+            f"thread {result['thread_id']}, generation {result['generation']})")
+    return EXIT_OK
+
+
+def cmd_agent_attach(args: argparse.Namespace) -> int:
+    """Run the agent's Codex TUI in this terminal, attached to the app-owned app-server."""
+    from wardian.terminal import run_attached_tui
+
+    with client(args) as app:
+        info = app.call("agent/attach", {"agent": args.name})
+    return run_attached_tui(info, extra_args=list(args.codex_args))
+
+
+def cmd_agent_stop(args: argparse.Namespace) -> int:
+    with client(args) as app:
+        result = app.call("agent/stop", {"agent": args.name}, timeout_s=60)
+    if args.json:
+        out(dump(result))
+    else:
+        out(f"stopped {result['agent']['name']}" if result["stopped"] else
+            f"{result['agent']['name']} was not running; it stays off")
+    return EXIT_OK
+
+
+def cmd_agent_remove(args: argparse.Namespace) -> int:
+    with client(args) as app:
+        result = app.call("agent/remove", {"agent": args.name}, timeout_s=120)
+    if args.json:
+        out(dump(result))
+        return EXIT_OK
+    agent = result["agent"]
+    out(f"removed {agent['name']} ({agent['uuid']}); its records stay as evidence")
+    if result["answered"]:
+        out(f"  {len(result['answered'])} open tasks answered with a failed notice: {', '.join(result['answered'])}")
+    if result["uncertain"]:
+        out(f"  {len(result['uncertain'])} tasks in a turn nobody saw end are uncertain (do not resend blindly): "
+            f"{', '.join(result['uncertain'])}")
+    return EXIT_OK
+
+
+def cmd_agent_revoke(args: argparse.Namespace) -> int:
+    with client(args) as app:
+        result = app.call("agent/revoke", {"agent": args.name, "all": args.all})
+    if args.json:
+        out(dump(result))
+    else:
+        which = "sessions" if args.all else "operator-minted sessions (`wardian agent env`)"
+        out(f"revoked {result['revoked']} {which} of {result['agent']['name']}")
+    return EXIT_OK
+
+
+def cmd_agent_env(args: argparse.Namespace) -> int:
+    with client(args) as app:
+        result = app.call("agent/session", {"agent": args.name})
+    if args.json:
+        out(dump({"WARDIAN_HOME": result["home"], "WARDIAN_SESSION_ID": result["session_id"]}))
+    else:
+        out(f"export WARDIAN_HOME={shlex.quote(result['home'])}")
+        out(f"export WARDIAN_SESSION_ID={shlex.quote(result['session_id'])}")
+    return EXIT_OK

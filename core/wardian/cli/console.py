@@ -1,0 +1,46 @@
+"""`wardian console`: a one-time login URL of the running app's web console."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from wardian.cli.common import Commands, client
+from wardian.cli.exits import EXIT_OK
+from wardian.cli.output import dump, out
+
+
+def register(commands: Commands) -> None:
+    p = commands.single("console", cmd_console, help_="print (and open) a one-time login URL of the web console",
+                        description="print a fresh one-time login URL of the running app's web console and open it "
+                        "in a browser (the app must run with --console)")
+    p.add_argument("--no-open", dest="no_open", action="store_true", help="only print the URL")
+
+
+def cmd_console(args: argparse.Namespace) -> int:
+    """Print a fresh one-time login URL of the web console and open it in a browser."""
+    with client(args) as app:
+        login = app.call("console/login")
+    if args.json:
+        out(dump(login))
+        return EXIT_OK
+    out("Open this URL to log in to the web console (it works once, for 10 minutes):")
+    out(f"  {login['url']}")
+    if not args.no_open:
+        if _can_open_a_browser():
+            import webbrowser
+
+            if not webbrowser.open(login["url"]):
+                out("no browser could be opened here: open the URL yourself")
+        else:
+            out("no graphical session here (no DISPLAY or WAYLAND_DISPLAY): open the URL on this machine, or tunnel "
+                "to it (ssh -L PORT:127.0.0.1:PORT HOST) and open it there")
+    return EXIT_OK
+
+
+def _can_open_a_browser() -> bool:
+    """Whether `webbrowser` would open a graphical browser, not a text one taking over this terminal (over SSH)."""
+    if sys.platform in ("win32", "darwin") or os.environ.get("BROWSER"):
+        return True
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))

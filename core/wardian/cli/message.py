@@ -1,0 +1,156 @@
+"""`wardian message ...`: send information, assign tasks, receive, wait, reply and interrupt, as the agent of
+WARDIAN_SESSION_ID or as the operator; and the operator's views of the home's records."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from wardian.cli.common import Commands, client, session, text, text_args
+from wardian.cli.exits import EXIT_NOTHING, EXIT_OK
+from wardian.cli.output import dump, out
+from wardian.cli.records import party, print_records, print_story
+
+OPERATOR_HELP = "act as the operator (the home's owner), not as the agent of WARDIAN_SESSION_ID"
+TARGET_HELP = "exact agent name or UUID"
+
+
+def register(commands: Commands) -> None:
+    message = commands.group("message", "send, receive and reply")
+    for name, func, help_ in (("send", cmd_message_send, "send information (starts no work)"),
+                              ("task", cmd_message_task, "assign a task; prints its request id")):
+        p = commands.add(message, name, func, help_)
+        p.add_argument("--to", required=True, help=TARGET_HELP)
+        p.add_argument("--operator", action="store_true", help=OPERATOR_HELP)
+        text_args(p)
+    p = commands.add(message, "receive", cmd_message_receive, "read (and acknowledge) mailbox records")
+    p.add_argument("--operator", action="store_true",
+                   help="read the operator's mailbox (replies to the tasks it assigned), not an agent's")
+    p.add_argument("--cursor", default=None, help="continue after the batch this cursor names")
+    p.add_argument("--ack-cursor", dest="ack_cursor", default=None,
+                   help="acknowledge the batch this cursor names")
+    p.add_argument("--limit", type=int, default=None, help="records per page, 1..100 (default 20)")
+    p.add_argument("--timeout-ms", dest="timeout_ms", type=int, default=None,
+                   help="wait up to this long for a record, 0..60000 (default 0)")
+    p = commands.add(message, "wait", cmd_message_wait, "wait for mailbox activity without reading it")
+    p.add_argument("--timeout-ms", dest="timeout_ms", type=int, default=None,
+                   help="0..60000, default 60000; 0 checks at once")
+    p = commands.add(message, "reply", cmd_message_reply, "reply to a task you were assigned")
+    p.add_argument("request_id")
+    p.add_argument("--status", required=True, help="done, blocked or failed")
+    text_args(p)
+    p = commands.add(message, "interrupt", cmd_message_interrupt, "interrupt an agent's active turn")
+    p.add_argument("target", help=TARGET_HELP)
+    p.add_argument("--operator", action="store_true", help=OPERATOR_HELP)
+    p = commands.add(message, "log", cmd_message_log, "print every record of the home (operator view)")
+    p.add_argument("--limit", type=int, default=1000)
+    p = commands.add(message, "show", cmd_message_show,
+                     "every fact the app holds about one ask_, msg_, rep_ or ntc_ id")
+    p.add_argument("id", help="the record's id")
+
+
+def _send(args: argparse.Namespace, method: str) -> int:
+    if args.operator:
+        # As the operator: the control socket's owner; no session is involved.
+        method = {"message/send": "operator/send", "task/followup": "operator/followup"}[method]
+        params = {"target": args.to, "message": text(args)}
+    else:
+        params = {"session": session(), "target": args.to, "message": text(args)}
+    with client(args) as app:
+        receipt = app.call(method, params)
+    if args.json:
+        out(dump(receipt))
+    elif receipt["kind"] == "task":
+        out(f"task {receipt['request_id']} admitted for {party(receipt['target'])}")
+    else:
+        out(f"information {receipt['interaction_id']} admitted for {party(receipt['target'])}")
+    return EXIT_OK
+
+
+def cmd_message_send(args: argparse.Namespace) -> int:
+    return _send(args, "message/send")
+
+
+def cmd_message_task(args: argparse.Namespace) -> int:
+    return _send(args, "task/followup")
+
+
+def cmd_message_receive(args: argparse.Namespace) -> int:
+    params: dict[str, Any] = {} if args.operator else {"session": session()}
+    for key in ("cursor", "ack_cursor", "limit", "timeout_ms"):
+        value = getattr(args, key)
+        if value is not None:
+            params[key] = value
+    method = "operator/receive" if args.operator else "mailbox/receive"
+    with client(args) as app:
+        page = app.call_wait(method, params, args.timeout_ms or 0)
+    if args.json:
+        out(dump(page))
+        return EXIT_OK
+    print_records(page["records"])
+    if page["acked"]:
+        out(f"acknowledged {page['acked']} records")
+    if page["records"]:
+        out(f"cursor: {page['cursor']}")
+        if page["more"]:
+            out("more records follow: pass --cursor to continue")
+    else:
+        out("no records" + (" (timed out)" if page["timed_out"] else ""))
+    return EXIT_OK
+
+
+def cmd_message_wait(args: argparse.Namespace) -> int:
+    params: dict[str, Any] = {"session": session()}
+    if args.timeout_ms is not None:
+        params["timeout_ms"] = args.timeout_ms
+    timeout = 60_000 if args.timeout_ms is None else args.timeout_ms
+    with client(args) as app:
+        result = app.call_wait("mailbox/wait", params, max(0, timeout))
+    if args.json:
+        out(dump(result))
+    else:
+        out("mailbox activity" if result["woke"] else "timed out")
+    return EXIT_OK if result["woke"] else EXIT_NOTHING
+
+
+def cmd_message_reply(args: argparse.Namespace) -> int:
+    params = {"session": session(), "request_id": args.request_id, "status": args.status,
+              "message": text(args)}
+    with client(args) as app:
+        receipt = app.call("task/reply", params)
+    if args.json:
+        out(dump(receipt))
+    else:
+        out(f"reply {receipt['reply_id']} ({receipt['status']}) admitted for {party(receipt['requester'])}")
+    return EXIT_OK
+
+
+def cmd_message_interrupt(args: argparse.Namespace) -> int:
+    with client(args) as app:
+        if args.operator:
+            result = app.call("operator/interrupt", {"target": args.target})
+        else:
+            result = app.call("agent/interrupt", {"session": session(), "target": args.target})
+    out(dump(result) if args.json else
+        f"interrupt requested for {party(result['target'])} turn {result['turn_id']}")
+    return EXIT_OK
+
+
+def cmd_message_log(args: argparse.Namespace) -> int:
+    with client(args) as app:
+        result = app.call("mailbox/records", {"limit": args.limit})
+    if args.json:
+        out(dump(result))
+    else:
+        print_records(result["records"])
+    return EXIT_OK
+
+
+def cmd_message_show(args: argparse.Namespace) -> int:
+    with client(args) as app:
+        story = app.call("request/show", {"id": args.id})
+    if args.json:
+        out(dump(story))
+    else:
+        print_story(story)
+    return EXIT_OK
