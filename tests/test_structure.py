@@ -46,7 +46,8 @@ def modules(folder: str) -> list[Path]:
     # Decision 0014: the app is provider-neutral; it reaches providers through wardian.providers (base and registry).
     ("app", ("wardian.providers.codex", "wardian.cli", "wardian.mcp", "wardian.client", "sqlite3")),
     ("app/spawn.py", ("pydantic", "anyio", "mcp", "wardian.store", "wardian.providers", "wardian.protocol")),
-    ("providers", ("wardian.cli", "wardian.mcp", "wardian.store", "wardian.app")),
+    ("providers", ("wardian.cli", "wardian.mcp", "wardian.store", "wardian.app", "wardian.client", "wardian.launcher",
+                   "wardian.console")),
     ("providers/base.py", ("wardian.providers.codex", "wardian.providers.opencode", "pydantic")),
     # Providers know nothing of each other; what they share lives beside base.py.
     ("providers/codex", ("wardian.providers.opencode",)),

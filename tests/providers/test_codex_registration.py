@@ -15,9 +15,9 @@ import tomlkit
 
 from tests.conftest import AppHandle, pinned_npm_tool, wardian_cmd
 from wardian import errors
+from wardian.cli.codex import cmd_codex_register as main_register
 from wardian.errors import CliNotFound
 from wardian.protocol.tools import TOOL_NAMES
-from wardian.providers.codex.registration import main_register
 
 REPO = Path(__file__).resolve().parents[2]
 CODEX = REPO / "node_modules" / ".bin" / "codex"

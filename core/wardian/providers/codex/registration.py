@@ -1,4 +1,5 @@
-"""`wardian codex register`: write `[mcp_servers.wardian]` for one managed agent into its private CODEX_HOME.
+"""Writing `[mcp_servers.wardian]` for one managed agent into its private CODEX_HOME (for `wardian codex register`,
+whose command line lives in the CLI, and for the app's managed startup).
 
 Seed, "Codex configuration": registration preserves user-owned entries, disabled state and approval settings;
 an occupied server name or a missing CLI is reported instead of silently replacing configuration; the user's
@@ -18,21 +19,16 @@ Invariants:
 
 from __future__ import annotations
 
-import argparse
-import shlex
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
 import tomlkit
 import tomlkit.exceptions
 
 from wardian import errors
-from wardian.client import AppClient
-from wardian.home import ENV_HOME, ENV_SESSION, Home, resolve_home
-from wardian.protocol.tools import CODEX_TOOL_TIMEOUT_SEC, SERVER_NAME, parse_tool_names
+from wardian.home import ENV_HOME, ENV_SESSION, Home
+from wardian.protocol.tools import CODEX_TOOL_TIMEOUT_SEC, SERVER_NAME
 from wardian.providers.mcp_command import SERVE_ARGS, WARDIAN_EXECUTABLES, wardian_executable, write_private
 
 APPROVE = "approve"
@@ -129,30 +125,27 @@ def _write_entry(doc: tomlkit.TOMLDocument, command: str, home: str, session: st
     return created, enabled
 
 
-def register(codex_home: Path, agent: str, home: Home, approved: tuple[str, ...]) -> Registration:
-    """Register `wardian mcp serve` for `agent` of `home` in `codex_home/config.toml`.
+def check_registration(codex_home: Path, home: Home) -> Path:
+    """Check all that `register_session` will, before the app is asked for a session; returns the absolute home.
 
     Raises:
         InvalidArguments: the global Codex home, or an unreadable config.
         RegistrationConflict: `[mcp_servers.wardian]` exists and is not ours.
         CliNotFound: no wardian executable to register.
-        AppNotRunning, UnknownAgent, ...: the app could not issue the agent a session.
     """
     codex_home = codex_home.expanduser().absolute()
     _refuse_global_home(codex_home)
     wardian_executable()
     _check_entry(_load(codex_home / "config.toml"), home, codex_home / "config.toml")
-    with AppClient(home) as client:
-        issued = client.call("agent/session", {"agent": agent})
-    return register_session(codex_home, home, issued["session_id"], issued["agent"], approved)
+    return codex_home
 
 
 def register_session(codex_home: Path, home: Home, session: str, agent: dict[str, Any],
                      approved: tuple[str, ...]) -> Registration:
-    """Write the entry for an already issued session (the app's managed startup calls this directly).
+    """Write the entry for an already issued session.
 
     Raises:
-        InvalidArguments, RegistrationConflict, CliNotFound: as `register`; nothing was changed.
+        InvalidArguments, RegistrationConflict, CliNotFound: as `check_registration`; nothing was changed.
     """
     codex_home = codex_home.expanduser().absolute()
     _refuse_global_home(codex_home)
@@ -164,38 +157,3 @@ def register_session(codex_home: Path, home: Home, session: str, agent: dict[str
     created, enabled = _write_entry(doc, command, str(home.root), session, approved)
     write_private(config_path, tomlkit.dumps(doc))
     return Registration(config_path, command, agent, str(home.root), approved, created, enabled)
-
-
-def equivalent_command(reg: Registration) -> str:
-    """The `codex mcp add` line a separately configured host would run (without the secret itself)."""
-    return (f"codex mcp add {SERVER_NAME} --env {ENV_HOME}={shlex.quote(reg.home)} "
-            f"--env {ENV_SESSION}=\"${ENV_SESSION}\" -- {shlex.quote(reg.command)} {' '.join(SERVE_ARGS)}")
-
-
-def main_register(args: argparse.Namespace) -> int:
-    """`wardian codex register`; returns the exit code (errors are raised for the CLI to print)."""
-    approved = parse_tool_names(args.approve_tools)
-    home = resolve_home(args.home)
-    reg = register(Path(args.codex_home), args.agent, home, approved)
-    summary = {
-        "config": str(reg.config_path), "server": SERVER_NAME, "command": reg.command, "args": list(SERVE_ARGS),
-        "tool_timeout_sec": CODEX_TOOL_TIMEOUT_SEC, "agent": {"name": reg.agent["name"], "uuid": reg.agent["uuid"]},
-        "home": reg.home, "approved_tools": list(reg.approved), "created": reg.created, "enabled": reg.enabled,
-        "equivalent": equivalent_command(reg),
-    }
-    if args.json:
-        sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode("utf-8") + "\n")
-        return 0
-    verb = "registered" if reg.created else "updated"
-    lines = [f"{verb} [mcp_servers.{SERVER_NAME}] for agent {reg.agent['name']} ({reg.agent['uuid']}) in "
-             f"{reg.config_path}",
-             f"  command = {reg.command} {' '.join(SERVE_ARGS)}; tool_timeout_sec = {CODEX_TOOL_TIMEOUT_SEC}"]
-    if reg.approved:
-        lines.append(f"  approval_mode = \"approve\" for: {', '.join(reg.approved)}")
-    if not reg.enabled:
-        lines.append("  note: the entry is disabled (enabled = false) and was left disabled")
-    lines.append("equivalent command for a separately configured host (with its CODEX_HOME; "
-                 f"{ENV_SESSION} from `wardian agent env {reg.agent['name']}`):")
-    lines.append(f"  {equivalent_command(reg)}")
-    sys.stdout.write("\n".join(lines) + "\n")
-    return 0

@@ -16,18 +16,13 @@ Invariants:
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from wardian import errors
-from wardian.client import AppClient
-from wardian.home import ENV_HOME, ENV_SESSION, Home, resolve_home
+from wardian.home import ENV_HOME, ENV_SESSION, Home
 from wardian.protocol.tools import SERVER_NAME
 from wardian.providers.mcp_command import SERVE_ARGS, WARDIAN_EXECUTABLES, wardian_executable, write_private
 from wardian.providers.opencode import jsonc
@@ -103,6 +98,20 @@ def check_entry(text: str, home: Home, path: Path) -> Any:
     return entry
 
 
+def check_registration(config_dir: Path, home: Home) -> Path:
+    """Check all that `register_session` will, before the app is asked for a session; returns the absolute dir.
+
+    Raises:
+        InvalidArguments, RegistrationConflict, CliNotFound: nothing was changed.
+    """
+    config_dir = config_dir.expanduser().absolute()
+    _refuse_global(config_dir)
+    wardian_executable()
+    path = config_file(config_dir)
+    check_entry(read_config(path), home, path)
+    return config_dir
+
+
 def register_session(config_dir: Path, home: Home, session: str, agent: dict[str, Any]) -> Registration:
     """Write our `mcp.wardian` entry for an issued session into `config_dir` (the app's managed startup calls this).
 
@@ -122,38 +131,3 @@ def register_session(config_dir: Path, home: Home, session: str, agent: dict[str
     write_private(path, text)
     enabled = (entry or {}).get("enabled", True) is not False
     return Registration(path, command, agent, str(home.root), entry is None, enabled)
-
-
-def equivalent_block(reg: Registration) -> str:
-    """The `mcp` block a separately configured host would add (the session from `wardian agent env`, never printed)."""
-    block = {"mcp": {SERVER_NAME: {"type": "local", "command": reg.command, "environment": {
-        ENV_HOME: reg.home, ENV_SESSION: "<the WARDIAN_SESSION_ID of `wardian agent env " + reg.agent["name"] + "`>"}}}}
-    return json.dumps(block, indent=2)
-
-
-def main_register(args: argparse.Namespace) -> int:
-    """`wardian opencode register --config-dir DIR --agent NAME`; errors are raised for the CLI to print."""
-    home = resolve_home(args.home)
-    config_dir = Path(args.config_dir).expanduser().absolute()
-    _refuse_global(config_dir)
-    wardian_executable()
-    path = config_file(config_dir)
-    check_entry(read_config(path), home, path)
-    with AppClient(home) as client:
-        issued = client.call("agent/session", {"agent": args.agent})
-    reg = register_session(config_dir, home, issued["session_id"], issued["agent"])
-    summary = {"config": str(reg.config_path), "server": SERVER_NAME, "command": reg.command,
-               "agent": {"name": reg.agent["name"], "uuid": reg.agent["uuid"]}, "home": reg.home,
-               "created": reg.created, "enabled": reg.enabled, "equivalent": json.loads(equivalent_block(reg))}
-    if args.json:
-        sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode("utf-8") + "\n")
-        return 0
-    verb = "registered" if reg.created else "updated"
-    lines = [f"{verb} mcp.{SERVER_NAME} for agent {reg.agent['name']} ({reg.agent['uuid']}) in {reg.config_path}",
-             f"  command = {' '.join(reg.command)}"]
-    if not reg.enabled:
-        lines.append("  note: the entry is disabled (enabled: false) and was left disabled")
-    lines.append("equivalent block for a separately configured host (its opencode.json):")
-    lines.extend("  " + line for line in equivalent_block(reg).splitlines())
-    sys.stdout.write("\n".join(lines) + "\n")
-    return 0
