@@ -44,7 +44,7 @@ def modules(folder: str) -> list[Path]:
                "wardian.providers")),
     ("protocol", ("anyio", "sqlite3", "wardian.store", "wardian.app", "wardian.client", "wardian.providers")),
     # Decision 0014: the app is provider-neutral; it reaches providers through wardian.providers (base and registry).
-    ("app", ("wardian.providers.codex", "wardian.cli", "wardian.mcp", "wardian.client", "sqlite3")),
+    ("app", ("wardian.providers.codex", "wardian.cli", "wardian.mcp", "wardian.client", "wardian.console", "sqlite3")),
     ("app/spawn.py", ("pydantic", "anyio", "mcp", "wardian.store", "wardian.providers", "wardian.protocol")),
     ("providers", ("wardian.cli", "wardian.mcp", "wardian.store", "wardian.app", "wardian.client", "wardian.launcher",
                    "wardian.console")),

@@ -6,7 +6,8 @@ bind the socket (0600) replacing a stale one and the web console's loopback port
 readiness. Shutdown: stop accepting, end the console, let in-flight store operations commit, close the store, remove
 the socket.
 
-The web console (#16) is imported only when asked for: an app without it never loads Starlette, uvicorn or Jinja2.
+The web console is built by the CLI and passed in (`ConsoleSetup`): the app imports none of it, so an app without it
+never loads Starlette, uvicorn or Jinja2.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import os
 import secrets
 import signal
 import socket
-import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import suppress
 from typing import IO, TYPE_CHECKING
@@ -26,19 +26,17 @@ import anyio
 import anyio.abc
 
 from wardian import errors
+from wardian.app.ports import ConsoleSetup, WebConsole
 from wardian.app.runtime import Runtime
 from wardian.app.server import ControlServer
 from wardian.app.service import AppService
 from wardian.app.signals import ChangeFeed, MailboxSignals
-from wardian.app.spawn import READY, report_ready
 from wardian.app.writer import StoreWriter
 from wardian.home import Home, prepare_home
 from wardian.store import SqliteStore, Store
 from wardian.store.url import check_store_url, redact_url
 
 if TYPE_CHECKING:
-    from wardian.console.address import ConsoleAddress
-    from wardian.console.server import Console
     from wardian.store.postgres import Announcements
 
 log = logging.getLogger("wardian.app")
@@ -166,12 +164,11 @@ def run_app(
     *,
     on_ready: Callable[[], None] | None = None,
     log_stream: IO[str] | None = None,
-    console: str | None = None,
+    console: ConsoleSetup | None = None,
     host_name: str | None = None,
     store_url: str | None = None,
 ) -> None:
-    """Run the app in the foreground until it is told to stop; with `console` (an address, "" for the default), serve
-    the web console there too.
+    """Run the app in the foreground until it is told to stop; with `console`, serve that web console too.
 
     Raises:
         HomeError (AlreadyRunning, InsecureRuntimeDir, HomePathTooLong), StorageError, InvalidArguments (the console's
@@ -180,13 +177,10 @@ def run_app(
     if host_name is not None:
         check_host_name(host_name)
     url = choose_store(home, store_url)  # refused before anything of the home changes
-    console_address = None
     if console is not None:
-        from wardian.console.address import parse_console_address
-
-        console_address = parse_console_address(console)  # refused before anything of the home changes
+        console.check()  # refused before anything of the home changes
     # Everything the app creates in the home (the store and its WAL, logs, agents' provider homes) is owner-only,
-    # whatever umask the app was started with: the home holds every message, task and reply (#13).
+    # whatever umask the app was started with: the home holds every message, task and reply.
     os.umask(0o077)
     tightened = prepare_home(home)
     lock = HomeLock(home)
@@ -196,42 +190,49 @@ def run_app(
         if tightened:
             log.warning("made these paths of the home private (they were open to other users): %s",
                         ", ".join(str(p) for p in tightened))
-        name, owner = host_name or default_host_name(), secrets.token_hex(16)
-        announcements: Announcements | None = None
-        store: Store
-        if url is None:
-            store = SqliteStore.open(home.db_path)
-        else:
-            from wardian.store.postgres import PostgresStore
-
-            store = PostgresStore.open(url)
-            announcements = store.announcements()
-        try:
-            # On the embedded store the home lock makes this app the only one: it takes the host whatever the row
-            # says (a killed app leaves its lease behind) and serves every agent. On a shared store a live app of the
-            # same host name elsewhere refuses this one (#15).
-            store.claim_host(
-                name,
-                owner,
-                EMBEDDED_LEASE_MS if url is None else HOST_LEASE_MS,
-                pid=os.getpid(),
-                machine=socket.gethostname(),
-                home=str(home.root),
-                force=url is None,
-            )
-            if url is not None:
-                _remember_store(home, url)
-                log.info("serving host %s of the shared store %s", name, redact_url(url))
-            anyio.run(_serve, home, store, on_ready, console_address, announcements)
-            if url is not None:
-                with suppress(errors.WardianError):
-                    store.release_host()  # a clean stop: the host shows offline at once
-        finally:
-            store.close()
+        _serve_store(home, url, host_name or default_host_name(), on_ready, console)
     finally:
         with suppress(OSError):
             home.pid_path.unlink()
         lock.release()
+
+
+def _open_store(home: Home, url: str | None) -> tuple[Store, Announcements | None]:
+    """The home's own SQLite store, or the shared one at `url` with its announcements of other apps' commits."""
+    if url is None:
+        return SqliteStore.open(home.db_path), None
+    from wardian.store.postgres import PostgresStore  # psycopg is imported only for a shared store
+
+    store = PostgresStore.open(url)
+    return store, store.announcements()
+
+
+def _serve_store(home: Home, url: str | None, name: str, on_ready: Callable[[], None] | None,
+                 console: ConsoleSetup | None) -> None:
+    """Open the store, claim the host `name` in it, serve until stopped, then give the host up and close the store."""
+    store, announcements = _open_store(home, url)
+    try:
+        # On the embedded store the home lock makes this app the only one: it takes the host whatever the row
+        # says (a killed app leaves its lease behind) and serves every agent. On a shared store a live app of the
+        # same host name elsewhere refuses this one.
+        store.claim_host(
+            name,
+            secrets.token_hex(16),
+            EMBEDDED_LEASE_MS if url is None else HOST_LEASE_MS,
+            pid=os.getpid(),
+            machine=socket.gethostname(),
+            home=str(home.root),
+            force=url is None,
+        )
+        if url is not None:
+            _remember_store(home, url)
+            log.info("serving host %s of the shared store %s", name, redact_url(url))
+        anyio.run(_serve, home, store, on_ready, console, announcements)
+        if url is not None:
+            with suppress(errors.WardianError):
+                store.release_host()  # a clean stop: the host shows offline at once
+    finally:
+        store.close()
 
 
 def _remember_store(home: Home, url: str) -> None:
@@ -245,7 +246,7 @@ async def _serve(
     home: Home,
     store: Store,
     on_ready: Callable[[], None] | None,
-    console_address: ConsoleAddress | None = None,
+    console_setup: ConsoleSetup | None = None,
     announcements: Announcements | None = None,
 ) -> None:
     writer = StoreWriter(store)
@@ -254,13 +255,11 @@ async def _serve(
     runtime = Runtime(home, writer, signals_)
     service = AppService(home, writer, signals_, stopping.set, runtime)
     server = ControlServer(service)
-    console: Console | None = None
-    if console_address is not None:
-        from wardian.console.server import Console
-
+    console: WebConsole | None = None
+    if console_setup is not None:
         feed = ChangeFeed()
         writer.on_commit = feed.changed  # only with a console: without one, commits signal nothing
-        console = Console(service, feed, console_address)  # binds now: a taken port fails the start
+        console = console_setup(service, feed)  # binds now: a taken port fails the start
         service.console = console
     # The lock is ours, so a socket file left here belongs to a dead app: replace it.
     with suppress(FileNotFoundError):
@@ -287,7 +286,7 @@ async def _serve_until_stopped(
     stopping: anyio.Event,
     signals: AsyncIterator[int],
     on_ready: Callable[[], None] | None,
-    console: Console | None = None,
+    console: WebConsole | None = None,
     announcements: Announcements | None = None,
 ) -> None:
     async with anyio.create_task_group() as outer:
@@ -355,29 +354,3 @@ async def _watch_signals(signals: AsyncIterator[int], stopping: anyio.Event) -> 
     async for _ in signals:
         stopping.set()
         return
-
-
-def main_run(
-    home: Home,
-    ready_fd: int | None,
-    console: str | None = None,
-    *,
-    host_name: str | None = None,
-    store_url: str | None = None,
-) -> int:
-    """Entry for `wardian app run`; reports readiness or the startup error on `ready_fd` when given."""
-    try:
-        run_app(
-            home,
-            on_ready=lambda: report_ready(ready_fd, READY),
-            log_stream=sys.stderr,
-            console=console,
-            host_name=host_name,
-            store_url=store_url,
-        )
-    except errors.WardianError as exc:
-        import orjson
-
-        report_ready(ready_fd, orjson.dumps(exc.to_data()).decode("utf-8"))
-        raise
-    return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from typing import TYPE_CHECKING
 
 from wardian import errors
@@ -45,11 +46,27 @@ def _serving_args(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_app_run(args: argparse.Namespace) -> int:
-    from wardian.app.run import main_run
+    """Run the app; reports readiness, or the startup error, on `--ready-fd` when given (`app start` reads it)."""
+    import orjson
 
-    return main_run(
-        resolve_home(args.home), args.ready_fd, args.console, host_name=args.host_name, store_url=store_arg(args)
-    )
+    from wardian.app.run import run_app
+    from wardian.app.spawn import READY, report_ready
+    from wardian.cli.console import WebConsoleSetup
+
+    home, ready_fd = resolve_home(args.home), args.ready_fd
+    try:
+        run_app(
+            home,
+            on_ready=lambda: report_ready(ready_fd, READY),
+            log_stream=sys.stderr,
+            console=None if args.console is None else WebConsoleSetup(args.console),
+            host_name=args.host_name,
+            store_url=store_arg(args),
+        )
+    except errors.WardianError as exc:
+        report_ready(ready_fd, orjson.dumps(exc.to_data()).decode("utf-8"))
+        raise
+    return EXIT_OK
 
 
 def _start_args(args: argparse.Namespace) -> list[str]:

@@ -1,14 +1,25 @@
-"""`wardian console`: a one-time login URL of the running app's web console."""
+"""`wardian console`: a one-time login URL of the running app's web console; and the web console `app run --console`
+hands the app to serve (the app imports no console of its own).
+
+Only what the command runs is imported: the console's web libraries load in `app run --console` alone, never in
+the CLI's cold start."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from wardian.cli.common import Commands, client
 from wardian.cli.exits import EXIT_OK
 from wardian.cli.output import dump, out
+
+if TYPE_CHECKING:
+    from wardian.app.ports import WebConsole
+    from wardian.app.service import AppService
+    from wardian.app.signals import ChangeFeed
+    from wardian.console.address import ConsoleAddress
 
 
 def register(commands: Commands) -> None:
@@ -44,3 +55,28 @@ def _can_open_a_browser() -> bool:
     if sys.platform in ("win32", "darwin") or os.environ.get("BROWSER"):
         return True
     return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+class WebConsoleSetup:
+    """The web console of `app run --console ADDR` (the app's `ConsoleSetup`): the address is parsed when the app
+    checks its arguments, and the console (Starlette, uvicorn, Jinja2) is imported and built only once the app's
+    service exists."""
+
+    def __init__(self, address: str) -> None:
+        self._text = address
+        self._address: ConsoleAddress | None = None
+
+    def check(self) -> None:
+        self._parsed()
+
+    def __call__(self, service: AppService, feed: ChangeFeed) -> WebConsole:
+        from wardian.console.server import Console
+
+        return Console(service, feed, self._parsed())
+
+    def _parsed(self) -> ConsoleAddress:
+        if self._address is None:
+            from wardian.console.address import parse_console_address
+
+            self._address = parse_console_address(self._text)
+        return self._address
