@@ -40,7 +40,7 @@ def _banner(source: str) -> str:
 
 def _method_table() -> tuple[dict[str, Any], frozenset[str], str]:
     """The app's method table, the retired method names and where they were read from (the one import of it)."""
-    from wardian.protocol import app as table  # the table's module: switch this one line when it moves
+    from wardian.protocol import methods as table  # the table's module: switch this one line when it moves
 
     return table.METHODS, frozenset(getattr(table, "RETIRED_METHODS", frozenset())), table.__name__
 

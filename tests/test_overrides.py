@@ -6,7 +6,7 @@ import pytest
 
 from wardian import errors
 from wardian.overrides import MAX_OVERRIDE_CHARS, Override, ValueSyntax, check_override, parse_override
-from wardian.protocol.app import parse_params
+from wardian.protocol.methods import parse_params
 
 
 def test_overrides_parse_like_codex_c() -> None:

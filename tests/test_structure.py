@@ -117,15 +117,41 @@ def test_every_provider_name_has_its_implementation() -> None:
 
 
 def test_every_method_has_its_handler() -> None:
-    """Decision 0014: `METHODS` is the one method table; every entry names a coroutine of the service."""
+    """Decision 0014: `METHODS` is the one method table; every entry is served by one coroutine function registered
+    for it, which takes the service and that method's params and returns the method's declared result type."""
     import inspect
+    import typing
 
-    from wardian.app.service import AppService
-    from wardian.protocol.app import METHODS
+    from wardian.app.service import HANDLERS, AppService
+    from wardian.protocol.methods import METHODS
 
+    assert set(HANDLERS) == set(METHODS)
     for name, spec in METHODS.items():
-        handler = getattr(AppService, spec.handler, None)
+        handler = HANDLERS[name]
         assert inspect.iscoroutinefunction(handler), name
+        hints = typing.get_type_hints(handler, localns={"AppService": AppService})
+        service, params = inspect.signature(handler).parameters
+        assert (hints[service], hints[params], hints["return"]) == (AppService, spec.params, spec.result), name
+
+
+def test_a_method_table_refuses_a_missing_an_unknown_or_a_second_handler() -> None:
+    """What makes a method without its function fail when the app is imported, not when the method is called."""
+    from wardian.protocol.methods import METHODS, Handlers
+
+    async def serve(service: object, params: object) -> None:
+        return None
+
+    table: Handlers[object] = Handlers()
+    for name in list(METHODS)[1:]:
+        table.serves(name)(serve)
+    with pytest.raises(LookupError, match="message/send"):
+        table.complete()
+    with pytest.raises(LookupError, match="two handlers"):
+        table.serves("agent/list")(serve)
+    with pytest.raises(LookupError, match="no method"):
+        table.serves("agent/launch")(serve)
+    table.serves("message/send")(serve)
+    assert set(table.complete()) == set(METHODS)
 
 
 def all_error_classes() -> list[type[errors.WardianError]]:

@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import AppHandle
 from wardian import errors
-from wardian.protocol import app as proto
+from wardian.protocol import methods as proto
 
 # The operation suite and its bad-input rows (B1-B28) run on both stores (docs/guide/several-machines.md).
 BOTH_STORES = True

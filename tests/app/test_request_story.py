@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import AppHandle
 from wardian import errors
 from wardian.cli import EXIT_NOT_FOUND
-from wardian.protocol import app as proto
+from wardian.protocol import methods as proto
 
 
 def test_a_tasks_story_follows_it_from_admission_to_its_reply(app: AppHandle) -> None:

@@ -14,7 +14,7 @@ from tests.conftest import AppHandle
 from wardian import errors
 from wardian.cli import EXIT_NOT_FOUND, EXIT_NOTHING, EXIT_USAGE
 from wardian.model import OPERATOR_NAME, OPERATOR_UUID
-from wardian.protocol import app as proto
+from wardian.protocol import methods as proto
 from wardian.store import SqliteStore
 from wardian.store import sqlite as sqlite_backend
 from wardian.store.migrations import MIGRATIONS

@@ -48,8 +48,8 @@ from wardian.home import ENV_HOME, ENV_SESSION, Home
 from wardian.mcp._frames import FrameError, decode_line
 from wardian.mcp._stdio import LineSplitter
 from wardian.mcp.server import StdioServer
-from wardian.protocol.app import parse_params
 from wardian.protocol.jsonrpc import error_object
+from wardian.protocol.methods import parse_params
 
 # How long the target waits for the answers it expects (they take milliseconds); longer is a failure.
 ANSWER_TIMEOUT_S = 30.0

@@ -21,7 +21,7 @@ from tests.conftest import ALL_HEALTH_CHECKS
 from wardian import errors
 from wardian.mcp._calls import tool_params
 from wardian.model import MAX_MESSAGE_BYTES
-from wardian.protocol.app import METHODS, parse_params
+from wardian.protocol.methods import METHODS, parse_params
 from wardian.protocol.tools import TOOLS, TOOLS_BY_NAME, ToolSpec
 
 EDGE_STRINGS = ["", " ", "\t\n", "*", "all", "@everyone", "a,b", "a b", "x?", "lead", "Lead", "wardian",

@@ -1,4 +1,4 @@
-"""What the console's pages show, computed from the app's results (closed TypedDicts of `wardian.protocol.app`):
+"""What the console's pages show, computed from the app's results (closed TypedDicts of `wardian.protocol.methods`):
 the facts of a record as short labelled chips, times, plain-words explanations of uncertainty, and the request
 view's sequence diagram laid out for SVG (#16). No I/O, no web framework: the templates draw what these return.
 """
@@ -10,7 +10,7 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from wardian.protocol import app as proto
+from wardian.protocol import methods as proto
 
 Style = Literal["call", "answer", "note", "uncertain", "notice"]
 

@@ -44,7 +44,7 @@ from wardian.app.signals import ChangeFeed
 from wardian.console import views
 from wardian.console.auth import SESSION_TTL_MS, ConsoleAuth, ConsoleSession
 from wardian.model import OPERATOR_NAME, OPERATOR_UUID
-from wardian.protocol import app as proto
+from wardian.protocol import methods as proto
 
 log = logging.getLogger("wardian.console")
 

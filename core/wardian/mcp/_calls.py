@@ -34,7 +34,7 @@ from pydantic import BaseModel
 from wardian import errors
 from wardian.client import AppClient
 from wardian.home import ENV_HOME, ENV_SESSION, Home, resolve_home
-from wardian.protocol.app import parse_params
+from wardian.protocol.methods import parse_params
 from wardian.protocol.tools import ToolSpec
 
 log = logging.getLogger("wardian.mcp")

@@ -1,0 +1,92 @@
+"""The operator (the person running the agents, vouched for by the control socket) and the app itself: sending,
+receiving and interrupting as the operator, the agents' overview, the web console's login, the app's status and
+stop."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from wardian import __version__, errors
+from wardian.app.service.agents import interrupt_as, offline
+from wardian.app.service.mailbox import receive_as
+from wardian.app.service.messages import admit
+from wardian.app.service.registry import handlers
+from wardian.model import PROTOCOL_VERSION, InteractionKind
+from wardian.protocol.methods import (
+    AgentOverviewListResult,
+    AppStatusResult,
+    ConsoleLoginResult,
+    EmptyParams,
+    InterruptResult,
+    OkResult,
+    OperatorInterruptParams,
+    OperatorReceiveParams,
+    OperatorSendParams,
+    ReceiveResult,
+    SendResult,
+    agent_overview_result,
+)
+
+if TYPE_CHECKING:
+    from wardian.app.service.app import AppService
+
+log = logging.getLogger("wardian.app")
+
+
+@handlers.serves("operator/send")
+async def operator_send(app: AppService, p: OperatorSendParams) -> SendResult:
+    return await admit(app, p, InteractionKind.INFORMATION)
+
+
+@handlers.serves("operator/followup")
+async def operator_followup(app: AppService, p: OperatorSendParams) -> SendResult:
+    return await admit(app, p, InteractionKind.TASK)
+
+
+@handlers.serves("operator/receive")
+async def operator_receive(app: AppService, p: OperatorReceiveParams) -> ReceiveResult:
+    return await receive_as(app, p, lambda s: s.operator())
+
+
+@handlers.serves("operator/interrupt")
+async def operator_interrupt(app: AppService, p: OperatorInterruptParams) -> InterruptResult:
+    return await interrupt_as(app, p.target, lambda s: s.operator())
+
+
+@handlers.serves("agent/overview")
+async def agent_overview(app: AppService, p: EmptyParams) -> AgentOverviewListResult:
+    rows, hosts, mine, managed = await app.writer.call(
+        lambda s: (s.agents_overview(), s.hosts(), s.host, {m.uuid: m for m in s.managed_agents()}))
+    down = {h.name for h in hosts if not h.live}
+    rows = [replace(o, agent=offline(o.agent)) if o.agent.host in down else o for o in rows]
+    return {"agents": [agent_overview_result(o, host_live=o.agent.host not in down,
+                                             local=o.agent.host in (None, mine),
+                                             managed=managed.get(o.agent.uuid)) for o in rows]}
+
+
+@handlers.serves("console/login")
+async def console_login(app: AppService, p: EmptyParams) -> ConsoleLoginResult:
+    if app.console is None:
+        raise errors.Unsupported("this app serves no web console; start it with `wardian app start --console` "
+                                 "(or `wardian app run --console`)", field="console")
+    url, expires_at = app.console.mint_login()
+    log.info("console login URL issued (valid once, until %d)", expires_at)  # never the URL: it holds the secret
+    return {"url": url, "expires_at": expires_at}
+
+
+@handlers.serves("app/status")
+async def status(app: AppService, p: EmptyParams) -> AppStatusResult:
+    agents = await app.writer.call(lambda s: len(s.list_agents()))
+    return {"running": True, "version": __version__, "protocol": PROTOCOL_VERSION, "pid": os.getpid(),
+            "home": str(app.home.root), "started_at": app.started_at, "agents": agents,
+            "waiting": app.signals.waiting(), "console": app.console.address if app.console else None}
+
+
+@handlers.serves("app/stop")
+async def app_stop(app: AppService, p: EmptyParams) -> OkResult:
+    # The answer is written first; the server stops the app right after (see ControlServer).
+    app.stop_requested = True
+    return {"ok": True}

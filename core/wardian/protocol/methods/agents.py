@@ -1,0 +1,234 @@
+"""Agents: registering, listing, starting, stopping, attaching to, interrupting and removing them, and the sessions
+they act under."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, NotRequired
+
+from pydantic import Field, field_validator, with_config
+from typing_extensions import TypedDict
+
+from wardian import errors
+from wardian.model import PROVIDERS, Agent, InterruptReceipt, ManagedAgent
+from wardian.overrides import MAX_OVERRIDES, check_override, masked_setting
+from wardian.protocol.methods.base import (
+    CLOSED,
+    AgentField,
+    Params,
+    PartyResult,
+    Session,
+    SessionParams,
+    TargetField,
+    check_agent_name,
+    check_target,
+    party_result,
+)
+from wardian.protocol.tools import parse_tool_names
+
+# --- params ------------------------------------------------------------------------------------------------
+
+
+class AgentInterruptParams(SessionParams):
+    target: TargetField
+
+    @field_validator("target")
+    @classmethod
+    def _target(cls, v: str) -> str:
+        return check_target(v)
+
+
+class AgentListParams(Params):
+    session: Session | None = None
+
+
+class AgentAddParams(Params):
+    name: str
+    provider: str
+    workspace: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        return check_agent_name(v)
+
+    @field_validator("provider")
+    @classmethod
+    def _provider(cls, v: str) -> str:
+        if v not in PROVIDERS:
+            raise errors.InvalidProvider(f"provider {v[:40]!r} is not supported", field="provider",
+                                         allowed=", ".join(PROVIDERS))
+        return v
+
+
+class AgentSessionParams(Params):
+    agent: AgentField
+
+
+class AgentStartParams(Params):
+    agent: AgentField
+    mode: Literal["background", "attached"] | None = None
+    """None (absent): the mode of the agent's last start, else background."""
+    config: Annotated[list[str], Field(max_length=MAX_OVERRIDES)] | None = None
+    """The agent's `-c` settings, replacing the saved ones (kept with the agent for later starts); None (absent):
+    start with the saved settings."""
+    approve_tools: Annotated[list[str], Field(max_length=16)] = []  # noqa: RUF012 (pydantic copies it per instance)
+    reset_settings: bool = False
+    """Forget the saved `-c` settings and start without any; refused together with `config`."""
+    keep_settings: bool = False
+    """Start with the saved mode and settings: what leaving out `mode` and `config` does (the console's start
+    button sends it); refused together with either, or with `reset_settings`."""
+
+    @field_validator("approve_tools")
+    @classmethod
+    def _tools(cls, v: list[str]) -> list[str]:
+        return list(parse_tool_names(v))
+
+    @field_validator("config")
+    @classmethod
+    def _config(cls, v: list[str] | None) -> list[str] | None:
+        return None if v is None else [check_override(item) for item in v]
+
+
+class AgentStopParams(Params):
+    agent: AgentField
+
+
+class AgentAttachParams(AgentStopParams):
+    pass
+
+
+class AgentRemoveParams(AgentStopParams):
+    pass
+
+
+class AgentRevokeParams(Params):
+    agent: AgentField
+    all: bool = False
+
+
+# --- results -----------------------------------------------------------------------------------------------
+
+
+@with_config(CLOSED)
+class AgentResult(TypedDict):
+    name: str
+    uuid: str
+    provider: str
+    status: Literal["off", "starting", "idle", "active", "errored"]
+    active_turn_id: str | None
+    generation: int
+    workspace: str | None
+    created_at: int
+    host: str | None
+    """The host whose app serves the agent: on the embedded store, this app's host."""
+
+
+def agent_result(a: Agent) -> AgentResult:
+    return {"name": a.name, "uuid": a.uuid, "provider": a.provider, "status": a.status.value,
+            "active_turn_id": a.active_turn_id, "generation": a.generation, "workspace": a.workspace,
+            "created_at": a.created_at, "host": a.host}
+
+
+@with_config(CLOSED)
+class InterruptResult(TypedDict):
+    interrupt_id: int
+    target: PartyResult
+    turn_id: str
+    state: Literal["requested"]
+    created_at: int
+
+
+def interrupt_result(r: InterruptReceipt) -> InterruptResult:
+    return {"interrupt_id": r.interrupt_id, "target": party_result(r.target), "turn_id": r.turn_id,
+            "state": "requested", "created_at": r.created_at}
+
+
+@with_config(CLOSED)
+class HostResult(TypedDict):
+    live: bool
+    """An app serves the host now: its lease is unexpired (renewed by heartbeat every few seconds)."""
+    heartbeat_at: int | None
+
+
+@with_config(CLOSED)
+class DeliveryDoubtsResult(TypedDict):
+    uncertain: int
+    confirmed_by_lookup: int
+
+
+@with_config(CLOSED)
+class ManagedAgentResult(TypedDict):
+    mode: Literal["background", "attached"] | None
+    """The mode of the agent's last start (a plain `agent start` uses it again)."""
+    settings: list[str]
+    """The `-c` settings a plain `agent start` uses again, values of secret-looking keys masked (`********`)."""
+    thread_id: str | None
+    """The agent's conversation (Codex thread, OpenCode session), resumed by its next start."""
+    previous_thread_id: str | None
+    """The conversation `thread_id` replaced, because its provider no longer had it (never materialised, deleted)."""
+    thread_replaced_at: int | None
+    thread_replaced_reason: str | None
+
+
+def managed_agent_result(a: ManagedAgent) -> ManagedAgentResult:
+    mode = a.mode if a.mode in ("background", "attached") else None
+    return {"mode": mode, "settings": [masked_setting(o) for o in a.overrides],
+            "thread_id": a.thread_id, "previous_thread_id": a.previous_thread_id,
+            "thread_replaced_at": a.thread_replaced_at, "thread_replaced_reason": a.thread_replaced_reason}
+
+
+@with_config(CLOSED)
+class AgentListResult(TypedDict):
+    agents: list[AgentResult]
+    caller: PartyResult | None
+    deliveries: dict[str, DeliveryDoubtsResult]
+    """By agent UUID, agents with any: tasks given to it whose delivery is uncertain, and those whose provider answer
+    was lost but a lookup of the message found it."""
+    hosts: dict[str, HostResult]
+    """By host name, every host of the store: an agent whose host is not live is offline (its tasks wait)."""
+    managed: NotRequired[dict[str, ManagedAgentResult]]
+    """By agent UUID, for the operator only (absent when a session asks): what the app keeps to start each agent."""
+
+
+@with_config(CLOSED)
+class AgentSessionResult(TypedDict):
+    agent: AgentResult
+    session_id: str
+    home: str
+
+
+@with_config(CLOSED)
+class AgentStartResult(TypedDict):
+    agent: AgentResult
+    thread_id: str | None
+    generation: int
+    provider_version: str
+
+
+@with_config(CLOSED)
+class AgentStopResult(TypedDict):
+    agent: AgentResult
+    stopped: bool
+
+
+@with_config(CLOSED)
+class AgentRemoveResult(TypedDict):
+    agent: AgentResult
+    answered: list[str]  # the request ids of its open tasks, each answered with a `failed` notice
+    uncertain: list[str]  # the request ids of its tasks whose turn outcome is unknown
+
+
+@with_config(CLOSED)
+class AgentRevokeResult(TypedDict):
+    agent: AgentResult
+    revoked: int
+
+
+@with_config(CLOSED)
+class AgentAttachResult(TypedDict):
+    socket: str
+    workspace: str
+    codex: str
+    codex_home: str
+    thread_id: str | None
+    config: list[str]
