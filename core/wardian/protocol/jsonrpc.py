@@ -7,7 +7,7 @@ string `data.code`, which round-trips to its exception class through `wardian.er
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from wardian import errors
 
@@ -59,8 +59,9 @@ def error_object(exc: errors.WardianError) -> dict[str, Any]:
 def error_from_object(obj: Any) -> errors.WardianError:
     """Rebuild the exception an app error object stands for."""
     if isinstance(obj, dict):
-        data = obj.get("data")
-        if isinstance(data, dict) and isinstance(data.get("code"), str):
-            return errors.from_data(data)
-        return errors.InternalError(f"app error {obj.get('code')}: {obj.get('message')}")
+        error = cast(dict[str, Any], obj)  # a JSON object: its keys are strings
+        data = error.get("data")
+        if isinstance(data, dict) and isinstance(cast(dict[str, Any], data).get("code"), str):
+            return errors.from_data(cast(dict[str, Any], data))
+        return errors.InternalError(f"app error {error.get('code')}: {error.get('message')}")
     return errors.InternalError(f"malformed app error: {obj!r}")
