@@ -1,17 +1,17 @@
 """The seven MCP tools of `wardian mcp serve`: names, model-facing descriptions, input schemas, annotations.
 
 Everything here is constant data (no I/O, no `mcp` import), so `tools/list` costs nothing and a test can
-check every schema statically (reliability-matrix M8). Each tool maps onto one app method; its arguments
+check every schema statically (docs/reliability.md, row M8). Each tool maps onto one app method; its arguments
 are that method's params without `session`, which the server adds from `WARDIAN_SESSION_ID`. Bounds refer
 to the limits in `wardian.model`; the app's `parse_params` enforces the same limits at run time.
 
 Invariants:
 - Every `inputSchema` is `{"type": "object", "additionalProperties": false}` with bounded fields.
 - A schema admits exactly what the tool accepts, no more: an optional argument may also be `null`, meaning its
-  default (reliability-matrix §3.5), and a required one may not; a cursor is never empty. The P4 property test
+  default, and a required one may not; a cursor is never empty. The property test
   (`tests/reliability/test_validators.py`) checks every accepted argument object against the schema here.
-- No property names a sender or a session: the app attributes everything to the caller's session (seed,
-  "Tool contract": "The tool does not accept an arbitrary sender argument").
+- No property names a sender or a session: the app attributes everything to the caller's session (rule TOOL-3 of
+  docs/design/contract.md).
 - Descriptions are constants: no peer-controlled text ever reaches `tools/list` (no tool poisoning).
 """
 
@@ -40,7 +40,7 @@ MAX_MCP_FRAME_BYTES = MAX_REQUEST_FRAME_BYTES
 # Deeper JSON than this is refused as a parse error before any model sees it (python-sdk #2751: deep
 # nesting used to crash the SDK's parser and leave the request unanswered).
 MAX_MCP_JSON_DEPTH = 64
-# Codex's per-server tool timeout that registration writes (seed, "Codex configuration"). It must exceed
+# Codex's per-server tool timeout that registration writes (rule CFG-4 of docs/design/contract.md). It must exceed
 # the longest wait (MAX_WAIT_MS) plus the client's grace, so an expired wait is a result, not a timeout.
 CODEX_TOOL_TIMEOUT_SEC = 70
 
@@ -115,7 +115,7 @@ class ToolSpec:
     description: str
     input_schema: dict[str, Any]
     # MCP tool annotations (hints for hosts). Codex runs a tool under approval_policy = "never" without an
-    # operator grant only when it is read-only, or neither destructive nor open-world (codex-offline.md §7).
+    # operator grant only when it is read-only, or neither destructive nor open-world (docs/providers/codex.md).
     read_only: bool
     destructive: bool
     idempotent: bool
@@ -264,7 +264,7 @@ TOOL_NAMES: tuple[str, ...] = tuple(TOOLS_BY_NAME)
 
 
 def parse_tool_names(names: str | Sequence[str] | None) -> tuple[str, ...]:
-    """The tools named for approval (`--approve-tools a,b` or a list), in the seed's order, each once.
+    """The tools named for approval (`--approve-tools a,b` or a list), in the tool table's order, each once.
 
     The one reading of such a list, for `wardian agent start`, `wardian codex register` and the app's `agent/start`.
 
