@@ -76,7 +76,7 @@ def _raw_round(conns: list[psycopg.Connection[Any]], ids: list[int], v: int, r: 
                seconds: float) -> tuple[list[int], list[list[float]], list[float]]:
     """One round: a thread per connection inserting back to back for `seconds`, all released at once; per thread
     its row count, each INSERT's latency and the time it ran."""
-    from wardian.store.pg_schema import APPEND_LOCK
+    from wardian.store.postgres.schema import APPEND_LOCK
 
     n = len(conns)
     counts = [0] * n

@@ -16,8 +16,8 @@ from wardian.cli import EXIT_NOT_FOUND, EXIT_NOTHING, EXIT_USAGE
 from wardian.model import OPERATOR_NAME, OPERATOR_UUID
 from wardian.protocol import methods as proto
 from wardian.store import SqliteStore
-from wardian.store import sqlite as sqlite_backend
-from wardian.store.migrations import MIGRATIONS
+from wardian.store.sqlite import migrations as sqlite_backend
+from wardian.store.sqlite.migrations import MIGRATIONS
 
 
 def test_the_operator_is_no_agent(app: AppHandle) -> None:

@@ -36,9 +36,9 @@ class ReplySkipsRecipientCheck(SqliteStore):
 
     def reply(self, caller: Caller, request_id: str, status: ReplyStatus, text: str,
               push: Pushable | None = None) -> ReplyReceipt:
-        row = self._db.execute("SELECT recipient_id FROM tasks WHERE request_id = ?", (request_id,)).fetchone()
-        if row is not None:
-            caller = dataclasses.replace(caller, agent=self.agent(row[0]))
+        rows = store_testing.execute(self, "SELECT recipient_id FROM tasks WHERE request_id = ?", (request_id,))
+        if rows:
+            caller = dataclasses.replace(caller, agent=self.agent(rows[0][0]))
         return super().reply(caller, request_id, status, text, push)
 
 

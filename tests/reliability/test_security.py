@@ -104,7 +104,7 @@ def test_s5_no_forged_session_is_accepted_and_attribution_is_the_servers(drained
     senders = db_rows(drained_app.home.root, "SELECT a.uuid FROM interactions i JOIN agents a ON a.id = i.sender_id "
                       "WHERE i.public_id = ?", (receipt["interaction_id"],))
     assert senders == [(a_agent["uuid"],)]
-    assert "hmac.compare_digest" in inspect.getsource(store_roster.RosterOps.authenticate)
+    assert "hmac.compare_digest" in inspect.getsource(store_roster.SqlRoster.authenticate)
 
 
 def _cli(app: AppHandle, token: str | None, *args: str) -> subprocess.CompletedProcess[bytes]:

@@ -1,8 +1,9 @@
-"""What the store's operation modules share: the connection they run statements on, the roster caches, and row
-to record conversion. Statements are plain SQL with `?` parameters over the schema of `migrations.py`.
+"""What the store's parts share: the connection they run statements on (`Db`), the engine they run inside (`Tx`),
+and row to record conversion. Statements are plain SQL with `?` parameters over the schema of the backends'
+migrations (`sqlite/migrations.py`, `postgres/schema.py`).
 
-A backend (`SqliteStore`) provides the connection and the transaction rules (`atomic`, batches); the operations
-(`roster`, `mailbox`, `ledger`) are written once against `Db`.
+A backend provides the connection and the transaction rules' hooks (`wardian.store.engine`); the parts (`roster`,
+`mailbox`, `history`, `ledger`, `hosts`) are written once against `Tx`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from wardian.model import (
     ID_PREFIX,
     Agent,
     AgentStatus,
-    Caller,
     ClaimKind,
     InteractionKind,
     Party,
@@ -25,28 +25,69 @@ from wardian.model import (
     TaskState,
     now_ms,
 )
+from wardian.store.cache import RosterCache
 
-
-class Cursor(Protocol):
-    @property
-    def rowcount(self) -> int: ...
-
-    @property
-    def lastrowid(self) -> int | None: ...
-
-    def fetchone(self) -> Any: ...
-
-    def fetchall(self) -> list[Any]: ...
-
-    def __iter__(self) -> Any: ...
+__all__ = [
+    "AGENT_COLS",
+    "AGENT_COL_NAMES",
+    "KINDS",
+    "STATUSES",
+    "TASK_FACT_COLS",
+    "TASK_FACT_COUNT",
+    "Db",
+    "Tx",
+    "agent_of",
+    "facts_of",
+    "new_public_id",
+    "now_ms",
+    "of_this_host",
+    "party_by_id",
+    "party_of",
+    "party_of_id",
+]
 
 
 class Db(Protocol):
-    """The part of a DB-API connection the operations use."""
+    """The part of a DB-API connection the parts use.
+
+    `write` runs a statement that changes rows. The split is what a shared store needs: there every transaction
+    takes the append lock before its first write (`lock_appends`), so the parts say which statements write
+    instead of the backend guessing it from their text. On SQLite `write` is `execute`.
+    """
 
     def execute(self, sql: str, parameters: Sequence[Any] = ..., /) -> Any: ...
 
     def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> Any: ...
+
+    def write(self, sql: str, parameters: Sequence[Any] = ..., /) -> Any: ...
+
+
+class Tx(Protocol):
+    """What a part sees of the store it belongs to: the connection of the moment (a shared store replaces a broken
+    one), the open transaction, the host it serves and the roster cache (`wardian.store.engine.Engine`)."""
+
+    @property
+    def db(self) -> Db: ...
+
+    @property
+    def depth(self) -> int:
+        """Open transaction (1) and savepoints (more) of `atomic`; 0 outside any transaction."""
+        ...
+
+    host: str | None  # the host this store session serves (set by `claim_host`)
+
+    @property
+    def cache(self) -> RosterCache: ...
+
+    def atomic(self) -> AbstractContextManager[None]: ...
+
+    def clock_ms(self) -> int:
+        """Now, in Unix ms, on the clock every host of this store shares."""
+        ...
+
+    def index_hint(self, index: str) -> str:
+        """A clause that makes the backend read `index` for the table named before it ("" where there is none)."""
+        ...
 
 
 def new_public_id(kind: InteractionKind) -> str:
@@ -103,51 +144,27 @@ def facts_of(row: Sequence[Any]) -> TaskFacts:
                      STATUSES[row[9]], row[10], row[11])
 
 
-class SqlBase:
-    """State shared by the operation mixins; a backend sets it up and implements `atomic`."""
+def of_this_host(tx: Tx, agent_column: str) -> tuple[str, tuple[Any, ...]]:
+    """A WHERE term keeping rows whose `agent_column` (an agent id) is an agent of this host, and its argument;
+    nothing before a host is claimed (a store opened by a tool or a test sees every agent)."""
+    if tx.host is None:
+        return "", ()
+    return f" AND {agent_column} IN (SELECT id FROM agents WHERE host = ?)", (tx.host,)
 
-    _db: Db
-    epoch: bytes
-    _cursor_key: bytes
-    # Roster caches (#2: authenticate + resolve were two queries and ~40 µs of every send). The backend clears
-    # them on every write to agents or sessions and on every rollback.
-    _sessions: dict[int, tuple[bytes, Caller, str]]
-    _targets: dict[str, tuple[Agent, ...]]
 
-    @property
-    def home_tag(self) -> str:
-        """A short public tag of this store, embedded in session tokens to spot another home's token."""
-        return self.epoch.hex()[:8]
+def party_by_id(db: Db, agent_id: int | None, cache: dict[int, Party]) -> Party | None:
+    """The party of an agent id (None for none), read once per `cache` (one page of records)."""
+    if agent_id is None:
+        return None
+    party = cache.get(agent_id)
+    if party is None:
+        row = db.execute("SELECT name, uuid FROM agents WHERE id = ?", (agent_id,)).fetchone()
+        party = cache[agent_id] = Party(row[0], row[1])
+    return party
 
-    _depth: int  # open transaction (1) and savepoints (more) of `atomic`
 
-    def atomic(self) -> AbstractContextManager[None]:
-        raise NotImplementedError  # the backend's
-
-    def claim_for_receive(self, interaction_id: int, generation: int, now: int) -> bool:
-        raise NotImplementedError  # the task ledger's
-
-    host: str | None  # the host this store session serves (HostOps)
-
-    def _mine(self, agent_column: str) -> tuple[str, tuple[Any, ...]]:
-        """A WHERE term keeping rows whose `agent_column` (an agent id) is an agent of this host, and its argument;
-        nothing before a host is claimed (a store opened by a tool or a test sees every agent)."""
-        if self.host is None:
-            return "", ()
-        return f" AND {agent_column} IN (SELECT id FROM agents WHERE host = ?)", (self.host,)
-
-    def _index_hint(self, index: str) -> str:
-        """A clause that makes the backend read `index` for the table named before it ("" where there is none)."""
-        return ""
-
-    def task_facts_of(self, interaction_id: int) -> TaskFacts:
-        raise NotImplementedError  # the task ledger's
-
-    def _party_by_id(self, agent_id: int | None, cache: dict[int, Party]) -> Party | None:
-        if agent_id is None:
-            return None
-        party = cache.get(agent_id)
-        if party is None:
-            row = self._db.execute("SELECT name, uuid FROM agents WHERE id = ?", (agent_id,)).fetchone()
-            party = cache[agent_id] = Party(row[0], row[1])
-        return party
+def party_of_id(db: Db, agent_id: int, cache: dict[int, Party]) -> Party:
+    """`party_by_id` of an id that is never None (a record's recipient, an interrupt's caller)."""
+    party = party_by_id(db, agent_id, cache)
+    assert party is not None
+    return party

@@ -1,4 +1,4 @@
-"""Hosts: which app serves which part of the roster (#15).
+"""Hosts: which app serves which part of the roster.
 
 Every app serves one host of its store: a name (`--host-name`, default the machine's hostname) under which it holds
 a lease (`hosts.lease_owner`, renewed by heartbeat until `lease_expires_at`). Agents belong to the host that added
@@ -8,7 +8,7 @@ one, so its app takes the lease whatever the row says and adopts every agent (a 
 On a shared store a second live app under the same host name is refused (`already_running`), unless it runs on the
 same machine and home as the lease holder: then it holds that home's lock, so the holder is gone (killed).
 
-Lease times are on the store's clock (`_clock_ms`: the database server's on PostgreSQL), so hosts whose clocks
+Lease times are on the store's clock (`clock_ms`: the database server's on PostgreSQL), so hosts whose clocks
 disagree still agree on who is live.
 """
 
@@ -16,18 +16,22 @@ from __future__ import annotations
 
 from wardian import errors
 from wardian.model import HostInfo
-from wardian.store._sql import SqlBase
+from wardian.store._sql import Tx
 
 HOST_COLS = "name, lease_owner, lease_expires_at, heartbeat_at, started_at, pid, machine, home"
 
 
-class HostOps(SqlBase):
-    host: str | None = None  # the host this store session serves (set by `claim_host`)
-    _lease_owner: str | None = None
+class SqlHosts:
+    """The hosts part of a store (implements `wardian.store.contracts.Hosts`): the lease of the host it serves."""
 
-    def _clock_ms(self) -> int:
-        """Now, in Unix ms, on the clock every host of this store shares."""
-        raise NotImplementedError  # the backend's
+    def __init__(self, tx: Tx) -> None:
+        self._tx = tx
+        self._lease_owner: str | None = None
+
+    @property
+    def host(self) -> str | None:
+        """The host this store session serves, once claimed (the parts read it from the engine)."""
+        return self._tx.host
 
     def claim_host(
         self, name: str, owner: str, ttl_ms: int, *, pid: int, machine: str, home: str, force: bool = False
@@ -40,12 +44,12 @@ class HostOps(SqlBase):
         Raises:
             AlreadyRunning: another app holds a live lease on `name` from another machine or home.
         """
-        with self.atomic():
-            now = self._clock_ms()
-            self._db.execute(
+        with self._tx.atomic():
+            now = self._tx.clock_ms()
+            self._tx.db.write(
                 "INSERT INTO hosts (name, started_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING", (name, now)
             )
-            row = self._db.execute(f"SELECT {HOST_COLS} FROM hosts WHERE name = ?", (name,)).fetchone()
+            row = self._tx.db.execute(f"SELECT {HOST_COLS} FROM hosts WHERE name = ?", (name,)).fetchone()
             live = row[1] is not None and row[2] is not None and row[2] > now
             same_place = row[6] == machine and row[7] == home
             if live and not force and not same_place:
@@ -56,40 +60,40 @@ class HostOps(SqlBase):
                     field="host_name",
                     host=name,
                 )
-            self._db.execute(
+            self._tx.db.write(
                 "UPDATE hosts SET lease_owner = ?, lease_expires_at = ?, heartbeat_at = ?, started_at = ?, pid = ?, "
                 "machine = ?, home = ? WHERE name = ?",
                 (owner, now + ttl_ms, now, now, pid, machine, home, name),
             )
             if force:
-                self._db.execute(
+                self._tx.db.write(
                     "UPDATE agents SET host = ? WHERE kind = 'agent' AND (host IS NULL OR host != ?)", (name, name)
                 )
-        self.host = name
+        self._tx.host = name
         self._lease_owner = owner
 
     def renew_host(self, ttl_ms: int) -> bool:
         """Extend this app's lease; False when it was lost (another app took the host after it expired)."""
-        with self.atomic():
-            now = self._clock_ms()
+        with self._tx.atomic():
+            now = self._tx.clock_ms()
             return (
-                self._db.execute(
+                self._tx.db.write(
                     "UPDATE hosts SET lease_expires_at = ?, heartbeat_at = ? WHERE name = ? AND lease_owner = ?",
-                    (now + ttl_ms, now, self.host, self._lease_owner),
+                    (now + ttl_ms, now, self._tx.host, self._lease_owner),
                 ).rowcount
                 == 1
             )
 
     def release_host(self) -> None:
         """A clean stop: the lease ends now, so the host shows offline at once."""
-        with self.atomic():
-            self._db.execute(
+        with self._tx.atomic():
+            self._tx.db.write(
                 "UPDATE hosts SET lease_owner = NULL, lease_expires_at = NULL WHERE name = ? AND lease_owner = ?",
-                (self.host, self._lease_owner),
+                (self._tx.host, self._lease_owner),
             )
 
     def hosts(self) -> list[HostInfo]:
-        now = self._clock_ms()
+        now = self._tx.clock_ms()
         return [
             HostInfo(
                 name=r[0],
@@ -99,10 +103,5 @@ class HostOps(SqlBase):
                 pid=r[5],
                 machine=r[6],
             )
-            for r in self._db.execute(f"SELECT {HOST_COLS} FROM hosts ORDER BY name")
+            for r in self._tx.db.execute(f"SELECT {HOST_COLS} FROM hosts ORDER BY name")
         ]
-
-    def _my_host(self) -> str:
-        if self.host is None:
-            raise errors.StorageUnavailable("this store session serves no host yet (claim_host first)")
-        return self.host

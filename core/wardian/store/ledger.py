@@ -1,4 +1,4 @@
-"""The task ledger: every change to a task's delivery facts, in one place (seed: "Automatic task delivery").
+"""The task ledger: every change to a task's delivery facts, in one place (automatic delivery and replies).
 
 ```
 pending --claim--> claimed --bind--> submitted --capture--> (outcome) --publish--> completed
@@ -35,28 +35,33 @@ from wardian.model import (
     ReplyStatus,
     TaskFacts,
 )
-from wardian.store._sql import TASK_FACT_COLS, SqlBase, facts_of, new_public_id, now_ms
-from wardian.store.api import Pushable
+from wardian.store._sql import TASK_FACT_COLS, Tx, facts_of, new_public_id, now_ms, of_this_host
+from wardian.store.contracts import Pushable
 
 
-class TaskLedgerOps(SqlBase):
+class SqlLedger:
+    """The task ledger part of a store (implements `wardian.store.contracts.TaskLedger`)."""
+
+    def __init__(self, tx: Tx) -> None:
+        self._tx = tx
+
     # --- reading ----------------------------------------------------------------------------------------
 
     def task(self, request_id: str) -> TaskFacts:
-        row = self._db.execute(f"SELECT {TASK_FACT_COLS} FROM tasks WHERE request_id = ?", (request_id,)).fetchone()
+        row = self._tx.db.execute(f"SELECT {TASK_FACT_COLS} FROM tasks WHERE request_id = ?", (request_id,)).fetchone()
         if row is None:
             raise errors.UnknownRequest(f"no task has request id {request_id[:80]!r}", field="request_id")
         return facts_of(row)
 
     def task_facts_of(self, interaction_id: int) -> TaskFacts:
         return facts_of(
-            self._db.execute(
+            self._tx.db.execute(
                 f"SELECT {TASK_FACT_COLS} FROM tasks WHERE interaction_id = ?", (interaction_id,)
             ).fetchone()
         )
 
     def pending_tasks(self, agent_id: int, limit: int = 50) -> list[PendingTask]:
-        rows = self._db.execute(
+        rows = self._tx.db.execute(
             "SELECT t.request_id, i.body, a.name, a.uuid, i.created_at FROM tasks t "
             "JOIN interactions i ON i.id = t.interaction_id JOIN agents a ON a.id = t.requester_id "
             "WHERE t.recipient_id = ? AND t.state = 'pending' ORDER BY t.interaction_id LIMIT ?",
@@ -67,7 +72,7 @@ class TaskLedgerOps(SqlBase):
     def tasks_of_turn(self, turn_id: str) -> list[str]:
         return [
             r[0]
-            for r in self._db.execute(
+            for r in self._tx.db.execute(
                 "SELECT request_id FROM tasks WHERE turn_id = ? AND state = 'submitted' AND outcome_status IS NULL "
                 "ORDER BY interaction_id",
                 (turn_id,),
@@ -75,10 +80,10 @@ class TaskLedgerOps(SqlBase):
         ]
 
     def unpublished_outcomes(self) -> list[str]:
-        mine, args = self._mine("recipient_id")
+        mine, args = of_this_host(self._tx, "recipient_id")
         return [
             r[0]
-            for r in self._db.execute(
+            for r in self._tx.db.execute(
                 f"SELECT request_id FROM tasks WHERE outcome_status IS NOT NULL AND state != 'completed'{mine} "
                 "ORDER BY interaction_id",
                 args,
@@ -100,18 +105,18 @@ class TaskLedgerOps(SqlBase):
                "provider_message_id = ?, thread_id = COALESCE(?, thread_id) WHERE request_id = ? AND state = 'pending'")
         params: tuple[object, ...] = (by.value, generation, now_ms(), provider_message_id, thread_id, request_id)
         if by is ClaimKind.DISPATCH:
-            # Fenced (#15): only the runtime generation the recipient has now, on the host that serves it, may
+            # Fenced: only the runtime generation the recipient has now, on the host that serves it, may
             # dispatch. An app cut off from the store whose host was taken over meanwhile (a new generation) cannot.
             sql += (" AND EXISTS (SELECT 1 FROM agents a WHERE a.id = tasks.recipient_id AND a.generation = ? "
                     "AND (CAST(? AS TEXT) IS NULL OR a.host = ?))")
-            params += (generation, self.host, self.host)
-        with self.atomic():
-            return self._db.execute(sql, params).rowcount == 1
+            params += (generation, self._tx.host, self._tx.host)
+        with self._tx.atomic():
+            return self._tx.db.write(sql, params).rowcount == 1
 
     def claim_for_receive(self, interaction_id: int, generation: int, now: int) -> bool:
         """The claim a receive takes of a task in its page (inside the receive's transaction)."""
         return (
-            self._db.execute(
+            self._tx.db.write(
                 "UPDATE tasks SET state = 'claimed', claimed_by = 'receive', claim_generation = ?, claimed_at = ? "
                 "WHERE interaction_id = ? AND state = 'pending'",
                 (generation, now, interaction_id),
@@ -120,8 +125,8 @@ class TaskLedgerOps(SqlBase):
         )
 
     def release_claim(self, request_id: str, generation: int, *, rejection: str | None = None) -> bool:
-        with self.atomic():
-            return self._db.execute(
+        with self._tx.atomic():
+            return self._tx.db.write(
                 "UPDATE tasks SET state = 'pending', claimed_by = NULL, claim_generation = NULL, claimed_at = NULL, "
                 "provider_message_id = NULL, "
                 "rejections = rejections + CASE WHEN CAST(? AS TEXT) IS NULL THEN 0 ELSE 1 END, "
@@ -134,10 +139,10 @@ class TaskLedgerOps(SqlBase):
     def bind_submission(
         self, request_id: str, generation: int, thread_id: str, turn_id: str, *, lookup: str | None = None
     ) -> bool:
-        with self.atomic():
+        with self._tx.atomic():
             now = now_ms()
             bound = (
-                self._db.execute(
+                self._tx.db.write(
                     "UPDATE tasks SET state = 'submitted', submitted_at = ?, thread_id = ?, turn_id = ?, "
                     "lookup = CASE WHEN CAST(? AS TEXT) IS NULL THEN lookup ELSE 'confirmed' END, "
                     "lookup_note = coalesce(?, lookup_note) "
@@ -149,15 +154,15 @@ class TaskLedgerOps(SqlBase):
             if bound:
                 # On the provider delivery path now: no duplicate body on the receive path, and the agent's own
                 # waits are not woken by the task it is already working on.
-                self._db.execute(
+                self._tx.db.write(
                     "UPDATE interactions SET provider_delivered_at = ? WHERE public_id = ? AND acked_at IS NULL",
                     (now, request_id),
                 )
             return bound
 
     def mark_uncertain(self, request_id: str, reason: str, *, looked_up: bool = False) -> None:
-        with self.atomic():
-            self._db.execute(
+        with self._tx.atomic():
+            self._tx.db.write(
                 "UPDATE tasks SET state = 'uncertain', uncertain_at = ?, uncertain_reason = ?, "
                 "lookup = CASE WHEN ? THEN 'not_found' ELSE lookup END "
                 "WHERE request_id = ? AND state IN ('claimed', 'submitted')",
@@ -166,7 +171,7 @@ class TaskLedgerOps(SqlBase):
 
     def delivery_doubts(self) -> dict[int, DeliveryDoubts]:
         # Both arms read a partial index (migration 7), so the cost follows the number of doubtful tasks.
-        rows = self._db.execute(
+        rows = self._tx.db.execute(
             "SELECT recipient_id, sum(u), sum(c) FROM ("
             "SELECT recipient_id, 1 AS u, 0 AS c FROM tasks WHERE state = 'uncertain' UNION ALL "
             "SELECT recipient_id, 0, 1 FROM tasks WHERE lookup = 'confirmed') AS doubts "
@@ -175,17 +180,17 @@ class TaskLedgerOps(SqlBase):
         return {r[0]: DeliveryDoubts(uncertain=r[1], confirmed_by_lookup=r[2]) for r in rows}
 
     def mark_lost_bindings_uncertain(self, reason: str) -> list[str]:
-        mine, args = self._mine("recipient_id")
-        with self.atomic():
+        mine, args = of_this_host(self._tx, "recipient_id")
+        with self._tx.atomic():
             lost = [
                 r[0]
-                for r in self._db.execute(
+                for r in self._tx.db.execute(
                     "SELECT request_id FROM tasks WHERE state IN ('claimed', 'submitted') AND claimed_by = 'dispatch' "
                     f"AND outcome_status IS NULL{mine}",
                     args,
                 )
             ]
-            self._db.execute(
+            self._tx.db.write(
                 "UPDATE tasks SET state = 'uncertain', uncertain_at = ?, uncertain_reason = ? "
                 f"WHERE state IN ('claimed', 'submitted') AND claimed_by = 'dispatch' AND outcome_status IS NULL{mine}",
                 (now_ms(), reason, *args),
@@ -194,16 +199,16 @@ class TaskLedgerOps(SqlBase):
 
     def mark_generation_lost(self, agent_id: int, generation: int, reason: str) -> list[str]:
         # Claimed but not bound: the runtime ended while the submission was in flight, so it may have left.
-        with self.atomic():
+        with self._tx.atomic():
             lost = [
                 r[0]
-                for r in self._db.execute(
+                for r in self._tx.db.execute(
                     "SELECT request_id FROM tasks WHERE recipient_id = ? AND claim_generation = ? "
                     "AND claimed_by = 'dispatch' AND state IN ('claimed', 'submitted') AND outcome_status IS NULL",
                     (agent_id, generation),
                 )
             ]
-            self._db.execute(
+            self._tx.db.write(
                 "UPDATE tasks SET state = 'uncertain', uncertain_at = ?, uncertain_reason = ? WHERE recipient_id = ? "
                 "AND claim_generation = ? AND claimed_by = 'dispatch' AND state IN ('claimed', 'submitted') "
                 "AND outcome_status IS NULL",
@@ -214,9 +219,9 @@ class TaskLedgerOps(SqlBase):
     # --- completion -------------------------------------------------------------------------------------
 
     def capture_outcome(self, request_id: str, status: ReplyStatus, text: str) -> bool:
-        with self.atomic():
+        with self._tx.atomic():
             return (
-                self._db.execute(
+                self._tx.db.write(
                     "UPDATE tasks SET outcome_status = ?, outcome_text = ?, outcome_at = ? "
                     "WHERE request_id = ? AND outcome_status IS NULL",
                     (status.value, text, now_ms(), request_id),
@@ -225,8 +230,8 @@ class TaskLedgerOps(SqlBase):
             )
 
     def publish_outcome(self, request_id: str, push: Pushable | None = None) -> Published | None:
-        with self.atomic():
-            r = self._db.execute(
+        with self._tx.atomic():
+            r = self._tx.db.execute(
                 "SELECT t.interaction_id, t.requester_id, t.recipient_id, t.reply_id, t.outcome_status, "
                 "t.outcome_text, a.uuid, t.claim_generation FROM tasks t JOIN agents a ON a.id = t.requester_id "
                 "WHERE t.request_id = ? AND t.outcome_status IS NOT NULL",
@@ -236,8 +241,8 @@ class TaskLedgerOps(SqlBase):
                 return None
             interaction_id, requester_id, recipient_id, reply_id, status, text, requester_uuid, generation = r
             if reply_id is not None:
-                # A committed explicit reply suppresses the automatic publication (seed).
-                self._db.execute("UPDATE tasks SET state = 'completed' WHERE interaction_id = ?", (interaction_id,))
+                # A committed explicit reply suppresses the automatic publication: a task has one answer.
+                self._tx.db.write("UPDATE tasks SET state = 'completed' WHERE interaction_id = ?", (interaction_id,))
                 return Published(request_id, requester_uuid, None)
             # `done` comes from the agent (its final answer); `blocked` and `failed` are notices from Wardian.
             done = status == ReplyStatus.DONE.value
@@ -249,13 +254,13 @@ class TaskLedgerOps(SqlBase):
 
     def reply(self, caller: Caller, request_id: str, status: ReplyStatus, text: str,
               push: Pushable | None = None) -> ReplyReceipt:
-        with self.atomic():
-            row = self._db.execute(
+        with self._tx.atomic():
+            row = self._tx.db.execute(
                 "SELECT t.interaction_id, t.requester_id, t.recipient_id, t.reply_status, t.reply_id, a.name, a.uuid "
                 "FROM tasks t JOIN agents a ON a.id = t.requester_id WHERE t.request_id = ?", (request_id,),
             ).fetchone()
             if row is None:
-                other = self._db.execute("SELECT kind FROM interactions WHERE public_id = ?",
+                other = self._tx.db.execute("SELECT kind FROM interactions WHERE public_id = ?",
                                          (request_id,)).fetchone()
                 if other is not None:
                     raise errors.NotATask(
@@ -274,7 +279,7 @@ class TaskLedgerOps(SqlBase):
                             created_at=created, pushing=pushing)
 
     def fail_task(self, request_id: str, generation: int, text: str, push: Pushable | None = None) -> Published | None:
-        with self.atomic():
+        with self._tx.atomic():
             if not self.claim_task(request_id, ClaimKind.DISPATCH, generation):
                 return None
             self.capture_outcome(request_id, ReplyStatus.FAILED, text)
@@ -283,11 +288,11 @@ class TaskLedgerOps(SqlBase):
     def answer_open_tasks(self, recipient_id: int, text: str, uncertain_reason: str,
                           push: Pushable | None = None) -> tuple[list[Published], list[str]]:
         """Every task of `recipient_id` still pending or claimed gets one correlated `failed` notice from Wardian; one
-        submitted to a turn whose outcome is unknown becomes uncertain (its recipient goes away, #13)."""
+        submitted to a turn whose outcome is unknown becomes uncertain (its recipient goes away)."""
         published: list[Published] = []
-        with self.atomic():
+        with self._tx.atomic():
             # A dispatch claim may have a submission in flight: uncertain below, never answered as failed.
-            rows = self._db.execute(
+            rows = self._tx.db.execute(
                 "SELECT t.interaction_id, t.request_id, t.requester_id, a.uuid FROM tasks t "
                 "JOIN agents a ON a.id = t.requester_id WHERE t.recipient_id = ? AND t.reply_id IS NULL "
                 "AND (t.state = 'pending' OR (t.state = 'claimed' AND t.claimed_by != 'dispatch')) "
@@ -299,9 +304,9 @@ class TaskLedgerOps(SqlBase):
                 published.append(Published(request_id, requester_uuid, record_id, pushing))
             in_flight = ("recipient_id = ? AND (state = 'submitted' OR (state = 'claimed' "
                          "AND claimed_by = 'dispatch')) AND outcome_status IS NULL")
-            uncertain = [r[0] for r in self._db.execute(
+            uncertain = [r[0] for r in self._tx.db.execute(
                 f"SELECT request_id FROM tasks WHERE {in_flight} ORDER BY interaction_id", (recipient_id,))]
-            self._db.execute(f"UPDATE tasks SET state = 'uncertain', uncertain_at = ?, uncertain_reason = ? "
+            self._tx.db.write(f"UPDATE tasks SET state = 'uncertain', uncertain_at = ?, uncertain_reason = ? "
                              f"WHERE {in_flight}", (now_ms(), uncertain_reason, recipient_id))
         return published, uncertain
 
@@ -320,18 +325,18 @@ class TaskLedgerOps(SqlBase):
         kind = InteractionKind.REPLY if sender_id is not None else InteractionKind.NOTICE
         public_id = new_public_id(kind)
         created = now_ms()
-        taken = self._db.execute(
+        taken = self._tx.db.write(
             "UPDATE tasks SET state = 'completed', completed_at = ?, reply_status = ?, reply_id = ?, "
             "claimed_by = COALESCE(claimed_by, ?), claimed_at = COALESCE(claimed_at, ?), "
             "claim_generation = COALESCE(claim_generation, ?) WHERE interaction_id = ? AND reply_id IS NULL",
             (created, status.value, public_id, claim_as, created if claim_as else None, generation,
              interaction_id)).rowcount
         if taken != 1:
-            existing = self._db.execute("SELECT reply_status, reply_id FROM tasks WHERE interaction_id = ?",
+            existing = self._tx.db.execute("SELECT reply_status, reply_id FROM tasks WHERE interaction_id = ?",
                                         (interaction_id,)).fetchone()
             raise errors.AlreadyCompleted(f"the task was already completed with status {existing[0]!r}",
                                           field="request_id", status=existing[0], reply_id=existing[1])
-        self._db.execute(
+        self._tx.db.write(
             "INSERT INTO interactions (public_id, kind, sender_id, recipient_id, body, request_id, status, "
             "created_at, push_state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (public_id, kind.value, sender_id, requester_id, text, request_id, status.value, created,

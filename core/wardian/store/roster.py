@@ -3,7 +3,7 @@
 Sessions are capabilities: a token is `wsn1_<home tag>_<session id>_<secret>`; only a SHA-256 of the 256-bit
 secret is kept, compared in constant time on every call, cached or not.
 
-The operator (#16) is a row of `agents` of kind `operator` (migration 6): a participant records can come from and go
+The operator is a row of `agents` of kind `operator` (migration 6): a participant records can come from and go
 to, never an agent. No listing, target, name or UUID resolution returns it, and no session can be minted for it; the
 app reaches it only through `operator()`, for callers the control socket vouches for.
 """
@@ -21,38 +21,44 @@ from typing import Any
 
 from wardian import errors
 from wardian.model import OPERATOR_UUID, Agent, AgentOverview, AgentStatus, Caller, ManagedAgent
-from wardian.store._sql import AGENT_COL_NAMES, AGENT_COLS, SqlBase, agent_of, now_ms
-from wardian.store.api import SessionKind
+from wardian.store._sql import AGENT_COL_NAMES, AGENT_COLS, Tx, agent_of, now_ms, of_this_host
+from wardian.store.cache import SessionHit
+from wardian.store.contracts import SessionKind
 
 SESSION_PREFIX = "wsn1"
-_MAX_CACHED_TARGETS = 4096
 _SESSION_SQL = ("SELECT s.generation, s.secret_hash, s.revoked_at, a.removed_at, s.kind, "
                 + ", ".join(f"a.{c}" for c in AGENT_COL_NAMES)
                 + " FROM sessions s JOIN agents a ON a.id = s.agent_id WHERE s.id = ?")
 
 
-class RosterOps(SqlBase):
+class SqlRoster:
+    """The roster part of a store (implements `wardian.store.contracts.Roster`)."""
+
+    def __init__(self, tx: Tx, home_tag: str) -> None:
+        self._tx = tx
+        self._home_tag = home_tag
+
     # --- agents ---------------------------------------------------------------------------------------
 
     def add_agent(self, name: str, provider: str, workspace: str | None) -> Agent:
-        with self.atomic():
+        with self._tx.atomic():
             agent_id = int(
-                self._db.execute(
+                self._tx.db.write(
                     "INSERT INTO agents (uuid, name, provider, workspace, created_at, host) VALUES (?, ?, ?, ?, ?, ?) "
                     "RETURNING id",
-                    (str(uuidlib.uuid4()), name, provider, workspace, now_ms(), self.host),
+                    (str(uuidlib.uuid4()), name, provider, workspace, now_ms(), self._tx.host),
                 ).fetchone()[0]
             )
         return self.agent(agent_id)
 
     def agent(self, agent_id: int) -> Agent:
-        row = self._db.execute(f"SELECT {AGENT_COLS} FROM agents WHERE id = ?", (agent_id,)).fetchone()
+        row = self._tx.db.execute(f"SELECT {AGENT_COLS} FROM agents WHERE id = ?", (agent_id,)).fetchone()
         if row is None:
             raise errors.UnknownAgent(f"no agent with id {agent_id}")
         return agent_of(row)
 
     def list_agents(self) -> list[Agent]:
-        rows = self._db.execute(
+        rows = self._tx.db.execute(
             f"SELECT {AGENT_COLS} FROM agents WHERE removed_at IS NULL AND kind = 'agent' "
             "ORDER BY name, created_at, id").fetchall()
         return [agent_of(r) for r in rows]
@@ -61,30 +67,28 @@ class RosterOps(SqlBase):
         counts: dict[int, list[int]] = {}
         for i, state in enumerate(("state = 'pending'", "state IN ('claimed', 'submitted')")):
             # Each count is a scan of a partial index (tasks_pending, tasks_in_flight): only open tasks are read.
-            for recipient_id, n in self._db.execute(
+            for recipient_id, n in self._tx.db.execute(
                     f"SELECT recipient_id, count(*) FROM tasks WHERE {state} GROUP BY recipient_id"):
                 counts.setdefault(recipient_id, [0, 0])[i] = n
         return [AgentOverview(a, *counts.get(a.id, (0, 0))) for a in self.list_agents()]
 
     def operator(self) -> Caller:
-        row = self._db.execute(f"SELECT {AGENT_COLS} FROM agents WHERE uuid = ? AND kind = 'operator'",
+        row = self._tx.db.execute(f"SELECT {AGENT_COLS} FROM agents WHERE uuid = ? AND kind = 'operator'",
                                (OPERATOR_UUID,)).fetchone()
         if row is None:  # migration 6 made it; only a store edited by hand lacks it
             raise errors.StorageUnavailable("the store has no operator row; it was changed outside wardian")
         return Caller(agent=agent_of(row), session_id=0, generation=0)
 
     def find_agents(self, name_or_uuid: str) -> list[Agent]:
-        found = self._targets.get(name_or_uuid)
+        found = self._tx.cache.targets(name_or_uuid)
         if found is None:
-            rows = self._db.execute(
+            rows = self._tx.db.execute(
                 f"SELECT {AGENT_COLS} FROM agents WHERE removed_at IS NULL AND kind = 'agent' "
                 "AND (uuid = ? OR name = ?) ORDER BY created_at, id",
                 (name_or_uuid, name_or_uuid),
             ).fetchall()
             found = tuple(agent_of(r) for r in rows)
-            if len(self._targets) >= _MAX_CACHED_TARGETS:
-                self._targets.clear()  # names that match nobody must not grow it without bound
-            self._targets[name_or_uuid] = found
+            self._tx.cache.keep_targets(name_or_uuid, found)
         return list(found)
 
     def resolve_agent(self, name_or_uuid: str) -> Agent:
@@ -116,21 +120,21 @@ class RosterOps(SqlBase):
     # --- sessions -------------------------------------------------------------------------------------
 
     def create_session(self, agent_id: int, kind: SessionKind = "operator") -> str:
-        with self.atomic():
+        with self._tx.atomic():
             agent = self.agent(agent_id)
             if agent.uuid == OPERATOR_UUID:
-                # Nothing may speak for the operator with a token: it acts only through the control socket (#16).
+                # Nothing may speak for the operator with a token: it acts only through the control socket.
                 raise errors.UnknownAgent("no session can be minted for the operator", field="agent")
             secret = secrets.token_bytes(32)
             session_id = int(
-                self._db.execute(
+                self._tx.db.write(
                     "INSERT INTO sessions (agent_id, generation, secret_hash, created_at, kind) VALUES (?, ?, ?, ?, ?) "
                     "RETURNING id",
                     (agent.id, agent.generation, hashlib.sha256(secret).digest(), now_ms(), kind),
                 ).fetchone()[0]
             )
         secret_text = base64.urlsafe_b64encode(secret).rstrip(b"=").decode("ascii")
-        return f"{SESSION_PREFIX}_{self.home_tag}_{session_id}_{secret_text}"
+        return f"{SESSION_PREFIX}_{self._home_tag}_{session_id}_{secret_text}"
 
     def authenticate(self, token: str) -> Caller:
         parts = token.split("_")
@@ -138,34 +142,34 @@ class RosterOps(SqlBase):
             raise errors.UnknownSession(
                 "WARDIAN_SESSION_ID is not a wardian session of this home; print a valid one with "
                 "`wardian agent env NAME`")
-        if not hmac.compare_digest(parts[1], self.home_tag):
+        if not hmac.compare_digest(parts[1], self._home_tag):
             raise errors.SessionHomeMismatch(
                 "WARDIAN_SESSION_ID belongs to another WARDIAN_HOME; set the matching WARDIAN_HOME or "
                 "print this home's session with `wardian agent env NAME`")
         session_id = int(parts[2])
-        hit = self._sessions.get(session_id)
+        hit = self._tx.cache.session(session_id)
         if hit is None:
             # One statement for the session and its agent, then kept until the roster changes.
-            row = self._db.execute(_SESSION_SQL, (session_id,)).fetchone()
+            row = self._tx.db.execute(_SESSION_SQL, (session_id,)).fetchone()
             if row is None or row[2] is not None or row[3] is not None:
                 raise errors.UnknownSession(
                     "WARDIAN_SESSION_ID names no live session of this home; print a valid one with "
                     "`wardian agent env NAME`")
-            hit = (bytes(row[1]), Caller(agent=agent_of(row[5:]), session_id=session_id, generation=row[0]),
-                   row[4])
-            self._sessions[session_id] = hit
+            hit = SessionHit(bytes(row[1]), Caller(agent=agent_of(row[5:]), session_id=session_id,
+                                                   generation=row[0]), row[4])
+            self._tx.cache.keep_session(session_id, hit)
         secret_text = "_".join(parts[3:])
         try:
             secret = base64.urlsafe_b64decode(secret_text + "=" * (-len(secret_text) % 4))
         except (ValueError, TypeError):
             secret = b""
         # The secret is checked on every call, cached or not, in constant time.
-        if not hmac.compare_digest(hashlib.sha256(secret).digest(), hit[0]):
+        if not hmac.compare_digest(hashlib.sha256(secret).digest(), hit.secret_hash):
             raise errors.Unauthenticated("the session could not be authenticated")
-        caller = hit[1]
-        if hit[2] == "managed" and caller.generation < caller.agent.generation:
+        caller = hit.caller
+        if hit.kind == "managed" and caller.generation < caller.agent.generation:
             # A newer generation of this agent started and was given its own session: this one speaks for a runtime
-            # that is gone (an old MCP server, say), so it may no longer act for the agent (#13).
+            # that is gone (an old MCP server, say), so it may no longer act for the agent.
             raise errors.StaleSession(
                 f"this session of agent {caller.agent.name!r} belongs to its runtime generation {caller.generation}; "
                 f"the agent now runs generation {caller.agent.generation}, whose MCP server has its own session",
@@ -174,8 +178,8 @@ class RosterOps(SqlBase):
 
     def revoke_sessions(self, agent_id: int, *, managed_too: bool) -> int:
         """Revoke the agent's operator-minted sessions (and with `managed_too` its managed ones); returns how many."""
-        with self.atomic():
-            return self._db.execute(
+        with self._tx.atomic():
+            return self._tx.db.write(
                 "UPDATE sessions SET revoked_at = ? WHERE agent_id = ? AND revoked_at IS NULL AND (kind = 'operator' "
                 "OR ? = 1)",
                 (now_ms(), agent_id, 1 if managed_too else 0),
@@ -184,15 +188,15 @@ class RosterOps(SqlBase):
     def remove_agent(self, agent_id: int) -> Agent:
         """Remove the agent from the roster (its records stay as evidence): its name is free, its sessions are
         revoked, and no target or start resolves to it again. Raises: UnknownAgent."""
-        with self.atomic():
+        with self._tx.atomic():
             agent = self.agent(agent_id)
             now = now_ms()
-            self._db.execute(
+            self._tx.db.write(
                 "UPDATE agents SET removed_at = ?, desired = 'off', status = 'off', active_turn_id = NULL "
                 "WHERE id = ? AND removed_at IS NULL",
                 (now, agent_id),
             )
-            self._db.execute(
+            self._tx.db.write(
                 "UPDATE sessions SET revoked_at = ? WHERE agent_id = ? AND revoked_at IS NULL", (now, agent_id)
             )
         return agent
@@ -200,20 +204,20 @@ class RosterOps(SqlBase):
     # --- the provider runtime's view of agents --------------------------------------------------------
 
     def managed_agent(self, agent_id: int) -> ManagedAgent:
-        r = self._db.execute(f"SELECT {_MANAGED_COLS} FROM agents WHERE id = ?", (agent_id,)).fetchone()
+        r = self._tx.db.execute(f"SELECT {_MANAGED_COLS} FROM agents WHERE id = ?", (agent_id,)).fetchone()
         if r is None:
             raise errors.UnknownAgent(f"no agent with id {agent_id}")
         return _managed_of(r)
 
     def managed_agents(self) -> list[ManagedAgent]:
-        return [_managed_of(r) for r in self._db.execute(
+        return [_managed_of(r) for r in self._tx.db.execute(
             f"SELECT {_MANAGED_COLS} FROM agents WHERE removed_at IS NULL AND kind = 'agent' ORDER BY id")]
 
     def agents_desired_on(self) -> list[int]:
-        mine, args = self._mine("id")
+        mine, args = of_this_host(self._tx, "id")
         return [
             r[0]
-            for r in self._db.execute(
+            for r in self._tx.db.execute(
                 f"SELECT id FROM agents WHERE desired = 'on' AND removed_at IS NULL{mine} ORDER BY id", args
             )
         ]
@@ -221,23 +225,23 @@ class RosterOps(SqlBase):
     def set_desired(
         self, agent_id: int, desired: str, mode: str | None = None, overrides: Sequence[str] | None = None
     ) -> None:
-        with self.atomic():
+        with self._tx.atomic():
             if overrides is None:
-                self._db.execute("UPDATE agents SET desired = ? WHERE id = ?", (desired, agent_id))
+                self._tx.db.write("UPDATE agents SET desired = ? WHERE id = ?", (desired, agent_id))
             else:
-                self._db.execute(
+                self._tx.db.write(
                     "UPDATE agents SET desired = ?, mode = ?, overrides = ? WHERE id = ?",
                     (desired, mode, json.dumps(list(overrides)), agent_id),
                 )
 
     def begin_generation(self, agent_id: int) -> int:
-        with self.atomic():
-            self._db.execute(
+        with self._tx.atomic():
+            self._tx.db.write(
                 "UPDATE agents SET generation = generation + 1, status = 'starting', "
                 "active_turn_id = NULL WHERE id = ?",
                 (agent_id,),
             )
-            return int(self._db.execute("SELECT generation FROM agents WHERE id = ?", (agent_id,)).fetchone()[0])
+            return int(self._tx.db.execute("SELECT generation FROM agents WHERE id = ?", (agent_id,)).fetchone()[0])
 
     def observe(
         self,
@@ -247,8 +251,8 @@ class RosterOps(SqlBase):
         thread_id: str | None = None,
         active_turn_id: str | None = None,
     ) -> None:
-        with self.atomic():
-            self._db.execute(
+        with self._tx.atomic():
+            self._tx.db.write(
                 "UPDATE agents SET status = ?, active_turn_id = ?, thread_id = COALESCE(?, thread_id) "
                 "WHERE id = ? AND generation = ?",
                 (status.value, active_turn_id, thread_id, agent_id, generation),
@@ -257,25 +261,25 @@ class RosterOps(SqlBase):
     def replace_thread(self, agent_id: int, generation: int, previous: str, current: str, reason: str) -> bool:
         """The agent's conversation `previous` could not be used (its provider no longer has it) and `current`
         replaced it: recorded unless a newer generation owns the agent. True when recorded."""
-        with self.atomic():
-            return self._db.execute(
+        with self._tx.atomic():
+            return self._tx.db.write(
                 "UPDATE agents SET thread_id = ?, previous_thread_id = ?, thread_replaced_at = ?, "
                 "thread_replaced_reason = ? WHERE id = ? AND generation = ?",
                 (current, previous, now_ms(), reason, agent_id, generation),
             ).rowcount == 1
 
     def reset_observed_state(self) -> None:
-        mine, args = self._mine("id")
-        with self.atomic():
-            self._db.execute(
+        mine, args = of_this_host(self._tx, "id")
+        with self._tx.atomic():
+            self._tx.db.write(
                 "UPDATE agents SET status = 'off', active_turn_id = NULL WHERE (status != 'off' "
                 f"OR active_turn_id IS NOT NULL){mine}",
                 args,
             )
 
     def mark_errored(self, agent_id: int) -> None:
-        with self.atomic():
-            self._db.execute("UPDATE agents SET status = 'errored', active_turn_id = NULL WHERE id = ?", (agent_id,))
+        with self._tx.atomic():
+            self._tx.db.write("UPDATE agents SET status = 'errored', active_turn_id = NULL WHERE id = ?", (agent_id,))
 
 
 _MANAGED_COLS = ("id, uuid, name, provider, workspace, desired, mode, overrides, generation, thread_id, "

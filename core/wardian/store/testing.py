@@ -2,20 +2,57 @@
 database connection leaves the store package.
 
 Never used by the app. Each hook takes a store the caller opened itself (never the running app's) and returns
-plain values.
+plain values. A backend offers them through `test_backdoor()`, which returns an object of the protocol below
+(`Backdoor`; the embedded store's also `SqliteBackdoor`), so these hooks need nothing private of a store.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from wardian.model import InteractionKind
 from wardian.store._sql import new_public_id, now_ms
 from wardian.store.api import Store
-from wardian.store.sqlite import SqliteStore, _map_sqlite_errors
 
 T = TypeVar("T")
+
+
+class Backdoor(Protocol):
+    """Statements of a test's own, on the store's connection, with the store's error mapping."""
+
+    def execute(self, sql: str, parameters: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run one statement (`?` parameters) and return its rows ([] for a statement that returns none).
+
+        Raises: StorageError (mapped as the store maps every database error)."""
+        ...
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        """Run one statement for each of `rows`, inside one transaction."""
+        ...
+
+
+class SqliteBackdoor(Backdoor, Protocol):
+    """The embedded store's: also SQLite's progress handler (how much work its virtual machine did)."""
+
+    def set_progress_handler(self, handler: Callable[[], int] | None, every: int) -> None: ...
+
+
+@runtime_checkable
+class HasBackdoor(Protocol):
+    def test_backdoor(self) -> Backdoor: ...
+
+
+@runtime_checkable
+class HasSqliteBackdoor(Protocol):
+    def test_backdoor(self) -> SqliteBackdoor: ...
+
+
+def backdoor(store: Store) -> Backdoor:
+    """The backdoor of a store this process opened. Raises: TypeError (a store without one)."""
+    if not isinstance(store, HasBackdoor):
+        raise TypeError(f"{type(store).__name__} offers no test backdoor")
+    return store.test_backdoor()
 
 
 def execute(store: Store, sql: str, parameters: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -25,29 +62,20 @@ def execute(store: Store, sql: str, parameters: Sequence[Any] = ()) -> list[tupl
     Raises:
         StorageError: the statement failed (mapped as the store maps every database error).
     """
-    if isinstance(store, SqliteStore):
-        with _map_sqlite_errors():
-            return [tuple(row) for row in store._db.execute(sql, parameters).fetchall()]
-    from wardian.store.postgres import PostgresStore
-
-    assert isinstance(store, PostgresStore)
-    with store._errors():
-        cur = store._db.execute(sql, parameters)
-        return [tuple(row) for row in cur.fetchall()] if cur.description is not None else []
+    return backdoor(store).execute(sql, parameters)
 
 
-def executemany(store: SqliteStore, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+def executemany(store: Store, sql: str, rows: Iterable[Sequence[Any]]) -> None:
     """Run one statement for each of `rows`, inside one transaction."""
-    with store.atomic(), _map_sqlite_errors():
-        store._db.executemany(sql, rows)
+    backdoor(store).executemany(sql, rows)
 
 
-def set_max_page_count(store: SqliteStore, pages: int) -> int:
-    """Cap the database's size in pages, for storage-full faults (reliability-matrix D5); returns the new cap."""
+def set_max_page_count(store: Store, pages: int) -> int:
+    """Cap the database's size in pages, for storage-full faults; returns the new cap (the embedded store only)."""
     return int(execute(store, f"PRAGMA max_page_count = {int(pages)}")[0][0])
 
 
-def seed_information(store: SqliteStore, sender_id: int, recipient_ids: Sequence[int], count: int, text: str, *,
+def seed_information(store: Store, sender_id: int, recipient_ids: Sequence[int], count: int, text: str, *,
                      start: int = 0) -> None:
     """Append `count` information records from `sender_id`, to `recipient_ids` in turn, in one transaction: a
     large mailbox for the receive benchmark without a million admissions (the rows are what `admit` writes)."""
@@ -57,9 +85,12 @@ def seed_information(store: SqliteStore, sender_id: int, recipient_ids: Sequence
                   recipient_ids[(start + i) % len(recipient_ids)], text, now_ms()) for i in range(count)))
 
 
-def vm_steps(store: SqliteStore, fn: Callable[[], T], every: int = 100) -> tuple[T, int]:
+def vm_steps(store: Store, fn: Callable[[], T], every: int = 100) -> tuple[T, int]:
     """Run `fn` and count how much work SQLite did for it: the number of times its virtual machine passed another
-    `every` instructions. A query whose count does not grow with the store reads only what it returns (#16)."""
+    `every` instructions. A query whose count does not grow with the store reads only what it returns."""
+    if not isinstance(store, HasSqliteBackdoor):
+        raise TypeError(f"{type(store).__name__} is not an embedded store")
+    door = store.test_backdoor()
     count = 0
 
     def tick() -> int:
@@ -67,8 +98,8 @@ def vm_steps(store: SqliteStore, fn: Callable[[], T], every: int = 100) -> tuple
         count += 1
         return 0  # 0: go on
 
-    store._conn.set_progress_handler(tick, every)
+    door.set_progress_handler(tick, every)
     try:
         return fn(), count
     finally:
-        store._conn.set_progress_handler(None, every)
+        door.set_progress_handler(None, every)

@@ -1,4 +1,4 @@
-"""Which store an app serves: the embedded SQLite file of its home, or a shared PostgreSQL database (#15).
+"""Which store an app serves: the embedded SQLite file of its home, or a shared PostgreSQL database.
 
 `--store URL` (or `WARDIAN_STORE`) names the shared store as a libpq URL, `postgresql://[USER@]HOST[:PORT]/DB[?…]`
 (a Unix-socket directory as `?host=/path`). A password never travels in it: a URL that carries one is refused, and

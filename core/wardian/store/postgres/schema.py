@@ -1,7 +1,8 @@
-"""The PostgreSQL schema of the shared store (#15), versioned apart from the embedded store's migrations.
+"""The PostgreSQL schema of the shared store, versioned apart from the embedded store's migrations.
 
-Version 1 is the schema SQLite reaches at its migration 8 (`migrations.py`), in PostgreSQL's types: the same tables,
-columns, checks and partial indexes, so the operations of `roster`, `mailbox` and `ledger` run unchanged on both.
+Version 1 is the schema SQLite reaches at its migration 8 (`sqlite/migrations.py`), in PostgreSQL's types: the same
+tables, columns, checks and partial indexes, so the parts (`roster`, `mailbox`, `history`, `ledger`, `hosts`) run
+unchanged on both.
 Names compare as bytes (`COLLATE "C"`), as SQLite's BINARY does, whatever the database's locale.
 
 What only a shared store has: triggers that announce, at COMMIT, each new record and each interrupt on the
@@ -16,9 +17,20 @@ so two apps starting at once migrate once and never see half a schema.
 
 from __future__ import annotations
 
+import logging
+import secrets
+from contextlib import suppress
+from typing import Any, LiteralString, cast
+
+import psycopg
+
+from wardian import errors
+
+log = logging.getLogger("wardian.store.postgres")
+
 CHANNEL = "wardian"
 MIGRATE_LOCK = 0x77617264_69616E01  # "wardian" + 1: the session advisory lock held while migrating
-APPEND_LOCK = 0x77617264_69616E02  # the transaction advisory lock every write takes first (see postgres.py)
+APPEND_LOCK = 0x77617264_69616E02  # the transaction advisory lock every write takes first (see `engine`)
 
 PG_MIGRATIONS: tuple[str, ...] = (
     # 1: everything of the embedded store's migrations 1-8, and the notifications.
@@ -168,3 +180,45 @@ PG_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE tasks ADD COLUMN rejection_note TEXT;
     """,
 )
+
+
+def schema_version(conn: psycopg.Connection[Any]) -> int:
+    exists = conn.execute("SELECT to_regclass('wardian_schema') IS NOT NULL").fetchone()
+    if not exists or not exists[0]:
+        return 0
+    row = conn.execute("SELECT max(version) FROM wardian_schema").fetchone()
+    return int(row[0]) if row and row[0] is not None else 0
+
+
+def migrate(conn: psycopg.Connection[Any]) -> int:
+    """Bring the schema to this wardian's version under the migration lock; returns the version.
+
+    Raises: StorageUnavailable (the schema is newer than this wardian)."""
+    conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATE_LOCK,))
+    try:
+        conn.execute("CREATE TABLE IF NOT EXISTS wardian_schema (version INTEGER PRIMARY KEY, applied_at BIGINT)")
+        version = schema_version(conn)
+        if version > len(PG_MIGRATIONS):
+            raise errors.StorageUnavailable(
+                f"the shared store has schema version {version}, newer than this wardian understands "
+                f"({len(PG_MIGRATIONS)}); upgrade wardian",
+                field="store",
+            )
+        for number in range(version + 1, len(PG_MIGRATIONS) + 1):
+            with conn.transaction():
+                conn.execute(cast("LiteralString", PG_MIGRATIONS[number - 1]))  # our own schema text
+                if number == 1:
+                    conn.execute(
+                        "INSERT INTO meta (key, value) VALUES ('epoch', %s), ('cursor_key', %s)",
+                        (secrets.token_bytes(8), secrets.token_bytes(32)),
+                    )
+                conn.execute(
+                    "INSERT INTO wardian_schema (version, applied_at) VALUES "
+                    "(%s, (extract(epoch FROM clock_timestamp()) * 1000)::bigint)",
+                    (number,),
+                )
+            log.info("shared store migrated to schema version %d", number)
+        return len(PG_MIGRATIONS) if version <= len(PG_MIGRATIONS) else version
+    finally:
+        with suppress(psycopg.Error):
+            conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATE_LOCK,))

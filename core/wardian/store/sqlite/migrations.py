@@ -1,10 +1,15 @@
-"""Versioned schema migrations for the interaction store.
+"""Versioned schema migrations of the embedded store, and the code that applies them.
 
 Invariant: migration N runs in the same transaction that sets `PRAGMA user_version = N`, so a crash leaves
 the store at version N-1 or N, never in between (the sqlite-utils habit).
 """
 
 from __future__ import annotations
+
+import secrets
+import sqlite3
+
+from wardian import errors
 
 MIGRATIONS: tuple[str, ...] = (
     # 1: the canonical interaction store.
@@ -53,7 +58,7 @@ MIGRATIONS: tuple[str, ...] = (
     ) STRICT;
     CREATE INDEX interactions_unacked ON interactions(recipient_id, id) WHERE acked_at IS NULL;
 
-    -- The delivery facts of each task, kept apart from one another (DESIGN.md §4 "Records").
+    -- The delivery facts of each task, in a table of their own beside its record.
     CREATE TABLE tasks (
         interaction_id INTEGER PRIMARY KEY REFERENCES interactions(id),
         request_id TEXT NOT NULL UNIQUE,
@@ -97,7 +102,7 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX tasks_by_turn ON tasks(turn_id) WHERE turn_id IS NOT NULL;
     ALTER TABLE interactions ADD COLUMN provider_delivered_at INTEGER;
     """,
-    # 3: the mailbox index holds exactly what receive and wait look for (#2). A record pushed into a live
+    # 3: the mailbox index holds exactly what receive and wait look for. A record pushed into a live
     # provider conversation stays unacknowledged, so with migration 1's index every receive, ack and wait
     # of its recipient stepped over all such records, in the table, before reaching the first unread one.
     """
@@ -112,7 +117,7 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX interactions_pushed ON interactions(recipient_id, id)
         WHERE provider_delivered_at IS NOT NULL AND kind != 'task';
     """,
-    # 5 (#13): sessions are operator-minted (`wardian agent env`, valid until revoked) or managed (minted by a start,
+    # 5: sessions are operator-minted (`wardian agent env`, valid until revoked) or managed (minted by a start,
     # stale once a newer generation starts). A record reaches its recipient through exactly one path: returned by a
     # receive (`received_at`; only such records can be acknowledged) or pushed into the live conversation
     # (`push_state`: sending, then done or uncertain). Tasks keep why they became uncertain and the provider's id
@@ -133,7 +138,7 @@ MIGRATIONS: tuple[str, ...] = (
     UPDATE interactions SET received_at = created_at WHERE kind = 'task' AND acked_at IS NULL
         AND id IN (SELECT interaction_id FROM tasks WHERE claimed_by = 'receive');
     """,
-    # 6 (#16): the operator, the person running the agents, is a participant of its own: one reserved row of kind
+    # 6: the operator, the person running the agents, is a participant of its own: one reserved row of kind
     # `operator` (the nil UUID, name `operator`) that sends tasks and information and receives the replies to its tasks,
     # but that no roster listing, target or session ever resolves to. An agent named `operator` from before this
     # version stays an agent. The web console's exchange timeline pages through records newest first by id: a kind
@@ -154,7 +159,7 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX tasks_in_flight ON tasks(recipient_id) WHERE state IN ('claimed', 'submitted');
     CREATE INDEX interrupts_by_turn ON interrupts(turn_id);
     """,
-    # 7 (#14): a submission whose answer was lost is settled by looking its message up by the id the app chose:
+    # 7: a submission whose answer was lost is settled by looking its message up by the id the app chose:
     # `lookup` says whether it was found (the delivery is confirmed) or not (it stays uncertain), `lookup_note` why
     # the answer was lost. The agent list counts each agent's uncertain and lookup-confirmed deliveries by these
     # partial indexes, so its cost follows the number of doubtful tasks, not of tasks.
@@ -164,9 +169,9 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX tasks_uncertain_by_recipient ON tasks(recipient_id) WHERE state = 'uncertain';
     CREATE INDEX tasks_looked_up ON tasks(recipient_id) WHERE lookup = 'confirmed';
     """,
-    # 8 (#15): hosts. Each app serves one host under a lease it renews (on the embedded store its home lock already
+    # 8: hosts. Each app serves one host under a lease it renews (on the embedded store its home lock already
     # makes it the only one); agents belong to the host that added them. Agents from before this version get the
-    # host of the first app that runs (an app on this store adopts every agent, see `HostOps.claim_host`).
+    # host of the first app that runs (an app on this store adopts every agent, see `SqlHosts.claim_host`).
     """
     CREATE TABLE hosts (
         name TEXT PRIMARY KEY,
@@ -193,3 +198,49 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE tasks ADD COLUMN rejection_note TEXT;
     """,
 )
+
+
+def migrate(conn: sqlite3.Connection) -> None:
+    """Bring the store at `conn` to this wardian's schema, one migration per transaction.
+
+    Raises: StorageUnavailable (the store's schema is newer than this wardian)."""
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if version > len(MIGRATIONS):
+        raise errors.StorageUnavailable(
+            f"the store has schema version {version}, newer than this wardian understands "
+            f"({len(MIGRATIONS)}); upgrade wardian")
+    for number in range(version + 1, len(MIGRATIONS) + 1):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _split_sql(MIGRATIONS[number - 1]):
+                conn.execute(statement)
+            if number == 1:
+                conn.execute("INSERT INTO meta (key, value) VALUES ('epoch', ?), ('cursor_key', ?)",
+                             (secrets.token_bytes(8), secrets.token_bytes(32)))
+            conn.execute(f"PRAGMA user_version = {number}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+
+def _split_sql(script: str) -> list[str]:
+    statements: list[str] = []
+    buf = ""
+    for line in script.splitlines(keepends=True):
+        if line.strip().startswith("--"):
+            continue
+        buf += line
+        if sqlite3.complete_statement(buf):
+            if buf.strip():
+                statements.append(buf.strip())
+            buf = ""
+    if buf.strip():
+        statements.append(buf.strip())
+    return statements
+
+
+def load_meta(conn: sqlite3.Connection) -> tuple[bytes, bytes]:
+    """The store's epoch and cursor key."""
+    meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+    return bytes(meta["epoch"]), bytes(meta["cursor_key"])
