@@ -36,7 +36,7 @@ async def _events(context: ConsoleContext, cookie: str | None, render: Render) -
     """One browser's live view: after each change of the store, render the view and send what differs from what
     this browser has (on connect: everything, so a reconnect misses nothing)."""
     yield b"retry: 1000\n\n"
-    sent = _Sent()
+    sent = SentView()
     while not context.closing:
         session = context.auth.session(cookie)
         if session is None:
@@ -59,7 +59,7 @@ async def _events(context: ConsoleContext, cookie: str | None, render: Render) -
     yield _event("end", {"reason": "stopping"})
 
 
-class _Sent:
+class SentView:
     """What one browser has been sent: its rows by key, the replaced block and the pager."""
 
     def __init__(self) -> None:
