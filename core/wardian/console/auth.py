@@ -1,4 +1,4 @@
-"""Login, sessions and CSRF of the web console (#16).
+"""Login, sessions and CSRF of the web console (docs/guide/console.md).
 
 - A login URL carries a one-time token (256 random bits) minted over the control socket (`console/login`), so only
   the home's owner gets one. It works once, within `LOGIN_TTL_MS`; redeeming it opens a session.

@@ -1,4 +1,5 @@
-"""The web console inside the app (#16): an HTTP server on the app's own event loop, in the app's task group.
+"""The web console inside the app: an HTTP server on the app's own event loop, in the app's task group (why: see
+docs/decisions/0018-console-inside-the-app.md).
 
 `Console` binds its loopback socket when the app starts (before readiness, so a taken port is a startup error), serves
 the Starlette application of `wardian.console.web` with uvicorn's HTTP protocol, and stops before the app's store
