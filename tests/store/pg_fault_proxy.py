@@ -88,58 +88,25 @@ class CommitCutter:
             client.shutdown(socket.SHUT_RDWR)
 
     def _upstream(self, client: socket.socket, server: socket.socket, mute: threading.Event) -> None:
-        buffer = b""
-        started = False
+        reader = _MessageReader()
         statements: dict[bytes, bytes] = {}  # prepared statement name -> its SQL
         seen_marker = False
         try:
             while data := client.recv(65536):
-                buffer += data
+                reader.feed(data)
                 out = b""
-                while True:
-                    if not started:
-                        if len(buffer) < 8:
-                            break
-                        (length,) = struct.unpack("!I", buffer[:4])
-                        if len(buffer) < length:
-                            break
-                        message, buffer = buffer[:length], buffer[length:]
-                        (code,) = struct.unpack("!I", message[4:8])
-                        started = code not in UNTYPED
+                while (message := reader.next()) is not None:
+                    if not reader.typed:
                         out += message
                         continue
-                    if len(buffer) < 5:
-                        break
-                    kind = buffer[:1]
-                    (length,) = struct.unpack("!I", buffer[1:5])
-                    if len(buffer) < 1 + length:
-                        break
-                    message, buffer = buffer[: 1 + length], buffer[1 + length :]
-                    body = message[5:]
-                    sql = b""
-                    if kind == b"Q":
-                        sql = body.rstrip(b"\0")
-                    elif kind == b"P":
-                        name, _, rest = body.partition(b"\0")
-                        statements[name] = rest.partition(b"\0")[0]
-                    elif kind == b"B":
-                        _portal, _, rest = body.partition(b"\0")
-                        sql = statements.get(rest.partition(b"\0")[0], b"")
+                    kind, body = message[:1], message[5:]
+                    sql = _sql_of(kind, body, statements)
                     with self._lock:
                         marker, mode = self.marker, self.mode
                     if marker is not None and marker in body:
                         seen_marker = True
                     if seen_marker and sql.strip().upper() == b"COMMIT" and marker is not None:
-                        with self._lock:
-                            self.marker = None  # one shot
-                        mute.set()
-                        if mode == "after":
-                            out += message + buffer  # the COMMIT (and its Execute/Sync) reaches the server
-                            server.sendall(out)
-                            time.sleep(0.5)  # the server commits; its answer is never relayed
-                        self.fired.set()
-                        for sock in (client, server):  # shutdown, not only close: the relay thread's recv ends
-                            sock.shutdown(socket.SHUT_RDWR)
+                        self._cut(client, server, mute, mode, out + message + reader.buffer)
                         return
                     out += message
                 if out:
@@ -151,3 +118,63 @@ class CommitCutter:
                 server.shutdown(socket.SHUT_RDWR)
             with contextlib.suppress(OSError):
                 client.shutdown(socket.SHUT_RDWR)
+
+    def _cut(self, client: socket.socket, server: socket.socket, mute: threading.Event, mode: str,
+             through_commit: bytes) -> None:
+        """Cut the connection at its COMMIT: `after` relays it (and its Execute/Sync) first, `before` does not."""
+        with self._lock:
+            self.marker = None  # one shot
+        mute.set()
+        if mode == "after":
+            server.sendall(through_commit)
+            time.sleep(0.5)  # the server commits; its answer is never relayed
+        self.fired.set()
+        for sock in (client, server):  # shutdown, not only close: the relay thread's recv ends
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+class _MessageReader:
+    """Splits the client's byte stream into whole v3 messages: first the untyped ones (startup, SSL and GSS
+    requests: a length, then a code), then typed ones (a type byte, then a length)."""
+
+    def __init__(self) -> None:
+        self.buffer = b""
+        self.started = False  # past the untyped start-up messages
+        self.typed = False  # whether the message `next` returned last is a typed one
+
+    def feed(self, data: bytes) -> None:
+        self.buffer += data
+
+    def next(self) -> bytes | None:
+        """The next whole message, or None until more bytes arrive; `typed` tells which kind it is."""
+        self.typed = self.started
+        if not self.started:
+            if len(self.buffer) < 8:
+                return None
+            (length,) = struct.unpack("!I", self.buffer[:4])
+            if len(self.buffer) < length:
+                return None
+            message, self.buffer = self.buffer[:length], self.buffer[length:]
+            (code,) = struct.unpack("!I", message[4:8])
+            self.started = code not in UNTYPED
+            return message
+        if len(self.buffer) < 5:
+            return None
+        (length,) = struct.unpack("!I", self.buffer[1:5])
+        if len(self.buffer) < 1 + length:
+            return None
+        message, self.buffer = self.buffer[: 1 + length], self.buffer[1 + length :]
+        return message
+
+
+def _sql_of(kind: bytes, body: bytes, statements: dict[bytes, bytes]) -> bytes:
+    """The SQL a typed message runs: `Q` carries it, `P` (Parse) names it for later, `B` (Bind) refers to it."""
+    if kind == b"Q":
+        return body.rstrip(b"\0")
+    if kind == b"P":
+        name, _, rest = body.partition(b"\0")
+        statements[name] = rest.partition(b"\0")[0]
+    elif kind == b"B":
+        _portal, _, rest = body.partition(b"\0")
+        return statements.get(rest.partition(b"\0")[0], b"")
+    return b""
