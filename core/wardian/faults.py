@@ -15,7 +15,7 @@ POINTS = frozenset({
     "after_insert_before_commit",
     "after_commit_before_reply_write",
     "after_reply_write",
-    # The provider runtime (app/runtime.py).
+    # The provider runtime (app/runtime/).
     "after_claim_before_provider_submit",
     "after_provider_submit_before_ack_persist",
     "after_terminal_evidence_before_reply_publish",

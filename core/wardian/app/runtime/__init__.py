@@ -1,0 +1,180 @@
+"""The provider runtime of the app, provider-neutral: one provider runtime per started agent, its dispatcher and its
+event observer, so a task admitted for a managed agent is delivered into its conversation without anyone asking.
+What a provider can do is read from its `Capabilities`; how it does it (wire shapes, version gates, error
+classification, final text) is the provider's (`wardian.providers`). Every fact is persisted through the writer.
+
+`Runtime` is what the service and the app's main loop hold; its parts, each with one job:
+
+```
+launch.Launcher     start, stop and own each agent's runtime (tg.start readiness), start an inactive one for a task
+dispatch.Dispatcher claim -> submit -> bind each pending task; the `failed` notices of tasks that cannot start
+observe.Observer    the runtime's events -> the roster; turn outcomes -> replies
+push.PushQueue      records pushed into live conversations, at once or at the next idle
+hosts               which agents run here, and what other apps of a shared store committed
+```
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from wardian import errors
+from wardian.app import outcomes
+from wardian.app.runtime.dispatch import Dispatcher
+from wardian.app.runtime.handle import AgentHandle, Owners
+from wardian.app.runtime.hosts import HostScope, OtherHosts
+from wardian.app.runtime.launch import Launcher
+from wardian.app.runtime.observe import Observer
+from wardian.app.runtime.push import PushQueue
+from wardian.app.signals import MailboxSignals
+from wardian.app.writer import StoreWriter
+from wardian.home import Home
+from wardian.providers import Provider
+from wardian.store.api import StoreEvent
+
+log = logging.getLogger("wardian.app.runtime")
+
+__all__ = ["AgentHandle", "Runtime"]
+
+
+class Runtime:
+    """The app's provider runtime. With no providers (`providers={}`) it runs nothing: every start is refused, and
+    records go to the receive path."""
+
+    def __init__(self, home: Home, writer: StoreWriter, signals: MailboxSignals,
+                 providers: Mapping[str, Provider] | None = None) -> None:
+        self.home = home
+        self.writer = writer
+        self.signals = signals
+        self.providers: Mapping[str, Provider] = _concrete_providers() if providers is None else providers
+        self.owners: Owners = {}
+        self.hosts = HostScope()
+        self.pushes = PushQueue(writer, signals, self.owners)
+        self.dispatcher = Dispatcher(writer, self.pushes)
+        self.launcher = Launcher(home, writer, self.providers, self.owners, self.hosts, self.dispatcher,
+                                 Observer(writer, self.pushes))
+        self.other_hosts = OtherHosts(writer, signals, self.owners, self.pushes, self.hosts,
+                                      self.launcher.task_admitted, self.interrupt)
+
+    @property
+    def host(self) -> str | None:
+        """The host this app serves: only its agents are started here."""
+        return self.hosts.host
+
+    # --- lifecycle ------------------------------------------------------------------------------------
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        async with anyio.create_task_group() as tg:
+            self.launcher.tg = tg
+            self.hosts.host = await self.writer.call(lambda s: s.host)
+            await self.recover()
+            task_status.started()
+            for agent_id in await self.writer.call(lambda s: s.agents_desired_on()):
+                agent = await self.writer.call(lambda s, a=agent_id: s.managed_agent(a))
+                tg.start_soon(self.launcher.launch_logged, agent)
+            await anyio.sleep_forever()
+
+    async def recover(self) -> None:
+        """Startup: mark bindings whose observation was lost uncertain; publish captured outcomes once."""
+        await self.writer.call(lambda s: s.reset_observed_state())
+        lost = await self.writer.call(lambda s: s.mark_lost_bindings_uncertain(outcomes.RESTART_LOST))
+        if lost:
+            log.warning("marked %d deliveries uncertain after a restart: %s", len(lost), ", ".join(lost))
+        pushes = await self.writer.call(lambda s: s.pushes_interrupted(outcomes.PUSH_INTERRUPTED))
+        if pushes:
+            log.warning("marked %d pushes uncertain after a restart: %s", len(pushes), ", ".join(pushes))
+        for request_id in await self.writer.call(lambda s: s.unpublished_outcomes()):
+            published = await self.writer.call(lambda s, r=request_id: s.publish_outcome(r))
+            if published is not None:
+                self.signals.notify(published.requester_uuid)
+
+    # --- agent start/stop ----------------------------------------------------------------------------
+
+    async def start_agent(self, agent_id: int, mode: str, overrides: Sequence[str],
+                          approve_tools: Sequence[str] = ()) -> dict[str, Any]:
+        """Start (or restart with new settings) the agent's runtime; returns once its conversation is ready.
+
+        Raises:
+            Unsupported: the provider has no such mode, or takes no tool grants (checked before anything is saved).
+        """
+        return await self.launcher.start_agent(agent_id, mode, overrides, approve_tools)
+
+    async def stop_agent(self, agent_id: int) -> bool:
+        """An explicit off: stop the runtime, and do not start it again for new tasks (until started again)."""
+        await self.hosts.check_mine(self.writer, agent_id)
+        return await self.launcher.turn_off(agent_id) is not None
+
+    async def forget(self, agent_id: int) -> list[str]:
+        """The agent is being removed: stop its runtime, if any, and never start it again (desired off). Returns
+        the request ids its ending made uncertain."""
+        handle = await self.launcher.turn_off(agent_id)
+        return [] if handle is None else list(handle.lost)
+
+    async def attach_info(self, agent_id: int) -> dict[str, Any]:
+        """How a person's terminal attaches to the agent's app-owned runtime (`wardian agent attach`)."""
+        return await self.launcher.attach_info(agent_id)
+
+    def is_mine(self, host: str | None) -> bool:
+        """Whether an agent of `host` runs here (an agent no app has claimed yet counts as everyone's)."""
+        return self.hosts.is_mine(host)
+
+    # --- delivery -------------------------------------------------------------------------------------
+
+    def task_admitted(self, recipient_uuid: str) -> None:
+        """A task was admitted for this agent: a dispatch opportunity (or a reason to start its runtime)."""
+        self.launcher.task_admitted(recipient_uuid)
+
+    def can_push(self, recipient_uuid: str) -> bool:
+        """Whether a record for this agent is admitted for a push (`PushQueue.can_push`)."""
+        return self.pushes.can_push(recipient_uuid)
+
+    def can_push_later(self, recipient_uuid: str) -> bool:
+        """Whether the recipient's runtime can push, but not while its current turn runs."""
+        return self.pushes.can_push_later(recipient_uuid)
+
+    async def deliver(self, recipient_uuid: str, record_id: str, pushing: bool) -> bool:
+        """A record was committed for `recipient_uuid`: push it, or wake its waits (`PushQueue.deliver`). True when
+        it is in the recipient's conversation."""
+        return await self.pushes.deliver(recipient_uuid, record_id, pushing)
+
+    def defer_push(self, recipient_uuid: str, record_id: str) -> None:
+        """Remember a record admitted on the receive path while its recipient's turn ran, to push it at idle."""
+        self.pushes.defer(recipient_uuid, record_id)
+
+    async def push(self, recipient_uuid: str, record_id: str) -> bool:
+        """Push a record admitted for a push; True when the provider took it (always settled: `PushQueue.push`)."""
+        return await self.pushes.push(recipient_uuid, record_id)
+
+    async def announced(self, event: StoreEvent) -> None:
+        """Act on another app's commit: wake waits, dispatch, push or interrupt for this host's agents."""
+        await self.other_hosts.announced(event)
+
+    # --- interruption ---------------------------------------------------------------------------------
+
+    def check_interruptible(self, target_uuid: str) -> None:
+        """Raises: Unsupported when the target's running provider cannot interrupt a turn."""
+        handle = self.owners.get(target_uuid)
+        if handle is not None and not handle.caps.interrupt:
+            raise errors.Unsupported(f"agent {handle.name!r} runs on a provider that cannot interrupt a turn; "
+                                     "nothing was interrupted", field="target")
+
+    async def interrupt(self, target_uuid: str, turn_id: str) -> None:
+        """Interrupt the target's exact active turn. Raises: NotActive, Unsupported, WardianError."""
+        handle = self.owners.get(target_uuid)
+        if handle is None:
+            raise errors.NotActive("the agent has no running provider runtime; nothing was interrupted",
+                                   field="target")
+        self.check_interruptible(target_uuid)
+        await handle.runtime.interrupt(turn_id)
+
+
+def _concrete_providers() -> Mapping[str, Provider]:
+    """The registry of real providers, imported only by an app that runs them (never by importing this module)."""
+    from wardian.providers.registry import PROVIDERS
+
+    return PROVIDERS

@@ -1,0 +1,261 @@
+"""Launching and owning provider runtimes: one per started agent, each in a generation of its own.
+
+A launch checks what the provider can do, begins a generation, creates the session its `wardian mcp serve` is
+registered with, and starts the runtime with `tg.start`: the launcher resumes once the conversation is ready, or
+gets the failure of the runtime's own start (and the agent is marked errored). From then on three tasks share the
+runtime's cancel scope: the provider runtime itself (its process and conversation), its dispatcher and its
+observer. When the runtime ends, for whatever reason, the turns it was running can no longer be observed to end:
+their tasks are marked uncertain, never guessed and never replayed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from wardian import errors
+from wardian.app import outcomes
+from wardian.app.runtime.dispatch import Dispatcher
+from wardian.app.runtime.handle import AgentHandle, Owners
+from wardian.app.runtime.hosts import HostScope
+from wardian.app.runtime.observe import Observer
+from wardian.app.writer import StoreWriter
+from wardian.home import Home
+from wardian.model import AgentStatus, ManagedAgent
+from wardian.overrides import check_override
+from wardian.providers import Capabilities, LaunchSpec, Provider
+
+log = logging.getLogger("wardian.app.runtime")
+
+STOP_TIMEOUT_S = 15.0
+
+
+class Launcher:
+    def __init__(self, home: Home, writer: StoreWriter, providers: Mapping[str, Provider], owners: Owners,
+                 hosts: HostScope, dispatcher: Dispatcher, observer: Observer) -> None:
+        self.home = home
+        self.writer = writer
+        self.providers = providers
+        self.owners = owners
+        self.hosts = hosts
+        self.dispatcher = dispatcher
+        self.observer = observer
+        self.tg: anyio.abc.TaskGroup | None = None  # the runtime's task group, once it runs
+        self._starting: set[str] = set()
+
+    # --- what the service asks ------------------------------------------------------------------------
+
+    async def start_agent(self, agent_id: int, mode: str, overrides: Sequence[str],
+                          approve_tools: Sequence[str] = ()) -> dict[str, Any]:
+        """Start (or restart with new settings) the agent's runtime; returns once its conversation is ready.
+
+        Raises:
+            Unsupported: the provider has no such mode, or takes no tool grants (checked before anything is saved).
+        """
+        await self.hosts.check_mine(self.writer, agent_id)
+        saved = await self.writer.call(lambda s: s.managed_agent(agent_id))
+        provider = self._provider(saved)
+        try:
+            caps: Capabilities | None = (await provider.probe()).capabilities
+        except errors.WardianError:
+            caps = None  # the launch below reports it (and marks the agent errored)
+        if caps is not None:
+            check_launch(provider.name, caps, mode, approve_tools)
+        for override in overrides:
+            check_override(override, provider.settings_syntax)  # each provider's value syntax, before any is saved
+        await self.writer.call(lambda s: s.set_desired(agent_id, "on", mode, list(overrides)))
+        agent = await self.writer.call(lambda s: s.managed_agent(agent_id))
+        existing = self.owners.get(agent.uuid)
+        if existing is not None:
+            await self._stop(existing)
+        handle = await self._launch(agent, tuple(approve_tools))
+        return {"thread_id": handle.runtime.thread_id, "generation": handle.generation,
+                "provider_version": handle.info.version}
+
+    async def turn_off(self, agent_id: int) -> AgentHandle | None:
+        """Stop the agent's runtime, and do not start it again for new tasks (desired off); the stopped runtime's
+        handle, or None when none ran."""
+        await self.writer.call(lambda s: s.set_desired(agent_id, "off"))
+        agent = await self.writer.call(lambda s: s.managed_agent(agent_id))
+        handle = self.owners.get(agent.uuid)
+        if handle is None:
+            return None
+        await self._stop(handle)
+        return handle
+
+    async def attach_info(self, agent_id: int) -> dict[str, Any]:
+        """How a person's terminal attaches to the agent's app-owned runtime (`wardian agent attach`)."""
+        agent = await self.writer.call(lambda s: s.managed_agent(agent_id))
+        handle = self.owners.get(agent.uuid)
+        if handle is None or not handle.caps.attach:
+            raise errors.NotActive(f"agent {agent.name!r} has no attached-mode runtime; start it with "
+                                   f"`wardian agent start {agent.name} --mode attached`", field="agent")
+        return handle.runtime.attach_info()
+
+    def task_admitted(self, recipient_uuid: str) -> None:
+        """A task was admitted for this agent: a dispatch opportunity (or a reason to start its runtime)."""
+        handle = self.owners.get(recipient_uuid)
+        if handle is not None:
+            handle.kick.set()
+        elif self.tg is not None and recipient_uuid not in self._starting:
+            self.tg.start_soon(self._start_inactive, recipient_uuid)
+
+    # --- starting -------------------------------------------------------------------------------------
+
+    async def launch_logged(self, agent: ManagedAgent) -> None:
+        """A background (re)start at app startup; a definite failure answers the agent's pending tasks."""
+        try:
+            await self._launch(agent)
+        except errors.WardianError as exc:
+            log.error("could not start agent %s: %s", agent.name, exc.message)
+            await self.dispatcher.fail_pending(agent, exc)
+
+    async def _start_inactive(self, agent_uuid: str) -> None:
+        """An accepted task for an inactive agent that was started before (desired on) starts its runtime and
+        resumes the same conversation; an explicit off stays off until the agent is started again."""
+        agents = await self.writer.call(lambda s: s.find_agents(agent_uuid))
+        if not agents or not self.hosts.is_mine(agents[0].host):
+            return  # another host's agent: its own app starts it (it hears of the task from the store)
+        agent = await self.writer.call(lambda s: s.managed_agent(agents[0].id))
+        if agent.desired != "on" or agent.uuid in self.owners or agent.uuid in self._starting:
+            return
+        try:
+            await self._launch(agent)
+        except errors.WardianError as exc:
+            log.error("could not start inactive agent %s for a task: %s", agent.name, exc.message)
+            await self.dispatcher.fail_pending(agent, exc)
+
+    async def _launch(self, agent: ManagedAgent, approve_tools: tuple[str, ...] = ()) -> AgentHandle:
+        if agent.uuid in self._starting:
+            raise errors.Unsupported(f"agent {agent.name!r} is already starting", field="agent")
+        self._starting.add(agent.uuid)
+        try:
+            return await self._launch_once(agent, approve_tools)
+        except errors.WardianError:
+            await self.writer.call(lambda s: s.mark_errored(agent.id))
+            raise
+        finally:
+            self._starting.discard(agent.uuid)
+
+    def _provider(self, agent: ManagedAgent) -> Provider:
+        provider = self.providers.get(agent.provider)
+        if provider is None:
+            raise errors.Unsupported(f"agent {agent.name!r} has provider {agent.provider!r}, which this app cannot "
+                                     "run", field="provider", allowed=", ".join(self.providers))
+        return provider
+
+    async def _launch_once(self, agent: ManagedAgent, approve_tools: tuple[str, ...]) -> AgentHandle:
+        assert self.tg is not None
+        provider = self._provider(agent)
+        info = await provider.probe()
+        mode = agent.mode or "background"
+        check_launch(provider.name, info.capabilities, mode, approve_tools)
+        generation = await self.writer.call(lambda s: s.begin_generation(agent.id))
+        # Managed startup registers wardian's MCP server with a session bound to this generation, so whatever the
+        # agent does through it is fenced by the generation that runs it.
+        session = await self.writer.call(lambda s: s.create_session(agent.id, "managed"))
+        workspace = Path(agent.workspace) if agent.workspace else self.home.default_workspace(agent.uuid)
+        await anyio.to_thread.run_sync(lambda: workspace.mkdir(parents=True, exist_ok=True))
+        spec = LaunchSpec(
+            name=agent.name, uuid=agent.uuid, agent_dir=self.home.agent_dir(agent.uuid), workspace=workspace,
+            mode=mode, overrides=agent.overrides, approve_tools=approve_tools, home=self.home, session=session,
+            thread_id=agent.thread_id, log_path=self.home.provider_log_path(provider.name, agent.uuid),
+            pid_path=self.home.provider_pid_path(provider.name, agent.uuid))
+        runtime = await provider.prepare(spec, info)
+        handle = AgentHandle(agent.id, agent.uuid, agent.name, generation, runtime, info)
+        try:
+            await self.tg.start(self._own, handle)
+        except errors.WardianError:
+            raise
+        except Exception as exc:
+            raise errors.ProviderError(f"{provider.name} for {agent.name!r} failed to start: {exc}") from exc
+        return handle
+
+    # --- owning ---------------------------------------------------------------------------------------
+
+    async def _own(self, handle: AgentHandle, *,
+                   task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Run the agent's runtime until it ends. Ready once it runs, or once it failed after its own start (that
+        failure ends the runtime, never the app); a failure of its own start is raised to the launcher."""
+        started = False
+
+        def ready() -> None:
+            nonlocal started
+            if not started:
+                started = True
+                task_status.started()
+
+        failure: BaseException | None = None
+        with handle.scope:
+            try:
+                failure = await self._own_inner(handle, ready)
+            except Exception:
+                log.exception("the provider runtime of %s failed", handle.name)
+            finally:
+                if self.owners.get(handle.uuid) is handle:
+                    del self.owners[handle.uuid]
+                if failure is None:
+                    ready()
+        if failure is not None:
+            handle.done.set()
+            raise failure  # the launcher records the failure (errored)
+        with anyio.CancelScope(shield=True):
+            await self.writer.call(lambda s: s.observe(handle.agent_id, handle.generation, AgentStatus.OFF))
+            # Turns this runtime was running can no longer be observed to end: never guess, never replay.
+            lost = await self.writer.call(lambda s: s.mark_generation_lost(
+                handle.agent_id, handle.generation, outcomes.runtime_lost(handle.generation)))
+            handle.lost = lost
+            if lost:
+                log.warning("runtime of %s ended; deliveries marked uncertain: %s", handle.name, ", ".join(lost))
+        handle.done.set()
+
+    async def _own_inner(self, handle: AgentHandle, ready: Callable[[], None]) -> BaseException | None:
+        """The runtime with its observer and dispatcher; the failure of the runtime's own start, if it failed."""
+        runtime = handle.runtime
+        async with anyio.create_task_group() as tg:
+            try:
+                thread_id = await tg.start(runtime.run)
+            except Exception as exc:
+                log.error("the provider runtime of %s failed to start", handle.name, exc_info=exc)
+                return _first_cause(exc)
+            status = AgentStatus.IDLE if runtime.ready else AgentStatus.STARTING
+            await self.writer.call(lambda s: s.observe(handle.agent_id, handle.generation, status,
+                                                       thread_id=thread_id))
+            self.owners[handle.uuid] = handle
+            tg.start_soon(self.observer.run, handle)
+            tg.start_soon(self.dispatcher.run, handle)
+            ready()
+            handle.kick.set()  # readiness is a dispatch opportunity
+        return None
+
+    async def _stop(self, handle: AgentHandle) -> None:
+        handle.runtime.stop()
+        with anyio.move_on_after(STOP_TIMEOUT_S):
+            await handle.done.wait()
+        handle.scope.cancel()
+        with anyio.move_on_after(STOP_TIMEOUT_S):
+            await handle.done.wait()
+
+
+def check_launch(provider: str, caps: Capabilities, mode: str, approve_tools: Sequence[str]) -> None:
+    """Raises: Unsupported (the provider has no such mode, or takes no tool grants)."""
+    if mode == "attached" and not caps.attach:
+        raise errors.Unsupported(f"{provider} agents have no attached mode", field="mode", allowed="background")
+    if approve_tools and not caps.tool_grants:
+        raise errors.Unsupported(
+            f"{provider} agents take no --approve-tools: {provider} has no approval step for wardian's tools "
+            "(they run unless the provider's own settings deny them)", field="approve_tools",
+            allowed="no grants; restrict tools with the provider's settings (-c)")
+
+
+def _first_cause(exc: BaseException) -> BaseException:
+    """The first leaf of an exception group (a task group's failure), or the exception itself."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+

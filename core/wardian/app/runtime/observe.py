@@ -1,0 +1,77 @@
+"""The observer of one started agent: what its provider runtime reports (`ProviderRuntime.events`), persisted.
+
+Observed idle/active/turn id go to the roster; a replaced conversation to the agent's record; a turn's outcome
+becomes the reply of the tasks that turn carried (for a provider with an exact completion), or leaves them uncertain
+when that outcome is unknown: never guessed, never replayed. Each idle and each turn end is a dispatch opportunity.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from wardian.app import outcomes
+from wardian.app.outcomes import outcome_reply
+from wardian.app.runtime.handle import AgentHandle
+from wardian.app.runtime.push import PushQueue
+from wardian.app.writer import StoreWriter
+from wardian.faults import crashpoint
+from wardian.model import AgentStatus
+from wardian.providers import StateChange
+from wardian.providers.base import ConversationReplaced, TurnOutcome
+
+log = logging.getLogger("wardian.app.runtime")
+
+
+class Observer:
+    def __init__(self, writer: StoreWriter, pushes: PushQueue) -> None:
+        self.writer = writer
+        self.pushes = pushes
+
+    async def run(self, handle: AgentHandle) -> None:
+        """Persist each event of the agent's runtime, in order, until its stream ends."""
+        async with handle.runtime.events:
+            async for event in handle.runtime.events:
+                if isinstance(event, ConversationReplaced):
+                    await self._replaced(handle, event)
+                elif isinstance(event, StateChange):
+                    await self._state(handle, event)
+                else:
+                    await self._turn_ended(handle, event)
+
+    async def _replaced(self, handle: AgentHandle, event: ConversationReplaced) -> None:
+        await self.writer.call(lambda s: s.replace_thread(
+            handle.agent_id, handle.generation, event.previous, event.current, event.reason))
+        log.warning("agent %s: conversation %s could not be used (%s); it is now %s", handle.name,
+                    event.previous, event.reason, event.current)
+
+    async def _state(self, handle: AgentHandle, event: StateChange) -> None:
+        await self.writer.call(lambda s: s.observe(
+            handle.agent_id, handle.generation, event.status, thread_id=event.thread_id,
+            active_turn_id=event.active_turn_id))
+        if event.status is AgentStatus.OFF:
+            handle.scope.cancel()  # the runtime ended: take its dispatcher and observer down with it
+        elif event.status is AgentStatus.IDLE:
+            await self.pushes.push_deferred(handle)
+            handle.kick.set()  # ready (e.g. an attached TUI's thread was adopted): a dispatch chance
+
+    async def _turn_ended(self, handle: AgentHandle, outcome: TurnOutcome) -> None:
+        async with handle.runtime.submit_lock:  # every binding of this turn is persisted by now
+            request_ids = await self.writer.call(lambda s: s.tasks_of_turn(outcome.turn_id))
+        if request_ids and handle.caps.exact_completion:
+            reply = outcome_reply(outcome)
+            if reply is None:
+                # Never guessed, never replayed: the turn's tasks are uncertain from now on.
+                for rid in request_ids:
+                    await self.writer.call(lambda s, r=rid: s.mark_uncertain(r, outcomes.unknown_outcome(
+                        outcome.turn_id)))
+                log.warning("turn %s of %s ended with an unknown outcome; uncertain: %s", outcome.turn_id,
+                            handle.name, ", ".join(request_ids))
+            else:
+                status, text = reply
+                for rid in request_ids:
+                    await self.writer.call(lambda s, r=rid: s.capture_outcome(r, status, text))
+                    crashpoint("after_terminal_evidence_before_reply_publish")
+                    published = await self.writer.call(lambda s, r=rid: s.publish_outcome(r, self.pushes.can_push))
+                    if published is not None and published.record_id is not None:
+                        await self.pushes.deliver(published.requester_uuid, published.record_id, published.pushing)
+        handle.kick.set()  # the turn ended: pending tasks get another chance
