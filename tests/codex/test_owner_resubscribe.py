@@ -12,21 +12,22 @@ from wardian import errors
 from wardian.model import Party
 from wardian.providers.base import OutcomeStatus, Started, TaskDelivery, TurnOutcome
 from wardian.providers.codex.app_server import Notification
-from wardian.providers.codex.owner import CodexOwner, OwnerSpec
+from wardian.providers.codex.launch import AppServerSpec
+from wardian.providers.codex.runtime import CodexRuntime
 
 
-def _owner(client: object, *, name: str = "worker", mode: str = "background") -> CodexOwner:
+def _owner(client: object, *, name: str = "worker", mode: str = "background") -> CodexRuntime:
     """An owner that never ran a process, on thread-1, ready, talking to `client` (a stand-in for the app-server)."""
-    spec = OwnerSpec(name=name, codex="codex", codex_home=Path("/nonexistent"), workspace=Path("/nonexistent"),
+    spec = AppServerSpec(name=name, codex="codex", codex_home=Path("/nonexistent"), workspace=Path("/nonexistent"),
                      overrides=(), env={}, thread_id="thread-1", capabilities=None,  # type: ignore[arg-type]
                      stderr_path=Path("/nonexistent"), mode=mode)
-    owner = CodexOwner(spec)
+    owner = CodexRuntime(spec)
     owner.client = client  # type: ignore[assignment]
     owner.ready = True
     return owner
 
 
-def _close(owner: CodexOwner) -> None:
+def _close(owner: CodexRuntime) -> None:
     """The owner never ran, so nothing else closes its streams."""
     owner._events.close()
     for stream in (owner.events, owner._tui_send, owner._tui_threads):
@@ -67,7 +68,7 @@ class _InstantTurnClient:
     """A turn that ends at once: the app-server's turn/started and turn/completed are observed before the
     coroutine that sent `turn/start` resumes with its answer (the reader runs on, the caller is only scheduled)."""
 
-    def __init__(self, owner: CodexOwner) -> None:
+    def __init__(self, owner: CodexRuntime) -> None:
         self.owner = owner
 
     async def request(self, method: str, params: dict[str, Any], timeout_s: float = 30) -> Any:

@@ -19,8 +19,9 @@ from wardian.overrides import ValueSyntax
 from wardian.providers.base import LaunchSpec, ProviderInfo
 from wardian.providers.codex import projection
 from wardian.providers.codex.compat import capabilities, parse_codex_version
-from wardian.providers.codex.owner import CodexOwner, OwnerSpec, codex_version
+from wardian.providers.codex.launch import AppServerSpec, codex_version
 from wardian.providers.codex.registration import register_session
+from wardian.providers.codex.runtime import CodexRuntime
 from wardian.providers.process import child_env, reap_left_behind
 
 log = logging.getLogger("wardian.codex")
@@ -59,10 +60,10 @@ class CodexProvider:
         version = parse_codex_version(await anyio.to_thread.run_sync(codex_version, codex))
         return ProviderInfo(executable=codex, version=str(version), capabilities=capabilities(version))
 
-    async def prepare(self, spec: LaunchSpec, info: ProviderInfo) -> CodexOwner:
+    async def prepare(self, spec: LaunchSpec, info: ProviderInfo) -> CodexRuntime:
         codex_home = codex_home_of(spec.agent_dir)
         await anyio.to_thread.run_sync(self._prepare_home, spec, codex_home)
-        return CodexOwner(OwnerSpec(
+        return CodexRuntime(AppServerSpec(
             name=spec.name, codex=info.executable, codex_home=codex_home, workspace=spec.workspace,
             overrides=(*spec.overrides, *LAUNCH_OVERRIDES), env=child_env({"CODEX_HOME": str(codex_home)},
                                                                          drop=("CODEX_HOME",)),

@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from wardian import errors
 
@@ -115,3 +116,16 @@ def classify(method: str, exc: errors.AppServerError) -> Verdict | None:
     """What Codex's error answer to `method` proves, or None: the outcome is unknown."""
     rule = matching_rule(method, exc)
     return None if rule is None else rule.verdict
+
+
+def as_error(method: str, exc: errors.AppServerError, **details: Any) -> errors.WardianError:
+    """The error a definite rejection of `method` is raised as (THREAD_GONE aside: the runtime first replaces the
+    thread), else `exc` itself: the outcome is unknown."""
+    verdict = classify(method, exc)
+    if verdict is Verdict.STALE_TURN:
+        return errors.StaleTurn(exc.message, **details)
+    if verdict is Verdict.BUSY:
+        return errors.ProviderBusy(f"Codex is overloaded ({exc.message}); nothing was accepted", method=method)
+    if verdict is Verdict.REFUSED:
+        return errors.ProviderRefused(f"Codex refused {method}: {exc.message}; nothing was accepted", method=method)
+    return exc

@@ -1,17 +1,15 @@
-"""The owner of one managed Codex agent: its app-server process, its conversation and its observed state
+"""The runtime of one managed Codex agent: its app-server process, its conversation and its observed state
 (a `wardian.providers.base.ProviderRuntime`).
 
-The owner never touches the store (STYLE.md §2): it reports what it observes as `events` (state changes and turn
-outcomes, in order, never dropped) and returns the outcome of each delivery (a turn id, or a typed error); the
-app persists them.
+The runtime never touches the store: it reports what it observes as `events` (state changes and turn outcomes, in
+order, never dropped) and returns the outcome of each delivery (a turn id, or a typed error); the app persists them.
 
-Observed state comes only from Codex's notifications: `turn/started` makes the owner active with that exact
-turn id; `turn/completed` makes it idle and yields the turn's outcome. A steer cancels the in-flight model
-stream, so an agentMessage can start and never complete: only completed items count.
+Observed state comes only from Codex's notifications: `turn/started` makes the runtime active with that exact
+turn id; `turn/completed` makes it idle and yields the turn's outcome (`turns`).
 
-Error classification (what the runtime may do next) follows the one table of `rejections`: a stale turn is
+Error classification (what the app may do next) follows the one table of `rejections`: a stale turn is
 `StaleTurn` (not admitted) for a steer and `NotActive` for an interrupt; a thread Codex does not have is
-`ConversationGone`, raised once the owner has started a fresh thread in its place (`ConversationReplaced`); a
+`ConversationGone`, raised once the runtime has started a fresh thread in its place (`ConversationReplaced`); a
 request Codex refused as invalid is `ProviderRefused`; a request that could not be written is `ProviderUnavailable`;
 anything else after a byte left is an unknown outcome.
 
@@ -23,13 +21,10 @@ attached mode by the thread the person's TUI opens; either way the change is rep
 from __future__ import annotations
 
 import logging
-import subprocess
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from contextlib import suppress
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn
 
 import anyio
 import anyio.abc
@@ -38,84 +33,27 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from wardian import __version__, errors
 from wardian.model import AgentStatus, Interaction
-from wardian.providers.base import (
-    Capabilities,
-    ConversationReplaced,
-    OutcomeStatus,
-    ProviderEvent,
-    Started,
-    StateChange,
-    TaskDelivery,
-    TurnOutcome,
-)
+from wardian.providers.base import ConversationReplaced, ProviderEvent, Started, StateChange, TaskDelivery
 from wardian.providers.codex import messages as m
 from wardian.providers.codex import projection
 from wardian.providers.codex.app_server import AppServerClient, Notification
 from wardian.providers.codex.items import TASK_ITEM_KIND, inbox_items, steer_context, task_payload
-from wardian.providers.codex.rejections import Verdict, classify
-from wardian.providers.codex.transport import MessageStream, NdjsonStream, connect_unix_websocket
+from wardian.providers.codex.launch import AppServerSpec, app_server_command, open_stream
+from wardian.providers.codex.rejections import Verdict, as_error, classify
+from wardian.providers.codex.turns import TurnItems, read_result, turn_outcome
 from wardian.providers.events import EventStream
 from wardian.providers.process import ProviderProcess, StopPolicy
 
-log = logging.getLogger("wardian.codex.owner")
+log = logging.getLogger("wardian.codex.runtime")
 
 # The app-server exits once its input closes; SIGTERM and SIGKILL only for one that does not, within these bounds.
 STOP_POLICY = StopPolicy(polite_s=3.0, term_s=3.0, kill_s=3.0)
-_OUTCOMES = {"completed": OutcomeStatus.DONE, "interrupted": OutcomeStatus.INTERRUPTED,
-             "failed": OutcomeStatus.FAILED}
-_R = TypeVar("_R", bound=pydantic.BaseModel)
 
 
-@dataclass(frozen=True, slots=True)
-class OwnerSpec:
-    name: str
-    codex: str
-    codex_home: Path
-    workspace: Path
-    overrides: tuple[str, ...]
-    env: Mapping[str, str]
-    thread_id: str | None
-    capabilities: Capabilities
-    stderr_path: Path
-    pid_path: Path | None = None  # where the app-server's process group is recorded while it runs
-    mode: str = "background"  # background: stdio app-server; attached: --listen unix:// for a Codex TUI
-    socket_path: Path | None = None  # attached mode: where the app-server listens (the TUI's --remote)
-    config: tuple[str, ...] = ()  # the agent's own -c settings, as `agent attach` gives them to the TUI
+class CodexRuntime:
+    """Run with `await tg.start(runtime.run)`: returns once the conversation is ready (thread started/resumed)."""
 
-
-@dataclass
-class _TurnItems:
-    final: list[str] = field(default_factory=list)
-    unknown_phase: list[str] = field(default_factory=list)
-
-
-def final_text_of(items: _TurnItems, summary: Sequence[m.ThreadItem]) -> str | None:
-    """The turn's final answer: the last `final_answer` item, else the last completed item with an unknown
-    phase; commentary never (seed: "Commentary is excluded")."""
-    if items.final:
-        return items.final[-1]
-    if items.unknown_phase:
-        return items.unknown_phase[-1]
-    for item in reversed(summary):
-        if item.type == "agentMessage" and item.phase != "commentary":
-            return item.text or ""
-    return None
-
-
-def _result(model: type[_R], payload: Any, method: str) -> _R:
-    """A Codex answer as `model`; one that lacks what wardian needs leaves the exchange's outcome unknown."""
-    try:
-        return model.model_validate(payload if payload is not None else {})
-    except pydantic.ValidationError as exc:
-        raise errors.DeliveryUncertain(f"Codex answered {method} with a result wardian cannot read "
-                                       f"({exc.error_count()} problems); its outcome is unknown",
-                                       method=method) from None
-
-
-class CodexOwner:
-    """Run with `await tg.start(owner.run)`: returns once the conversation is ready (thread started/resumed)."""
-
-    def __init__(self, spec: OwnerSpec) -> None:
+    def __init__(self, spec: AppServerSpec) -> None:
         self.spec = spec
         self.capabilities = spec.capabilities
         self.thread_id: str | None = spec.thread_id
@@ -124,10 +62,10 @@ class CodexOwner:
         self.subscribed = True
         self.client: AppServerClient | None = None
         self._child: ProviderProcess | None = None
-        self._turns: dict[str, _TurnItems] = {}
+        self._turns: dict[str, TurnItems] = {}
         # Turns already seen to end: a `turn/start` answer read after its turn's own turn/completed (a turn that
         # ends at once) must not mark a finished turn active again.
-        self._ended: deque[str] = deque(maxlen=64)
+        self._ended_turns: deque[str] = deque(maxlen=64)
         self._events = EventStream(f"codex:{spec.name}")
         self.events: MemoryObjectReceiveStream[ProviderEvent] = self._events.receive
         self.submit_lock = anyio.Lock()
@@ -144,30 +82,15 @@ class CodexOwner:
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[str | None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Start the app-server and the conversation; `task_status` gets the thread id (None while an attached
-        owner waits for its TUI's thread)."""
+        runtime waits for its TUI's thread)."""
         spec = self.spec
-        attached = spec.mode == "attached"
-        cmd = [spec.codex, "app-server"]
-        if attached:
-            assert spec.socket_path is not None
-            with suppress(FileNotFoundError):
-                spec.socket_path.unlink()  # a link left by an earlier app-server of this agent
-            cmd += ["--listen", f"unix://{spec.socket_path}"]
-        for override in spec.overrides:
-            cmd += ["-c", override]
         started = False
         try:
-            self._child = ProviderProcess(cmd, name=spec.name, env=spec.env, cwd=spec.workspace,
-                                          log_path=spec.stderr_path, pid_path=spec.pid_path, stdout_to_log=attached)
+            self._child = ProviderProcess(app_server_command(spec), name=spec.name, env=spec.env, cwd=spec.workspace,
+                                          log_path=spec.stderr_path, pid_path=spec.pid_path,
+                                          stdout_to_log=spec.attached)
             process = await self._child.start()
-            if attached:
-                assert spec.socket_path is not None
-                stream: MessageStream = await _connect_when_listening(spec.socket_path, process)
-            else:
-                assert process.stdin is not None
-                assert process.stdout is not None
-                stream = NdjsonStream(process.stdin, process.stdout)
-            client = AppServerClient(stream, name=f"codex:{spec.name}")
+            client = AppServerClient(await open_stream(spec, process), name=f"codex:{spec.name}")
             self.client = client
             async with anyio.create_task_group() as tg:
                 await tg.start(client.run)
@@ -176,41 +99,50 @@ class CodexOwner:
                     "clientInfo": {"name": "wardian", "title": "Wardian", "version": __version__},
                     "capabilities": {"experimentalApi": True}}, timeout_s=120)
                 await client.notify("initialized")
-                if attached:
+                if spec.attached:
                     tg.start_soon(self._follow_tui, client)
-                # No fixed deadline while Codex indexes history (seed); the request itself stays bounded.
-                gone = await self._resume(client, self.thread_id) if self.thread_id else None
-                if gone is not None:
-                    assert self.thread_id is not None
-                    log.warning("%s: Codex cannot resume thread %s (%s); it is replaced by a new one", spec.name,
-                                self.thread_id, gone)
-                    if attached:
-                        self._gone, self.thread_id = (self.thread_id, gone), None
-                    else:
-                        await self._start_thread(client, replacing=(self.thread_id, gone))
-                elif not self.thread_id and not attached:
-                    await self._start_thread(client)
-                if not self.ready:
-                    # Attached, and no thread to resume: delivery waits until the TUI's own thread is observed.
-                    self._emit(StateChange(AgentStatus.STARTING, None, None))
+                await self._open_conversation(client)
                 started = True
                 task_status.started(self.thread_id)
                 await self._stop.wait()
                 tg.cancel_scope.cancel()
         finally:
-            self.ready = False
-            self.active_turn_id = None
-            with anyio.CancelScope(shield=True):
-                await self._terminate()
-                if attached:
-                    # The launch settings were projected into config.toml for the TUI; put back what was there.
-                    await anyio.to_thread.run_sync(projection.recover, spec.codex_home)
-            self._emit(StateChange(AgentStatus.OFF, None, self.thread_id))
-            self._events.close()
-            self._tui_send.close()
-            self._tui_threads.close()
-            if not started:
-                log.error("Codex owner %s failed to start", spec.name)
+            await self._ended(started)
+
+    async def _open_conversation(self, client: AppServerClient) -> None:
+        """Resume the agent's thread, or start one; attached, a thread that cannot be resumed (or none) waits for
+        the TUI's own. No fixed deadline while Codex indexes history; each request itself stays bounded."""
+        attached = self.spec.attached
+        gone = await self._resume(client, self.thread_id) if self.thread_id else None
+        if gone is not None:
+            assert self.thread_id is not None
+            log.warning("%s: Codex cannot resume thread %s (%s); it is replaced by a new one", self.spec.name,
+                        self.thread_id, gone)
+            if attached:
+                self._gone, self.thread_id = (self.thread_id, gone), None
+            else:
+                await self._start_thread(client, replacing=(self.thread_id, gone))
+        elif not self.thread_id and not attached:
+            await self._start_thread(client)
+        if not self.ready:
+            # Attached, and no thread to resume: delivery waits until the TUI's own thread is observed.
+            self._emit(StateChange(AgentStatus.STARTING, None, None))
+
+    async def _ended(self, started: bool) -> None:
+        """However `run` ends: the app-server and its group are gone, and the stream says OFF, then ends."""
+        self.ready = False
+        self.active_turn_id = None
+        with anyio.CancelScope(shield=True):
+            await self._terminate()
+            if self.spec.attached:
+                # The launch settings were projected into config.toml for the TUI; put back what was there.
+                await anyio.to_thread.run_sync(projection.recover, self.spec.codex_home)
+        self._emit(StateChange(AgentStatus.OFF, None, self.thread_id))
+        self._events.close()
+        self._tui_send.close()
+        self._tui_threads.close()
+        if not started:
+            log.error("Codex runtime %s failed to start", self.spec.name)
 
     def _become_ready(self, thread_id: str) -> None:
         self.thread_id = thread_id
@@ -228,13 +160,13 @@ class CodexOwner:
                 return exc.message
             raise
         self.subscribed = True
-        self._become_ready(_result(m.ThreadResumeResponse, raw, "thread/resume").thread.id)
+        self._become_ready(read_result(m.ThreadResumeResponse, raw, "thread/resume").thread.id)
         return None
 
     async def _start_thread(self, client: AppServerClient, *, replacing: tuple[str, str] | None = None) -> None:
         """A new thread in the workspace; `replacing` (the thread Codex no longer has, and its words) is reported
         as replaced by it."""
-        result = _result(m.ThreadStartResponse, await client.request(
+        result = read_result(m.ThreadStartResponse, await client.request(
             "thread/start", {"cwd": str(self.spec.workspace)}, timeout_s=600), "thread/start")
         self.subscribed = True
         self.active_turn_id = None
@@ -245,7 +177,7 @@ class CodexOwner:
     async def _thread_gone(self, method: str, thread_id: str | None, exc: errors.AppServerError) -> NoReturn:
         """Codex has no thread `thread_id` (its answer to `method`): nothing was accepted. Start a fresh thread in its
         place (once, whichever delivery met it first), then raise ConversationGone so the work is offered again there.
-        A fresh thread that cannot be started ends the owner (the agent goes off; its next start tries again)."""
+        A fresh thread that cannot be started ends the runtime (the agent goes off; its next start tries again)."""
         async with self._replace_lock:
             if thread_id is not None and self.thread_id == thread_id:
                 log.warning("%s: Codex has no thread %s (%s: %s); starting a new one", self.spec.name, thread_id,
@@ -254,23 +186,11 @@ class CodexOwner:
                 try:
                     await self._start_thread(self._client(ready=False), replacing=(thread_id, exc.message))
                 except errors.WardianError as failure:
-                    log.error("%s: no new thread could be started (%s); the owner ends", self.spec.name,
+                    log.error("%s: no new thread could be started (%s); the runtime ends", self.spec.name,
                               failure.message)
                     self._stop.set()
         raise errors.ConversationGone(f"Codex has no thread {thread_id} ({exc.message}); nothing was accepted, and "
                                       f"the agent's conversation is now {self.thread_id}", method=method)
-
-    def _rejected(self, method: str, exc: errors.AppServerError, **details: Any) -> errors.WardianError:
-        """The error a definite rejection of `method` is raised as (THREAD_GONE aside), else `exc` (unknown)."""
-        verdict = classify(method, exc)
-        if verdict is Verdict.STALE_TURN:
-            return errors.StaleTurn(exc.message, **details)
-        if verdict is Verdict.BUSY:
-            return errors.ProviderBusy(f"Codex is overloaded ({exc.message}); nothing was accepted", method=method)
-        if verdict is Verdict.REFUSED:
-            return errors.ProviderRefused(f"Codex refused {method}: {exc.message}; nothing was accepted",
-                                          method=method)
-        return exc
 
     async def _adopt(self, client: AppServerClient, thread_id: str) -> None:
         """Deliver into this thread from now on, subscribed to its turns (thread/resume).
@@ -295,7 +215,7 @@ class CodexOwner:
             self._become_ready(thread_id)
             return
         self.subscribed = True
-        self._become_ready(_result(m.ThreadResumeResponse, raw, "thread/resume").thread.id)
+        self._become_ready(read_result(m.ThreadResumeResponse, raw, "thread/resume").thread.id)
 
     async def _subscribe_after_first_turn(self, turn_id: str) -> None:
         client = self._client()
@@ -316,7 +236,7 @@ class CodexOwner:
             # them, and a turn still running there (another client's thread, just started) was seen listed as
             # `interrupted` while it went on to complete. While the thread is active, its end comes as
             # turn/completed, now that this connection is subscribed.
-            thread = _result(m.ThreadResumeResponse, raw, "thread/resume").thread
+            thread = read_result(m.ThreadResumeResponse, raw, "thread/resume").thread
             active = thread.status is not None and thread.status.type == "active"
             for turn in thread.turns:
                 if turn.id == turn_id and turn.status != "inProgress" and (turn.status == "completed" or not active):
@@ -325,8 +245,9 @@ class CodexOwner:
         raise errors.DeliveryUncertain(f"could not subscribe to thread {self.thread_id} after its first turn")
 
     async def _follow_tui(self, client: AppServerClient) -> None:
-        """Attached mode: the TUI's thread is the latest non-ephemeral, user-started thread (codex-offline §7).
-        When the TUI starts one (first attach, or /new), wait for the current turn to end, then adopt it."""
+        """Attached mode: the TUI's thread is the latest non-ephemeral, user-started thread (the app-server announces
+        every thread it starts, with its source). When the TUI starts one (first attach, or /new), wait for the
+        current turn to end, then adopt it."""
         async for thread_id in self._tui_threads:
             if thread_id == self.thread_id:
                 continue
@@ -342,7 +263,7 @@ class CodexOwner:
     async def _watch(self, client: AppServerClient) -> None:
         async for note in client.notifications:
             self._observe(note)
-        # The reader ended: the app-server is gone. End the owner so the app sees it.
+        # The reader ended: the app-server is gone. End the runtime so the app sees it.
         self._stop.set()
 
     def stop(self) -> None:
@@ -371,7 +292,7 @@ class CodexOwner:
         try:
             self._observe_typed(note)
         except pydantic.ValidationError as exc:
-            # A turn whose end cannot be read is never guessed: its tasks become uncertain when the owner ends.
+            # A turn whose end cannot be read is never guessed: its tasks become uncertain when the runtime ends.
             log.error("%s: skipped a %s notification wardian cannot read (%d problems)", self.spec.name,
                       note.method, exc.error_count())
 
@@ -386,31 +307,24 @@ class CodexOwner:
         if p.get("threadId") not in (None, self.thread_id):
             return
         if note.method == "turn/started":
-            turn_id = m.TurnStartedNotification.model_validate(p).turn.id
-            self.active_turn_id = turn_id
-            self._turns.setdefault(turn_id, _TurnItems())
-            self.idle = anyio.Event()
-            self._emit(StateChange(AgentStatus.ACTIVE, turn_id, self.thread_id))
+            self._activate(m.TurnStartedNotification.model_validate(p).turn.id)
         elif note.method == "item/completed":
             done = m.ItemCompletedNotification.model_validate(p)
             if done.item.type == "agentMessage":
-                items = self._turns.setdefault(str(done.turn_id), _TurnItems())
-                if done.item.phase == "final_answer":
-                    items.final.append(done.item.text or "")
-                elif done.item.phase is None:
-                    items.unknown_phase.append(done.item.text or "")
+                self._turns.setdefault(str(done.turn_id), TurnItems()).add(done.item)
         elif note.method == "turn/completed":
             self._turn_completed(m.TurnCompletedNotification.model_validate(p))
 
+    def _activate(self, turn_id: str) -> None:
+        self.active_turn_id = turn_id
+        self._turns.setdefault(turn_id, TurnItems())
+        self.idle = anyio.Event()
+        self._emit(StateChange(AgentStatus.ACTIVE, turn_id, self.thread_id))
+
     def _turn_completed(self, note: m.TurnCompletedNotification) -> None:
         turn = note.turn
-        items = self._turns.pop(turn.id, _TurnItems())
-        self._ended.append(turn.id)
-        status = _OUTCOMES.get(turn.status or "", OutcomeStatus.UNKNOWN)
-        outcome = TurnOutcome(
-            turn_id=turn.id, status=status,
-            final_text=final_text_of(items, turn.items) if status is OutcomeStatus.DONE else None,
-            error=turn.error.message if turn.error is not None and turn.error.message else None)
+        outcome = turn_outcome(turn, self._turns.pop(turn.id, TurnItems()))
+        self._ended_turns.append(turn.id)
         if self.active_turn_id == turn.id:
             self.active_turn_id = None
             self.idle.set()
@@ -443,13 +357,10 @@ class CodexOwner:
         except errors.AppServerError as exc:
             if classify("turn/start", exc) is Verdict.THREAD_GONE:
                 await self._thread_gone("turn/start", thread_id, exc)
-            raise self._rejected("turn/start", exc) from None
-        turn_id = _result(m.TurnStartResponse, raw, "turn/start").turn.id
-        if self.active_turn_id is None and turn_id not in self._ended:
-            self.active_turn_id = turn_id
-            self._turns.setdefault(turn_id, _TurnItems())
-            self.idle = anyio.Event()
-            self._emit(StateChange(AgentStatus.ACTIVE, turn_id, self.thread_id))
+            raise as_error("turn/start", exc) from None
+        turn_id = read_result(m.TurnStartResponse, raw, "turn/start").turn.id
+        if self.active_turn_id is None and turn_id not in self._ended_turns:
+            self._activate(turn_id)
         if not self.subscribed:
             # The turn was accepted; its outcome is only observable once subscribed. A failure here leaves the
             # task uncertain (the caller's error path), never resubmitted.
@@ -474,8 +385,8 @@ class CodexOwner:
         except errors.AppServerError as exc:
             if classify("turn/steer", exc) is Verdict.THREAD_GONE:
                 await self._thread_gone("turn/steer", thread_id, exc)
-            raise self._rejected("turn/steer", exc, turn_id=expected_turn_id) from None
-        return _result(m.TurnSteerResponse, raw, "turn/steer").turn_id or expected_turn_id
+            raise as_error("turn/steer", exc, turn_id=expected_turn_id) from None
+        return read_result(m.TurnSteerResponse, raw, "turn/steer").turn_id or expected_turn_id
 
     async def push(self, records: Sequence[Interaction], *, timeout_s: float = 30.0) -> None:
         """`thread/inject_items`: model-visible history, no turn started.
@@ -491,7 +402,7 @@ class CodexOwner:
         except errors.AppServerError as exc:
             if classify("thread/inject_items", exc) is Verdict.THREAD_GONE:
                 await self._thread_gone("thread/inject_items", thread_id, exc)
-            raise self._rejected("thread/inject_items", exc) from None
+            raise as_error("thread/inject_items", exc) from None
 
     async def interrupt(self, turn_id: str, *, timeout_s: float = 30.0) -> None:
         """`turn/interrupt` of the exact turn. Raises: NotActive (Codex says it is not active), WardianError."""
@@ -502,7 +413,7 @@ class CodexOwner:
             if classify("turn/interrupt", exc) in (Verdict.STALE_TURN, Verdict.THREAD_GONE):
                 raise errors.NotActive(f"turn {turn_id} is no longer active; nothing was interrupted",
                                        field="target") from None
-            raise self._rejected("turn/interrupt", exc) from None
+            raise as_error("turn/interrupt", exc) from None
 
     def attach_info(self) -> dict[str, Any]:
         """How a Codex TUI attaches to this app-owned app-server (`wardian agent attach`)."""
@@ -513,20 +424,3 @@ class CodexOwner:
         return {"socket": str(spec.socket_path), "workspace": str(spec.workspace), "codex": spec.codex,
                 "codex_home": str(spec.codex_home), "thread_id": self.thread_id, "config": list(spec.config)}
 
-
-async def _connect_when_listening(path: Path, process: anyio.abc.Process) -> MessageStream:
-    """Connect once the attached app-server listens (each attempt bounded; the startup itself is not)."""
-    while True:
-        if process.returncode is not None:
-            raise errors.ProviderUnavailable(f"the Codex app-server exited ({process.returncode}) before listening")
-        try:
-            with anyio.fail_after(10):
-                return await connect_unix_websocket(str(path))
-        except (errors.ProviderUnavailable, TimeoutError):
-            await anyio.sleep(0.05)
-
-
-def codex_version(codex: str) -> str:
-    """`codex --version` output (bounded)."""
-    out = subprocess.run([codex, "--version"], capture_output=True, text=True, timeout=60, check=False)
-    return out.stdout.strip() or out.stderr.strip()

@@ -1,0 +1,81 @@
+"""Starting one agent's `codex app-server`: what it is given (`AppServerSpec`), its command line, and the message
+stream to it (its stdio in background mode; a Unix-socket WebSocket in attached mode, which a person's Codex TUI
+joins with `--remote`)."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Mapping
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import anyio.abc
+
+from wardian import errors
+from wardian.providers.base import Capabilities
+from wardian.providers.codex.transport import MessageStream, NdjsonStream, connect_unix_websocket
+
+
+@dataclass(frozen=True, slots=True)
+class AppServerSpec:
+    name: str
+    codex: str
+    codex_home: Path
+    workspace: Path
+    overrides: tuple[str, ...]
+    env: Mapping[str, str]
+    thread_id: str | None
+    capabilities: Capabilities
+    stderr_path: Path
+    pid_path: Path | None = None  # where the app-server's process group is recorded while it runs
+    mode: str = "background"  # background: stdio app-server; attached: --listen unix:// for a Codex TUI
+    socket_path: Path | None = None  # attached mode: where the app-server listens (the TUI's --remote)
+    config: tuple[str, ...] = ()  # the agent's own -c settings, as `agent attach` gives them to the TUI
+
+    @property
+    def attached(self) -> bool:
+        return self.mode == "attached"
+
+
+def app_server_command(spec: AppServerSpec) -> list[str]:
+    """The app-server's argv. Attached, it listens on the agent's socket, whose link an earlier app-server of this
+    agent may have left behind: it is removed first."""
+    cmd = [spec.codex, "app-server"]
+    if spec.attached:
+        assert spec.socket_path is not None
+        with suppress(FileNotFoundError):
+            spec.socket_path.unlink()
+        cmd += ["--listen", f"unix://{spec.socket_path}"]
+    for override in spec.overrides:
+        cmd += ["-c", override]
+    return cmd
+
+
+async def open_stream(spec: AppServerSpec, process: anyio.abc.Process) -> MessageStream:
+    """The message stream to the started app-server."""
+    if spec.attached:
+        assert spec.socket_path is not None
+        return await connect_when_listening(spec.socket_path, process)
+    assert process.stdin is not None
+    assert process.stdout is not None
+    return NdjsonStream(process.stdin, process.stdout)
+
+
+async def connect_when_listening(path: Path, process: anyio.abc.Process) -> MessageStream:
+    """Connect once the attached app-server listens (each attempt bounded; the startup itself is not)."""
+    while True:
+        if process.returncode is not None:
+            raise errors.ProviderUnavailable(f"the Codex app-server exited ({process.returncode}) before listening")
+        try:
+            with anyio.fail_after(10):
+                return await connect_unix_websocket(str(path))
+        except (errors.ProviderUnavailable, TimeoutError):
+            await anyio.sleep(0.05)
+
+
+def codex_version(codex: str) -> str:
+    """`codex --version` output (bounded)."""
+    out = subprocess.run([codex, "--version"], capture_output=True, text=True, timeout=60, check=False)
+    return out.stdout.strip() or out.stderr.strip()

@@ -1,0 +1,68 @@
+"""What a Codex turn ended with, read from its notifications: the completed agent messages of the turn, its final
+answer, and the `TurnOutcome` the app is given; and the one reader of Codex's answers.
+
+A steer cancels the in-flight model stream, so an agentMessage can start and never complete: only completed items
+count. Commentary is never a final answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import pydantic
+
+from wardian import errors
+from wardian.providers.base import OutcomeStatus, TurnOutcome
+from wardian.providers.codex import messages as m
+
+_OUTCOMES = {"completed": OutcomeStatus.DONE, "interrupted": OutcomeStatus.INTERRUPTED,
+             "failed": OutcomeStatus.FAILED}
+_R = TypeVar("_R", bound=pydantic.BaseModel)
+
+
+@dataclass
+class TurnItems:
+    """The completed agent messages of one turn, by phase."""
+
+    final: list[str] = field(default_factory=list)
+    unknown_phase: list[str] = field(default_factory=list)
+
+    def add(self, item: m.ThreadItem) -> None:
+        if item.phase == "final_answer":
+            self.final.append(item.text or "")
+        elif item.phase is None:
+            self.unknown_phase.append(item.text or "")
+
+
+def final_text_of(items: TurnItems, summary: Sequence[m.ThreadItem]) -> str | None:
+    """The turn's final answer: the last `final_answer` item, else the last completed item with an unknown
+    phase; commentary never."""
+    if items.final:
+        return items.final[-1]
+    if items.unknown_phase:
+        return items.unknown_phase[-1]
+    for item in reversed(summary):
+        if item.type == "agentMessage" and item.phase != "commentary":
+            return item.text or ""
+    return None
+
+
+def turn_outcome(turn: m.Turn, items: TurnItems) -> TurnOutcome:
+    """The outcome of a completed turn: its status, and for a done turn its final answer."""
+    status = _OUTCOMES.get(turn.status or "", OutcomeStatus.UNKNOWN)
+    return TurnOutcome(
+        turn_id=turn.id, status=status,
+        final_text=final_text_of(items, turn.items) if status is OutcomeStatus.DONE else None,
+        error=turn.error.message if turn.error is not None and turn.error.message else None)
+
+
+def read_result(model: type[_R], payload: Any, method: str) -> _R:
+    """A Codex answer as `model`; one that lacks what wardian needs leaves the exchange's outcome unknown."""
+    try:
+        return model.model_validate(payload if payload is not None else {})
+    except pydantic.ValidationError as exc:
+        raise errors.DeliveryUncertain(f"Codex answered {method} with a result wardian cannot read "
+                                       f"({exc.error_count()} problems); its outcome is unknown",
+                                       method=method) from None
