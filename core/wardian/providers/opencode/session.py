@@ -1,0 +1,81 @@
+"""What the app observes of the agent's one OpenCode session: the facts `/event` announces (user messages, the
+assistant messages answering each, busy and idle), and a loop's outcome read from its last answer.
+
+A turn is one loop: it starts with a user message (a task we sent: its msg_ id is the turn id) and ends at
+`session.idle`; its outcome is read from the assistant messages answering that user message (`parentID`): the last
+one's text is the final answer, `MessageAbortedError` an interruption, any other error a failure.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from wardian.providers.base import OutcomeStatus, TurnOutcome
+
+SEEN_USER_MESSAGES = 1024  # user message ids remembered from /event, for lookups
+UNKNOWN_ROOT = "unknown"  # the root of a loop seen busy before any of its user messages
+
+Signal = Literal["busy", "idle"]
+
+
+class SessionEvents:
+    """The session's facts from `/event`, as they come."""
+
+    def __init__(self) -> None:
+        self.answers: dict[str, list[str]] = {}  # loop root (user msg id) -> its assistant message ids, in order
+        self.last_user: str | None = None
+        self.users_seen: dict[str, None] = {}  # the latest SEEN_USER_MESSAGES user message ids on /event, in order
+
+    def take(self, event: dict[str, Any], session_id: str | None) -> Signal | None:
+        """Take one event of `/event`: "busy" when the session's loop runs, "idle" when it may have ended."""
+        kind = event.get("type")
+        props = event.get("properties") or {}
+        if not isinstance(props, dict) or props.get("sessionID") not in (None, session_id):
+            return None
+        if kind == "message.updated":
+            info = props.get("info") or {}
+            if info.get("sessionID") == session_id:
+                self._message(info)
+        elif kind == "session.status" and props.get("sessionID") == session_id:
+            state = (props.get("status") or {}).get("type")
+            if state in ("busy", "idle"):
+                return "busy" if state == "busy" else "idle"
+        elif kind == "session.idle" and props.get("sessionID") == session_id:
+            return "idle"
+        return None
+
+    def _message(self, info: dict[str, Any]) -> None:
+        if info.get("role") == "user":
+            self.last_user = str(info.get("id"))
+            self.users_seen[self.last_user] = None
+            if len(self.users_seen) > SEEN_USER_MESSAGES:
+                del self.users_seen[next(iter(self.users_seen))]
+        elif info.get("role") == "assistant" and info.get("parentID"):
+            answers = self.answers.setdefault(str(info["parentID"]), [])
+            if info.get("id") not in answers:
+                answers.append(str(info.get("id")))
+
+    def found(self, root: str, messages: Any) -> list[str]:
+        """The assistant messages answering `root` among the session's `messages` (read when events may have been
+        missed), remembered when there are any."""
+        found = [str(m["info"]["id"]) for m in messages if isinstance(m, dict)
+                 and (m.get("info") or {}).get("role") == "assistant" and m["info"].get("parentID") == root]
+        if found:
+            self.answers[root] = found
+        return found
+
+
+def outcome_of(root: str, message: Any) -> TurnOutcome:
+    """The outcome of loop `root` from its last assistant message (`{info, parts}`)."""
+    info = message.get("info") or {} if isinstance(message, dict) else {}
+    error = info.get("error")
+    if isinstance(error, dict):
+        name = str(error.get("name") or "")
+        detail = (error.get("data") or {}).get("message") if isinstance(error.get("data"), dict) else None
+        if name == "MessageAbortedError":
+            return TurnOutcome(root, OutcomeStatus.INTERRUPTED)
+        return TurnOutcome(root, OutcomeStatus.FAILED, error=f"{name}: {detail}" if detail else name or "error")
+    parts = message.get("parts") or [] if isinstance(message, dict) else []
+    texts = [str(p.get("text") or "") for p in parts if isinstance(p, dict) and p.get("type") == "text"
+             and not p.get("synthetic")]
+    return TurnOutcome(root, OutcomeStatus.DONE, final_text="".join(texts))
