@@ -8,7 +8,6 @@ app publishes each turn's final text itself; `capabilities` can be replaced per 
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 import anyio
 import anyio.abc
 import anyio.lowlevel
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 from wardian import errors
 from wardian.model import AgentStatus, Interaction
@@ -32,6 +31,7 @@ from wardian.providers.base import (
     TaskDelivery,
     TurnOutcome,
 )
+from wardian.providers.events import EventStream
 
 FAKE_CAPABILITIES = Capabilities(steer=False, inject=True, interrupt=True, exact_completion=True)
 
@@ -52,9 +52,8 @@ class FakeRuntime:
     push_faults: list[str | None] = field(default_factory=list)  # per push: None, "unavailable" or "lost"
 
     def __post_init__(self) -> None:
-        self._send: MemoryObjectSendStream[ProviderEvent]
-        self.events: MemoryObjectReceiveStream[ProviderEvent]
-        self._send, self.events = anyio.create_memory_object_stream[ProviderEvent](math.inf)
+        self._events = EventStream(f"fake:{self.spec.name}")
+        self.events: MemoryObjectReceiveStream[ProviderEvent] = self._events.receive
         self._stop = anyio.Event()
         self._idle = anyio.Event()
         self._idle.set()
@@ -63,14 +62,14 @@ class FakeRuntime:
     async def run(self, *, task_status: anyio.abc.TaskStatus[str | None] = anyio.TASK_STATUS_IGNORED) -> None:
         self.thread_id = self.spec.thread_id or f"fake-thread-{self.spec.uuid[:8]}"
         self.ready = True
-        self._send.send_nowait(StateChange(AgentStatus.IDLE, None, self.thread_id))
+        self._events.emit(StateChange(AgentStatus.IDLE, None, self.thread_id))
         task_status.started(self.thread_id)
         try:
             await self._stop.wait()
         finally:
             self.ready = False
-            self._send.send_nowait(StateChange(AgentStatus.OFF, None, self.thread_id))
-            self._send.close()
+            self._events.emit(StateChange(AgentStatus.OFF, None, self.thread_id))
+            self._events.close()
 
     def stop(self) -> None:
         self._stop.set()
@@ -90,7 +89,7 @@ class FakeRuntime:
         self.active_turn_id = turn_id
         self._idle = anyio.Event()
         self.turns_started.append((turn_id, task))
-        self._send.send_nowait(StateChange(AgentStatus.ACTIVE, turn_id, self.thread_id))
+        self._events.emit(StateChange(AgentStatus.ACTIVE, turn_id, self.thread_id))
         self.turn_started.set()
         self.turn_started = anyio.Event()
         return Started(turn_id)
@@ -123,8 +122,8 @@ class FakeRuntime:
         assert turn_id is not None, "no turn is active"
         self.active_turn_id = None
         self._idle.set()
-        self._send.send_nowait(StateChange(AgentStatus.IDLE, None, self.thread_id))
-        self._send.send_nowait(TurnOutcome(turn_id, status, final_text))
+        self._events.emit(StateChange(AgentStatus.IDLE, None, self.thread_id))
+        self._events.emit(TurnOutcome(turn_id, status, final_text))
         return turn_id
 
 

@@ -21,7 +21,14 @@ log = logging.getLogger("wardian.providers.events")
 
 
 class EventStream:
-    """`emit` from the provider runtime; `receive` is the `events` the app reads."""
+    """`emit` from the provider runtime; `receive` is the `events` the app reads.
+
+    A provider runtime makes one in its constructor (`self.events = stream.receive`) and emits, in the order it
+    observes them: `StateChange(IDLE)` once deliveries may begin (or `STARTING` while its conversation is not known
+    yet); per turn, `StateChange(ACTIVE, turn_id)` when it starts, then `StateChange(IDLE)` and the turn's
+    `TurnOutcome` when it ends; `ConversationReplaced` when it had to start a new conversation; and last, whatever
+    ended it, `StateChange(OFF)` followed by `close()`. The app persists each one; OFF ends the agent's runtime.
+    """
 
     def __init__(self, name: str) -> None:
         self._name = name

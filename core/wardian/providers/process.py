@@ -8,6 +8,18 @@ the group, a wait, SIGKILL to the group, and a bounded wait until no process of 
 the provider started share it), then the pid record goes. A killed app leaves that record behind; the next start of
 the agent ends the group only if its leader still runs with the agent's own private provider home in its
 environment, so a reused pid is never touched (`reap_left_behind`). POSIX only (verified on Linux).
+
+What a provider does with it (Codex and OpenCode do exactly this; a new provider needs nothing else):
+
+```
+Provider.prepare(spec, info)   reap_left_behind(spec.pid_path, "<ITS_HOME_VAR>", str(private_home)), then
+                               build the runtime with env=child_env({"<ITS_HOME_VAR>": str(private_home)})
+ProviderRuntime.run()          child = ProviderProcess(argv, name=..., env=..., cwd=spec.workspace,
+                                                       log_path=spec.log_path, pid_path=spec.pid_path)
+                               process = await child.start()      # talk to it over process.stdin/stdout or a socket
+                               ... finally, shielded: await child.stop(ITS_STOP_POLICY, polite=<its own first step>)
+```
+`StopPolicy` holds the provider's own bounds; `polite` is optional (OpenCode has none, Codex closes the input).
 """
 
 from __future__ import annotations
@@ -65,7 +77,8 @@ def group_alive(pgid: int) -> bool:
 
 async def end_group(pgid: int, *, grace_s: float = 3.0) -> bool:
     """SIGKILL what is left of a provider's process group and wait (bounded) until none of it exists, so a caller
-    that stops an agent returns only once its processes are gone (#13). True when the group is gone."""
+    that stops an agent returns only once its processes are gone (none outlives the agent it served). True when the
+    group is gone."""
     killpg(pgid, signal.SIGKILL)
     with anyio.move_on_after(grace_s):
         # Polled: the group's members are not our children (the leader was reaped), so no event tells their end.
