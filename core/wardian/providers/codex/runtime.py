@@ -338,6 +338,17 @@ class CodexRuntime:
             raise errors.ProviderUnavailable(f"the Codex owner of {self.spec.name} is not running; nothing was sent")
         return self.client
 
+    async def _deliver(self, method: str, params: dict[str, Any], timeout_s: float, **details: Any) -> Any:
+        """`method` on the agent's thread; Codex's answer. A thread Codex does not have is replaced first
+        (`_thread_gone`); any other error answer is raised as what it proves (`rejections.as_error`)."""
+        thread_id = self.thread_id
+        try:
+            return await self._client().request(method, {"threadId": thread_id, **params}, timeout_s=timeout_s)
+        except errors.AppServerError as exc:
+            if classify(method, exc) is Verdict.THREAD_GONE:
+                await self._thread_gone(method, thread_id, exc)
+            raise as_error(method, exc, **details) from None
+
     def plan_message_id(self) -> str | None:
         return None  # Codex names the turn in its answer to turn/start
 
@@ -350,14 +361,7 @@ class CodexRuntime:
             ProviderRefused: Codex refused the request as invalid (nothing was accepted).
             ProviderUnavailable, AppServerError, DeliveryUncertain.
         """
-        thread_id = self.thread_id
-        try:
-            raw = await self._client().request("turn/start", {
-                "threadId": thread_id, "input": [{"type": "text", "text": task_payload(task)}]}, timeout_s=timeout_s)
-        except errors.AppServerError as exc:
-            if classify("turn/start", exc) is Verdict.THREAD_GONE:
-                await self._thread_gone("turn/start", thread_id, exc)
-            raise as_error("turn/start", exc) from None
+        raw = await self._deliver("turn/start", {"input": [{"type": "text", "text": task_payload(task)}]}, timeout_s)
         turn_id = read_result(m.TurnStartResponse, raw, "turn/start").turn.id
         if self.active_turn_id is None and turn_id not in self._ended_turns:
             self._activate(turn_id)
@@ -375,17 +379,10 @@ class CodexRuntime:
             ConversationGone, ProviderRefused: as for `start_turn`.
             ProviderUnavailable, AppServerError, DeliveryUncertain.
         """
-        thread_id = self.thread_id
-        try:
-            raw = await self._client().request("turn/steer", {
-                "threadId": thread_id, "expectedTurnId": expected_turn_id,
-                "input": [{"type": "text", "text": task.text}],
-                "additionalContext": {TASK_ITEM_KIND: {"kind": "application", "value": steer_context(task)}},
-            }, timeout_s=timeout_s)
-        except errors.AppServerError as exc:
-            if classify("turn/steer", exc) is Verdict.THREAD_GONE:
-                await self._thread_gone("turn/steer", thread_id, exc)
-            raise as_error("turn/steer", exc, turn_id=expected_turn_id) from None
+        raw = await self._deliver("turn/steer", {
+            "expectedTurnId": expected_turn_id, "input": [{"type": "text", "text": task.text}],
+            "additionalContext": {TASK_ITEM_KIND: {"kind": "application", "value": steer_context(task)}},
+        }, timeout_s, turn_id=expected_turn_id)
         return read_result(m.TurnSteerResponse, raw, "turn/steer").turn_id or expected_turn_id
 
     async def push(self, records: Sequence[Interaction], *, timeout_s: float = 30.0) -> None:
@@ -395,14 +392,7 @@ class CodexRuntime:
             ConversationGone, ProviderRefused: nothing was pushed (the records go to the receive path).
             ProviderUnavailable, AppServerError, DeliveryUncertain.
         """
-        thread_id = self.thread_id
-        try:
-            await self._client().request("thread/inject_items", {"threadId": thread_id,
-                                                                 "items": inbox_items(records)}, timeout_s=timeout_s)
-        except errors.AppServerError as exc:
-            if classify("thread/inject_items", exc) is Verdict.THREAD_GONE:
-                await self._thread_gone("thread/inject_items", thread_id, exc)
-            raise as_error("thread/inject_items", exc) from None
+        await self._deliver("thread/inject_items", {"items": inbox_items(records)}, timeout_s)
 
     async def interrupt(self, turn_id: str, *, timeout_s: float = 30.0) -> None:
         """`turn/interrupt` of the exact turn. Raises: NotActive (Codex says it is not active), WardianError."""
