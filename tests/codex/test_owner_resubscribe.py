@@ -30,8 +30,8 @@ def _owner(client: object, *, name: str = "worker", mode: str = "background") ->
 def _close(owner: CodexRuntime) -> None:
     """The owner never ran, so nothing else closes its streams."""
     owner._events.close()
-    for stream in (owner.events, owner._tui_send, owner._tui_threads):
-        stream.close()
+    owner.events.close()
+    owner._tui.close()
 
 
 class _FlakyResumeClient:

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -73,6 +74,16 @@ async def connect_when_listening(path: Path, process: anyio.abc.Process) -> Mess
                 return await connect_unix_websocket(str(path))
         except (errors.ProviderUnavailable, TimeoutError):
             await anyio.sleep(0.05)
+
+
+def attach_info(spec: AppServerSpec, thread_id: str | None) -> dict[str, Any]:
+    """How a Codex TUI attaches to this app-owned app-server (`wardian agent attach`). Raises: NotActive (the agent
+    runs in background mode)."""
+    if not spec.attached:
+        raise errors.NotActive(f"agent {spec.name!r} has no attached-mode owner; start it with "
+                               f"`wardian agent start {spec.name} --mode attached`", field="agent")
+    return {"socket": str(spec.socket_path), "workspace": str(spec.workspace), "codex": spec.codex,
+            "codex_home": str(spec.codex_home), "thread_id": thread_id, "config": list(spec.config)}
 
 
 def codex_version(codex: str) -> str:

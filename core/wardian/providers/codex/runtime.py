@@ -7,11 +7,10 @@ order, never dropped) and returns the outcome of each delivery (a turn id, or a 
 Observed state comes only from Codex's notifications: `turn/started` makes the runtime active with that exact
 turn id; `turn/completed` makes it idle and yields the turn's outcome (`turns`).
 
-Error classification (what the app may do next) follows the one table of `rejections`: a stale turn is
-`StaleTurn` (not admitted) for a steer and `NotActive` for an interrupt; a thread Codex does not have is
-`ConversationGone`, raised once the runtime has started a fresh thread in its place (`ConversationReplaced`); a
-request Codex refused as invalid is `ProviderRefused`; a request that could not be written is `ProviderUnavailable`;
-anything else after a byte left is an unknown outcome.
+Error classification (what the app may do next) follows the one table of `rejections` (`as_error`); a thread Codex
+does not have is `ConversationGone`, raised once the runtime has started a fresh thread in its place
+(`ConversationReplaced`); a request that could not be written is `ProviderUnavailable`; anything else after a byte
+left is an unknown outcome. A stale turn is `NotActive` for an interrupt.
 
 Conversation continuity: a start resumes the agent's thread. One Codex cannot resume (it never had a turn, so no
 rollout was written; or its rollout was deleted) is replaced by a fresh `thread/start` in background mode, and in
@@ -21,26 +20,25 @@ attached mode by the thread the person's TUI opens; either way the change is rep
 from __future__ import annotations
 
 import logging
-from collections import deque
 from collections.abc import Sequence
-from contextlib import suppress
 from typing import Any, NoReturn
 
 import anyio
 import anyio.abc
 import pydantic
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 from wardian import __version__, errors
 from wardian.model import AgentStatus, Interaction
 from wardian.providers.base import ConversationReplaced, ProviderEvent, Started, StateChange, TaskDelivery
 from wardian.providers.codex import messages as m
-from wardian.providers.codex import projection
+from wardian.providers.codex import projection, threads
 from wardian.providers.codex.app_server import AppServerClient, Notification
+from wardian.providers.codex.attached import TuiThreads
 from wardian.providers.codex.items import TASK_ITEM_KIND, inbox_items, steer_context, task_payload
-from wardian.providers.codex.launch import AppServerSpec, app_server_command, open_stream
+from wardian.providers.codex.launch import AppServerSpec, app_server_command, attach_info, open_stream
 from wardian.providers.codex.rejections import Verdict, as_error, classify
-from wardian.providers.codex.turns import TurnItems, read_result, turn_outcome
+from wardian.providers.codex.turns import TurnBook, read_result
 from wardian.providers.events import EventStream
 from wardian.providers.process import ProviderProcess, StopPolicy
 
@@ -62,16 +60,11 @@ class CodexRuntime:
         self.subscribed = True
         self.client: AppServerClient | None = None
         self._child: ProviderProcess | None = None
-        self._turns: dict[str, TurnItems] = {}
-        # Turns already seen to end: a `turn/start` answer read after its turn's own turn/completed (a turn that
-        # ends at once) must not mark a finished turn active again.
-        self._ended_turns: deque[str] = deque(maxlen=64)
+        self._turns = TurnBook()
         self._events = EventStream(f"codex:{spec.name}")
         self.events: MemoryObjectReceiveStream[ProviderEvent] = self._events.receive
         self.submit_lock = anyio.Lock()
-        self._tui_send: MemoryObjectSendStream[str]
-        self._tui_threads: MemoryObjectReceiveStream[str]
-        self._tui_send, self._tui_threads = anyio.create_memory_object_stream[str](100)
+        self._tui = TuiThreads()
         self.idle = anyio.Event()
         self._stop = anyio.Event()
         self._replace_lock = anyio.Lock()
@@ -133,14 +126,14 @@ class CodexRuntime:
         self.ready = False
         self.active_turn_id = None
         with anyio.CancelScope(shield=True):
-            await self._terminate()
+            if self._child is not None:
+                await self._child.stop(STOP_POLICY, polite=self._close_input)
             if self.spec.attached:
                 # The launch settings were projected into config.toml for the TUI; put back what was there.
                 await anyio.to_thread.run_sync(projection.recover, self.spec.codex_home)
         self._emit(StateChange(AgentStatus.OFF, None, self.thread_id))
         self._events.close()
-        self._tui_send.close()
-        self._tui_threads.close()
+        self._tui.close()
         if not started:
             log.error("Codex runtime %s failed to start", self.spec.name)
 
@@ -151,16 +144,12 @@ class CodexRuntime:
         self._emit(StateChange(AgentStatus.IDLE, None, thread_id))
 
     async def _resume(self, client: AppServerClient, thread_id: str) -> str | None:
-        """Resume the agent's thread at start-up, subscribed to its turns; Codex's words when it has no such thread
-        (it never had a turn, or its rollout is gone), else None. Raises: WardianError (any other failure)."""
-        try:
-            raw = await client.request("thread/resume", {"threadId": thread_id}, timeout_s=600)
-        except errors.AppServerError as exc:
-            if classify("thread/resume", exc) is Verdict.THREAD_GONE:
-                return exc.message
-            raise
+        """Resume the agent's thread at start-up; Codex's words when it has no such thread, else None."""
+        thread = await threads.resume(client, thread_id)
+        if isinstance(thread, str):
+            return thread
         self.subscribed = True
-        self._become_ready(read_result(m.ThreadResumeResponse, raw, "thread/resume").thread.id)
+        self._become_ready(thread.id)
         return None
 
     async def _start_thread(self, client: AppServerClient, *, replacing: tuple[str, str] | None = None) -> None:
@@ -193,62 +182,24 @@ class CodexRuntime:
                                       f"the agent's conversation is now {self.thread_id}", method=method)
 
     async def _adopt(self, client: AppServerClient, thread_id: str) -> None:
-        """Deliver into this thread from now on, subscribed to its turns (thread/resume).
-
-        A TUI's brand-new thread has no rollout yet and cannot be resumed ("no rollout found"); it is adopted
-        unsubscribed, and the first delivery subscribes right after its turn/start has created the rollout.
-        """
-        try:
-            raw = await client.request("thread/resume", {"threadId": thread_id}, timeout_s=600)
-        except errors.AppServerError as exc:
-            if "no rollout found" not in exc.message:
-                raise
-            # Right after the TUI creates it, the thread's metadata may not be readable yet, and a turn/start in
-            # that window fails ("rollout ... is empty"). Deliver only once Codex can read the thread.
-            for _ in range(100):
-                try:
-                    await client.request("thread/read", {"threadId": thread_id}, timeout_s=30)
-                    break
-                except errors.AppServerError:
-                    await anyio.sleep(0.1)
-            self.subscribed = False
-            self._become_ready(thread_id)
-            return
-        self.subscribed = True
-        self._become_ready(read_result(m.ThreadResumeResponse, raw, "thread/resume").thread.id)
+        """Deliver into this thread from now on, subscribed to its turns if Codex can resume it yet (`threads.adopt`);
+        else the first delivery subscribes right after its turn/start has created the rollout."""
+        thread = await threads.adopt(client, thread_id)
+        self.subscribed = thread is not None
+        self._become_ready(thread_id if thread is None else thread.id)
 
     async def _subscribe_after_first_turn(self, turn_id: str) -> None:
-        client = self._client()
-        for _ in range(300):
-            try:
-                raw = await client.request("thread/resume", {"threadId": self.thread_id}, timeout_s=60)
-            except errors.AppServerError as exc:
-                # The new thread is still being set up: its rollout is being written ("no rollout found",
-                # "rollout ... is empty") or its turn history is not listable yet ("list_turns is not
-                # supported yet", seen on 0.171.0).
-                if "rollout" not in exc.message and "not supported yet" not in exc.message:
-                    raise
-                await anyio.sleep(0.1)
-                continue
-            self.subscribed = True
-            # The turn may have ended before the subscription: take its end from the resumed thread. But only a
-            # `completed` turn, or any turn of a thread no longer active: a resume lists turns as its rollout has
-            # them, and a turn still running there (another client's thread, just started) was seen listed as
-            # `interrupted` while it went on to complete. While the thread is active, its end comes as
-            # turn/completed, now that this connection is subscribed.
-            thread = read_result(m.ThreadResumeResponse, raw, "thread/resume").thread
-            active = thread.status is not None and thread.status.type == "active"
-            for turn in thread.turns:
-                if turn.id == turn_id and turn.status != "inProgress" and (turn.status == "completed" or not active):
-                    self._turn_completed(m.TurnCompletedNotification(thread_id=self.thread_id, turn=turn))
-            return
-        raise errors.DeliveryUncertain(f"could not subscribe to thread {self.thread_id} after its first turn")
+        thread = await threads.resume_after_first_turn(self._client(), self.thread_id)
+        self.subscribed = True
+        # The turn may have ended before the subscription: take its end from the resumed thread, when the listing
+        # proves it. Otherwise its end comes as turn/completed, now that this connection is subscribed.
+        turn = threads.ended_turn(thread, turn_id)
+        if turn is not None:
+            self._turn_completed(m.TurnCompletedNotification(thread_id=self.thread_id, turn=turn))
 
     async def _follow_tui(self, client: AppServerClient) -> None:
-        """Attached mode: the TUI's thread is the latest non-ephemeral, user-started thread (the app-server announces
-        every thread it starts, with its source). When the TUI starts one (first attach, or /new), wait for the
-        current turn to end, then adopt it."""
-        async for thread_id in self._tui_threads:
+        """Attached mode: adopt each thread the TUI starts (`attached`), once the current turn has ended."""
+        async for thread_id in self._tui.receive:
             if thread_id == self.thread_id:
                 continue
             if self.active_turn_id is not None:
@@ -272,16 +223,10 @@ class CodexRuntime:
     async def wait_idle(self) -> None:
         await self.idle.wait()
 
-    async def _terminate(self) -> None:
-        if self._child is None:
-            return
-        client = self.client
-
-        async def close_input() -> None:
-            if client is not None:
-                await client.aclose()
-
-        await self._child.stop(STOP_POLICY, polite=close_input)
+    async def _close_input(self) -> None:
+        """The polite first step of a stop: the app-server exits once its input closes."""
+        if self.client is not None:
+            await self.client.aclose()
 
     # --- observation ----------------------------------------------------------------------------------
 
@@ -299,10 +244,7 @@ class CodexRuntime:
     def _observe_typed(self, note: Notification) -> None:
         p = note.params
         if note.method == "thread/started":
-            thread = m.ThreadStartedNotification.model_validate(p).thread
-            if thread.ephemeral is False and thread.thread_source == "user":
-                with suppress(anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
-                    self._tui_send.send_nowait(thread.id)
+            self._tui.announced(m.ThreadStartedNotification.model_validate(p).thread)
             return
         if p.get("threadId") not in (None, self.thread_id):
             return
@@ -311,20 +253,19 @@ class CodexRuntime:
         elif note.method == "item/completed":
             done = m.ItemCompletedNotification.model_validate(p)
             if done.item.type == "agentMessage":
-                self._turns.setdefault(str(done.turn_id), TurnItems()).add(done.item)
+                self._turns.completed_item(str(done.turn_id), done.item)
         elif note.method == "turn/completed":
             self._turn_completed(m.TurnCompletedNotification.model_validate(p))
 
     def _activate(self, turn_id: str) -> None:
         self.active_turn_id = turn_id
-        self._turns.setdefault(turn_id, TurnItems())
+        self._turns.started(turn_id)
         self.idle = anyio.Event()
         self._emit(StateChange(AgentStatus.ACTIVE, turn_id, self.thread_id))
 
     def _turn_completed(self, note: m.TurnCompletedNotification) -> None:
         turn = note.turn
-        outcome = turn_outcome(turn, self._turns.pop(turn.id, TurnItems()))
-        self._ended_turns.append(turn.id)
+        outcome = self._turns.ended(turn)
         if self.active_turn_id == turn.id:
             self.active_turn_id = None
             self.idle.set()
@@ -363,7 +304,7 @@ class CodexRuntime:
         """
         raw = await self._deliver("turn/start", {"input": [{"type": "text", "text": task_payload(task)}]}, timeout_s)
         turn_id = read_result(m.TurnStartResponse, raw, "turn/start").turn.id
-        if self.active_turn_id is None and turn_id not in self._ended_turns:
+        if self.active_turn_id is None and not self._turns.has_ended(turn_id):
             self._activate(turn_id)
         if not self.subscribed:
             # The turn was accepted; its outcome is only observable once subscribed. A failure here leaves the
@@ -406,11 +347,4 @@ class CodexRuntime:
             raise as_error("turn/interrupt", exc) from None
 
     def attach_info(self) -> dict[str, Any]:
-        """How a Codex TUI attaches to this app-owned app-server (`wardian agent attach`)."""
-        spec = self.spec
-        if spec.mode != "attached":
-            raise errors.NotActive(f"agent {spec.name!r} has no attached-mode owner; start it with "
-                                   f"`wardian agent start {spec.name} --mode attached`", field="agent")
-        return {"socket": str(spec.socket_path), "workspace": str(spec.workspace), "codex": spec.codex,
-                "codex_home": str(spec.codex_home), "thread_id": self.thread_id, "config": list(spec.config)}
-
+        return attach_info(self.spec, self.thread_id)

@@ -7,6 +7,7 @@ count. Commentary is never a final answer.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -56,6 +57,30 @@ def turn_outcome(turn: m.Turn, items: TurnItems) -> TurnOutcome:
         turn_id=turn.id, status=status,
         final_text=final_text_of(items, turn.items) if status is OutcomeStatus.DONE else None,
         error=turn.error.message if turn.error is not None and turn.error.message else None)
+
+
+class TurnBook:
+    """The conversation's turns from their start to their end: each one's completed items, and the turns already
+    seen to end (a `turn/start` answer read after its turn's own turn/completed, for a turn that ends at once, must
+    not mark a finished turn active again)."""
+
+    def __init__(self) -> None:
+        self._items: dict[str, TurnItems] = {}
+        self._ended: deque[str] = deque(maxlen=64)
+
+    def started(self, turn_id: str) -> None:
+        self._items.setdefault(turn_id, TurnItems())
+
+    def completed_item(self, turn_id: str, item: m.ThreadItem) -> None:
+        self._items.setdefault(turn_id, TurnItems()).add(item)
+
+    def has_ended(self, turn_id: str) -> bool:
+        return turn_id in self._ended
+
+    def ended(self, turn: m.Turn) -> TurnOutcome:
+        """The turn ended: its outcome (and its items forgotten)."""
+        self._ended.append(turn.id)
+        return turn_outcome(turn, self._items.pop(turn.id, TurnItems()))
 
 
 def read_result(model: type[_R], payload: Any, method: str) -> _R:

@@ -1,0 +1,78 @@
+"""Codex threads as the runtime meets them at start-up and in attached mode: resuming one, waiting until a TUI's
+brand-new thread is readable, and subscribing to it once its first turn has written its rollout."""
+
+from __future__ import annotations
+
+import anyio
+
+from wardian import errors
+from wardian.providers.codex import messages as m
+from wardian.providers.codex.app_server import AppServerClient
+from wardian.providers.codex.rejections import Verdict, classify
+from wardian.providers.codex.turns import read_result
+
+
+async def resume(client: AppServerClient, thread_id: str) -> m.Thread | str:
+    """`thread/resume`, subscribing this connection to the thread's turns: the thread, or Codex's words when it has
+    no such thread (it never had a turn, or its rollout is gone). Raises: WardianError (any other failure)."""
+    try:
+        raw = await client.request("thread/resume", {"threadId": thread_id}, timeout_s=600)
+    except errors.AppServerError as exc:
+        if classify("thread/resume", exc) is Verdict.THREAD_GONE:
+            return exc.message
+        raise
+    return read_result(m.ThreadResumeResponse, raw, "thread/resume").thread
+
+
+async def adopt(client: AppServerClient, thread_id: str) -> m.Thread | None:
+    """`thread/resume` of a thread the TUI started: the thread, subscribed to its turns; None when it is too new to
+    be resumed ("no rollout found": a TUI's brand-new thread has none yet), once Codex can read it. Raises:
+    WardianError (any other failure)."""
+    try:
+        raw = await client.request("thread/resume", {"threadId": thread_id}, timeout_s=600)
+    except errors.AppServerError as exc:
+        if "no rollout found" not in exc.message:
+            raise
+        await wait_readable(client, thread_id)  # deliver only once Codex can read the thread
+        return None
+    return read_result(m.ThreadResumeResponse, raw, "thread/resume").thread
+
+
+async def wait_readable(client: AppServerClient, thread_id: str) -> None:
+    """Right after the TUI creates it, the thread's metadata may not be readable yet, and a turn/start in that window
+    fails ("rollout ... is empty"): wait (bounded) until Codex can read the thread."""
+    for _ in range(100):
+        try:
+            await client.request("thread/read", {"threadId": thread_id}, timeout_s=30)
+            return
+        except errors.AppServerError:
+            await anyio.sleep(0.1)
+
+
+async def resume_after_first_turn(client: AppServerClient, thread_id: str | None) -> m.Thread:
+    """Subscribe to a thread that was adopted unsubscribed, once its first turn has set it up. Raises:
+    DeliveryUncertain (it never became resumable), WardianError."""
+    for _ in range(300):
+        try:
+            raw = await client.request("thread/resume", {"threadId": thread_id}, timeout_s=60)
+        except errors.AppServerError as exc:
+            # The new thread is still being set up: its rollout is being written ("no rollout found",
+            # "rollout ... is empty") or its turn history is not listable yet ("list_turns is not
+            # supported yet", seen on 0.171.0).
+            if "rollout" not in exc.message and "not supported yet" not in exc.message:
+                raise
+            await anyio.sleep(0.1)
+            continue
+        return read_result(m.ThreadResumeResponse, raw, "thread/resume").thread
+    raise errors.DeliveryUncertain(f"could not subscribe to thread {thread_id} after its first turn")
+
+
+def ended_turn(thread: m.Thread, turn_id: str) -> m.Turn | None:
+    """The turn `turn_id` as a resume lists it, if that proves it ended: only a `completed` turn, or any turn of a
+    thread no longer active. A resume lists turns as its rollout has them, and a turn still running there (another
+    client's thread, just started) was seen listed as `interrupted` while it went on to complete."""
+    active = thread.status is not None and thread.status.type == "active"
+    for turn in thread.turns:
+        if turn.id == turn_id and turn.status != "inProgress" and (turn.status == "completed" or not active):
+            return turn
+    return None
