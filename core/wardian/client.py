@@ -138,7 +138,8 @@ class AppClient:
         """Bound each blocking send/recv by `seconds` in the kernel (SO_SNDTIMEO/SO_RCVTIMEO).
 
         The socket itself stays in blocking mode: a Python-level timeout would cost a poll() before every
-        send and recv and an ioctl per change, about half the syscalls of a call (#2 bench).
+        send and recv and an ioctl per change, about half the syscalls of a call (`roundtrip_mailbox_wait`,
+        docs/benchmarks.md).
         """
         if seconds == self._timeout_s:
             return

@@ -22,7 +22,7 @@ WardianError                      code: a stable snake_case string; delivery: wh
 ```
 
 Whether a byte of a request was written decides between `TransportError` and `DeliveryUncertain`; the
-type encodes it, so no caller ever has to guess (DESIGN.md §4, STYLE.md §4).
+type encodes it, so no caller ever has to guess (docs/reference/errors.md).
 """
 
 from __future__ import annotations
@@ -164,7 +164,7 @@ class Unauthenticated(RequestError):
 
 
 class StaleSession(RequestError):
-    """A managed session of an earlier runtime generation: the agent was started again since (#13)."""
+    """A managed session of an earlier runtime generation: the agent was started again since."""
 
     code = "stale_session"
 
@@ -333,7 +333,7 @@ class InsecureRuntimeDir(HomeError):
 
 
 class InsecureHome(HomeError):
-    """The home is open to other users and no app made it so; the message names the path and the fix (#13)."""
+    """The home is open to other users and no app made it so; the message names the path and the fix."""
 
     code = "insecure_home"
 

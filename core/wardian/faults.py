@@ -1,4 +1,4 @@
-"""Named crash points for the reliability suites (reliability-matrix D3).
+"""Named crash points for the reliability suites (reliability row D3, docs/reliability.md).
 
 `WARDIAN_CRASHPOINT=<name>` makes the process exit at once (status 137, as after SIGKILL, with no cleanup
 and no flush) when it reaches that point. Unset, a crash point costs one dict lookup.

@@ -30,13 +30,14 @@ from wardian.model import PROTOCOL_VERSION
 
 ENV_HOME = "WARDIAN_HOME"
 ENV_SESSION = "WARDIAN_SESSION_ID"
-ENV_STORE = "WARDIAN_STORE"  # the shared store an app serves, when --store is not given (#15)
+ENV_STORE = "WARDIAN_STORE"  # the shared store an app serves, when --store is not given
 # sockaddr_un.sun_path holds 108 bytes on Linux (104 on macOS) including the terminating NUL.
 MAX_SOCKET_PATH_BYTES = 103
 # Where Linux lists the mounts this process sees; absent elsewhere (the check is then skipped).
 MOUNTINFO = Path("/proc/self/mountinfo")
 # SQLite's WAL needs shared memory between the processes of one host: a home on a network or cluster
-# filesystem may corrupt the store or lose commits (sqlite.org/wal.html; reliability-matrix A3, D10).
+# filesystem may corrupt the store or lose commits (sqlite.org/wal.html; contract rule HOME-3,
+# reliability row D10).
 NETWORK_FILESYSTEMS = frozenset({
     "nfs", "nfs4", "cifs", "smb3", "smbfs", "ncpfs", "afs", "coda", "ceph", "glusterfs", "lustre", "gfs2",
     "ocfs2", "9p", "davfs", "fuse.sshfs", "sshfs", "fuse.glusterfs", "fuse.cephfs", "fuse.s3fs", "fuse.rclone",
@@ -55,7 +56,8 @@ class Home:
 
     @property
     def store_url_path(self) -> Path:
-        """Which shared store this home's app serves (#15): the URL, without a password, written at its first start."""
+        """Which shared store this home's app serves (docs/guide/several-machines.md): the URL, without a password,
+        written at its first start."""
         return self.root / "store.url"
 
     @property
@@ -158,7 +160,8 @@ def check_local_filesystem(path: Path, mountinfo_path: Path | None = None) -> No
             allowed="a home on a local filesystem", filesystem=fstype)
 
 
-# What the app creates in a home (beside `run/` and `logs/`): tightened to owner-only when found open (#13).
+# What the app creates in a home (beside `run/` and `logs/`): tightened to owner-only when found open
+# (contract rule HOME-2).
 _APP_FILES = ("wardian.db", "wardian.db-wal", "wardian.db-shm", "app.out")
 
 

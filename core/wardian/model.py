@@ -2,10 +2,11 @@
 
 Records built per mailbox row on the receive path (`Party`, `TaskFacts`, `Interaction`, `ReceivedRecord`) are
 immutable NamedTuples: a frozen dataclass assigns each field through `object.__setattr__`, which made building a
-100-record page cost ~0.4 ms here (issue 2's receive target); the others are frozen slotted dataclasses.
+100-record page cost ~0.4 ms here (against the `receive_100_at_1m` target of docs/benchmarks.md); the others are
+frozen slotted dataclasses.
 
 Limits live here, one constant each, so the store, the app protocol and the MCP tool schemas all refer to
-the same numbers (STYLE.md §3).
+the same numbers.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ MAX_REQUEST_ID_CHARS = 128
 # A receive page stops adding records once their text passes this many bytes (at least one record is
 # always returned), so a page of 100 records of 64 KiB each cannot build a 6 MiB response.
 MAX_PAGE_TEXT_BYTES = 1024 * 1024
-# The console's exchange timeline shows this much of each record's text; the request view shows all of it (#16).
+# The console's exchange timeline shows this much of each record's text; the request view shows all of it
+# (docs/guide/console.md#pages).
 EXCHANGE_PREVIEW_CHARS = 400
 # A page of the exchange filtered by participant searches at most this many records (by id) below its start.
 EXCHANGE_WINDOW = 100_000
@@ -98,10 +100,10 @@ ID_PREFIX = {
     InteractionKind.NOTICE: "ntc",
 }
 
-# The person running the agents (#16): one reserved participant of every home, never an agent. It sends information
-# and tasks and receives the replies to its tasks like any participant, only through the control socket (whose peer
-# uid check makes the caller the home's owner); no session, target or roster listing ever resolves to it, and no
-# agent may take its name.
+# The person running the agents (contract rule SES-4): one reserved participant of every home, never an agent. It
+# sends information and tasks and receives the replies to its tasks like any participant, only through the control
+# socket (whose peer uid check makes the caller the home's owner); no session, target or roster listing ever resolves
+# to it, and no agent may take its name.
 OPERATOR_NAME = "operator"
 OPERATOR_UUID = "00000000-0000-0000-0000-000000000000"
 
@@ -117,12 +119,13 @@ class Agent:
     generation: int
     active_turn_id: str | None
     created_at: int
-    host: str | None = None  # the host whose app serves it (#15); None only before any app claimed a host
+    host: str | None = None  # the host whose app serves it; None only before any app claimed a host
 
 
 @dataclass(frozen=True, slots=True)
 class HostInfo:
-    """One host of the store: the app serving it holds a live lease, renewed by heartbeat (#15)."""
+    """One host of the store: the app serving it holds a live lease, renewed by heartbeat
+    (docs/guide/several-machines.md#hosts)."""
 
     name: str
     live: bool
@@ -161,8 +164,9 @@ class TaskFacts(NamedTuple):
     reply_status: ReplyStatus | None
     reply_id: str | None
     lookup: Literal["confirmed", "not_found"] | None = None
-    """A submission whose answer was lost, settled by looking its message up by the id the app chose (#14):
-    found (the delivery is confirmed) or not found (it stays uncertain)."""
+    """A submission whose answer was lost, settled by looking its message up by the id the app chose
+    (docs/decisions/0016-opencode-chosen-message-ids.md): found (the delivery is confirmed) or not found (it stays
+    uncertain)."""
 
 
 class Interaction(NamedTuple):
@@ -271,7 +275,7 @@ class Published:
 @dataclass(frozen=True, slots=True)
 class RecordDelivery:
     """How a record reached (or is reaching) its recipient: returned by a receive, or pushed into its live
-    conversation; never both (#13). Times are Unix ms."""
+    conversation; never both (reliability row D12, docs/decisions/0015-one-path-per-record.md). Times are Unix ms."""
 
     received_at: int | None  # first returned by a receive
     acked_at: int | None
@@ -298,7 +302,8 @@ class TaskStory:
 @dataclass(frozen=True, slots=True)
 class DeliveryDoubts:
     """Of the tasks one agent was given: how many deliveries are uncertain, and how many were confirmed only by
-    looking their message up after the provider's answer was lost (#14)."""
+    looking their message up after the provider's answer was lost
+    (docs/decisions/0016-opencode-chosen-message-ids.md)."""
 
     uncertain: int
     confirmed_by_lookup: int
@@ -317,7 +322,7 @@ class RecordStory:
 
 @dataclass(frozen=True, slots=True)
 class AgentOverview:
-    """An agent as the console's agents page shows it: the agent and its open tasks (#16)."""
+    """An agent as the console's agents page shows it: the agent and its open tasks (docs/guide/console.md#pages)."""
 
     agent: Agent
     pending: int  # admitted, not yet claimed by a receive or a dispatch
@@ -327,7 +332,7 @@ class AgentOverview:
 @dataclass(frozen=True, slots=True)
 class ExchangeRecord:
     """One record of the console's exchange timeline: its place in the store's order (`seq`, newest highest), the record
-    with its text cut to a preview, how it travelled, and a task's facts (#16)."""
+    with its text cut to a preview, how it travelled, and a task's facts."""
 
     seq: int
     interaction: Interaction  # `text` is a preview of at most EXCHANGE_PREVIEW_CHARS characters
@@ -361,7 +366,7 @@ class InterruptFact:
 
 @dataclass(frozen=True, slots=True)
 class RequestTrace:
-    """Everything the console's request view draws for one record (#16): its story, its answer's story (how the reply
+    """Everything the console's request view draws for one record: its story, its answer's story (how the reply
     or notice reached the requester), the interrupts recorded against the task's turn, and every task that turn
     carried."""
 

@@ -2,8 +2,8 @@
 
 The TUI runs in the foreground process group of this terminal (so keys and resizes reach it) as a child of
 this process. On Linux this process first becomes a child subreaper, so anything the TUI leaves behind is
-re-parented here and ended when the TUI exits (codex-offline.md §7: a local TUI can leave a managed daemon;
-`--remote` left none in our runs, but the sweep costs nothing). Verified on Linux only.
+re-parented here and ended when the TUI exits (docs/providers/codex.md#attached-terminals: a local TUI can leave
+a managed daemon; `--remote` left none in our runs, but the sweep costs nothing). Verified on Linux only.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Where the web console listens: loopback only (#16).
+"""Where the web console listens: loopback only (docs/guide/console.md).
 
 The console serves the home's owner on this machine. A non-loopback address is refused before the app changes
 anything; a person elsewhere reaches the console through an SSH tunnel to the loopback port.

@@ -1,6 +1,6 @@
 """The MCP launcher (`wardian-mcp.exe`): start the console CLI with standard I/O passed through and no window.
 
-One interface over two backends; this is the only place that chooses between them (STYLE §7):
+One interface over two backends; this is the only place that chooses between them:
 - `run(command)`: start `command` with this process's stdin, stdout and stderr handed down unchanged, keep it
   contained (it cannot outlive the launcher), wait for it and return its exit status.
 - `main()`: the entry point of the frozen `wardian-mcp.exe`: `run` the `wardian-cli.exe` beside it with the

@@ -1,8 +1,8 @@
 """Windows backend of the launcher: `wardian-mcp.exe` starts `wardian-cli.exe` silently and keeps it contained.
 
-Seed, "Codex configuration": on Windows managed startup registers wardian-mcp.exe, a GUI-subsystem launcher that
-starts the console CLI with CREATE_NO_WINDOW, passes standard input, output and error through unchanged, and
-closing the launcher also closes its server process.
+Contract rule CFG-5 (docs/design/contract.md): on Windows managed startup registers wardian-mcp.exe, a GUI-subsystem
+launcher that starts the console CLI with CREATE_NO_WINDOW, passes standard input, output and error through
+unchanged, and closing the launcher also closes its server process.
 
 - Silence: the launcher is a GUI-subsystem program (no console of its own) and starts the console CLI with
   CREATE_NO_WINDOW, so neither flashes a window when Codex launches the server.
@@ -11,9 +11,9 @@ closing the launcher also closes its server process.
 - Containment: a Job Object with JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE, created without an inheritable handle
   (NULL security attributes) so only the launcher holds it. When the launcher exits or is killed, Windows
   closes that last handle and terminates every process in the job.
-- Known gap, written down (STYLE §7): the child runs for a moment before `AssignProcessToJobObject`. If the
-  launcher dies inside that window the child is outside the job; it still ends when Codex closes its stdin,
-  because `wardian mcp serve` exits on EOF and reads the very pipe Codex writes to.
+- Known gap, written down (docs/guide/frozen-builds.md#windows): the child runs for a moment before
+  `AssignProcessToJobObject`. If the launcher dies inside that window the child is outside the job; it still ends
+  when Codex closes its stdin, because `wardian mcp serve` exits on EOF and reads the very pipe Codex writes to.
 - Exit status: the child's 32-bit exit code, unchanged (NTSTATUS values such as 0xC000013A included).
 
 Verified on Linux only: this module cannot run here (no kernel32). The tests check what Linux can: the
@@ -156,7 +156,7 @@ def contain(proc: subprocess.Popen[bytes]) -> Iterator[None]:
     try:
         job = _assign_to_new_job(k32, proc.pid)
     except BaseException:
-        # Without the job the seed's "closing the launcher closes its server" would not hold: do not run on.
+        # Without the job contract rule CFG-5 ("closing the launcher closes its server") would not hold: do not run on.
         proc.kill()
         proc.wait()
         raise

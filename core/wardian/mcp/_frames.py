@@ -1,8 +1,9 @@
 """Strict decoding of the stdio MCP stream, one newline-delimited JSON-RPC message per line (no `mcp` import).
 
-The SDK's own stdio transport leaves some parse failures unanswered (python-sdk #2751) and replaces bad
-UTF-8; this layer sits in front of it and answers every malformed line itself, so a host's request never
-hangs and the server keeps serving (reliability row M2, docs/reliability.md).
+The SDK's own stdio transport leaves some parse failures unanswered
+(https://github.com/modelcontextprotocol/python-sdk/issues/2751) and replaces bad UTF-8; this layer sits in front of
+it and answers every malformed line itself, so a host's request never hangs and the server keeps serving (reliability
+row M2, docs/reliability.md).
 
 Invariants:
 - A line is one message of at most MAX_MCP_FRAME_BYTES; a longer line is discarded up to its newline and

@@ -37,8 +37,8 @@ from wardian.model import (
 # The largest stdio line the MCP server reads. A message of MAX_MESSAGE_BYTES whose every character
 # needs a \uXXXX escape is 6 x 64 KiB = 384 KiB of JSON, well inside this cap.
 MAX_MCP_FRAME_BYTES = MAX_REQUEST_FRAME_BYTES
-# Deeper JSON than this is refused as a parse error before any model sees it (python-sdk #2751: deep
-# nesting used to crash the SDK's parser and leave the request unanswered).
+# Deeper JSON than this is refused as a parse error before any model sees it (deep nesting used to crash the SDK's
+# parser and leave the request unanswered: https://github.com/modelcontextprotocol/python-sdk/issues/2751).
 MAX_MCP_JSON_DEPTH = 64
 # Codex's per-server tool timeout that registration writes (rule CFG-4 of docs/design/contract.md). It must exceed
 # the longest wait (MAX_WAIT_MS) plus the client's grace, so an expired wait is a result, not a timeout.
