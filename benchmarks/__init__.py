@@ -1,4 +1,5 @@
-"""Benchmarks of the messaging core: one JSON object per line on stdout (`scripts/bench.py` is the command).
+"""Benchmarks of the messaging core (docs/benchmarks.md): one JSON object per line on stdout (`scripts/bench.py` is
+the command).
 
 Every figure comes from a real `wardian app run` process on a fresh home under /tmp, started the way the tests start
 it (`wardian_harness.apps`: `python -m wardian app run --home DIR --ready-fd N`), talked to over its control socket.

@@ -1,5 +1,5 @@
 """Frozen vs. source entry points (opt-in: `--only frozen`, after `python build/freeze.py`): the CLI's cold start,
-`mcp serve` to its `initialize` answer, and the size of the frozen build."""
+`mcp serve` to its `initialize` answer, and the size of the frozen build (docs/guide/frozen-builds.md)."""
 
 from __future__ import annotations
 

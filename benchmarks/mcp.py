@@ -1,6 +1,7 @@
-"""The MCP server's start: `wardian mcp serve` (the console script, as Codex launches it) from spawn to its
-`initialize` answer, and to the answer of its first `tools/call`, each next to a trivial server on the SDK's own
-stdio transport (`scripts/trivial_mcp_server.py`), spawns alternating so both meet the same background load."""
+"""The MCP server's start (docs/guide/mcp-server.md): `wardian mcp serve` (the console script, as Codex launches it)
+from spawn to its `initialize` answer, and to the answer of its first `tools/call`, each next to a trivial server on the
+SDK's own stdio transport (`scripts/trivial_mcp_server.py`), spawns alternating so both meet the same background
+load."""
 
 from __future__ import annotations
 

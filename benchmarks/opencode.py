@@ -136,7 +136,7 @@ def _opencode_store_floor(n: int) -> list[float]:
                 samples.append((created - t0 / 1e6) / 1e3)
         conn.close()
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # a bench child, and OpenCode may ignore SIGTERM
+        os.killpg(proc.pid, signal.SIGKILL)  # a bench child; OpenCode may ignore SIGTERM (docs/providers/opencode.md)
         proc.wait(timeout=30)
         shutil.rmtree(root, ignore_errors=True)
     return samples

@@ -1,4 +1,4 @@
-"""Benchmarks of the messaging core (issue 2, "Done means"): one JSON object per line on stdout.
+"""Benchmarks of the messaging core (docs/benchmarks.md): one JSON object per line on stdout.
 
 Usage: `.venv/bin/python scripts/bench.py [--quick] [--only NAME ...] [--store sqlite|postgresql]`
 
