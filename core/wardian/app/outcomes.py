@@ -1,5 +1,5 @@
 """What the app publishes when a provider turn ends or a task cannot be started: the one place turn outcomes become
-replies, and the one place Wardian's notices are worded (seed: "Automatic task delivery").
+replies, and the one place Wardian's notices are worded (contract rules CMP-1..CMP-5, UNC-4).
 
 An exact completed turn's final answer is the reply `done`; an interrupted turn, a turn with no final text or with
 one over the 64 KiB reply limit becomes an attributed Wardian `blocked` notice; a failed turn `failed`. An unknown

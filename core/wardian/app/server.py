@@ -17,14 +17,14 @@ Invariants:
 - Reading pauses while too many frames of one connection wait, and its handler waits while the client does
   not read its answers, so no connection makes the app buffer without bound.
 
-Why asyncio here (STYLE.md says anyio only; decided by the #2 benchmark): anyio's Unix socket stream adds a
-checkpoint to every receive and send and registers and removes an epoll reader for every receive that
-waits. The listener and the per-connection handler task stay anyio's (the listener's task group owns them,
-so shutdown cancels them as before); after the uid check the accepted socket moves to an asyncio transport
-whose BufferedProtocol reads into one reused buffer. Side by side on this 2-core VM, together with the
-store-writer change, the app's round trip p50 went 0.50 -> 0.28 ms (agent/list) and 0.69 -> 0.45 ms
-(mailbox/wait) on a loaded host; the perf baselines put anyio streams at about half the throughput of
-asyncio streams at 8-32 clients, and asyncio.Protocol at the floor.
+Why asyncio here (everywhere else the code is anyio only; decided by measurement, docs/benchmarks.md): anyio's Unix
+socket stream adds a checkpoint to every receive and send and registers and removes an epoll reader for every receive
+that waits. The listener and the per-connection handler task stay anyio's (the listener's task group owns them, so
+shutdown cancels them as before); after the uid check the accepted socket moves to an asyncio transport whose
+BufferedProtocol reads into one reused buffer. Side by side on this 2-core VM, together with the store-writer change,
+the app's round trip p50 went 0.50 -> 0.28 ms (agent/list) and 0.69 -> 0.45 ms (mailbox/wait) on a loaded host; earlier
+measurements here put anyio streams at about half the throughput of asyncio streams at 8-32 clients, and
+asyncio.Protocol at the floor.
 """
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ class _Connection(asyncio.BufferedProtocol):
 
     def get_buffer(self, sizehint: int) -> memoryview:
         # One buffer per connection, reused for every read: a plain Protocol gets a fresh 256 KiB bytes per
-        # read, which glibc serves with mmap/munmap, ~40 µs of a request's cost here (#2 bench, cProfile).
+        # read, which glibc serves with mmap/munmap, ~40 µs of a request's cost here (cProfile of the benchmarks).
         return self._read_buffer
 
     def buffer_updated(self, nbytes: int) -> None:

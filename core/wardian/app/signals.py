@@ -1,7 +1,7 @@
 """Per-recipient mailbox signals: how a committed record wakes the waits of its recipient.
 
 Subscribe before you look: a waiter registers first, then reads durable state, then waits, so a signal
-landing between the read and the wait is never lost (DESIGN.md §4 "Wait"). A waiter that must read before it can
+landing between the read and the wait is never lost (contract rule WAIT-2). A waiter that must read before it can
 subscribe (it learns its recipient in the same read) compares `sent` around the gap and reads again when a signal
 went out meanwhile: the same guarantee, one store round trip fewer in the common case.
 
@@ -12,8 +12,8 @@ a client that has gone (AppService.wait and _receive end without side effects). 
 tests) a wait belongs to nobody and is never abandoned.
 
 `ChangeFeed` is the other signal: every store commit that changed something (a record, a task's fact, an agent's
-observed state), for live views of the whole home (the web console's Server-Sent Events, #16). It carries no detail;
-a view reads what it shows again after each change.
+observed state), for live views of the whole home (the web console's Server-Sent Events, docs/guide/console.md).
+It carries no detail; a view reads what it shows again after each change.
 """
 
 from __future__ import annotations
@@ -51,8 +51,8 @@ class Waiter:
         """Wait at most `timeout_s`; True when signalled, False when the time ran out.
 
         A timer sets the event instead of a cancel scope ending the wait: leaving an anyio scope cost ~13 µs per
-        woken wait here, a fifth of waking one of 100 waits on one mailbox (#13, scripts/bench.py
-        wake_100_waiters_same_recipient). The app runs on asyncio (see app/server.py), whose loop owns the timer.
+        woken wait here, a fifth of waking one of 100 waits on one mailbox (`wake_100_waiters_same_recipient`,
+        docs/benchmarks.md). The app runs on asyncio (see app/server.py), whose loop owns the timer.
         """
         if self.event.is_set():
             return True

@@ -7,8 +7,8 @@ A caller learns its result only after the COMMIT that made it durable returned.
 Cancelling a caller never cancels its operation: once submitted, it runs and commits (a client timeout
 cancels the client's wait, never admitted work).
 
-Where the work runs (measured with scripts/bench.py, #2; a store behind a network round trip runs whole batches on the
-worker thread instead, #15): a batch's operations run on the event loop, and
+Where the work runs (measured with scripts/bench.py, docs/benchmarks.md; a store behind a network round trip runs
+whole batches on the worker thread instead): a batch's operations run on the event loop, and
 only a COMMIT that has something to make durable runs on a worker thread. A thread hop costs ~0.2 ms on
 this 2-core VM (anyio.to_thread round trip, median), more than the statements of a typical operation
 (10-100 µs), and `mailbox/wait` makes two store calls: running everything on the worker made its round
@@ -63,7 +63,7 @@ class StoreWriter:
         self._limiter = anyio.CapacityLimiter(1)
         self.batches = 0
         self.operations = 0
-        # Called after every batch whose COMMIT made a change durable (the app's `ChangeFeed`, for live views, #16).
+        # Called after every batch whose COMMIT made a change durable (the app's `ChangeFeed`, for live views).
         self.on_commit: Callable[[], None] | None = None
 
     async def call(self, fn: Callable[[Store], T], *, bare: bool = False) -> T:
@@ -117,7 +117,7 @@ class StoreWriter:
         is a lone write with nothing waiting, which commits here (see the module docstring)."""
         store = self._store
         if not store.inline_statements:
-            # A store behind a network round trip (PostgreSQL, #15): the whole batch, statements and COMMIT, runs on
+            # A store behind a network round trip (PostgreSQL): the whole batch, statements and COMMIT, runs on
             # the worker thread, so the loop serves sockets while the batch waits on the server. Shielded: once
             # begun, the batch ends, and its callers learn its final outcome.
             wrote_box: list[bool] = []

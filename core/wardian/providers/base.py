@@ -9,7 +9,7 @@ A provider owns its executable, its private home under the agent's folder, the r
 serve` there, its wire shapes, its version gates and its error classification. The runtime (`wardian.app.runtime`)
 reads `Capabilities`, never a provider's name, and persists every fact; a provider never touches the store.
 
-What each delivery call may raise, and what the app does with it (STYLE.md §4):
+What each delivery call may raise, and what the app does with it (docs/reference/errors.md):
 - `Rejected`: certainly not admitted. The app releases the claim, and then: `StaleTurn`, offers the task again once
   the turn it named has ended; `ConversationGone` (the provider has already replaced the conversation, and says so
   with a `ConversationReplaced` event), offers it again at once, on the new conversation; `ProviderRefused` (the
@@ -39,7 +39,8 @@ from wardian.overrides import ValueSyntax
 
 @dataclass(frozen=True, slots=True)
 class Capabilities:
-    """What the app may ask of a provider runtime (DESIGN.md §2: the runtime reads these, never names)."""
+    """What the app may ask of a provider runtime (docs/design/architecture.md#data-flow: the runtime reads these, never
+    names)."""
 
     steer: bool
     """A task can join the active turn, fenced by that turn's id; without it a task waits for the turn to end."""
@@ -49,8 +50,7 @@ class Capabilities:
     """The exact active turn can be interrupted."""
     exact_completion: bool
     """The end of the exact turn a task started is observed with its final text, so the app publishes the reply;
-    without it the recipient must reply explicitly (seed: "providers without an exact native completion boundary
-    still require explicit reply")."""
+    without it the recipient must reply explicitly (contract rule RPL-5)."""
     attach: bool = False
     """A person's terminal UI can attach to the app-owned runtime (`wardian agent attach`)."""
     inject_while_active: bool = True
@@ -125,7 +125,7 @@ class Started:
     turn_id: str
     confirmed_by_lookup: str | None = None
     """Set when the provider's answer to the submission was lost (why) and the message was then found by the id the
-    app chose for it: the delivery is confirmed, not uncertain (#14)."""
+    app chose for it: the delivery is confirmed, not uncertain (docs/decisions/0016-opencode-chosen-message-ids.md)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,9 @@
 """What every provider's conversation is given for wardian, as text: the structured `wardian_task_delivery` of a
 task and the `wardian_inbox_delivery` of information, a reply or a notice.
 
-Peer text always travels as a JSON string inside the item (never spliced into prose), so a peer cannot forge
-routing metadata or another item (reliability-matrix S9). Each provider wraps these texts in its own wire shape.
+Peer text always travels as a JSON string inside the item (never spliced into prose), so a peer cannot forge routing
+metadata or another item (contract rule TXT-4, reliability row S9). Each provider wraps these texts in its own wire
+shape.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 write of the provider's config file (it holds a session secret).
 
 The command is never a Python interpreter: a frozen build registers itself (or, on Windows, the silent
-`wardian-mcp.exe` launcher beside it: seed "Codex configuration"), a source install the `wardian` console script
+`wardian-mcp.exe` launcher beside it: contract rule CFG-5), a source install the `wardian` console script
 beside its interpreter.
 """
 
@@ -27,7 +27,7 @@ def wardian_executable(executable: str | None = None, frozen: bool | None = None
     """The absolute path of the wardian command to register: never a Python interpreter.
 
     Frozen (PyInstaller): the frozen executable itself, or, where the platform ships a launcher
-    (`wardian-mcp.exe` on Windows, seed "Codex configuration"), that launcher beside it. From source: the
+    (`wardian-mcp.exe` on Windows, contract rule CFG-5), that launcher beside it. From source: the
     `wardian` console script beside the interpreter. The arguments default to this process's
     `sys.executable`, `sys.frozen` and the platform's launcher name.
 

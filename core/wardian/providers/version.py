@@ -47,7 +47,7 @@ class Version:
         return (self.major, self.minor, self.patch)
 
     def _key(self) -> tuple[int, int, int, int, tuple[tuple[int, int, str], ...]]:
-        # SemVer §11: a release outranks its pre-releases; numeric identifiers sort below alphanumeric ones,
+        # semver.org, rule 11: a release outranks its pre-releases; numeric identifiers sort below alphanumeric ones,
         # numerically among themselves; a longer identifier list wins when all shared ones are equal.
         ids = tuple((0, p, "") if isinstance(p, int) else (1, 0, p) for p in self.prerelease)
         return (self.major, self.minor, self.patch, 0 if self.prerelease else 1, ids)

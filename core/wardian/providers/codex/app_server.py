@@ -1,6 +1,6 @@
 """A JSON-RPC client for `codex app-server` (newline-delimited JSON over a byte stream pair).
 
-Invariants (STYLE.md §5):
+Invariants:
 - One reader per connection. It routes each response to the one-shot waiter of its id and every
   notification to the subscriber stream. Server-initiated requests are answered here (wardian never
   grants approvals from the app: it declines elicitations and refuses the rest).

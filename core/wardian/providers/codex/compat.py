@@ -1,7 +1,7 @@
-"""Which Codex CLI versions wardian drives, and what each may do (seed: "Codex configuration").
+"""Which Codex CLI versions wardian drives, and what each may do (contract rule VER-2).
 
 - Eligible: stable 0.154.0 or newer, and the explicitly tested pre-release 0.154.0-alpha.6. Any other
-  pre-release is refused: the seed names one exception, not a range.
+  pre-release is refused: contract rule VER-2 names one exception, not a range.
 - Structured steering (`turn/steer` fenced by `expectedTurnId` with `additionalContext`): stable 0.159.2 or
   newer. Older eligible versions keep idle task delivery (`turn/start`) and information delivery
   (`thread/inject_items`).

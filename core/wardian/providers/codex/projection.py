@@ -1,4 +1,5 @@
-"""Launch-settings projection for attached (interactive) agents (seed: "Codex configuration").
+"""Launch-settings projection for attached (interactive) agents (contract rule ATT-3;
+docs/decisions/0009-attached-mode-and-projection.md).
 
 A background app-server takes the agent's settings as `-c key=value` overrides. An attached agent has two
 Codex processes reading the same private `CODEX_HOME`: the app-server and the person's TUI, and some settings

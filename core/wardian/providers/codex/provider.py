@@ -27,10 +27,10 @@ from wardian.providers.process import child_env, reap_left_behind
 log = logging.getLogger("wardian.codex")
 
 ENV_CODEX = "WARDIAN_CODEX"
-# Launch settings of every managed app-server: thread/start waits until wardian's MCP server is ready, so
-# the first turn already offers its tools (codex-offline.md §2: optional servers are skipped when late).
-# Codex gives an MCP server 10 s to start by default; a loaded machine can need more, and a required server
-# that misses it fails the whole thread/start.
+# Launch settings of every managed app-server: thread/start waits until wardian's MCP server is ready, so the first turn
+# already offers its tools (docs/providers/codex.md#mcp-servers-inside-codex: optional servers are skipped when late).
+# Codex gives an MCP server 10 s to start by default; a loaded machine can need more, and a required server that misses
+# it fails the whole thread/start.
 LAUNCH_OVERRIDES = ("mcp_servers.wardian.required=true", "mcp_servers.wardian.startup_timeout_sec=60")
 
 
@@ -83,6 +83,6 @@ class CodexProvider:
             # The person's TUI reads config.toml, not our -c: project the launch settings for this owner.
             projection.project(codex_home, list(spec.overrides))
         # Managed startup registers the bundled CLI in the agent's private home, with a session bound to this
-        # generation (seed: "Codex configuration"); grants persist there once given.
+        # generation (contract rules CFG-1, SES-3); grants persist there once given.
         register_session(codex_home, spec.home, spec.session, {"name": spec.name, "uuid": spec.uuid},
                          spec.approve_tools)

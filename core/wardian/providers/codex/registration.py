@@ -1,9 +1,9 @@
 """Writing `[mcp_servers.wardian]` for one managed agent into its private CODEX_HOME (for `wardian codex register`,
 whose command line lives in the CLI, and for the app's managed startup).
 
-Seed, "Codex configuration": registration preserves user-owned entries, disabled state and approval settings;
-an occupied server name or a missing CLI is reported instead of silently replacing configuration; the user's
-global provider home is not modified; registration grants no approval unless asked.
+Contract rules CFG-1, CFG-2 and APR-2 (docs/design/contract.md): registration preserves user-owned entries, disabled
+state and approval settings; an occupied server name or a missing CLI is reported instead of silently replacing
+configuration; the user's global provider home is not modified; registration grants no approval unless asked.
 
 Invariants:
 - Everything is checked before anything changes: the tool names, the target home, the CLI to register, the
@@ -103,7 +103,7 @@ def _write_entry(doc: tomlkit.TOMLDocument, command: str, home: str, session: st
     entry = servers[SERVER_NAME]
     entry["command"] = command
     entry["args"] = list(SERVE_ARGS)
-    # Seed: tool_timeout_sec = 70 outlasts the longest wait (60 s) plus the client's grace.
+    # Contract rule CFG-4: tool_timeout_sec = 70 outlasts the longest wait (60 s) plus the client's grace.
     entry["tool_timeout_sec"] = CODEX_TOOL_TIMEOUT_SEC
     if "env" not in entry:
         entry["env"] = tomlkit.table()

@@ -1,7 +1,8 @@
 """Message transports to a Codex app-server: NDJSON over stdio, and WebSocket over a Unix socket.
 
 `codex app-server` speaks one JSON-RPC message per line on stdio; `codex app-server --listen unix://PATH`
-speaks one message per WebSocket text frame over the Unix socket (an HTTP upgrade first: codex-offline.md §4).
+speaks one message per WebSocket text frame over the Unix socket (an HTTP upgrade first;
+docs/providers/codex.md#attached-terminals).
 Both look the same to `AppServerClient`: `send(message)` and `receive() -> message`.
 
 The WebSocket side is `wsproto` (sans-I/O, python-hyper) driven over an anyio stream, so it keeps anyio's

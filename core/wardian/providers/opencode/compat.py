@@ -1,4 +1,4 @@
-"""Which OpenCode CLI versions wardian drives, and what they may do (#14; /work/shared/opencode-offline.md).
+"""Which OpenCode CLI versions wardian drives, and what they may do (docs/providers/opencode.md).
 
 - Eligible: 1.18.33 or newer (the version every behaviour below was verified with, pinned in package.json):
   `opencode serve` with Basic auth from `OPENCODE_SERVER_PASSWORD`, `prompt_async` with a client-chosen `msg_` id

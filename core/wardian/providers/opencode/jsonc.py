@@ -1,9 +1,9 @@
 """Round-trip edits of OpenCode's JSONC config (`opencode.json`): read a value, set one, delete one, and leave every
 other byte of the file as it was (comments, formatting, key order, trailing commas).
 
-OpenCode reads its config as JSONC: JSON plus `//` and `/* */` comments and trailing commas. Registration and `-c`
-must keep a person's comments and entries (#14, as tomlkit does for Codex's TOML); Python has no kept library that
-edits JSONC in place (json5 and commentjson drop comments on write), so this module parses the text into spans and
+OpenCode reads its config as JSONC: JSON plus `//` and `/* */` comments and trailing commas. Registration and `-c` must
+keep a person's comments and entries (contract rule CFG-2, as tomlkit does for Codex's TOML); Python has no kept library
+that edits JSONC in place (json5 and commentjson drop comments on write), so this module parses the text into spans and
 splices the one value it changes.
 
 Invariants:

@@ -30,7 +30,8 @@ from wardian.providers.process import child_env, reap_left_behind
 
 log = logging.getLogger("wardian.opencode")
 
-# Offline and quiet: no model-list fetch, no self-update, no sharing, no LSP downloads (opencode-offline.md §1).
+# Offline and quiet: no model-list fetch, no self-update, no sharing, no LSP downloads
+# (docs/providers/opencode.md#offline-configuration).
 OFFLINE_ENV = {"OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1",
                "OPENCODE_DISABLE_SHARE": "1", "OPENCODE_DISABLE_LSP_DOWNLOAD": "1"}
 XDG = ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME")
@@ -104,8 +105,8 @@ class OpenCodeProvider:
         config_dir.mkdir(mode=0o700, exist_ok=True)
         if reap_left_behind(spec.pid_path, "XDG_CONFIG_HOME", str(dirs["XDG_CONFIG_HOME"])):
             log.warning("ended the opencode serve a previous app left running for %s", spec.name)
-        # The agent's -c settings, then wardian's registration with this generation's session (seed: "Codex
-        # configuration", the same rules for OpenCode).
+        # The agent's -c settings, then wardian's registration with this generation's session (contract rules
+        # CFG-1, SES-3, the same rules for OpenCode).
         settings.apply(config_dir, list(spec.overrides))
         registration.register_session(config_dir, spec.home, spec.session, {"name": spec.name, "uuid": spec.uuid})
         write_private(password_path, secrets.token_urlsafe(32) + "\n")

@@ -1,6 +1,7 @@
-"""Registering `wardian mcp serve` in an OpenCode config dir (`opencode.json`, JSONC), for one managed agent (#14).
+"""Registering `wardian mcp serve` in an OpenCode config dir (`opencode.json`, JSONC), for one managed agent
+(docs/providers/opencode.md#mcp-inside-opencode).
 
-The same rules as Codex registration (seed, "Codex configuration"): user-owned entries, comments and `enabled: false`
+The same rules as Codex registration (contract rule CFG-2): user-owned entries, comments and `enabled: false`
 are kept; an occupied `mcp.wardian` entry that is not ours is reported (`registration_conflict`) and nothing is
 replaced; no permission or approval setting is written; the user's global config dir (`~/.config/opencode`) is
 refused.
