@@ -22,7 +22,7 @@ from wardian.client import AppClient
 def bench_codex_dispatch(cfg: Config) -> None:
     """Task admitted -> turn/start written (a fake app-server on stdio that timestamps each line it reads), and
     admitted -> reply published for a one-message turn of the real Codex on the scripted model."""
-    fake = REPO / "tests" / "codex" / "fake_codex.py"
+    fake = REPO / "tests" / "providers" / "codex" / "fake_codex.py"
     n = 30 if cfg is QUICK else 200
     root = new_home()
     wrapper = root / "codex"

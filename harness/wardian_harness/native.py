@@ -329,8 +329,8 @@ class NativeRun:
         """Type one line into the agent's TUI, as a person would, and wait for its answer on screen.
 
         Added when core marked the first delivery into a brand-new TUI thread uncertain on a transient "list_turns
-        is not supported yet"; core now retries it (tests/codex/test_owner_resubscribe.py). The warm-up stays as
-        the person's own first turn; removing it needs the scripts' warm-up steps dropped too.
+        is not supported yet"; core now retries it (tests/providers/codex/test_owner_resubscribe.py). The warm-up stays
+        as the person's own first turn; removing it needs the scripts' warm-up steps dropped too.
         """
         terminal = agent.terminal
         assert terminal is not None

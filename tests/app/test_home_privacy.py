@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.codex.conftest import FAKE_CODEX
 from tests.conftest import short_home, wardian_cmd
+from tests.providers.codex.conftest import FAKE_CODEX
 from wardian.cli import EXIT_HOME
 
 

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.codex.conftest import CodexWorld, codex_or_skip
+from tests.providers.codex.conftest import CodexWorld, codex_or_skip
 from tests.conftest import AppHandle, AppProcess, stop_app, unavailable, wardian_cmd
 from wardian.client import AppClient
 from wardian_harness import apps

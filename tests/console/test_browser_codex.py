@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from tests.codex.test_runtime import wait_active
 from tests.console.conftest import ConsoleWorld, log_in, shoot, start_console_app
+from tests.providers.codex.test_runtime import wait_active
 from wardian.model import OPERATOR_UUID
 from wardian_harness.scripted_model import Hold, Message
 

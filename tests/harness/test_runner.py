@@ -19,7 +19,7 @@ def test_a_wrong_codex_version_exits_3(monkeypatch: pytest.MonkeyPatch, capsys: 
     """ACC-4: WARDIAN_E2E_CODEX_EXPECTED_VERSION is checked before the run."""
     monkeypatch.delenv("WARDIAN_E2E_CODEX_EXECUTABLE", raising=False)
     monkeypatch.setenv("WARDIAN_E2E_CODEX_EXPECTED_VERSION", "0.0.1")
-    from tests.codex.conftest import codex_or_skip
+    from tests.providers.codex.conftest import codex_or_skip
 
     codex_or_skip()
     assert runner.main([]) == runner.EXIT_CODEX
@@ -58,7 +58,7 @@ def test_a_team_the_run_cannot_do_exits_2_and_says_why(monkeypatch: pytest.Monke
 
 def test_a_missing_opencode_exits_3_naming_the_variable(monkeypatch: pytest.MonkeyPatch,
                                                         capsys: pytest.CaptureFixture[str]) -> None:
-    from tests.codex.conftest import codex_or_skip
+    from tests.providers.codex.conftest import codex_or_skip
 
     codex_or_skip()
     monkeypatch.delenv("WARDIAN_E2E_MESSAGING_V2_MODE", raising=False)

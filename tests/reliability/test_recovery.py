@@ -1,6 +1,7 @@
 """Restart recovery and the dispatch fence, on the real app with a fake Codex speaking the app-server lines
 (docs/reliability.md rows D9, D11). The fake logs every turn request outside the app; that log is the count of
-dispatch attempts. tests/codex/test_runtime_faults.py shows each fault once; these are the sizes of docs/reliability.md.
+dispatch attempts. tests/providers/codex/test_runtime_faults.py shows each fault once; these are the sizes of
+docs/reliability.md.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from wardian.home import Home
 
 NIGHTLY = os.environ.get("WARDIAN_RELIABILITY_NIGHTLY") == "1"
 REPORT_ENV = "WARDIAN_RELIABILITY_REPORT"
-FAKE_CODEX = Path(__file__).parents[1] / "codex" / "fake_codex.py"
+FAKE_CODEX = Path(__file__).parents[1] / "providers" / "codex" / "fake_codex.py"
 
 
 def size(ci: int, nightly: int) -> int:

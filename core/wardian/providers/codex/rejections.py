@@ -17,8 +17,8 @@ died unexpectedly` or `failed to inject response items: …` may come after the 
 
 Rules are tried in order; a message is matched by its stable start (`re.match`), never by a phrase that could occur
 inside a quoted id or path. Each rule keeps Codex's words as seen and where: `real` rules are checked against the pinned
-Codex, which produces each on demand (tests/codex/test_rejections.py); `fake` rules come from Codex's source and are
-played by the fake app-server. Seen on Codex 0.171.0 and 0.154.0 alike unless the example says otherwise.
+Codex, which produces each on demand (tests/providers/codex/test_rejections.py); `fake` rules come from Codex's source
+and are played by the fake app-server. Seen on Codex 0.171.0 and 0.154.0 alike unless the example says otherwise.
 
 A trap the table does not cover, because it is about a thread, not about work: `no rollout found for thread id …` from
 `thread/resume` in the process that holds the thread, or while it unloads, does not prove the thread is gone. The owner

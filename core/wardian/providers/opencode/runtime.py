@@ -1,6 +1,6 @@
 """The runtime of one OpenCode agent: an app-owned `opencode serve`, its one session, and what the app observes of it
 (a `wardian.providers.base.ProviderRuntime`). Facts it relies on were verified against OpenCode 1.18.33 and are
-pinned by tests/opencode against the real binary.
+pinned by tests/providers/opencode against the real binary.
 
 ```
 opencode serve --port 0 --hostname 127.0.0.1   (cwd: the workspace; private XDG dirs; Basic auth password)

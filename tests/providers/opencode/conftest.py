@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.codex.conftest import codex_or_skip
 from tests.conftest import AppHandle, short_home, start_app, stop_app, unavailable
+from tests.providers.codex.conftest import codex_or_skip
 from wardian.client import AppClient
 from wardian.home import Home
 from wardian_harness.codex_home import ScriptedProvider, codex_overrides

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from tests.codex.conftest import codex_or_skip
-from tests.codex.test_runtime_faults import run, submissions, wait_for
 from tests.conftest import AppHandle, stop_app
+from tests.providers.codex.conftest import codex_or_skip
+from tests.providers.codex.test_runtime_faults import run, submissions, wait_for
 from wardian import errors
 from wardian.providers.codex.rejections import RULES, Verdict, classify, matching_rule
 

@@ -20,7 +20,7 @@ lines (docs/providers/codex.md, `wardian.providers.codex.app_server`). Stdlib on
 
 The policy is the JSON object in the file $RELIABILITY_FAKE_CODEX_CONFIG, read again at every turn request so a
 test can change it between phases (tests/reliability), or else the named $FAKE_CODEX_SCENARIO, fixed for the
-process (tests/codex): see `SCENARIOS`. A missing key means `complete` / `accept`.
+process (tests/providers/codex): see `SCENARIOS`. A missing key means `complete` / `accept`.
 
 Two logs, outside the app, each optional:
 - $FAKE_CODEX_LOG, the transcript: every line read, as JSON plus `_received_ns` (the read's wall clock), written

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.codex.conftest import CodexWorld
+from tests.providers.codex.conftest import CodexWorld
 from wardian_harness.scripted_model import Fail, Hold, Message, Response, ToolCall, function_call_outputs
 
 

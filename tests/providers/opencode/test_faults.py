@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import AppHandle
-from tests.opencode.conftest import MixedWorld, opencode_or_skip
-from tests.opencode.test_runtime import records_for, settle, wait_active
+from tests.providers.opencode.conftest import MixedWorld, opencode_or_skip
+from tests.providers.opencode.test_runtime import records_for, settle, wait_active
 from wardian import errors
 from wardian_harness.opencode_home import ScriptedOpenCode, opencode_overrides
 from wardian_harness.scripted_model import Hold, HttpError, Message

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.codex.conftest import CodexWorld
-from tests.codex.test_runtime import wait_active
 from tests.conftest import stop_app
 from tests.console.conftest import start_console_app
+from tests.providers.codex.conftest import CodexWorld
+from tests.providers.codex.test_runtime import wait_active
 from wardian.protocol import methods as proto
 from wardian_harness.codex_home import ScriptedProvider, codex_overrides
 from wardian_harness.scripted_model import Hold

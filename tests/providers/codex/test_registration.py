@@ -19,7 +19,7 @@ from wardian.cli.codex import cmd_codex_register as main_register
 from wardian.errors import CliNotFound
 from wardian.protocol.tools import TOOL_NAMES
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 CODEX = REPO / "node_modules" / ".bin" / "codex"
 
 USER_CONFIG = """\

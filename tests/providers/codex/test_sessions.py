@@ -9,9 +9,9 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from tests.codex.test_runtime_faults import run
 from tests.conftest import AppHandle, stop_app
 from tests.mcp.mcp_harness import mcp_server, server_env
+from tests.providers.codex.test_runtime_faults import run
 from wardian import errors
 from wardian.cli import EXIT_NOT_FOUND
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tests.codex.conftest import CodexWorld
-from tests.codex.test_runtime import wait_active, wait_reply
+from tests.providers.codex.conftest import CodexWorld
+from tests.providers.codex.test_runtime import wait_active, wait_reply
 from wardian_harness.scripted_model import Hold, Message
 
 

@@ -19,9 +19,9 @@ import orjson
 import pytest
 import tomlkit
 
-from tests.codex.conftest import codex_or_skip
 from tests.conftest import AppHandle
 from tests.harness.appserver import AppServer, app_server
+from tests.providers.codex.conftest import codex_or_skip
 from wardian.protocol.tools import TOOL_NAMES
 from wardian_harness.codex_home import ScriptedProvider, codex_env, write_codex_config
 from wardian_harness.scripted_model import AgentScript, Message, ScriptedModel, ToolCall

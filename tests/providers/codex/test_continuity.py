@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.codex.conftest import CodexWorld
-from tests.codex.test_runtime import wait_reply
+from tests.providers.codex.conftest import CodexWorld
+from tests.providers.codex.test_runtime import wait_reply
 from wardian_harness.codex_home import ScriptedProvider, codex_overrides
 from wardian_harness.scripted_model import Message
 

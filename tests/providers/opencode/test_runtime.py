@@ -8,7 +8,7 @@ from typing import Any
 
 import psutil
 
-from tests.opencode.conftest import MixedWorld
+from tests.providers.opencode.conftest import MixedWorld
 from wardian_harness.scripted_model import Hold, Message
 
 

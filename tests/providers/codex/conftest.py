@@ -53,7 +53,7 @@ class CodexWorld:
                              timeout_s=300)
 
 
-OLDEST_CODEX = Path(__file__).resolve().parents[2] / "scripts/npm/codex-0.154.0/node_modules/.bin/codex"
+OLDEST_CODEX = Path(__file__).resolve().parents[3] / "scripts/npm/codex-0.154.0/node_modules/.bin/codex"
 
 
 @pytest.fixture
