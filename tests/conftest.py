@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn, cast
@@ -105,8 +106,11 @@ def stop_app(proc: subprocess.Popen[bytes]) -> int:
     return apps.stop(proc)
 
 
-def _app_on_a_fresh_home(store_url: str | None = None) -> Iterator[AppHandle]:
-    with apps.running_app(command=wardian_cmd(), store_url=store_url) as running:
+@contextmanager
+def app_on_a_fresh_home(**running_app: Any) -> Iterator[AppHandle]:
+    """An app on a fresh home (`wardian_harness.apps.running_app` with these arguments) as an `AppHandle`; stopped,
+    and its home removed, after."""
+    with apps.running_app(command=wardian_cmd(), **running_app) as running:
         handle = AppHandle(running.home, cast(AppProcess, running.proc), AppClient(running.home))
         try:
             yield handle
@@ -153,14 +157,16 @@ def shared_store_url(request: pytest.FixtureRequest, store_backend: str) -> str 
 def app(store_url: str | None) -> Iterator[AppHandle]:
     """A fresh app on its own home (and, in a BOTH_STORES module, on each backend), stopped (and its home removed)
     after the test."""
-    yield from _app_on_a_fresh_home(store_url)
+    with app_on_a_fresh_home(store_url=store_url) as handle:
+        yield handle
 
 
 @pytest.fixture(scope="module")
 def shared_app(shared_store_url: str | None) -> Iterator[AppHandle]:
     """One app for a whole module (per backend in a BOTH_STORES module); tests isolate themselves by registering their
     own agents."""
-    yield from _app_on_a_fresh_home(shared_store_url)
+    with app_on_a_fresh_home(store_url=shared_store_url) as handle:
+        yield handle
 
 
 def require_postgres() -> None:

@@ -21,9 +21,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from tests.conftest import AppHandle, AppProcess, app_on_a_fresh_home, unavailable, wardian_cmd
 from tests.providers.codex.conftest import CodexWorld, codex_or_skip
-from tests.conftest import AppHandle, AppProcess, stop_app, unavailable, wardian_cmd
-from wardian.client import AppClient
 from wardian_harness import apps
 from wardian_harness.scripted_model import ScriptedModel
 
@@ -44,14 +43,8 @@ def start_console_app(root: Path, extra_env: dict[str, str] | None = None,
 @contextmanager
 def console_app_on_a_fresh_home(prefix: str, extra_env: dict[str, str] | None = None) -> Iterator[AppHandle]:
     """An app with its console on a free loopback port, on a fresh home; stopped (and its home removed) after."""
-    with apps.running_app(prefix=prefix, extra_env=extra_env, command=wardian_cmd(),
-                          extra_args=("--console", "127.0.0.1:0")) as running:
-        handle = AppHandle(running.home, cast(AppProcess, running.proc), AppClient(running.home))
-        try:
-            yield handle
-        finally:
-            handle.client.close()
-            stop_app(handle.proc)  # a test may have replaced the process (a restart)
+    with app_on_a_fresh_home(prefix=prefix, extra_env=extra_env, extra_args=("--console", "127.0.0.1:0")) as handle:
+        yield handle
 
 
 @dataclass
