@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wardian.client import AppClient
 from wardian.home import Home
@@ -40,7 +40,11 @@ from wardian_harness.scripted_model import (
     function_call_outputs,
     user_texts,
 )
-from wardian_harness.terminal import Terminal, TerminalTimeout, open_terminal, wait_for_text
+
+if TYPE_CHECKING:
+    # The terminal (pyte, pexpect: the harness extra) loads only for attached mode, so the background demo runs
+    # on an install without that extra.
+    from wardian_harness.terminal import Terminal
 
 MODES = ("background", "attached_tui")
 PROVIDERS = ("codex", "opencode")
@@ -318,6 +322,8 @@ class NativeRun:
 
     def attach(self, agent: Agent) -> Terminal:
         """`wardian agent attach NAME` in a harness terminal (pty), adopted into the tree."""
+        from wardian_harness.terminal import open_terminal
+
         self.progress(f"attaching {agent.name}'s Codex TUI")
         terminal = open_terminal([*self.settings.cli, "agent", "attach", agent.name],
                                  self.env({"TERM": "xterm-256color"}))
@@ -332,6 +338,8 @@ class NativeRun:
         is not supported yet"; core now retries it (tests/providers/codex/test_owner_resubscribe.py). The warm-up stays
         as the person's own first turn; removing it needs the scripts' warm-up steps dropped too.
         """
+        from wardian_harness.terminal import TerminalTimeout, wait_for_text
+
         terminal = agent.terminal
         assert terminal is not None
         terminal.send(WARMUP_PROMPT)

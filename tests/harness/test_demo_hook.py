@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import importlib.metadata
+import subprocess
+import sys
 
 import pytest
 
@@ -34,6 +36,29 @@ def test_the_demo_options_reach_the_demo(monkeypatch: pytest.MonkeyPatch) -> Non
     assert cli.main(["demo", "--providers", "opencode,codex", "--evidence", "/tmp/x"]) == 0
     assert cli.main(["demo"]) == 0
     assert seen == [["--providers", "opencode,codex", "--evidence", "/tmp/x"], ["--providers", "codex,codex"]]
+
+
+def test_the_background_demo_loads_without_the_harness_extra() -> None:
+    """The terminal packages (pyte, pexpect: `wardian[harness]`) are needed only for attached mode."""
+    code = ("import sys; sys.modules['pyte'] = None; sys.modules['pexpect'] = None\n"
+            "import wardian_harness.demo, wardian_harness.native\n"
+            "assert 'wardian_harness.terminal' not in sys.modules\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_a_harness_without_its_extra_is_a_clear_error_naming_the_extra(monkeypatch: pytest.MonkeyPatch,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    class Entry:
+        def load(self) -> object:
+            raise ModuleNotFoundError("No module named 'pyte'", name="pyte")
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda **_: [Entry()])
+    assert cli.main(["demo"]) == cli.EXIT_INTERNAL
+    err = capsys.readouterr().err
+    assert "demo_unavailable" in err
+    assert "'pyte'" in err
+    assert "wardian[harness]" in err
 
 
 @pytest.mark.parametrize("value", ["codex,claude", "opencode", "codex,opencode,codex"])

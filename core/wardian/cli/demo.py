@@ -29,4 +29,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
                          "with the wardian_harness package of a source checkout: run scripts/setup.sh)\n")
         return EXIT_INTERNAL
     forwarded = ["--providers", args.providers] + (["--evidence", args.evidence] if args.evidence else [])
-    return int(found[0].load()(forwarded))
+    try:
+        demo = found[0].load()
+    except ModuleNotFoundError as exc:  # the harness is installed without its extra's packages
+        sys.stderr.write(f"wardian: demo_unavailable: the demo needs the module {exc.name!r}, which comes with the "
+                         "harness extra: pip install 'wardian[harness]'\n")
+        return EXIT_INTERNAL
+    return int(demo(forwarded))
