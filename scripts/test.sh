@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --with-node --with-system
 .venv/bin/ruff check .
+.venv/bin/lint-imports --no-cache  # the layering contracts in pyproject.toml
 scripts/typecheck.sh
 if [ "$#" -gt 0 ]; then
   exec .venv/bin/python -m pytest -n auto -p no:cacheprovider "$@"
