@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
+
 REPO = Path(__file__).resolve().parent.parent
 GENERATOR = REPO / "scripts" / "gen_reference.py"
 REGENERATE = ".venv/bin/python scripts/gen_reference.py"

@@ -8,6 +8,8 @@ from wardian import errors
 from wardian.overrides import MAX_OVERRIDE_CHARS, Override, ValueSyntax, check_override, parse_override
 from wardian.protocol.methods import parse_params
 
+pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
+
 
 def test_overrides_parse_like_codex_c() -> None:
     """`codex -c`: a dotted path (segments may be quoted) and a TOML value, else a literal string."""

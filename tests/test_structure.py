@@ -14,6 +14,8 @@ from setuptools import find_packages
 from wardian import errors
 from wardian.protocol import jsonrpc
 
+pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
+
 REPO = Path(__file__).resolve().parents[1]
 CORE = REPO / "core" / "wardian"
 HARNESS = REPO / "harness" / "wardian_harness"

@@ -18,6 +18,8 @@ from tests.app.observe import app_is_idle, app_waiting, eventually
 from tests.conftest import AppHandle, wardian_cmd
 from wardian.app.server import ControlServer
 
+pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
+
 
 @pytest.fixture
 def anyio_backend() -> str:

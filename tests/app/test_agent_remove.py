@@ -12,6 +12,8 @@ from wardian import errors
 from wardian.cli import EXIT_NOT_FOUND
 from wardian.model import TaskState
 
+pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
+
 
 @pytest.fixture
 def anyio_backend() -> str:

@@ -7,6 +7,8 @@ import pytest
 from tests.conftest import AppHandle, AppProcess, stop_app
 from wardian import errors
 
+pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
+
 # A refused call logs one line of ~90 bytes: this many write several times a pipe's 64 KiB.
 REFUSED_CALLS = 2_000
 

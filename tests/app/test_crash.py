@@ -16,6 +16,8 @@ from wardian import errors
 from wardian.client import AppClient
 from wardian.home import Home
 
+pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
+
 
 @pytest.fixture
 def root() -> Iterator[Path]:

@@ -16,6 +16,8 @@ from wardian.client import AppClient
 from wardian.home import Home
 from wardian.model import MAX_REQUEST_FRAME_BYTES
 
+pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
+
 
 class Raw:
     def __init__(self, app: AppHandle) -> None:

@@ -20,6 +20,8 @@ from wardian import errors
 from wardian.client import AppClient
 from wardian.home import Home
 
+pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
+
 
 def run_cli(*args: str, home: Path, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("WARDIAN_")}

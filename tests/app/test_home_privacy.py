@@ -18,6 +18,8 @@ from tests.conftest import short_home, wardian_cmd
 from tests.providers.codex.conftest import FAKE_CODEX
 from wardian.cli import EXIT_HOME
 
+pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
+
 
 def run_cli(home: Path, umask: int, *args: str, extra_env: dict[str, str] | None = None
             ) -> subprocess.CompletedProcess[bytes]:

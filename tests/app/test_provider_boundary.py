@@ -14,6 +14,8 @@ from wardian import errors
 from wardian.model import ReplyStatus, TaskState
 from wardian.providers.base import Capabilities, OutcomeStatus
 
+pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
+
 
 @pytest.fixture
 def anyio_backend() -> str:

@@ -13,6 +13,8 @@ from wardian import errors
 from wardian.cli import EXIT_NOT_FOUND
 from wardian.protocol import methods as proto
 
+pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
+
 
 def test_a_tasks_story_follows_it_from_admission_to_its_reply(app: AppHandle) -> None:
     lead, lead_token = app.add_agent("lead")

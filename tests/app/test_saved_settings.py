@@ -10,6 +10,8 @@ from tests.app.inprocess import world
 from wardian import errors
 from wardian.overrides import MASK
 
+pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
+
 
 @pytest.fixture
 def anyio_backend() -> str:

@@ -7,6 +7,8 @@ import pytest
 
 from wardian.app.signals import MAILBOX_ACTIVITY, PROVIDER_CONTEXT, MailboxSignals
 
+pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
+
 
 @pytest.mark.anyio
 async def test_a_signal_between_subscribe_and_wait_is_not_lost() -> None:

@@ -14,6 +14,8 @@ import pytest
 from tests.conftest import AppHandle, short_home, wardian_cmd
 from wardian import cli, errors
 
+pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
+
 
 def j(result: subprocess.CompletedProcess[bytes]) -> dict:
     return json.loads(result.stdout)

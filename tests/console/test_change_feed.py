@@ -4,9 +4,12 @@ something."""
 from __future__ import annotations
 
 import anyio
+import pytest
 from anyio.lowlevel import checkpoint
 
 from wardian.app.signals import ChangeFeed
+
+pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
 
 
 def test_a_change_after_the_version_a_view_saw_is_never_missed() -> None:

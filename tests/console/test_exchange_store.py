@@ -17,6 +17,8 @@ from wardian.model import OPERATOR_UUID, ClaimKind, InteractionKind, ReplyStatus
 from wardian.store import SqliteStore
 from wardian.store import testing as store_testing
 
+pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
+
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[SqliteStore]:

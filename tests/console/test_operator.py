@@ -19,6 +19,8 @@ from wardian.store import SqliteStore
 from wardian.store.sqlite import migrations as sqlite_backend
 from wardian.store.sqlite.migrations import MIGRATIONS
 
+pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
+
 
 def test_the_operator_is_no_agent(app: AppHandle) -> None:
     app.add_agent("worker")

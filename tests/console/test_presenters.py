@@ -6,10 +6,14 @@ from __future__ import annotations
 from itertools import pairwise
 from typing import Any
 
+import pytest
+
 from wardian.console.live import SentView
 from wardian.console.presenters.diagram import FIRST_STEP_Y, LANE_GAP, MARGIN_X, diagram
 from wardian.console.presenters.records import explain_uncertain
 from wardian.console.presenters.views import Row, View, query
+
+pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
 
 LEAD = {"name": "lead", "uuid": "u-lead"}
 WORKER = {"name": "worker", "uuid": "u-worker"}

@@ -6,6 +6,7 @@ import stat
 import sys
 from pathlib import Path
 
+import pytest
 import tomlkit
 
 from wardian_harness.codex_home import (
@@ -16,6 +17,8 @@ from wardian_harness.codex_home import (
     codex_overrides,
     write_codex_config,
 )
+
+pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
 
 PROVIDER = ScriptedProvider("http://127.0.0.1:9/agents/alice/v1")
 

@@ -20,6 +20,8 @@ from wardian_harness.codex_install import (
     find_codex,
 )
 
+pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
+
 
 def fake_codex(path: Path, output: str = "codex-cli 0.171.0", exit_code: int = 0) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)

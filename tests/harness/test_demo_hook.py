@@ -11,6 +11,8 @@ import pytest
 
 from wardian import cli
 
+pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
+
 
 def test_the_demo_entry_point_is_declared_and_loads_the_harness_demo() -> None:
     (ep,) = importlib.metadata.entry_points(group="wardian.plugins", name="demo")

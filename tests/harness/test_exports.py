@@ -10,6 +10,8 @@ import pytest
 import wardian_harness
 from wardian_harness import codex_home, codex_install, scripted_model
 
+pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
+
 
 @pytest.mark.parametrize("module", [codex_home, codex_install, scripted_model], ids=lambda m: m.__name__)
 def test_every_name_in_all_exists(module: types.ModuleType) -> None:

@@ -11,6 +11,8 @@ import pytest
 
 from wardian_harness.homes import RUN_MARKER_ENV, HomeLocked, IsolatedRun
 
+pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
+
 
 def test_a_second_runner_cannot_take_a_held_root_and_a_joiner_needs_a_holder(tmp_path: Path) -> None:
     """ACC-3: the runner owns the isolated home lock; two runners never share a home."""

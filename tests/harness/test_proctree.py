@@ -7,9 +7,12 @@ import sys
 import uuid
 
 import psutil
+import pytest
 
 from wardian_harness.homes import RUN_MARKER_ENV
 from wardian_harness.proctree import ProcessTree
+
+pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
 
 # A child that starts a grandchild in a new session (as the app starts Codex app-servers) and sleeps; both
 # ignore SIGTERM (so the KILL step is needed). The grandchild prints its own pid once it runs: a pid printed by

@@ -5,6 +5,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
+
 REPO = Path(__file__).resolve().parents[2]
 HARNESS = REPO / "harness" / "wardian_harness"
 STORE = REPO / "core" / "wardian" / "store"

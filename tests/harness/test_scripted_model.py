@@ -31,6 +31,8 @@ from wardian_harness.scripted_model import (
     user_texts,
 )
 
+pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
+
 BODY: dict[str, Any] = {"model": "mock-model", "stream": True, "input": [
     {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "base prompt"}]},
     {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hello there"}]}]}

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
 from tests.app.observe import app_is_idle, app_waiting, eventually
 from tests.conftest import AppHandle
@@ -26,6 +27,8 @@ from tests.mcp.mcp_harness import RawServer, server_env
 from wardian.home import ENV_HOME, ENV_SESSION
 from wardian.mcp._quick import QUICK_WAIT_WORKERS
 from wardian.mcp.server import StdioServer
+
+pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
 
 SERVERS = 2
 WAITS_PER_SERVER = 32  # QUICK_WAIT_WORKERS on the quick path, the rest on the SDK's (anyio runs up to 40 threads)

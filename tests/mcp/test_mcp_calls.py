@@ -23,6 +23,8 @@ from wardian import errors
 from wardian.home import Home
 from wardian.mcp._calls import AppConnections
 
+pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
+
 # What the fake does with a request it read: answer it, answer then close the connection, or close silently.
 Behaviour = Callable[[int], str]
 

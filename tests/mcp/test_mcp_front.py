@@ -35,6 +35,8 @@ from wardian.mcp._front import (
 from wardian.mcp._sdk import build_server
 from wardian.protocol.tools import TOOL_NAMES
 
+pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
+
 CLIENT_INFO = {"name": "wardian-tests", "version": "0"}
 
 

@@ -25,6 +25,8 @@ from wardian.mcp._frames import cancelled_request
 from wardian.mcp._quick import QUICK_WAIT_WORKERS
 from wardian.mcp.server import ENV_QUICK_PATH, StdioServer
 
+pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
+
 WAIT_TIMEOUT_S = 30.0  # a bound on waiting for what takes milliseconds; reaching it is a failure
 
 

@@ -19,6 +19,8 @@ from tests.conftest import AppHandle, pinned_npm_tool
 from tests.mcp.mcp_harness import serve_command
 from wardian.protocol.tools import TOOL_NAMES
 
+pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
+
 REPO = Path(__file__).resolve().parents[2]
 INSPECTOR = REPO / "node_modules" / ".bin" / "mcp-inspector"
 

@@ -11,6 +11,8 @@ from tests.mcp.mcp_harness import mcp_server, server_env
 from wardian.model import MAX_CURSOR_CHARS, MAX_MESSAGE_BYTES, MAX_RECEIVE_LIMIT, MAX_TARGET_CHARS, MAX_WAIT_MS
 from wardian.protocol.tools import TOOLS_BY_NAME
 
+pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
+
 FORBIDDEN = {"sender", "from", "session", "session_id", "sender_id", "from_agent"}
 
 

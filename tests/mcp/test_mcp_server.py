@@ -15,6 +15,8 @@ from wardian.mcp import _stdio
 from wardian.mcp._stdio import LineSplitter
 from wardian.mcp.server import StdioServer
 
+pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
+
 CAP = 16  # a small line cap, so hypothesis reaches over-long lines
 
 

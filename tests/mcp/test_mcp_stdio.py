@@ -25,6 +25,8 @@ from tests.mcp.conftest import Peers
 from tests.mcp.mcp_harness import RawServer, raw_server, serve_command, server_env
 from wardian.protocol.tools import TOOL_NAMES
 
+pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
+
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
 
 

@@ -11,6 +11,8 @@ from tests.mcp.conftest import Peers
 from wardian.model import MAX_MESSAGE_BYTES
 from wardian.protocol.tools import TOOL_NAMES
 
+pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
+
 
 def test_tools_list_offers_exactly_the_seven_tools_of_the_seed(peers: Peers) -> None:
     """TOOL-1: wait_agent, send_message, followup_task, receive_messages, reply, interrupt_agent,

@@ -12,6 +12,8 @@ from wardian.protocol.methods import METHODS
 from wardian.protocol.schemas.generate import REGENERATE, SCHEMA_DIR, drift, main, schemas, write
 from wardian.protocol.tools import TOOLS
 
+pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
+
 
 def test_the_checked_in_schemas_are_the_generated_ones() -> None:
     drifted = drift()

@@ -16,6 +16,8 @@ from wardian.providers.base import StateChange
 from wardian.providers.events import EventStream
 from wardian.providers.process import ProviderProcess, StopPolicy, group_alive
 
+pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
+
 # A provider that ignores SIGTERM and leaves a child of its own in its group (as Codex's MCP servers are).
 STUBBORN = """
 import os, signal, subprocess, sys, time

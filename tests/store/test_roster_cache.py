@@ -14,6 +14,8 @@ from wardian.model import AgentStatus, InteractionKind
 from wardian.store import Store
 from wardian.store import testing as store_testing
 
+pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
+
 
 def test_a_cached_session_still_checks_its_secret_every_time(store: Store) -> None:
     agent = store.add_agent("a", "codex", None)
