@@ -14,8 +14,11 @@ else
   echo "frozen_check: build took $((SECONDS - started)) s" >&2
   cli="$PWD/dist/wardian/wardian"
 fi
+# The provider boundary's own tests (the process lifecycle, both registrations); the real-agent suites under
+# tests/providers/codex and tests/providers/opencode already run once in the whole suite.
 WARDIAN_TEST_CLI="$cli" WARDIAN_FROZEN_CLI="$cli" \
-  .venv/bin/python -m pytest -n auto -p no:cacheprovider tests/mcp tests/providers tests/build "$@"
+  .venv/bin/python -m pytest -n auto -p no:cacheprovider tests/mcp tests/providers/test_process.py \
+  tests/providers/codex/test_registration.py tests/providers/opencode/test_registration.py tests/build "$@"
 # Discovery needs no home or session; the Inspector must list the seven tools from the frozen server.
 listed="$(env -u WARDIAN_HOME -u WARDIAN_SESSION_ID timeout 300 \
   node_modules/.bin/mcp-inspector --cli "$cli" mcp serve --method tools/list)"
