@@ -9,6 +9,8 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import orjson
@@ -24,8 +26,10 @@ MCP_INITIALIZE = orjson.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize"
     "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}}) + b"\n"
 
 
-def _spawn_to_initialize(argv: list[str], env: dict[str, str]) -> float:
-    """Seconds from spawning `argv` to reading its answer to `initialize` (then it is told to exit)."""
+@contextmanager
+def _session(argv: list[str], env: dict[str, str], last: str) -> Iterator[tuple[subprocess.Popen[bytes], float, bytes]]:
+    """One host's session with `argv`: spawned and sent `initialize`; yields the process, when it was spawned and its
+    first answer line. On leaving, stdin is closed and the server must exit 0 (`last` names the final request)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, start_new_session=True)
@@ -34,18 +38,24 @@ def _spawn_to_initialize(argv: list[str], env: dict[str, str]) -> float:
     try:
         proc.stdin.write(MCP_INITIALIZE)
         proc.stdin.flush()
-        line = proc.stdout.readline()
-        elapsed = time.perf_counter() - t0
-        answer = orjson.loads(line)
-        if "result" not in answer or answer.get("id") != 0:
-            raise RuntimeError(f"{argv} answered initialize with {line[:300]!r}")
+        yield proc, t0, proc.stdout.readline()
         proc.stdin.close()
         if proc.wait(timeout=30) != 0:
-            raise RuntimeError(f"{argv} exited {proc.returncode} after initialize")
+            raise RuntimeError(f"{argv} exited {proc.returncode} after {last}")
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=10)
+        proc.stdout.close()
+
+
+def _spawn_to_initialize(argv: list[str], env: dict[str, str]) -> float:
+    """Seconds from spawning `argv` to reading its answer to `initialize` (then it is told to exit)."""
+    with _session(argv, env, "initialize") as (_, t0, line):
+        elapsed = time.perf_counter() - t0
+        answer = orjson.loads(line)
+        if "result" not in answer or answer.get("id") != 0:
+            raise RuntimeError(f"{argv} answered initialize with {line[:300]!r}")
     return elapsed
 
 
@@ -80,15 +90,10 @@ def _first_call(argv: list[str], env: dict[str, str], tool: str, arguments: dict
     spawn to the call's answer; then stdin is closed and the server must exit 0."""
     call = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                          "params": {"name": tool, "arguments": arguments}}) + b"\n"
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
-    assert proc.stdin is not None
-    assert proc.stdout is not None
-    try:
-        proc.stdin.write(MCP_INITIALIZE)
-        proc.stdin.flush()
-        if orjson.loads(proc.stdout.readline()).get("id") != 0:
+    with _session(argv, env, tool) as (proc, t0, first):
+        assert proc.stdin is not None
+        assert proc.stdout is not None
+        if orjson.loads(first).get("id") != 0:
             raise RuntimeError(f"{argv} did not answer initialize first")
         proc.stdin.write(_INITIALIZED + call)
         proc.stdin.flush()
@@ -97,14 +102,6 @@ def _first_call(argv: list[str], env: dict[str, str], tool: str, arguments: dict
         answer = orjson.loads(line)
         if answer.get("id") != 1 or "result" not in answer or answer["result"].get("isError"):
             raise RuntimeError(f"{argv} answered {tool} with {line[:300]!r}")
-        proc.stdin.close()
-        if proc.wait(timeout=30) != 0:
-            raise RuntimeError(f"{argv} exited {proc.returncode} after {tool}")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
-        proc.stdout.close()
     return elapsed
 
 
