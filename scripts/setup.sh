@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install everything wardian needs on a fresh machine into ./.venv (and ./node_modules for the third-party test
 # tools). Idempotent; called by scripts/demo.sh and scripts/test.sh.
-#   --with-node     the pinned npm tools (Codex, OpenCode, the MCP Inspector, pyright)
+#   --with-node     the pinned npm tools (Codex, OpenCode, Claude Code, the MCP Inspector, pyright)
 #   --with-system   Debian's postgresql (the shared store's tests start a private server) and chromium (the web
 #                   console's browser tests), with apt-get, when missing (needs root, as CI has)
 set -euo pipefail
