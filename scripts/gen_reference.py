@@ -287,6 +287,7 @@ _EXIT_MEANINGS: dict[str, str] = {
     "EXIT_STORAGE": "the store refused the change; nothing was admitted",
     "EXIT_HOME": "the home cannot host an app, or the console's address is taken",
     "EXIT_NOTHING": "nothing to do: `message wait` timed out, or `message interrupt` found no active turn",
+    "EXIT_NOT_SIGNED_IN": "not signed in: the agent has no credential its provider accepts (`wardian auth login`)",
 }
 
 _CITATION = re.compile(r"\s*\((?:#\d+|issue \d+)[^)]*\)")

@@ -9,7 +9,7 @@ WardianError                      code: a stable snake_case string; delivery: wh
 │   ├── InvalidLimit, InvalidTimeout, InvalidCursor, StaleCursor, InvalidStatus
 │   ├── UnknownRequest, NotATask, NotRecipient, AlreadyCompleted
 │   ├── MissingSession, UnknownSession, SessionHomeMismatch, Unauthenticated, StaleSession
-│   ├── NotActive, Unsupported, RetiredOperation, InvalidAgentName, UnknownAgent
+│   ├── NotActive, Unsupported, RetiredOperation, InvalidAgentName, UnknownAgent, NotSignedIn
 ├── Rejected                      definitely not admitted; the app may offer the work again (StaleTurn,
 │                                 ConversationGone, ProviderRefused, ProviderUnavailable, ...)
 ├── DeliveryUncertain             the outcome is unknown: never replay (delivery: uncertain)
@@ -199,6 +199,13 @@ class CliNotFound(RequestError):
     """The `wardian` executable to register cannot be found; nothing was changed."""
 
     code = "cli_not_found"
+
+
+class NotSignedIn(RequestError):
+    """The agent has no credential its provider accepts: nothing was started. The message names the fix
+    (`wardian auth login PROVIDER`)."""
+
+    code = "not_signed_in"
 
 
 class UnknownAgent(RequestError):

@@ -81,6 +81,9 @@ class AgentStatus(StrEnum):
     IDLE = "idle"
     ACTIVE = "active"
     ERRORED = "errored"
+    SIGNED_OUT = "signed_out"
+    """Shown (never stored as the observed state) while the provider has rejected the agent's credentials since its
+    last start: `auth login`, then a start, clears it (docs/guide/sign-in.md)."""
 
 
 PROVIDERS = ("codex", "opencode")
@@ -250,6 +253,8 @@ class ManagedAgent:
     """The conversation `thread_id` replaced, when one could not be resumed (its provider no longer had it)."""
     thread_replaced_at: int | None = None
     thread_replaced_reason: str | None = None
+    auth: str | None = None
+    """The name of the credential (`wardian auth`) its starts use; None: the provider's default credential."""
 
 
 @dataclass(frozen=True, slots=True)

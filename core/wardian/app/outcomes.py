@@ -28,6 +28,11 @@ def outcome_reply(outcome: TurnOutcome) -> tuple[ReplyStatus, str] | None:
         case OutcomeStatus.INTERRUPTED:
             return ReplyStatus.BLOCKED, (f"Wardian: the turn {outcome.turn_id} was interrupted before it finished; "
                                          "no final answer was produced.")
+        case OutcomeStatus.FAILED if outcome.credentials_rejected:
+            detail = f" ({outcome.error})" if outcome.error else ""
+            return ReplyStatus.FAILED, (f"Wardian: the turn {outcome.turn_id} failed: the provider rejected the "
+                                        f"agent's credentials{detail}. Sign in again (`wardian auth login`), then "
+                                        "restart the agent.")
         case OutcomeStatus.FAILED:
             detail = f": {outcome.error}" if outcome.error else ""
             return ReplyStatus.FAILED, f"Wardian: the turn {outcome.turn_id} failed{detail}"

@@ -13,6 +13,7 @@ EXIT_UNCERTAIN = 5
 EXIT_STORAGE = 6
 EXIT_HOME = 7
 EXIT_NOTHING = 8
+EXIT_NOT_SIGNED_IN = 9
 
 _NOT_FOUND = (errors.UnknownTarget, errors.UnknownAgent, errors.UnknownRequest, errors.UnknownSession,
               errors.SessionHomeMismatch, errors.StaleSession)
@@ -23,6 +24,8 @@ def exit_code_for(exc: errors.WardianError) -> int:
         return EXIT_NOT_FOUND
     if isinstance(exc, errors.NotActive):
         return EXIT_NOTHING
+    if isinstance(exc, errors.NotSignedIn):
+        return EXIT_NOT_SIGNED_IN
     if isinstance(exc, errors.RequestError):
         return EXIT_USAGE
     if isinstance(exc, errors.TransportError):

@@ -249,7 +249,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         title="List peer agents",
         description=(
             "List the Wardian agents you can address: name, UUID, provider, host and status (off, starting, "
-            "idle, active, errored), and which of them is you (caller); deliveries counts, per agent UUID, "
+            "idle, active, errored, signed_out), and which of them is you (caller); deliveries counts, per agent UUID, "
             "tasks whose delivery is uncertain or was confirmed only by a lookup; hosts says which hosts are live "
             "(an agent on a host that is not live is offline: tasks for it wait). Use a name or UUID from here "
             "as target. Reading the list changes nothing."

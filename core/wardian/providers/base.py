@@ -32,6 +32,7 @@ import anyio
 import anyio.abc
 from anyio.streams.memory import MemoryObjectReceiveStream
 
+from wardian.auth.model import Credential
 from wardian.home import Home
 from wardian.model import AgentStatus, Interaction, Party
 from wardian.overrides import ValueSyntax
@@ -85,6 +86,9 @@ class TurnOutcome:
     status: OutcomeStatus
     final_text: str | None = None
     error: str | None = None
+    credentials_rejected: bool = False
+    """The provider rejected the agent's credentials (a 401, "not logged in"): the turn's tasks get a `failed`
+    notice saying so, and the agent shows `signed_out` until its next start."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +151,10 @@ class LaunchSpec:
     """The agent's conversation, to resume; None starts one."""
     log_path: Path
     pid_path: Path
+    credentials: tuple[Credential, ...] = ()
+    """The agent's credentials from the home's credential store (`wardian.auth`): at most one for Codex and Claude
+    Code, one per OpenCode provider id. The provider hands them to its process without writing them anywhere
+    (docs/guide/sign-in.md)."""
 
 
 class ProviderRuntime(Protocol):

@@ -106,6 +106,7 @@ AGENT_COL_NAMES = (
     "active_turn_id",
     "created_at",
     "host",
+    "signed_out_at",
 )
 AGENT_COLS = ", ".join(AGENT_COL_NAMES)
 TASK_FACT_COLS = (
@@ -126,12 +127,19 @@ def agent_of(row: Sequence[Any]) -> Agent:
         name=row[2],
         provider=row[3],
         workspace=row[4],
-        status=AgentStatus(row[5]),
+        status=_shown_status(AgentStatus(row[5]), row[10]),
         generation=row[6],
         active_turn_id=row[7],
         created_at=row[8],
         host=row[9],
     )
+
+
+def _shown_status(observed: AgentStatus, signed_out_at: int | None) -> AgentStatus:
+    """A running agent whose provider rejected its credentials since its last start shows `signed_out`."""
+    if signed_out_at is not None and observed in (AgentStatus.IDLE, AgentStatus.ACTIVE):
+        return AgentStatus.SIGNED_OUT
+    return observed
 
 
 def party_of(agent: Agent) -> Party:

@@ -188,6 +188,12 @@ class SqlStore:
     def reset_observed_state(self) -> None:
         self.roster.reset_observed_state()
 
+    def set_auth(self, agent_id: int, auth: str | None) -> None:
+        self.roster.set_auth(agent_id, auth)
+
+    def mark_signed_out(self, agent_id: int, generation: int, reason: str) -> bool:
+        return self.roster.mark_signed_out(agent_id, generation, reason)
+
     def mark_errored(self, agent_id: int) -> None:
         self.roster.mark_errored(agent_id)
 

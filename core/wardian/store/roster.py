@@ -238,7 +238,7 @@ class SqlRoster:
         with self._tx.atomic():
             self._tx.db.write(
                 "UPDATE agents SET generation = generation + 1, status = 'starting', "
-                "active_turn_id = NULL WHERE id = ?",
+                "active_turn_id = NULL, signed_out_at = NULL, signed_out_reason = NULL WHERE id = ?",
                 (agent_id,),
             )
             return int(self._tx.db.execute("SELECT generation FROM agents WHERE id = ?", (agent_id,)).fetchone()[0])
@@ -277,13 +277,26 @@ class SqlRoster:
                 args,
             )
 
+    def set_auth(self, agent_id: int, auth: str | None) -> None:
+        """The credential name the agent's starts use from now on (None: its provider's default)."""
+        with self._tx.atomic():
+            self._tx.db.write("UPDATE agents SET auth = ? WHERE id = ?", (auth, agent_id))
+
+    def mark_signed_out(self, agent_id: int, generation: int, reason: str) -> bool:
+        """The provider rejected the agent's credentials during `generation` (shown as `signed_out` until its next
+        start); ignored when a newer generation owns the agent. True when recorded."""
+        with self._tx.atomic():
+            return self._tx.db.write(
+                "UPDATE agents SET signed_out_at = ?, signed_out_reason = ? WHERE id = ? AND generation = ?",
+                (now_ms(), reason, agent_id, generation)).rowcount == 1
+
     def mark_errored(self, agent_id: int) -> None:
         with self._tx.atomic():
             self._tx.db.write("UPDATE agents SET status = 'errored', active_turn_id = NULL WHERE id = ?", (agent_id,))
 
 
 _MANAGED_COLS = ("id, uuid, name, provider, workspace, desired, mode, overrides, generation, thread_id, "
-                 "previous_thread_id, thread_replaced_at, thread_replaced_reason")
+                 "previous_thread_id, thread_replaced_at, thread_replaced_reason, auth")
 
 
 def _managed_of(r: Sequence[Any]) -> ManagedAgent:
@@ -301,4 +314,5 @@ def _managed_of(r: Sequence[Any]) -> ManagedAgent:
         previous_thread_id=r[10],
         thread_replaced_at=r[11],
         thread_replaced_reason=r[12],
+        auth=r[13],
     )

@@ -55,6 +55,10 @@ class Observer:
             handle.kick.set()  # ready (e.g. an attached TUI's thread was adopted): a dispatch chance
 
     async def _turn_ended(self, handle: AgentHandle, outcome: TurnOutcome) -> None:
+        if outcome.credentials_rejected:
+            await self.writer.call(lambda s: s.mark_signed_out(
+                handle.agent_id, handle.generation, outcome.error or "credentials rejected"))
+            log.warning("agent %s: its provider rejected its credentials (turn %s)", handle.name, outcome.turn_id)
         async with handle.runtime.submit_lock:  # every binding of this turn is persisted by now
             request_ids = await self.writer.call(lambda s: s.tasks_of_turn(outcome.turn_id))
         if request_ids and handle.caps.exact_completion:

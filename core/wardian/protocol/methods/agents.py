@@ -114,7 +114,7 @@ class AgentResult(TypedDict):
     name: str
     uuid: str
     provider: str
-    status: Literal["off", "starting", "idle", "active", "errored"]
+    status: Literal["off", "starting", "idle", "active", "errored", "signed_out"]
     active_turn_id: str | None
     generation: int
     workspace: str | None

@@ -179,6 +179,12 @@ PG_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE tasks ADD COLUMN rejections INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE tasks ADD COLUMN rejection_note TEXT;
     """,
+    # 3: the embedded store's migration 10: an agent's credential name, and its provider's last rejection of it.
+    """
+    ALTER TABLE agents ADD COLUMN auth TEXT;
+    ALTER TABLE agents ADD COLUMN signed_out_at BIGINT;
+    ALTER TABLE agents ADD COLUMN signed_out_reason TEXT;
+    """,
 )
 
 

@@ -197,6 +197,13 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE tasks ADD COLUMN rejections INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE tasks ADD COLUMN rejection_note TEXT;
     """,
+    # 10: sign-in. An agent keeps the name of the credential its starts use (NULL: its provider's default), and when
+    # its provider last rejected that credential (cleared by its next start), with the provider's words.
+    """
+    ALTER TABLE agents ADD COLUMN auth TEXT;
+    ALTER TABLE agents ADD COLUMN signed_out_at INTEGER;
+    ALTER TABLE agents ADD COLUMN signed_out_reason TEXT;
+    """,
 )
 
 

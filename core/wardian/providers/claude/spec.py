@@ -1,0 +1,37 @@
+"""What the Claude Code provider's `prepare` decides for one start, and the runtime runs (`ClaudeRuntime(spec)`).
+
+`prepare` (the private directories, `settings.json`, the MCP registration, the credential in the environment) and
+the runtime (the process, its stream-json wire, deliveries and outcomes) meet only here, so either can be read,
+and tested, without the other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from wardian.providers.base import Capabilities
+
+
+@dataclass(frozen=True, slots=True)
+class ClaudeSpec:
+    name: str
+    """The agent's name (logs only)."""
+    executable: str
+    """The Claude Code CLI (`WARDIAN_CLAUDE`, else the pinned npm one, else PATH)."""
+    workspace: Path
+    """The process's working directory; Claude keys its transcripts by it."""
+    env: dict[str, str]
+    """The process's whole environment: the private directories (`CLAUDE_CONFIG_DIR`, `TMPDIR`, `XDG_RUNTIME_DIR`,
+    `XDG_CACHE_HOME`, `HOME`), the quiet variables, and the agent's credential (never written anywhere)."""
+    config_dir: Path
+    """`CLAUDE_CONFIG_DIR`: `settings.json`, the transcripts under `projects/`, the live registry under `sessions/`."""
+    mcp_config: Path
+    """The 0600 `--mcp-config` file registering `wardian mcp serve` as server `wardian` (with `--strict-mcp-config`)."""
+    allowed_tools: tuple[str, ...]
+    """`--allowedTools` entries (`mcp__wardian__list_agents`, ...): the tools that run without asking."""
+    session_id: str | None
+    """The agent's conversation to resume (`--resume=<id>`); None: the runtime chooses a new id (`--session-id`)."""
+    capabilities: Capabilities
+    stderr_path: Path
+    pid_path: Path
