@@ -14,6 +14,8 @@ from wardian.cli.output import dump, out
 from wardian.home import ENV_SESSION
 
 NAME_HELP = "agent name or UUID"
+AUTH_HELP = ("the credential its starts use (`wardian auth login ... --name NAME`; see `wardian auth status`); "
+             "default: the provider's default credential")
 
 
 def register(commands: Commands) -> None:
@@ -22,6 +24,7 @@ def register(commands: Commands) -> None:
     p.add_argument("name")
     p.add_argument("--provider", required=True, help="the agent's provider (codex or opencode)")
     p.add_argument("--workspace", default=None, help="the agent's workspace directory")
+    p.add_argument("--auth", default=None, metavar="NAME", help=AUTH_HELP)
     commands.add(agent, "list", cmd_agent_list, "list agents (name, UUID, provider, status)")
     _start_parser(commands.add(
         agent, "start", cmd_agent_start,
@@ -55,6 +58,8 @@ def _start_parser(p: argparse.ArgumentParser) -> None:
                    help="forget the agent's saved -c settings and start without any")
     p.add_argument("--approve-tools", dest="approve_tools", default=None, metavar="TOOL,...",
                    help="grant approval_mode = \"approve\" to these wardian tools in the agent's private home")
+    p.add_argument("--auth", default=None, metavar="NAME",
+                   help=AUTH_HELP + "; kept for later starts (`--auth default` goes back to the default)")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for the conversation")
 
 
@@ -62,6 +67,8 @@ def cmd_agent_add(args: argparse.Namespace) -> int:
     params: dict[str, Any] = {"name": args.name, "provider": args.provider}
     if args.workspace is not None:
         params["workspace"] = os.path.abspath(args.workspace)
+    if args.auth is not None:
+        params["auth"] = args.auth
     with client(args) as app:
         agent = app.call("agent/add", params)
     out(dump(agent) if args.json else f"added {agent['name']} ({agent['uuid']}, {agent['provider']})")
@@ -107,6 +114,8 @@ def cmd_agent_start(args: argparse.Namespace) -> int:
         params["config"] = list(args.config)
     if args.reset_settings:
         params["reset_settings"] = True
+    if args.auth is not None:
+        params["auth"] = args.auth
     with client(args) as app:
         # Codex may index a long history before the conversation is ready: no short deadline here.
         result = app.call("agent/start", params, timeout_s=args.timeout)

@@ -25,6 +25,8 @@ from wardian.app.runtime.handle import AgentHandle, Owners
 from wardian.app.runtime.hosts import HostScope
 from wardian.app.runtime.observe import Observer
 from wardian.app.writer import StoreWriter
+from wardian.auth.agents import credentials_for
+from wardian.auth.store import CredentialStore
 from wardian.home import Home
 from wardian.model import AgentStatus, ManagedAgent
 from wardian.overrides import check_override
@@ -45,6 +47,7 @@ class Launcher:
         self.hosts = hosts
         self.dispatcher = dispatcher
         self.observer = observer
+        self.credentials = CredentialStore(home)
         self.tg: anyio.abc.TaskGroup | None = None  # the runtime's task group, once it runs
         self._starting: set[str] = set()
 
@@ -155,6 +158,10 @@ class Launcher:
         info = await provider.probe()
         mode = agent.mode or "background"
         check_launch(provider.name, info.capabilities, mode, approve_tools)
+        # Read at each start (a login or logout since the last one counts), off the event loop: the keyring may
+        # answer over D-Bus. A missing named credential refuses the start before anything runs.
+        credentials = await anyio.to_thread.run_sync(
+            lambda: credentials_for(self.credentials, agent.provider, agent.name, agent.auth))
         generation = await self.writer.call(lambda s: s.begin_generation(agent.id))
         # Managed startup registers wardian's MCP server with a session bound to this generation, so whatever the
         # agent does through it is fenced by the generation that runs it.
@@ -165,7 +172,7 @@ class Launcher:
             name=agent.name, uuid=agent.uuid, agent_dir=self.home.agent_dir(agent.uuid), workspace=workspace,
             mode=mode, overrides=agent.overrides, approve_tools=approve_tools, home=self.home, session=session,
             thread_id=agent.thread_id, log_path=self.home.provider_log_path(provider.name, agent.uuid),
-            pid_path=self.home.provider_pid_path(provider.name, agent.uuid))
+            pid_path=self.home.provider_pid_path(provider.name, agent.uuid), credentials=credentials)
         runtime = await provider.prepare(spec, info)
         handle = AgentHandle(agent.id, agent.uuid, agent.name, generation, runtime, info)
         try:

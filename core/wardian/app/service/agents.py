@@ -8,9 +8,14 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
 from wardian import errors
 from wardian.app import outcomes
 from wardian.app.service.registry import handlers
+from wardian.auth.agents import check_auth_choice
+from wardian.auth.model import DEFAULT_NAME
+from wardian.auth.store import CredentialStore
 from wardian.model import Agent, AgentStatus, Caller, InterruptReceipt, Published
 from wardian.protocol.methods import (
     AgentAddParams,
@@ -84,6 +89,9 @@ async def start_agent(app: AppService, p: AgentStartParams) -> AgentStartResult:
                                       "saved settings give config alone", field="reset_settings",
                                       allowed="reset_settings, or config, not both")
     agent = await app.writer.call(lambda s: s.resolve_agent(p.agent))
+    if p.auth is not None:
+        auth = await _auth_choice(app, agent.provider, agent.name, p.auth)
+        await app.writer.call(lambda s: s.set_auth(agent.id, auth))
     # A plain start keeps what the last start was given: its mode and its -c settings (the agent's settings
     # travel with it, as a service's do in `docker compose`); `config` replaces them, `reset_settings` drops them.
     saved = await app.writer.call(lambda s: s.managed_agent(agent.id))
@@ -136,9 +144,31 @@ async def list_agents(app: AppService, p: AgentListParams) -> AgentListResult:
 @handlers.serves("agent/add")
 async def add_agent(app: AppService, p: AgentAddParams) -> AgentResult:
     workspace = p.workspace  # the CLI sends an absolute path
-    agent = await app.writer.call(lambda s: s.add_agent(p.name, p.provider, workspace))
+    auth = None if p.auth is None else await _auth_choice(app, p.provider, p.name, p.auth)
+
+    def op(s: Store) -> Agent:
+        with s.atomic():
+            added = s.add_agent(p.name, p.provider, workspace)
+            if auth is not None:
+                s.set_auth(added.id, auth)
+        return added
+
+    agent = await app.writer.call(op)
     log.info("agent added: %s %s", agent.name, agent.uuid)
     return agent_result(agent)
+
+
+async def _auth_choice(app: AppService, provider: str, agent: str, auth: str) -> str | None:
+    """What to save of `--auth NAME`: None for the default name (the provider's default credential), else the name
+    once a credential of the agent's provider is stored under it.
+
+    Raises: NotSignedIn; Unsupported.
+    """
+    if auth == DEFAULT_NAME:
+        return None
+    store = CredentialStore(app.home)
+    await anyio.to_thread.run_sync(lambda: check_auth_choice(store, provider, agent, auth))
+    return auth
 
 
 @handlers.serves("agent/session")

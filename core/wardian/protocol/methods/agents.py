@@ -9,6 +9,7 @@ from pydantic import Field, field_validator, with_config
 from typing_extensions import TypedDict
 
 from wardian import errors
+from wardian.auth.checks import check_name
 from wardian.model import PROVIDERS, Agent, InterruptReceipt, ManagedAgent
 from wardian.overrides import MAX_OVERRIDES, check_override, masked_setting
 from wardian.protocol.methods.base import (
@@ -45,6 +46,13 @@ class AgentAddParams(Params):
     name: str
     provider: str
     workspace: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
+    auth: str | None = None
+    """The name of the credential (`wardian auth login --name`) the agent's starts use; None: the default one."""
+
+    @field_validator("auth")
+    @classmethod
+    def _auth(cls, v: str | None) -> str | None:
+        return None if v is None else check_name(v, "auth")
 
     @field_validator("name")
     @classmethod
@@ -77,6 +85,14 @@ class AgentStartParams(Params):
     keep_settings: bool = False
     """Start with the saved mode and settings: what leaving out `mode` and `config` does (the console's start
     button sends it); refused together with either, or with `reset_settings`."""
+    auth: str | None = None
+    """The credential name this start and the later ones use (kept with the agent; `default` goes back to the
+    provider's default credential); None (absent): the saved one."""
+
+    @field_validator("auth")
+    @classmethod
+    def _auth(cls, v: str | None) -> str | None:
+        return None if v is None else check_name(v, "auth")
 
     @field_validator("approve_tools")
     @classmethod
@@ -168,13 +184,17 @@ class ManagedAgentResult(TypedDict):
     """The conversation `thread_id` replaced, because its provider no longer had it (never materialised, deleted)."""
     thread_replaced_at: int | None
     thread_replaced_reason: str | None
+    auth: str | None
+    """The name of the credential its starts use (`wardian auth status` lists them); None: the provider's
+    default credential. Never the secret."""
 
 
 def managed_agent_result(a: ManagedAgent) -> ManagedAgentResult:
     mode = a.mode if a.mode in ("background", "attached") else None
     return {"mode": mode, "settings": [masked_setting(o) for o in a.overrides],
             "thread_id": a.thread_id, "previous_thread_id": a.previous_thread_id,
-            "thread_replaced_at": a.thread_replaced_at, "thread_replaced_reason": a.thread_replaced_reason}
+            "thread_replaced_at": a.thread_replaced_at, "thread_replaced_reason": a.thread_replaced_reason,
+            "auth": a.auth}
 
 
 @with_config(CLOSED)
