@@ -9,7 +9,8 @@ WardianError                      code: a stable snake_case string; delivery: wh
 │   ├── InvalidLimit, InvalidTimeout, InvalidCursor, StaleCursor, InvalidStatus
 │   ├── UnknownRequest, NotATask, NotRecipient, AlreadyCompleted
 │   ├── MissingSession, UnknownSession, SessionHomeMismatch, Unauthenticated, StaleSession
-│   ├── NotActive, Unsupported, RetiredOperation, InvalidAgentName, UnknownAgent, NotSignedIn
+│   ├── NotActive, Unsupported, RetiredOperation, InvalidAgentName, UnknownAgent, NotSignedIn,
+│   │   UnknownCredential
 ├── Rejected                      definitely not admitted; the app may offer the work again (StaleTurn,
 │                                 ConversationGone, ProviderRefused, ProviderUnavailable, ...)
 ├── DeliveryUncertain             the outcome is unknown: never replay (delivery: uncertain)
@@ -206,6 +207,12 @@ class NotSignedIn(RequestError):
     (`wardian auth login PROVIDER`)."""
 
     code = "not_signed_in"
+
+
+class UnknownCredential(RequestError):
+    """No credential is stored under the provider and name given (`wardian auth logout`); nothing was changed."""
+
+    code = "unknown_credential"
 
 
 class UnknownAgent(RequestError):

@@ -118,9 +118,10 @@ class CredentialStore:
     def has(self, provider: str, name: str) -> bool:
         return any(e.provider == provider and e.name == name for e in self.entries())
 
-    def backend_description(self) -> str:
-        """Where a login made now would be kept, in words for a person."""
-        access = self._usable_keyring()
+    def backend_description(self, *, probe: bool = True) -> str:
+        """Where a login made now would be kept, in words for a person; without `probe`, an OS keyring is taken as
+        usable when one is configured (nothing is written to it)."""
+        access = self._usable_keyring() if probe or backend_choice() == "file" else self._reader()
         if access is not None:
             return f"the OS keyring ({access.backend_name}), service {self.service}"
         return f"{self.path} (mode 0600)"

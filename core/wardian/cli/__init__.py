@@ -1,13 +1,15 @@
-"""`wardian`: argument parsing and printing only; every operation is a call to the running app.
+"""`wardian`: argument parsing and printing only; every operation is a call to the running app, except the few that
+need none (`wardian auth`, which keeps the home's credentials, and starting the app itself).
 
 One module per command group, each adding its own parsers (`register`) and holding its handlers; `build_parser`
 puts them together in the order `wardian --help` lists them.
 
 Exit codes (documented in README):
   0 ok · 1 internal error · 2 bad input (usage, invalid arguments) · 3 app not running or incompatible
-  4 not found (unknown target, agent, request or session) · 5 delivery uncertain (do not resend)
+  4 not found (unknown target, agent, request, session or credential) · 5 delivery uncertain (do not resend)
   6 storage refused the change · 7 the home cannot host an app (already running, insecure run/ dir) or the console's
-  address is in use · 8 nothing to do (interrupt: no active turn; wait: timed out)
+  address is in use · 8 nothing to do (interrupt: no active turn; wait: timed out) · 9 not signed in (the agent
+  has no usable credential: `wardian auth login`)
 
 Cold start matters (`wardian message wait --timeout-ms 0` is a benchmark figure): this package imports
 only the stdlib, orjson and the client at module level; the app, pydantic and anyio load only for
@@ -20,7 +22,7 @@ import argparse
 from collections.abc import Sequence
 
 from wardian import __version__, errors
-from wardian.cli import agent, app, codex, console, demo, mcp, message, opencode, retired, store
+from wardian.cli import agent, app, auth, codex, console, demo, mcp, message, opencode, retired, store
 from wardian.cli.common import Commands, Parser
 from wardian.cli.exits import (
     EXIT_APP,
@@ -40,7 +42,7 @@ __all__ = ["EXIT_APP", "EXIT_HOME", "EXIT_INTERNAL", "EXIT_NOTHING", "EXIT_NOT_F
            "EXIT_UNCERTAIN", "EXIT_USAGE", "build_parser", "exit_code_for", "main"]
 
 # The groups in the order `wardian --help` lists them.
-GROUPS = (app, store, agent, message, console, mcp, codex, opencode, demo, retired)
+GROUPS = (app, store, auth, agent, message, console, mcp, codex, opencode, demo, retired)
 
 
 def build_parser() -> argparse.ArgumentParser:
