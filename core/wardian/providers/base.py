@@ -54,6 +54,8 @@ class Capabilities:
     without it the recipient must reply explicitly (contract rule RPL-5)."""
     attach: bool = False
     """A person's terminal UI can attach to the app-owned runtime (`wardian agent attach`)."""
+    no_attach_reason: str | None = None
+    """Why a provider without `attach` has no attached mode, told to whoever asks for it (None: it just has none)."""
     inject_while_active: bool = True
     """A push may land while a turn runs (it joins the model's next request). Without it a push waits for the turn
     to end: until then the record stays on the receive path, and is pushed at idle only if no receive took it."""

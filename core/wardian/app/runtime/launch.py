@@ -252,7 +252,8 @@ class Launcher:
 def check_launch(provider: str, caps: Capabilities, mode: str, approve_tools: Sequence[str]) -> None:
     """Raises: Unsupported (the provider has no such mode, or takes no tool grants)."""
     if mode == "attached" and not caps.attach:
-        raise errors.Unsupported(f"{provider} agents have no attached mode", field="mode", allowed="background")
+        why = f": {caps.no_attach_reason}" if caps.no_attach_reason else ""
+        raise errors.Unsupported(f"{provider} agents have no attached mode{why}", field="mode", allowed="background")
     if approve_tools and not caps.tool_grants:
         raise errors.Unsupported(
             f"{provider} agents take no --approve-tools: {provider} has no approval step for wardian's tools "
