@@ -86,7 +86,7 @@ class AgentStatus(StrEnum):
     last start: `auth login`, then a start, clears it (docs/guide/sign-in.md)."""
 
 
-PROVIDERS = ("codex", "opencode")
+PROVIDERS = ("codex", "opencode", "claude")
 
 # Why a wait or a receive with a timeout woke: a record arrived, or context was pushed into the live conversation.
 WakeReason = Literal["mailbox_activity", "provider_context_available"]

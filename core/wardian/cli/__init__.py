@@ -22,7 +22,7 @@ import argparse
 from collections.abc import Sequence
 
 from wardian import __version__, errors
-from wardian.cli import agent, app, auth, codex, console, demo, mcp, message, opencode, retired, store
+from wardian.cli import agent, app, auth, claude, codex, console, demo, mcp, message, opencode, retired, store
 from wardian.cli.common import Commands, Parser
 from wardian.cli.exits import (
     EXIT_APP,
@@ -42,7 +42,7 @@ __all__ = ["EXIT_APP", "EXIT_HOME", "EXIT_INTERNAL", "EXIT_NOTHING", "EXIT_NOT_F
            "EXIT_UNCERTAIN", "EXIT_USAGE", "build_parser", "exit_code_for", "main"]
 
 # The groups in the order `wardian --help` lists them.
-GROUPS = (app, store, auth, agent, message, console, mcp, codex, opencode, demo, retired)
+GROUPS = (app, store, auth, agent, message, console, mcp, codex, opencode, claude, demo, retired)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -22,13 +22,13 @@ def register(commands: Commands) -> None:
     agent = commands.group("agent", "manage agents")
     p = commands.add(agent, "add", cmd_agent_add, "register a managed agent")
     p.add_argument("name")
-    p.add_argument("--provider", required=True, help="the agent's provider (codex or opencode)")
+    p.add_argument("--provider", required=True, help="the agent's provider (codex, opencode or claude)")
     p.add_argument("--workspace", default=None, help="the agent's workspace directory")
     p.add_argument("--auth", default=None, metavar="NAME", help=AUTH_HELP)
     commands.add(agent, "list", cmd_agent_list, "list agents (name, UUID, provider, status)")
     _start_parser(commands.add(
         agent, "start", cmd_agent_start,
-        "start the agent's provider runtime (Codex app-server, opencode serve) and its conversation"))
+        "start the agent's provider runtime (Codex app-server, opencode serve, claude -p) and its conversation"))
     p = commands.add(agent, "attach", cmd_agent_attach,
                      "open the agent's Codex TUI here, attached to the app-owned app-server (mode attached)")
     p.add_argument("name", help=NAME_HELP)
@@ -52,12 +52,14 @@ def _start_parser(p: argparse.ArgumentParser) -> None:
                    help="default: the mode of the agent's last start, else background")
     p.add_argument("-c", "--config", action="append", default=None, metavar="KEY=VALUE",
                    help="a launch setting: for Codex exactly as `codex -c` takes it (TOML value, else a string); for "
-                   "OpenCode a key of the agent's opencode.json (dotted path, TOML or JSON value); repeatable. Given, "
-                   "they replace the agent's saved settings; left out, the saved ones are used")
+                   "OpenCode a key of the agent's opencode.json, for Claude Code a key of its settings.json (dotted "
+                   "path, TOML or JSON value); repeatable. Given, they replace the agent's saved "
+                   "settings; left out, the saved ones are used")
     p.add_argument("--reset-settings", dest="reset_settings", action="store_true",
                    help="forget the agent's saved -c settings and start without any")
     p.add_argument("--approve-tools", dest="approve_tools", default=None, metavar="TOOL,...",
-                   help="grant approval_mode = \"approve\" to these wardian tools in the agent's private home")
+                   help="grant these wardian tools: Codex gets approval_mode = \"approve\" in the agent's private "
+                   "home, Claude Code runs them without asking")
     p.add_argument("--auth", default=None, metavar="NAME",
                    help=AUTH_HELP + "; kept for later starts (`--auth default` goes back to the default)")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for the conversation")

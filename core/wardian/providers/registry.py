@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from wardian.providers.base import Provider
+from wardian.providers.claude.provider import ClaudeProvider
 from wardian.providers.codex.provider import CodexProvider
 from wardian.providers.opencode.provider import OpenCodeProvider
 
-PROVIDERS: dict[str, Provider] = {"codex": CodexProvider(), "opencode": OpenCodeProvider()}
+PROVIDERS: dict[str, Provider] = {"codex": CodexProvider(), "opencode": OpenCodeProvider(),
+                                 "claude": ClaudeProvider()}

@@ -25,10 +25,10 @@ from wardian_harness.opencode_home import ScriptedOpenCode, opencode_overrides
 from wardian_harness.scripted_model import Hold, HttpError, Message
 
 
-def test_an_unknown_provider_lists_both(app: AppHandle) -> None:
+def test_an_unknown_provider_lists_every_provider(app: AppHandle) -> None:
     with pytest.raises(errors.InvalidProvider) as exc:
-        app.call("agent/add", {"name": "carol", "provider": "claude"})
-    assert exc.value.allowed == "codex, opencode"
+        app.call("agent/add", {"name": "carol", "provider": "claude-code"})
+    assert exc.value.allowed == "codex, opencode, claude"
     assert app.call("agent/add", {"name": "carol", "provider": "opencode"})["provider"] == "opencode"
 
 

@@ -1,0 +1,167 @@
+"""The Claude Code provider: finds and gates the Claude Code CLI, prepares an agent's private Claude Code directories
+and returns its runtime (docs/providers/claude.md).
+
+The executable is `WARDIAN_CLAUDE`, else the pinned npm one (`node_modules/.bin/claude` of the working directory or
+of a source checkout), else `claude` on PATH. The private directories are described in
+`wardian.providers.claude.homes`; the process's environment is the person's, without any Claude Code or Anthropic
+configuration or credential of theirs (the agent's own come from its settings and its sign-in), with the private
+directories and the quiet variables on top.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import anyio
+
+from wardian import errors
+from wardian.auth.model import Credential, CredentialKind
+from wardian.overrides import ValueSyntax
+from wardian.providers.base import LaunchSpec, ProviderInfo, ProviderRuntime
+from wardian.providers.claude import homes, registration, settings
+from wardian.providers.claude.compat import ENV_CLAUDE, capabilities, parse_claude_version
+from wardian.providers.claude.spec import ClaudeSpec
+from wardian.providers.mcp_command import write_private
+from wardian.providers.process import child_env, reap_left_behind
+
+log = logging.getLogger("wardian.claude")
+
+# No traffic but the model's: no telemetry, error reports, update checks or MCP registry fetches (with the first
+# alone the only connection Claude Code makes is to its API base URL; the others say the same for older releases).
+QUIET_ENV = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1", "DISABLE_TELEMETRY": "1",
+             "DISABLE_ERROR_REPORTING": "1"}
+# The person's own Claude Code identity and session, never an agent's: `CLAUDECODE` and the messaging socket say
+# "inside a Claude Code session" (set when wardian itself runs under one), the rest are their configuration.
+_DROP = ("CLAUDECODE", "CLAUDE_CONFIG_DIR", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SSE_PORT",
+         "CLAUDE_CODE_MESSAGING_SOCKET", "CLAUDE_CODE_MESSAGING_TOKEN")
+CREDENTIAL_ENV = {CredentialKind.API_KEY: "ANTHROPIC_API_KEY", CredentialKind.OAUTH_TOKEN: "CLAUDE_CODE_OAUTH_TOKEN"}
+
+
+def resolve_claude() -> str:
+    """The Claude Code executable (see the module docstring).
+
+    Raises:
+        Unsupported: none found (the message names WARDIAN_CLAUDE).
+    """
+    explicit = os.environ.get(ENV_CLAUDE)
+    if explicit:
+        if not os.access(explicit, os.X_OK):
+            raise errors.Unsupported(f"{ENV_CLAUDE}={explicit} is not an executable", field="claude")
+        return explicit
+    checkout = Path(__file__).resolve().parents[4]  # core/wardian/providers/claude -> the source checkout
+    for root in (Path.cwd(), checkout):
+        pinned = root / "node_modules" / ".bin" / "claude"
+        if os.access(pinned, os.X_OK):
+            return str(pinned)
+    found = shutil.which("claude")
+    if not found:
+        raise errors.Unsupported(f"no Claude Code CLI found: install @anthropic-ai/claude-code (npm) or set "
+                                 f"{ENV_CLAUDE} to its path", field="claude")
+    return found
+
+
+def claude_version(claude: str) -> str:
+    """`claude --version` output (bounded)."""
+    out = subprocess.run([claude, "--version"], capture_output=True, text=True, timeout=60, check=False,
+                         stdin=subprocess.DEVNULL)
+    return out.stdout.strip() or out.stderr.strip()
+
+
+def credential_env(credentials: tuple[Credential, ...], agent: str) -> dict[str, str]:
+    """The agent's Claude Code credential as the variable Claude Code reads it from (none: {}; Claude Code then
+    reports "Not logged in" unless the agent's settings hold a key). Raises: NotSignedIn (not a Claude credential)."""
+    for credential in credentials:
+        if credential.provider != "claude":
+            continue
+        variable = CREDENTIAL_ENV.get(credential.kind)
+        if variable is None or not credential.secret:
+            raise errors.NotSignedIn(
+                f"Claude Code agent {agent} has a {credential.kind} credential, which Claude Code cannot use: run "
+                "`wardian auth login claude --with-api-key` (or --with-oauth-token)", field="auth")
+        return {variable: credential.secret}
+    return {}
+
+
+def _grants(agent_dir: Path, given: tuple[str, ...]) -> tuple[str, ...]:
+    """The agent's tool grants: those given before (kept once given) and these."""
+    path = homes.grants_of(agent_dir)
+    try:
+        before = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        before = []
+    kept = tuple(t for t in before if isinstance(t, str))
+    merged = tuple(dict.fromkeys((*kept, *given)))
+    if merged != kept:
+        write_private(path, json.dumps(list(merged)) + "\n")
+    return merged
+
+
+class ClaudeProvider:
+    name = "claude"
+    settings_syntax = ValueSyntax.TOML_OR_JSON  # settings.json is JSON: what people paste is JSON
+
+    async def probe(self) -> ProviderInfo:
+        claude = resolve_claude()
+        version = parse_claude_version(await anyio.to_thread.run_sync(claude_version, claude))
+        return ProviderInfo(executable=claude, version=str(version), capabilities=capabilities(version))
+
+    async def prepare(self, spec: LaunchSpec, info: ProviderInfo) -> ProviderRuntime:
+        claude_spec = await anyio.to_thread.run_sync(self.build_spec, spec, info)
+        # Imported here: the runtime is its own module, and the rest of the provider does not need it to load.
+        runtime = importlib.import_module("wardian.providers.claude.runtime")
+        return runtime.ClaudeRuntime(claude_spec)
+
+    @staticmethod
+    def build_spec(spec: LaunchSpec, info: ProviderInfo) -> ClaudeSpec:
+        """Everything `prepare` decides for this start, with the directories made and the files written.
+
+        Raises: InvalidArguments (a bad setting), NotSignedIn, CliNotFound, Unsupported (the session is held by
+        another live process).
+        """
+        agent_settings = settings.parse(spec.overrides)  # every setting checked before anything changes
+        registration.allowed_tools(spec.approve_tools)  # the grants too
+        credential = credential_env(spec.credentials, spec.name)
+        dirs = homes.make_dirs(spec.home, spec.agent_dir)
+        config_dir = dirs["CLAUDE_CONFIG_DIR"]
+        _end_left_behind(spec, config_dir)
+        settings.apply(config_dir, agent_settings)
+        mcp_config = homes.mcp_config_of(spec.agent_dir)
+        registration.write_mcp_config(mcp_config, spec.home, spec.session)
+        allowed = registration.allowed_tools(_grants(spec.agent_dir, spec.approve_tools))
+        extra = {name: str(path) for name, path in dirs.items()}
+        extra["CLAUDE_CODE_TMPDIR"] = extra["TMPDIR"]
+        drop = (*_DROP, *(k for k in os.environ if k.startswith("ANTHROPIC_")))
+        env = child_env({**extra, **QUIET_ENV, **credential, **agent_settings.env}, drop=drop)
+        return ClaudeSpec(
+            name=spec.name, executable=info.executable, workspace=spec.workspace, env=env, config_dir=config_dir,
+            mcp_config=mcp_config, allowed_tools=allowed, session_id=spec.thread_id, capabilities=info.capabilities,
+            stderr_path=spec.log_path, pid_path=spec.pid_path)
+
+
+def _end_left_behind(spec: LaunchSpec, config_dir: Path) -> None:
+    """End the process a killed app left running for this agent, then refuse to start beside any other live process
+    that holds the agent's session: two processes resuming one session write one transcript with diverging
+    histories (Claude Code does not lock a session).
+
+    Raises: Unsupported (another live process holds the session).
+    """
+    try:
+        recorded: int | None = int(spec.pid_path.read_text(encoding="utf-8").strip())
+    except (OSError, ValueError):
+        recorded = None
+    if reap_left_behind(spec.pid_path, "CLAUDE_CONFIG_DIR", str(config_dir)) and recorded is not None:
+        log.warning("ended the Claude Code process a previous app left running for %s", spec.name)
+        homes.wait_gone(recorded)
+    if spec.thread_id is None:
+        return
+    holder = homes.holder_of(config_dir, spec.thread_id)
+    if holder is not None:
+        raise errors.Unsupported(
+            f"Claude Code session {spec.thread_id} of agent {spec.name} is held by another live process (pid "
+            f"{holder}); end it first: a second process on one session would diverge from it", field="agent")
