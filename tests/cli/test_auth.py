@@ -71,7 +71,7 @@ def test_login_status_logout_without_an_app(cli: Cli, monkeypatch: pytest.Monkey
     monkeypatch.setenv("WARDIAN_CREDENTIAL_STORE", "file")
     r = cli("auth", "login", "codex", "--with-api-key", stdin=CODEX_KEY.encode() + b"\n")
     assert r.returncode == EXIT_OK, r.stderr
-    assert b"codex api key \xe2\x80\xa63f9a as 'default'" in r.stdout
+    assert b"codex api key \xe2\x80\xa63f9a as 'default', kept in " + str(cli.home.root).encode() in r.stdout
     assert cli("auth", "login", "opencode", "--provider", "openai", "--with-api-key", "--name", "team",
                stdin=OPENAI_KEY.encode()).returncode == EXIT_OK
     assert cli("auth", "login", "opencode", "--provider", "anthropic", "--with-api-key", "--name", "team",
@@ -146,6 +146,8 @@ def test_bad_login_input_is_refused_and_stores_nothing(cli: Cli, args: list[str]
 
 
 def test_logout_of_nothing_is_not_found_and_changes_nothing(cli: Cli) -> None:
+    assert cli("auth", "status").returncode == EXIT_OK
+    assert json.loads(cli("auth", "status", "--json").stdout)["credentials"] == []
     assert cli("auth", "logout", "codex").returncode == EXIT_NOT_FOUND
     assert cli.index() is None
     assert not cli.home.root.exists(), "nothing was created"

@@ -6,8 +6,6 @@ An agent uses the credential of its provider named by its `auth`, else its provi
 
 from __future__ import annotations
 
-import os
-import sqlite3
 from collections.abc import Iterable
 
 from wardian import errors
@@ -42,23 +40,14 @@ def agents_using(home: Home) -> Usage | None:
 
 
 def _from_embedded_store(home: Home) -> Usage | None:
-    """The roster of the home's SQLite store, read-only (`mode=ro`: nothing is written or migrated). SQLite may
-    still create the WAL's `-wal` and `-shm` files to read it, as the app would: owner-only, as the app's are."""
+    """The roster of the home's SQLite store, read-only; None when it cannot be read."""
+    from wardian.store.sqlite.readonly import read_agent_auth
+
     if home.store_url_path.exists():
         return None  # a shared store: only an app reaches it (with its own credentials)
     if not home.db_path.exists():
         return {}
-    uri = home.db_path.resolve().as_uri() + "?mode=ro"
-    umask = os.umask(0o077)
     try:
-        conn = sqlite3.connect(uri, uri=True, timeout=5.0)
-        try:
-            rows = conn.execute("SELECT name, provider, auth FROM agents "
-                                "WHERE removed_at IS NULL AND kind = 'agent' ORDER BY id").fetchall()
-        finally:
-            conn.close()
-    except sqlite3.Error:
-        return None  # an older store without `auth`, or one another process holds: status says it cannot tell
-    finally:
-        os.umask(umask)
-    return usage_of((str(r[0]), str(r[1]), None if r[2] is None else str(r[2])) for r in rows)
+        return usage_of(read_agent_auth(home.db_path))
+    except errors.StorageUnavailable:
+        return None  # an older store without `auth`, or one being replaced: status says it cannot tell

@@ -99,7 +99,7 @@ def cmd_auth_login(args: argparse.Namespace) -> int:
     if args.json:
         out(dump(_entry_json(entry, None, store)))
     else:
-        out(f"signed in: {_describe(entry)}, kept in {store.backend_description()}")
+        out(f"signed in: {_describe(entry)}, kept in {_where(entry, store)}")
     return EXIT_OK
 
 
@@ -230,12 +230,16 @@ def _describe(e: CredentialEntry) -> str:
     return f"{what} {e.mask} as {e.name!r}"
 
 
+def _where(e: CredentialEntry, store: CredentialStore) -> str:
+    return str(store.path) if e.stored == "file" else f"the OS keyring, service {store.service}"
+
+
 def _entry_json(e: CredentialEntry, used: dict[tuple[str, str], list[str]] | None,
                 store: CredentialStore) -> dict[str, Any]:
     shown: dict[str, Any] = {"provider": e.provider, "name": e.name, "kind": e.kind.value,
                              "provider_id": e.provider_id, "mask": e.mask, "stored": e.stored,
                              "updated_at": e.updated_at}
-    shown["where"] = str(store.path) if e.stored == "file" else f"OS keyring, service {store.service}"
+    shown["where"] = _where(e, store)
     if used is not None:
         shown["agents"] = used.get((e.provider, e.name), [])
     return shown
