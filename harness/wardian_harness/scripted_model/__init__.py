@@ -30,12 +30,20 @@ in this dialect), `Disconnect` ends the stream without a finish reason, and a re
 followed by the rest of its `text` (chunks can only add to what was streamed).
 
 When a script runs out, the request is answered with `Message(EXHAUSTED_TEXT)` and recorded as exhausted instead
-of hanging. Every request is recorded per agent (`RecordedRequest`: JSON body, headers without Authorization,
-receive time, which step answered it); helpers read user/developer texts, offered tools and tool outputs.
+of hanging. Every request is recorded per agent (`RecordedRequest`: JSON body, headers without its key headers,
+the fingerprint of the key it carried, receive time, which step answered it); helpers read user/developer texts,
+offered tools and tool outputs.
+
+An agent may require a key (`AgentScript.require_key(key)`): a request of that agent that does not carry exactly
+that key, as `Authorization: Bearer <key>` or `x-api-key: <key>`, is answered with HTTP 401 in its dialect's error
+form, before any step is consumed, and recorded as `unauthorized`. So each agent's own credential can be proven to
+reach the model (`RecordedRequest.carried(key)`), and a rejected one produces the provider's real 401 path. A
+WebSocket upgrade (Codex's built-in OpenAI provider tries one first) is answered 426, and Codex falls back to POST.
 
 Invariants:
 - The server binds 127.0.0.1 only and never makes outbound connections.
-- The Authorization header is never stored; only whether one was present.
+- No key is ever stored (neither `Authorization` nor `x-api-key`): only whether an Authorization header was present,
+  and a fingerprint of the key (`key_fingerprint`), so a failing assertion never prints a key.
 - A client that disconnects mid-stream ends that response quietly; it is not an error.
 - A step that raises, an unknown agent, a bad path or an unreadable body is answered with an HTTP error and
   appended to `ScriptedModel.errors`; leaving the `with` block raises `ScriptedModelError` if any were recorded
@@ -49,7 +57,12 @@ script and log), `server` (the HTTP handler) and `model` (the server's lifecycle
 from wardian_harness.scripted_model.agents import AgentScript
 from wardian_harness.scripted_model.model import ScriptedModel
 from wardian_harness.scripted_model.reading import FunctionCallOutput, developer_texts, user_texts
-from wardian_harness.scripted_model.requests import RecordedRequest, function_call_outputs, offered_tools
+from wardian_harness.scripted_model.requests import (
+    RecordedRequest,
+    function_call_outputs,
+    key_fingerprint,
+    offered_tools,
+)
 from wardian_harness.scripted_model.steps import (
     CHAT_TITLE_PROMPT,
     EXHAUSTED_TEXT,
@@ -88,6 +101,7 @@ __all__ = [
     "ToolCall",
     "developer_texts",
     "function_call_outputs",
+    "key_fingerprint",
     "offered_tools",
     "user_texts",
 ]

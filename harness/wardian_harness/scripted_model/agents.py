@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from wardian_harness.scripted_model.requests import RecordedRequest
+from wardian_harness.scripted_model.requests import RecordedRequest, key_fingerprint
 from wardian_harness.scripted_model.steps import Step
 
 if TYPE_CHECKING:
@@ -24,6 +24,7 @@ class AgentScript:
         self._steps: deque[Step] = deque()
         self._log: list[RecordedRequest] = []
         self._titles: list[RecordedRequest] = []
+        self._required: str | None = None
         self._cond = threading.Condition()
 
     def __repr__(self) -> str:
@@ -39,6 +40,25 @@ class AgentScript:
         with self._cond:
             self._steps.extend(steps)
         return self
+
+    def require_key(self, key: str | None) -> AgentScript:
+        """From now on answer every request of this agent that does not carry exactly `key` (`Authorization: Bearer
+        <key>` or `x-api-key: <key>`, whatever the dialect) with HTTP 401 in its dialect's error form, consuming no
+        step; None lifts the requirement. Only the key's fingerprint is kept. Returns self."""
+        with self._cond:
+            self._required = None if key is None else key_fingerprint(key)
+        return self
+
+    @property
+    def required_key(self) -> str | None:
+        """The fingerprint of the key this agent's requests must carry (`require_key`), or None."""
+        with self._cond:
+            return self._required
+
+    @property
+    def unauthorized_requests(self) -> list[RecordedRequest]:
+        """Requests answered 401 because they lacked the required key (in `requests` too, in order)."""
+        return [r for r in self.requests if r.unauthorized]
 
     @property
     def pending(self) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -33,18 +34,53 @@ def offered_tools(body: Mapping[str, Any], namespace: str = "mcp__wardian") -> d
     return dialect_of(body).offered_tools(body, namespace)
 
 
+KEY_HEADERS = ("authorization", "x-api-key")
+"""The headers a model request carries its key in (`Authorization: Bearer K` for OpenAI-style APIs, `x-api-key: K`
+for Anthropic's); never stored."""
+UNAUTHORIZED = "unauthorized"
+"""`answered_by` of a request answered 401 because it did not carry the agent's required key."""
+
+
+def key_fingerprint(key: str) -> str:
+    """What the request log keeps of a key: a short digest, so an assertion that compares keys never prints one."""
+    return "key-sha256:" + hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def carried_keys(headers: Mapping[str, str]) -> list[str]:
+    """The keys a request carries, whatever the dialect: a Bearer `Authorization`, then `x-api-key` (names
+    lower-cased)."""
+    keys: list[str] = []
+    scheme, _, value = headers.get("authorization", "").strip().partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        keys.append(value.strip())
+    if headers.get("x-api-key", "").strip():
+        keys.append(headers["x-api-key"].strip())
+    return keys
+
+
 @dataclass(frozen=True, slots=True)
 class RecordedRequest:
-    """One model request as the server received it (Authorization removed)."""
+    """One model request as the server received it (its key headers removed; `key` is a fingerprint)."""
 
     agent: str
     index: int  # 0-based position in this agent's log
     path: str
-    headers: Mapping[str, str]  # lower-cased names, without authorization
+    headers: Mapping[str, str]  # lower-cased names, without authorization and x-api-key
     has_authorization: bool
     body: JsonDict
     received_at_ms: int  # Unix ms
-    answered_by: str  # repr of the step that answered, or "exhausted"
+    answered_by: str  # repr of the step that answered, "exhausted", or UNAUTHORIZED
+    key: str | None = None
+    """`key_fingerprint` of the key the request carried (the required one when it carried several), None without."""
+
+    @property
+    def unauthorized(self) -> bool:
+        """Whether the request was answered 401: it lacked the agent's required key (no step was consumed)."""
+        return self.answered_by == UNAUTHORIZED
+
+    def carried(self, key: str) -> bool:
+        """Whether the request carried exactly `key` (compared by fingerprint: a failing assertion prints no key)."""
+        return self.key == key_fingerprint(key)
 
     @property
     def exhausted(self) -> bool:

@@ -15,8 +15,15 @@ from urllib.parse import unquote
 
 from wardian_harness.scripted_model.agents import AgentScript
 from wardian_harness.scripted_model.dialects import DIALECTS, Dialect, dialect_at
-from wardian_harness.scripted_model.requests import RecordedRequest, is_title_request
-from wardian_harness.scripted_model.steps import EXHAUSTED_TEXT, TITLE_TEXT, Hold, JsonDict, Message, Step
+from wardian_harness.scripted_model.requests import (
+    KEY_HEADERS,
+    UNAUTHORIZED,
+    RecordedRequest,
+    carried_keys,
+    is_title_request,
+    key_fingerprint,
+)
+from wardian_harness.scripted_model.steps import EXHAUSTED_TEXT, TITLE_TEXT, Hold, HttpError, JsonDict, Message, Step
 
 if TYPE_CHECKING:
     from wardian_harness.scripted_model.model import ScriptedModel
@@ -55,6 +62,11 @@ class _Handler(BaseHTTPRequestHandler):
         pass  # the request log is the record; stderr noise would only hide test output
 
     def do_GET(self) -> None:
+        if self.headers.get("upgrade", "").lower() == "websocket":
+            # Codex's built-in OpenAI provider tries a WebSocket first and falls back to POST on 426, as it does
+            # against any server that speaks no WebSocket.
+            self._send_plain(426, "the scripted model serves POST only; no WebSocket")
+            return
         self._fail_request(404, f"only POST .../v1/responses and .../v1/chat/completions are served, not GET "
                            f"{self.path}")
 
@@ -75,14 +87,31 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError as exc:
             self._fail_request(400, f"agent {name!r}: unreadable request body: {exc}")
             return
+        key, allowed = self._key(agent)
+        if not allowed:
+            # Checked before anything else, whatever the dialect: its own error form carries the 401.
+            recorded = agent._record(lambda i: self._recorded(agent, i, body, UNAUTHORIZED, key))
+            what = "no key" if key is None else "a different key"
+            dialect.answer(self, HttpError(401, f"scripted model: agent {name!r} requires its own API key; the "
+                                                f"request carried {what}"), recorded)
+            return
         if is_title_request(body):
             # Codex's title helper, not the agent's conversation: answer it without consuming a script step.
-            recorded = agent._record_title(lambda i: self._recorded(agent, i, body, "title"))
+            recorded = agent._record_title(lambda i: self._recorded(agent, i, body, "title", key))
             dialect.answer(self, Message(TITLE_TEXT), recorded)
             return
-        self._answer_next(dialect, agent, body)
+        self._answer_next(dialect, agent, body, key)
 
-    def _answer_next(self, dialect: Dialect, agent: AgentScript, body: JsonDict) -> None:
+    def _key(self, agent: AgentScript) -> tuple[str | None, bool]:
+        """The fingerprint of the key the request carried (the required one, when it is among them), and whether the
+        request may be answered: always, unless the agent requires a key the request did not carry."""
+        carried = [key_fingerprint(k) for k in carried_keys({k.lower(): v for k, v in self.headers.items()})]
+        required = agent.required_key
+        if required is not None and required in carried:
+            return required, True
+        return (carried[0] if carried else None), required is None
+
+    def _answer_next(self, dialect: Dialect, agent: AgentScript, body: JsonDict, key: str | None) -> None:
         """Resolve the agent's next step (the default message once the script ran out) and answer with it."""
         name = agent.name
         step = agent._next_step()
@@ -95,23 +124,25 @@ class _Handler(BaseHTTPRequestHandler):
             if step is None:
                 raise TypeError("a callable step returned None")
         except Exception:
-            agent._record(lambda i: self._recorded(agent, i, body, "error"))
+            agent._record(lambda i: self._recorded(agent, i, body, "error", key))
             self._fail_request(500, f"agent {name!r}: step raised:\n{traceback.format_exc()}")
             return
         resolved: Step = step
         recorded = agent._record(lambda i: self._recorded(agent, i, body,
-                                                          "exhausted" if exhausted else repr(resolved)))
+                                                          "exhausted" if exhausted else repr(resolved), key))
         try:
             dialect.answer(self, resolved, recorded)
         except Exception:
             self.close_connection = True
             self._model._error(f"agent {name!r}: answering with {resolved!r} raised:\n{traceback.format_exc()}")
 
-    def _recorded(self, agent: AgentScript, index: int, body: JsonDict, answered_by: str) -> RecordedRequest:
-        headers = {k.lower(): v for k, v in self.headers.items() if k.lower() != "authorization"}
+    def _recorded(self, agent: AgentScript, index: int, body: JsonDict, answered_by: str,
+                  key: str | None) -> RecordedRequest:
+        headers = {k.lower(): v for k, v in self.headers.items() if k.lower() not in KEY_HEADERS}
         return RecordedRequest(agent=agent.name, index=index, path=self.path, headers=headers,
                                has_authorization="authorization" in {k.lower() for k in self.headers},
-                               body=body, received_at_ms=time.time_ns() // 1_000_000, answered_by=answered_by)
+                               body=body, received_at_ms=time.time_ns() // 1_000_000, answered_by=answered_by,
+                               key=key)
 
     def _read_body(self) -> JsonDict:
         if self.headers.get("transfer-encoding", "").lower() == "chunked":
@@ -140,6 +171,19 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(body, dict):
             raise ValueError("the body is not a JSON object")
         return body
+
+    def _send_plain(self, status: int, message: str) -> None:
+        data = message.encode()
+        self.close_connection = True
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
+            pass
 
     def _fail_request(self, status: int, message: str) -> None:
         self._model._error(message)
