@@ -6,6 +6,10 @@ Invariants:
   grants approvals from the app: it declines elicitations and refuses the rest).
 - When the reader exits (EOF, a broken pipe, a malformed frame, notifications nobody reads), every pending waiter
   fails at once; no notification is ever dropped while the connection lives.
+- No frame is logged, sent or received, so no request's params are (an `account/login/start` carries the agent's
+  API key); a log line names the method at most.
+- A caller that must see one notification (`account/login/completed`) registers for it with `expect` before it
+  sends the request that causes it; the notification still goes to the subscriber stream too.
 - Whether the request was written decides the error: a failed write is `ProviderUnavailable` (certainly
   not admitted: the peer never read a complete line); a written request whose answer is lost or late is
   `DeliveryUncertain`; an error answer is `AppServerError` with Codex's code and message.
@@ -16,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +55,26 @@ class _Waiter:
         self.error: BaseException | None = None
 
 
+class Expected:
+    """The first notification of one method seen while `AppServerClient.expect` is held."""
+
+    def __init__(self, method: str) -> None:
+        self.method = method
+        self.note: Notification | None = None
+        self._done = anyio.Event()
+
+    def _seen(self, note: Notification | None) -> None:
+        if self.note is None and not self._done.is_set():
+            self.note = note
+            self._done.set()
+
+    async def wait(self, timeout_s: float) -> Notification | None:
+        """The notification; None when it did not come within `timeout_s`, or the connection ended first."""
+        with anyio.move_on_after(timeout_s):
+            await self._done.wait()
+        return self.note
+
+
 class AppServerClient:
     """One connection to a Codex app-server. Call `run()` in a task group, then `request()` freely."""
 
@@ -60,6 +85,7 @@ class AppServerClient:
         self._waiters: dict[int, _Waiter] = {}
         self._write_lock = anyio.Lock()
         self._closed: BaseException | None = None
+        self._expected: list[Expected] = []
         self._notify_send, self.notifications = anyio.create_memory_object_stream[Notification](
             NOTIFICATION_BUFFER)
 
@@ -103,6 +129,9 @@ class AppServerClient:
         elif "method" in msg:
             params = msg.get("params")
             note = Notification(str(msg["method"]), params if isinstance(params, dict) else {})
+            for expected in self._expected:
+                if expected.method == note.method:
+                    expected._seen(note)
             try:
                 self._notify_send.send_nowait(note)
             except anyio.WouldBlock:
@@ -137,6 +166,8 @@ class AppServerClient:
 
     def _fail_all(self, reason: BaseException) -> None:
         self._closed = reason
+        for expected in self._expected:
+            expected._seen(None)
         waiters, self._waiters = self._waiters, {}
         for waiter in waiters.values():
             waiter.error = errors.DeliveryUncertain(
@@ -152,6 +183,19 @@ class AppServerClient:
                 raise errors.ProviderUnavailable(
                     f"the Codex app-server connection is closed ({type(exc).__name__}); nothing was sent"
                 ) from None
+
+    @contextlib.contextmanager
+    def expect(self, method: str) -> Iterator[Expected]:
+        """Catch the first `method` notification from now until the block ends (register before the request that
+        causes it, so an early one is not missed)."""
+        expected = Expected(method)
+        self._expected.append(expected)
+        if self._closed is not None:
+            expected._seen(None)
+        try:
+            yield expected
+        finally:
+            self._expected.remove(expected)
 
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
@@ -192,4 +236,6 @@ class AppServerClient:
         return waiter.result
 
     async def aclose(self) -> None:
+        """Close the connection, and the subscriber stream with it (its reader has ended by then)."""
+        self.notifications.close()
         await self._stream.aclose()

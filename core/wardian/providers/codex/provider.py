@@ -17,7 +17,7 @@ import anyio
 from wardian import errors
 from wardian.overrides import ValueSyntax
 from wardian.providers.base import LaunchSpec, ProviderInfo
-from wardian.providers.codex import projection
+from wardian.providers.codex import projection, signin
 from wardian.providers.codex.compat import capabilities, parse_codex_version
 from wardian.providers.codex.launch import AppServerSpec, codex_version
 from wardian.providers.codex.registration import register_session
@@ -69,7 +69,7 @@ class CodexProvider:
                                                                          drop=("CODEX_HOME",)),
             thread_id=spec.thread_id, capabilities=info.capabilities, stderr_path=spec.log_path,
             pid_path=spec.pid_path, mode=spec.mode, socket_path=spec.agent_dir / "app-server.sock",
-            config=spec.overrides))
+            config=spec.overrides, credentials=spec.credentials))
 
     @staticmethod
     def _prepare_home(spec: LaunchSpec, codex_home: Path) -> None:
@@ -86,3 +86,5 @@ class CodexProvider:
         # generation (contract rules CFG-1, SES-3); grants persist there once given.
         register_session(codex_home, spec.home, spec.session, {"name": spec.name, "uuid": spec.uuid},
                          spec.approve_tools)
+        # An API key is kept in the app-server's memory only (docs/providers/codex.md#sign-in).
+        signin.prepare_home(codex_home, spec.credentials)

@@ -1,16 +1,14 @@
 """The runtime of one managed Codex agent: its app-server process, its conversation and its observed state
-(a `wardian.providers.base.ProviderRuntime`).
-
-The runtime never touches the store: it reports what it observes as `events` (state changes and turn outcomes, in
-order, never dropped) and returns the outcome of each delivery (a turn id, or a typed error); the app persists them.
-
-Observed state comes only from Codex's notifications: `turn/started` makes the runtime active with that exact
-turn id; `turn/completed` makes it idle and yields the turn's outcome (`turns`).
+(a `wardian.providers.base.ProviderRuntime`). It never touches the store: it reports what it observes as `events`
+(state changes and turn outcomes, in order, never dropped) and returns the outcome of each delivery (a turn id, or a
+typed error); the app persists them. Observed state comes only from Codex's notifications: `turn/started` makes the
+runtime active with that exact turn id; `turn/completed` makes it idle and yields the turn's outcome (`turns`).
 
 Error classification (what the app may do next) follows the one table of `rejections` (`as_error`); a thread Codex
 does not have is `ConversationGone`, raised once the runtime has started a fresh thread in its place
 (`ConversationReplaced`); a request that could not be written is `ProviderUnavailable`; anything else after a byte
-left is an unknown outcome. A stale turn is `NotActive` for an interrupt.
+left is an unknown outcome. A stale turn is `NotActive` for an interrupt. Sign-in (`signin`): the agent's key is
+given after `initialize`, a start that is not signed in is refused, and a turn whose key is rejected ends at once.
 
 Conversation continuity: a start resumes the agent's thread. One Codex cannot resume (it never had a turn, so no
 rollout was written; or its rollout was deleted) is replaced by a fresh `thread/start` in background mode, and in
@@ -32,7 +30,7 @@ from wardian import __version__, errors
 from wardian.model import AgentStatus, Interaction
 from wardian.providers.base import ConversationReplaced, ProviderEvent, Started, StateChange, TaskDelivery
 from wardian.providers.codex import messages as m
-from wardian.providers.codex import projection, threads
+from wardian.providers.codex import projection, signin, threads
 from wardian.providers.codex.app_server import AppServerClient, Notification
 from wardian.providers.codex.attached import TuiThreads
 from wardian.providers.codex.items import TASK_ITEM_KIND, inbox_items, steer_context, task_payload
@@ -61,15 +59,16 @@ class CodexRuntime:
         self.client: AppServerClient | None = None
         self._child: ProviderProcess | None = None
         self._turns = TurnBook()
+        self._rejected = signin.RejectedTurns(spec.credentials)
         self._events = EventStream(f"codex:{spec.name}")
+        self._emit = self._events.emit
         self.events: MemoryObjectReceiveStream[ProviderEvent] = self._events.receive
         self.submit_lock = anyio.Lock()
         self._tui = TuiThreads()
         self.idle = anyio.Event()
         self._stop = anyio.Event()
         self._replace_lock = anyio.Lock()
-        # Attached mode: the saved thread could not be resumed, so the TUI's thread replaces it once adopted.
-        self._gone: tuple[str, str] | None = None
+        self._gone: tuple[str, str] | None = None  # attached: the thread the TUI's own replaces once adopted
 
     # --- lifecycle ------------------------------------------------------------------------------------
 
@@ -88,12 +87,15 @@ class CodexRuntime:
             async with anyio.create_task_group() as tg:
                 await tg.start(client.run)
                 tg.start_soon(self._watch, client)
+                tg.start_soon(self._rejected.interrupting, self.interrupt)
                 await client.request("initialize", {
                     "clientInfo": {"name": "wardian", "title": "Wardian", "version": __version__},
                     "capabilities": {"experimentalApi": True}}, timeout_s=120)
                 await client.notify("initialized")
+                await signin.sign_in(client, spec.credentials, agent=spec.name)
                 if spec.attached:
                     tg.start_soon(self._follow_tui, client)
+                await signin.require_signed_in(client, agent=spec.name, env=spec.env, cwd=spec.workspace)
                 await self._open_conversation(client)
                 started = True
                 task_status.started(self.thread_id)
@@ -191,8 +193,7 @@ class CodexRuntime:
     async def _subscribe_after_first_turn(self, turn_id: str) -> None:
         thread = await threads.resume_after_first_turn(self._client(), self.thread_id)
         self.subscribed = True
-        # The turn may have ended before the subscription: take its end from the resumed thread, when the listing
-        # proves it. Otherwise its end comes as turn/completed, now that this connection is subscribed.
+        # A turn that ended before the subscription ends from the listing; else its turn/completed comes now.
         turn = threads.ended_turn(thread, turn_id)
         if turn is not None:
             self._turn_completed(m.TurnCompletedNotification(thread_id=self.thread_id, turn=turn))
@@ -230,9 +231,6 @@ class CodexRuntime:
 
     # --- observation ----------------------------------------------------------------------------------
 
-    def _emit(self, event: ProviderEvent) -> None:
-        self._events.emit(event)
-
     def _observe(self, note: Notification) -> None:
         try:
             self._observe_typed(note)
@@ -256,6 +254,8 @@ class CodexRuntime:
                 self._turns.completed_item(str(done.turn_id), done.item)
         elif note.method == "turn/completed":
             self._turn_completed(m.TurnCompletedNotification.model_validate(p))
+        elif note.method == "error":
+            self._rejected.observed(p, self.active_turn_id)  # a 401 ends its turn at once, not after retries
 
     def _activate(self, turn_id: str) -> None:
         self.active_turn_id = turn_id
@@ -265,7 +265,7 @@ class CodexRuntime:
 
     def _turn_completed(self, note: m.TurnCompletedNotification) -> None:
         turn = note.turn
-        outcome = self._turns.ended(turn)
+        outcome = self._rejected.outcome(self._turns.ended(turn))
         if self.active_turn_id == turn.id:
             self.active_turn_id = None
             self.idle.set()
