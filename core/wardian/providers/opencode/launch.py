@@ -1,8 +1,9 @@
 """Starting one agent's `opencode serve`: what it is given (`ServeSpec`), its command line, the address it prints
 once it listens, and the message ids wardian chooses for what it sends.
 
-serve is started on a free loopback port (`--port 0`), in the agent's workspace, with private XDG homes and a Basic
-auth password read from a 0600 file at each request (never logged, never on its command line).
+serve is started on a free loopback port (`--port 0`), in the agent's workspace, with private XDG homes, a Basic
+auth password read from a 0600 file at each request and the agent's keys in its environment (never logged, never on
+its command line).
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ import secrets
 import time
 from collections.abc import Mapping
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
 import anyio.abc
 
 from wardian import errors
+from wardian.auth.model import Credential
 from wardian.providers.base import Capabilities
 
 log = logging.getLogger("wardian.opencode")
@@ -36,12 +38,17 @@ class ServeSpec:
     name: str
     opencode: str
     workspace: Path
-    env: Mapping[str, str]
+    env: Mapping[str, str] = field(repr=False)
+    """serve's whole environment: it holds the server password and the agent's keys (never logged)."""
     password_path: Path
     session_id: str | None
     capabilities: Capabilities
     stderr_path: Path
     pid_path: Path | None = None
+    keys: Mapping[str, Credential] = field(default_factory=dict[str, Credential])
+    """The agent's API keys by OpenCode provider id, in `env` as OPENCODE_AUTH_CONTENT (`signin`)."""
+    data_dir: Path | None = None
+    """The agent's XDG_DATA_HOME, where OpenCode would write an `auth.json`."""
 
 
 def serve_command(spec: ServeSpec) -> list[str]:

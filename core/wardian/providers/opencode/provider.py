@@ -4,7 +4,8 @@ runtime.
 An agent's OpenCode lives under `<agent dir>/opencode/` (0700): `config/` (its XDG_CONFIG_HOME: `opencode/opencode.json`
 with `mcp.wardian` registered for a session of the new generation, and the agent's `-c` settings), `data/`,
 `cache/`, `state/` (its XDG dirs: sessions, logs), and `server.password` (0600: the Basic-auth password of the
-`opencode serve` this start runs; never printed or logged). The executable is `WARDIAN_OPENCODE`, else the pinned
+`opencode serve` this start runs; never printed or logged). The agent's credentials go into serve's environment
+only (`signin`), never into these dirs. The executable is `WARDIAN_OPENCODE`, else the pinned
 npm one (`node_modules/.bin/opencode` of the working directory or of a source checkout), else `opencode` on PATH.
 """
 
@@ -23,7 +24,7 @@ from wardian import errors
 from wardian.overrides import ValueSyntax
 from wardian.providers.base import LaunchSpec, ProviderInfo
 from wardian.providers.mcp_command import write_private
-from wardian.providers.opencode import registration, settings
+from wardian.providers.opencode import registration, settings, signin
 from wardian.providers.opencode.compat import ENV_OPENCODE, capabilities, parse_opencode_version
 from wardian.providers.opencode.runtime import OpenCodeRuntime, ServeSpec
 from wardian.providers.process import child_env, reap_left_behind
@@ -88,12 +89,25 @@ class OpenCodeProvider:
         return ProviderInfo(executable=opencode, version=str(version), capabilities=capabilities(version))
 
     async def prepare(self, spec: LaunchSpec, info: ProviderInfo) -> OpenCodeRuntime:
+        """Raises: InvalidArguments (a credential OpenCode cannot take), RegistrationConflict, CliNotFound."""
+        keys = signin.api_keys(spec.name, spec.credentials)  # checked before anything changes
         password_path = spec.agent_dir / "opencode" / "server.password"
         env = await anyio.to_thread.run_sync(self._prepare_homes, spec, password_path)
-        return OpenCodeRuntime(ServeSpec(
+        data_dir = opencode_dirs(spec.agent_dir)["XDG_DATA_HOME"]
+        warnings: list[str] = []
+        if keys:
+            # The key map travels in serve's environment only (`signin`); OpenCode then never reads auth.json.
+            env[signin.ENV_AUTH_CONTENT] = signin.auth_content(keys)
+        left = await anyio.to_thread.run_sync(signin.scrub_auth_file, data_dir, keys)
+        if (stale := signin.stale_auth_warning(spec.name, data_dir, left, bool(keys))) is not None:
+            warnings.append(stale)
+        runtime = OpenCodeRuntime(ServeSpec(
             name=spec.name, opencode=info.executable, workspace=spec.workspace, env=env, password_path=password_path,
             session_id=spec.thread_id, capabilities=info.capabilities, stderr_path=spec.log_path,
-            pid_path=spec.pid_path))
+            pid_path=spec.pid_path, keys=keys, data_dir=data_dir))
+        for warning in warnings:
+            runtime.warn(warning)
+        return runtime
 
     @staticmethod
     def _prepare_homes(spec: LaunchSpec, password_path: Path) -> dict[str, str]:
@@ -112,6 +126,9 @@ class OpenCodeProvider:
         write_private(password_path, secrets.token_urlsafe(32) + "\n")
         password = password_path.read_text(encoding="utf-8").strip()
         extra = {name: str(path) for name, path in dirs.items()}
+        # The password is always set: serve answers every route, `/provider` with the resolved keys among them, to
+        # those who give it (docs/providers/opencode.md#sign-in). Our own OPENCODE_AUTH_CONTENT never comes from
+        # the app's environment: it is the agent's credentials or nothing.
         return child_env({**extra, **OFFLINE_ENV, "OPENCODE_SERVER_PASSWORD": password},
                          drop=(*XDG, "OPENCODE_CONFIG", "OPENCODE_CONFIG_CONTENT", "OPENCODE_CONFIG_DIR",
-                               "OPENCODE_SERVER_PASSWORD", "OPENCODE_PERMISSION"))
+                               "OPENCODE_SERVER_PASSWORD", "OPENCODE_PERMISSION", signin.ENV_AUTH_CONTENT))

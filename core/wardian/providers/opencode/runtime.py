@@ -39,6 +39,7 @@ from wardian.model import AgentStatus, Interaction
 from wardian.providers.base import ProviderEvent, Started, StateChange, TaskDelivery
 from wardian.providers.delivery import inbox_text, task_text
 from wardian.providers.events import EventStream
+from wardian.providers.opencode import signin
 from wardian.providers.opencode.launch import ServeSpec, drain, listening_url, new_message_id, serve_command
 from wardian.providers.opencode.session import UNKNOWN_ROOT, SessionEvents, outcome_of
 from wardian.providers.opencode.wire import REQUEST_TIMEOUT_S, NotSent, ServeClient
@@ -71,6 +72,7 @@ class OpenCodeRuntime:
         self._child: ProviderProcess | None = None
         self._ours: set[str] = set()  # loops we started (our msg_ ids): only these may be interrupted
         self._session = SessionEvents()
+        self.warnings: list[str] = []  # for a person: a key the config overrides, a stale auth.json (no secret)
 
     # --- lifecycle ------------------------------------------------------------------------------------
 
@@ -85,6 +87,8 @@ class OpenCodeRuntime:
                 url = await listening_url(spec, process)
                 tg.start_soon(drain, process)
                 self._client = ServeClient(spec.name, url, spec.password_path, self._stop.set)
+                for warning in await signin.check_start(self._client, spec.name, spec.keys):
+                    self.warn(warning)
                 await tg.start(self._follow_events)  # subscribed before the session is read: no lost idle
                 self.thread_id = await self._open_session()
                 tg.start_soon(self._watch_process, process)
@@ -105,6 +109,9 @@ class OpenCodeRuntime:
                         await self._client.aclose()
                 if self._child is not None:
                     await self._child.stop(STOP_POLICY)
+                if spec.keys and spec.data_dir is not None:
+                    # Copies of the injected keys a `PUT /auth` made OpenCode write (`signin`) go with serve.
+                    await anyio.to_thread.run_sync(signin.scrub_auth_file, spec.data_dir, spec.keys)
             self._emit(StateChange(AgentStatus.OFF, None, self.thread_id))
             self._events.close()
             if not started:
@@ -138,6 +145,10 @@ class OpenCodeRuntime:
 
     def stop(self) -> None:
         self._stop.set()
+
+    def warn(self, warning: str) -> None:
+        log.warning("%s", warning)
+        self.warnings.append(warning)
 
     async def wait_idle(self) -> None:
         await self._idle.wait()

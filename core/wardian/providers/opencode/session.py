@@ -3,7 +3,8 @@ assistant messages answering each, busy and idle), and a loop's outcome read fro
 
 A turn is one loop: it starts with a user message (a task we sent: its msg_ id is the turn id) and ends at
 `session.idle`; its outcome is read from the assistant messages answering that user message (`parentID`): the last
-one's text is the final answer, `MessageAbortedError` an interruption, any other error a failure.
+one's text is the final answer, `MessageAbortedError` an interruption, any other error a failure (one that says the
+provider has no key for the agent, or refused it, marks the credentials rejected).
 """
 
 from __future__ import annotations
@@ -65,6 +66,15 @@ class SessionEvents:
         return found
 
 
+def credentials_rejected(error: dict[str, Any]) -> bool:
+    """Whether a message's error says the provider has no key or refused it: `ProviderAuthError` (no key: no
+    request was sent), or `APIError` with status 401. OpenCode 1.18.33 does not retry either (a 401 is
+    `isRetryable: false`), so the loop has already ended with it."""
+    data = error.get("data")
+    status = data.get("statusCode") if isinstance(data, dict) else None
+    return error.get("name") == "ProviderAuthError" or (error.get("name") == "APIError" and status == 401)
+
+
 def outcome_of(root: str, message: Any) -> TurnOutcome:
     """The outcome of loop `root` from its last assistant message (`{info, parts}`)."""
     info = message.get("info") or {} if isinstance(message, dict) else {}
@@ -74,7 +84,8 @@ def outcome_of(root: str, message: Any) -> TurnOutcome:
         detail = (error.get("data") or {}).get("message") if isinstance(error.get("data"), dict) else None
         if name == "MessageAbortedError":
             return TurnOutcome(root, OutcomeStatus.INTERRUPTED)
-        return TurnOutcome(root, OutcomeStatus.FAILED, error=f"{name}: {detail}" if detail else name or "error")
+        return TurnOutcome(root, OutcomeStatus.FAILED, error=f"{name}: {detail}" if detail else name or "error",
+                           credentials_rejected=credentials_rejected(error))
     parts = message.get("parts") or [] if isinstance(message, dict) else []
     texts = [str(p.get("text") or "") for p in parts if isinstance(p, dict) and p.get("type") == "text"
              and not p.get("synthetic")]
