@@ -240,7 +240,7 @@ async def test_an_agent_without_a_key_for_its_model_is_refused_before_anything_i
         async with running(spec):
             raise AssertionError("the start was not refused")
     assert refused.value.message == ("OpenCode agent c has no key for provider openai: run `wardian auth login "
-                                     "opencode --provider openai --name work --with-api-key`")
+                                     "opencode --provider openai --with-api-key --name work`")
     assert world.gate.presented == []
     assert not spec.pid_path.exists()
     assert not [p for p in psutil.process_iter(["environ"]) if (p.info["environ"] or {}).get("XDG_CONFIG_HOME")

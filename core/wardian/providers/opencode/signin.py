@@ -66,7 +66,7 @@ def login_hint(provider_id: str, keys: Mapping[str, Credential]) -> str:
     """The command that gives the agent a key for `provider_id` (under the credential name it already uses)."""
     names = {c.name for c in keys.values()} - {DEFAULT_NAME}
     named = f" --name {sorted(names)[0]}" if len(names) == 1 else ""
-    return f"wardian auth login opencode --provider {provider_id}{named} --with-api-key"
+    return f"wardian auth login opencode --provider {provider_id} --with-api-key{named}"
 
 
 def config_key_warnings(name: str, config: Any, keys: Mapping[str, Credential]) -> list[str]:

@@ -1,0 +1,147 @@
+"""OpenCode agents' sign-in through the app and the CLI (docs/guide/sign-in.md): credentials from the home's store
+reach each agent's model, an agent with no key is refused with exit 9 and nothing left running, and a key the model
+rejects mid-loop fails the task with a notice and shows the agent `signed_out` until a new key and a restart."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import psutil
+import pytest
+
+from tests.conftest import AppHandle, short_home, start_app, stop_app
+from tests.providers.opencode.conftest import opencode_or_skip
+from tests.providers.opencode.test_signin import KEY_A, KEY_B, WRONG, KeyGate, key
+from wardian.auth.store import CredentialStore
+from wardian.client import AppClient
+from wardian.home import Home
+from wardian_harness.opencode_home import ScriptedOpenCode, opencode_overrides
+from wardian_harness.scripted_model import Message, ScriptedModel
+from wardian_harness.secrets import assert_secrets_absent
+
+
+@dataclass
+class SignInWorld:
+    app: AppHandle
+    model: ScriptedModel
+    gate: KeyGate
+    store: CredentialStore
+    outputs: list[str]
+
+    def settings(self, name: str) -> list[str]:
+        """The agent's -c settings: the scripted model through the gate, no key in the config."""
+        return [o for o in opencode_overrides(ScriptedOpenCode(self.gate.base_url(name))) if ".apiKey=" not in o]
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess[bytes]:
+        done = self.app.cli(*args)
+        self.outputs += [done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace")]
+        return done
+
+    def start(self, name: str, *extra: str) -> subprocess.CompletedProcess[bytes]:
+        return self.cli("agent", "start", name, *[a for s in self.settings(name) for a in ("-c", s)], *extra)
+
+    def status(self, name: str) -> str:
+        return str(next(a for a in self.app.call("agent/list")["agents"] if a["name"] == name)["status"])
+
+
+@pytest.fixture
+def signin_world(monkeypatch: pytest.MonkeyPatch) -> Iterator[SignInWorld]:
+    opencode = opencode_or_skip()
+    monkeypatch.setenv("WARDIAN_CREDENTIAL_STORE", "file")  # this process's logins, the app's starts: one file
+    root = short_home("sa")
+    env = {"WARDIAN_OPENCODE": str(opencode), "WARDIAN_CREDENTIAL_STORE": "file"}
+    with ScriptedModel() as model, KeyGate(model.url) as gate:
+        proc = start_app(root, env)
+        handle = AppHandle(Home(root), proc, AppClient(Home(root)))
+        try:
+            yield SignInWorld(handle, model, gate, CredentialStore(Home(root)), [])
+        finally:
+            handle.client.close()
+            stop_app(handle.proc)
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def records_for(world: SignInWorld, token: str, rounds: int = 600) -> list[dict[str, Any]]:
+    """Wait (bounded, on the mailbox) for records of the caller, acknowledge them, and return them."""
+    for _ in range(rounds):
+        page = world.app.call("mailbox/receive", {"session": token, "limit": 100, "timeout_ms": 100})
+        if page["records"]:
+            world.app.call("mailbox/receive", {"session": token, "ack_cursor": page["cursor"], "limit": 1})
+            return list(page["records"])
+    raise AssertionError("no record arrived")
+
+
+def no_leaks(world: SignInWorld, secrets: list[str]) -> None:
+    """No secret under the agents' private homes, in the logs, in the store's records or any CLI output (the
+    credential file, the store's own place for secrets, is the one exception)."""
+    root = world.app.home.root
+    assert_secrets_absent([root], world.outputs, secrets, exclude=[world.store.path])
+
+
+def test_two_agents_with_two_named_credentials_each_reach_the_model_with_their_own(
+        signin_world: SignInWorld) -> None:
+    world = signin_world
+    world.store.put(key("work", "scripted", KEY_A))
+    world.store.put(key("personal", "scripted", KEY_B))
+    world.gate.keys.update(a=KEY_A, b=KEY_B)
+    world.model.agent("a", Message("a answers"))
+    world.model.agent("b", Message("b answers"))
+    _, lead = world.app.add_agent("lead", "opencode")
+    assert world.cli("agent", "add", "a", "--provider", "opencode", "--auth", "work").returncode == 0
+    assert world.cli("agent", "add", "b", "--provider", "opencode", "--auth", "personal").returncode == 0
+    for name in ("a", "b"):
+        started = world.start(name)
+        assert started.returncode == 0, started.stderr.decode()
+    tasks = {name: world.app.call("task/followup", {"session": lead, "target": name, "message": f"hi {name}"})
+             for name in ("a", "b")}
+    got: dict[str, str] = {}
+    while len(got) < 2:
+        got.update({r["request_id"]: r["text"] for r in records_for(world, lead)})
+    assert got == {tasks["a"]["request_id"]: "a answers", tasks["b"]["request_id"]: "b answers"}
+    assert sorted(set(world.gate.presented)) == [("a", KEY_A), ("b", KEY_B)]
+    world.cli("agent", "list", "--json")
+    no_leaks(world, [KEY_A, KEY_B])
+
+
+def test_an_agent_without_a_key_is_refused_with_exit_9_and_nothing_left_running(signin_world: SignInWorld) -> None:
+    world = signin_world
+    assert world.cli("agent", "add", "c", "--provider", "opencode").returncode == 0
+    refused = world.cli("agent", "start", "c", "-c", 'model="openai/gpt-5"')
+    assert refused.returncode == 9, refused.stderr.decode()
+    assert ("OpenCode agent c has no key for provider openai: run `wardian auth login opencode --provider openai "
+            "--with-api-key`") in refused.stderr.decode()
+    assert psutil.Process(world.app.proc.pid).children(recursive=True) == []
+    assert world.gate.presented == []
+    assert world.status("c") == "errored"
+
+
+def test_a_key_rejected_mid_loop_fails_the_task_signs_the_agent_out_until_a_new_key_and_a_restart(
+        signin_world: SignInWorld) -> None:
+    world = signin_world
+    world.store.put(key("default", "scripted", WRONG))
+    world.gate.keys["d"] = KEY_A
+    world.model.agent("d", Message("answered with the right key"))
+    _, lead = world.app.add_agent("lead", "opencode")
+    assert world.cli("agent", "add", "d", "--provider", "opencode").returncode == 0
+    assert world.start("d").returncode == 0
+    first = world.app.call("task/followup", {"session": lead, "target": "d", "message": "first"})
+    [notice] = records_for(world, lead)
+    assert (notice["kind"], notice["status"], notice["request_id"]) == ("notice", "failed", first["request_id"])
+    assert "the provider rejected the agent's credentials" in notice["text"]
+    assert world.status("d") == "signed_out"
+    assert world.gate.presented == [("d", WRONG)]
+    world.store.put(key("default", "scripted", KEY_A))
+    assert world.cli("agent", "start", "d").returncode == 0  # its saved settings, the new key
+    assert world.status("d") == "idle"
+    second = world.app.call("task/followup", {"session": lead, "target": "d", "message": "second"})
+    replies: list[dict[str, Any]] = records_for(world, lead)
+    assert [(r["request_id"], r["status"], r["text"]) for r in replies] == [
+        (second["request_id"], "done", "answered with the right key")]
+    world.cli("agent", "list", "--json")
+    no_leaks(world, [KEY_A, WRONG])
+    assert json.dumps(world.app.call("agent/list")).count(KEY_A) == 0
