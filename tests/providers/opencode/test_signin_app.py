@@ -14,9 +14,9 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.conftest import AppHandle, short_home, start_app, stop_app
+from tests.conftest import AppHandle, short_home, start_app, stop_app, wardian_cmd
 from tests.providers.opencode.conftest import opencode_or_skip
-from tests.providers.opencode.test_signin import KEY_A, KEY_B, WRONG, KeyGate, key
+from tests.providers.opencode.test_signin import KEY_A, KEY_B, WRONG, KeyGate
 from wardian.auth.store import CredentialStore
 from wardian.client import AppClient
 from wardian.home import Home
@@ -37,10 +37,17 @@ class SignInWorld:
         """The agent's -c settings: the scripted model through the gate, no key in the config."""
         return [o for o in opencode_overrides(ScriptedOpenCode(self.gate.base_url(name))) if ".apiKey=" not in o]
 
-    def cli(self, *args: str) -> subprocess.CompletedProcess[bytes]:
-        done = self.app.cli(*args)
+    def cli(self, *args: str, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+        env = {**self.app.env(), "WARDIAN_CREDENTIAL_STORE": "file"}
+        done = subprocess.run([*wardian_cmd(), *args], env=env, input=input, capture_output=True, timeout=120)
         self.outputs += [done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace")]
         return done
+
+    def login(self, name: str, provider_id: str, secret: str) -> None:
+        """`wardian auth login opencode`, the key on standard input."""
+        done = self.cli("auth", "login", "opencode", "--provider", provider_id, "--with-api-key", "--name", name,
+                        input=secret.encode() + b"\n")
+        assert done.returncode == 0, done.stderr.decode()
 
     def start(self, name: str, *extra: str) -> subprocess.CompletedProcess[bytes]:
         return self.cli("agent", "start", name, *[a for s in self.settings(name) for a in ("-c", s)], *extra)
@@ -50,11 +57,10 @@ class SignInWorld:
 
 
 @pytest.fixture
-def signin_world(monkeypatch: pytest.MonkeyPatch) -> Iterator[SignInWorld]:
+def signin_world() -> Iterator[SignInWorld]:
     opencode = opencode_or_skip()
-    monkeypatch.setenv("WARDIAN_CREDENTIAL_STORE", "file")  # this process's logins, the app's starts: one file
     root = short_home("sa")
-    env = {"WARDIAN_OPENCODE": str(opencode), "WARDIAN_CREDENTIAL_STORE": "file"}
+    env = {"WARDIAN_OPENCODE": str(opencode), "WARDIAN_CREDENTIAL_STORE": "file"}  # the logins' own backend
     with ScriptedModel() as model, KeyGate(model.url) as gate:
         proc = start_app(root, env)
         handle = AppHandle(Home(root), proc, AppClient(Home(root)))
@@ -86,8 +92,8 @@ def no_leaks(world: SignInWorld, secrets: list[str]) -> None:
 def test_two_agents_with_two_named_credentials_each_reach_the_model_with_their_own(
         signin_world: SignInWorld) -> None:
     world = signin_world
-    world.store.put(key("work", "scripted", KEY_A))
-    world.store.put(key("personal", "scripted", KEY_B))
+    world.login("work", "scripted", KEY_A)
+    world.login("personal", "scripted", KEY_B)
     world.gate.keys.update(a=KEY_A, b=KEY_B)
     world.model.agent("a", Message("a answers"))
     world.model.agent("b", Message("b answers"))
@@ -105,6 +111,7 @@ def test_two_agents_with_two_named_credentials_each_reach_the_model_with_their_o
     assert got == {tasks["a"]["request_id"]: "a answers", tasks["b"]["request_id"]: "b answers"}
     assert sorted(set(world.gate.presented)) == [("a", KEY_A), ("b", KEY_B)]
     world.cli("agent", "list", "--json")
+    world.cli("auth", "status", "--json")
     no_leaks(world, [KEY_A, KEY_B])
 
 
@@ -123,7 +130,7 @@ def test_an_agent_without_a_key_is_refused_with_exit_9_and_nothing_left_running(
 def test_a_key_rejected_mid_loop_fails_the_task_signs_the_agent_out_until_a_new_key_and_a_restart(
         signin_world: SignInWorld) -> None:
     world = signin_world
-    world.store.put(key("default", "scripted", WRONG))
+    world.login("default", "scripted", WRONG)
     world.gate.keys["d"] = KEY_A
     world.model.agent("d", Message("answered with the right key"))
     _, lead = world.app.add_agent("lead", "opencode")
@@ -135,7 +142,7 @@ def test_a_key_rejected_mid_loop_fails_the_task_signs_the_agent_out_until_a_new_
     assert "the provider rejected the agent's credentials" in notice["text"]
     assert world.status("d") == "signed_out"
     assert world.gate.presented == [("d", WRONG)]
-    world.store.put(key("default", "scripted", KEY_A))
+    world.login("default", "scripted", KEY_A)
     assert world.cli("agent", "start", "d").returncode == 0  # its saved settings, the new key
     assert world.status("d") == "idle"
     second = world.app.call("task/followup", {"session": lead, "target": "d", "message": "second"})
