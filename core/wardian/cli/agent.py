@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import sys
 from typing import Any
 
 from wardian.cli.common import Commands, client
@@ -127,6 +128,8 @@ def cmd_agent_start(args: argparse.Namespace) -> int:
         agent = result["agent"]
         out(f"started {agent['name']} ({agent['status']}, {agent['provider']} {result['provider_version']}, "
             f"thread {result['thread_id']}, generation {result['generation']})")
+    for warning in result.get("warnings", ()):
+        sys.stderr.write(f"wardian: warning: {warning}\n")
     return EXIT_OK
 
 

@@ -160,7 +160,12 @@ class LaunchSpec:
 
 
 class ProviderRuntime(Protocol):
-    """One started agent's provider runtime (one process, one conversation)."""
+    """One started agent's provider runtime (one process, one conversation).
+
+    A runtime may also have `warnings: list[str]`: what a person should know of its start (a key the agent's own
+    config overrides, a stale login file), never a secret, filled before `run` reports the start; `wardian agent
+    start` prints them (an optional attribute, so a provider without any needs nothing).
+    """
 
     capabilities: Capabilities
     ready: bool

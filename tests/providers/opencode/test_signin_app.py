@@ -152,3 +152,22 @@ def test_a_key_rejected_mid_loop_fails_the_task_signs_the_agent_out_until_a_new_
     world.cli("agent", "list", "--json")
     no_leaks(world, [KEY_A, WRONG])
     assert json.dumps(world.app.call("agent/list")).count(KEY_A) == 0
+
+
+def test_a_config_key_that_overrides_the_credential_is_warned_about_in_the_start_output_and_the_log(
+        signin_world: SignInWorld) -> None:
+    world = signin_world
+    config_key = "sk-oc-config-2Wq4Er6Ty8"
+    world.login("default", "scripted", KEY_A)
+    assert world.cli("agent", "add", "g", "--provider", "opencode").returncode == 0
+    started = world.start("g", "-c", f'provider.scripted.options.apiKey="{config_key}"', "--json")
+    assert started.returncode == 0, started.stderr.decode()
+    warning = ("OpenCode agent g: its opencode.json sets provider.scripted.options.apiKey, which OpenCode uses "
+               "instead of the key of credential 'default'; remove that setting (from the agent's -c settings, or "
+               "from its opencode.json) to use the credential")
+    assert json.loads(started.stdout)["warnings"] == [warning]
+    assert f"wardian: warning: {warning}\n" in started.stderr.decode()
+    assert warning in (world.app.home.log_dir / "app.log").read_text()
+    plain = world.cli("agent", "start", "g")  # its saved settings: the same warning, in words
+    assert f"wardian: warning: {warning}\n" in plain.stderr.decode()
+    no_leaks(world, [KEY_A])

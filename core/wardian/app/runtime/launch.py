@@ -78,7 +78,7 @@ class Launcher:
             await self._stop(existing)
         handle = await self._launch(agent, tuple(approve_tools))
         return {"thread_id": handle.runtime.thread_id, "generation": handle.generation,
-                "provider_version": handle.info.version}
+                "provider_version": handle.info.version, "warnings": start_warnings(handle.runtime)}
 
     async def turn_off(self, agent_id: int) -> AgentHandle | None:
         """Stop the agent's runtime, and do not start it again for new tasks (desired off); the stopped runtime's
@@ -259,6 +259,13 @@ def check_launch(provider: str, caps: Capabilities, mode: str, approve_tools: Se
             f"{provider} agents take no --approve-tools: {provider} has no approval step for wardian's tools "
             "(they run unless the provider's own settings deny them)", field="approve_tools",
             allowed="no grants; restrict tools with the provider's settings (-c)")
+
+
+def start_warnings(runtime: object) -> list[str]:
+    """What the provider said a person should know of this start (`ProviderRuntime`'s optional `warnings`: a key
+    the agent's own config overrides, say), never a secret; [] for a runtime that has none."""
+    warnings = getattr(runtime, "warnings", None)
+    return [str(w) for w in warnings] if isinstance(warnings, list | tuple) else []
 
 
 def _first_cause(exc: BaseException) -> BaseException:

@@ -100,7 +100,8 @@ async def start_agent(app: AppService, p: AgentStartParams) -> AgentStartResult:
     started = await app.runtime.start_agent(agent.id, mode, config, p.approve_tools)
     current = await app.writer.call(lambda s: s.agent(agent.id))
     return {"agent": agent_result(current), "thread_id": started["thread_id"],
-            "generation": started["generation"], "provider_version": started["provider_version"]}
+            "generation": started["generation"], "provider_version": started["provider_version"],
+            "warnings": started["warnings"]}
 
 
 @handlers.serves("agent/attach")

@@ -223,6 +223,9 @@ class AgentStartResult(TypedDict):
     thread_id: str | None
     generation: int
     provider_version: str
+    warnings: list[str]
+    """What the provider said a person should know of this start (a key the agent's config overrides, a stale
+    login file), never a secret; the app log has them too."""
 
 
 @with_config(CLOSED)
