@@ -12,6 +12,7 @@ import pytest
 from wardian import errors
 from wardian.overrides import masked_setting
 from wardian.providers.claude import settings
+from wardian.providers.claude.provider import check_root_rule
 
 pytestmark = pytest.mark.fast
 
@@ -109,3 +110,21 @@ def test_a_settings_file_that_is_not_a_json_object_is_refused(tmp_path: Path, te
         apply(tmp_path, 'model="x"')
     assert "fix it first, nothing was changed" in exc.value.message
     assert (tmp_path / "settings.json").read_text(encoding="utf-8") == text
+
+
+@pytest.mark.parametrize(("settings_json", "euid", "refused"), [
+    ({"permissions": {"defaultMode": "bypassPermissions"}}, 0, True),
+    ({"permissions": {"defaultMode": "bypassPermissions"}, "env": {"IS_SANDBOX": "1"}}, 0, False),
+    ({"permissions": {"defaultMode": "bypassPermissions"}}, 1000, False),
+    ({"permissions": {"defaultMode": "acceptEdits"}}, 0, False),
+    ({"permissions": "bypassPermissions"}, 0, False),
+])
+def test_bypass_permissions_as_root_needs_is_sandbox(settings_json: dict[str, object], euid: int,
+                                                     refused: bool) -> None:
+    """Claude Code run as root exits at once under bypassPermissions unless IS_SANDBOX=1: said before the start."""
+    if refused:
+        with pytest.raises(errors.InvalidArguments) as exc:
+            check_root_rule(settings_json, {}, euid)
+        assert "env.IS_SANDBOX" in exc.value.message
+    else:
+        check_root_rule(settings_json, {}, euid)

@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -131,6 +132,7 @@ class ClaudeProvider:
         config_dir = dirs["CLAUDE_CONFIG_DIR"]
         _end_left_behind(spec, config_dir)
         settings.apply(config_dir, agent_settings)
+        check_root_rule(settings.read_settings(config_dir / settings.SETTINGS), agent_settings.env, os.geteuid())
         mcp_config = homes.mcp_config_of(spec.agent_dir)
         registration.write_mcp_config(mcp_config, spec.home, spec.session)
         allowed = registration.allowed_tools(_grants(spec.agent_dir, spec.approve_tools))
@@ -142,6 +144,21 @@ class ClaudeProvider:
             name=spec.name, executable=info.executable, workspace=spec.workspace, env=env, config_dir=config_dir,
             mcp_config=mcp_config, allowed_tools=allowed, session_id=spec.thread_id, capabilities=info.capabilities,
             stderr_path=spec.log_path, pid_path=spec.pid_path)
+
+
+def check_root_rule(agent_settings: dict[str, Any], secret_env: dict[str, str], euid: int) -> None:
+    """Claude Code run as root exits at once when told to bypass permissions, unless `IS_SANDBOX=1`: say so before
+    the start, naming the fix. Raises: InvalidArguments."""
+    permissions = agent_settings.get("permissions")
+    mode = permissions.get("defaultMode") if isinstance(permissions, dict) else None
+    env = agent_settings.get("env")
+    sandbox = (env.get("IS_SANDBOX") if isinstance(env, dict) else None) or secret_env.get("IS_SANDBOX")
+    if euid == 0 and mode == "bypassPermissions" and sandbox != "1":
+        raise errors.InvalidArguments(
+            "Claude Code refuses permissions.defaultMode = bypassPermissions when run as root, unless IS_SANDBOX=1: "
+            "on a machine that is a sandbox add -c 'env.IS_SANDBOX=\"1\"', else choose another defaultMode",
+            field="config", allowed="default, acceptEdits, plan, dontAsk; bypassPermissions as root only with "
+            "IS_SANDBOX=1")
 
 
 def _end_left_behind(spec: LaunchSpec, config_dir: Path) -> None:
