@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from wardian_harness.claude_home import find_claude
 from wardian_harness.codex_install import discover_codex
 from wardian_harness.homes import RUN_MARKER_ENV, IsolatedRun
 from wardian_harness.native import NativeRun, Settings
@@ -41,8 +42,9 @@ def native() -> Iterator[NativeRun]:
     model = None if settings.real else ScriptedModel().start()
     tree = ProcessTree(run.run_id)
     opencode = find_opencode() if "opencode" in settings.providers else None
+    claude = find_claude() if "claude" in settings.providers else None
     native = NativeRun(settings, run, tree, codex, model, progress=lambda line: print(f"[native] {line}", flush=True),
-                       opencode=opencode)
+                       opencode=opencode, claude=claude)
     try:
         yield native
     finally:

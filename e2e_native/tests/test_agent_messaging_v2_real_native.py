@@ -6,9 +6,12 @@ conversation; its `receive_messages` wakes with `provider_context_available`) be
 matching final string is not enough: the tool call, the receipt's request id, the reply record's request id
 and the sender's final request holding the reply are all checked, and bound to each agent's rollout in the
 evidence report. Modes: WARDIAN_E2E_MESSAGING_V2_MODE=background | attached_tui (see e2e_native/conftest.py).
-Teams: WARDIAN_E2E_MESSAGING_V2_PROVIDERS=lead,worker (codex,codex by default; codex,opencode and opencode,codex are
-the mixed teams, background mode). For an OpenCode agent the evidence is its own store (`opencode.db`): every ask_
-it got is bound to the ses_/msg_ ids the app chose, and checked against the stored messages and tool parts.
+Teams: WARDIAN_E2E_MESSAGING_V2_PROVIDERS=lead,worker (codex,codex by default; codex,opencode, opencode,codex,
+claude,codex, codex,claude and claude,opencode are the mixed teams, background mode). For an OpenCode agent the
+evidence is its own store (`opencode.db`): every ask_ it got is bound to the ses_/msg_ ids the app chose, and checked
+against the stored messages and tool parts. For a Claude Code agent it is its own transcript: every ask_ it got is
+bound to the session id and the message uuid the app chose, and that uuid is found in the session's transcript
+(whose sha256 the report keeps).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 import pytest
 
 from e2e_native.conftest import acceptance_enabled
+from wardian_harness.claude_home import transcript_binding
 from wardian_harness.native import (
     LATER_REQUEST,
     OPERATOR,
@@ -59,6 +63,8 @@ def _thread_ids(native: NativeRun, agent: Agent) -> list[str]:
     if agent.opencode_dir is not None:
         stored = read_opencode_store(agent.opencode_dir / "data")["sessions"]
         return list(dict.fromkeys([*ids, *(s["id"] for s in stored)]))
+    if agent.claude_dir is not None:
+        return list(dict.fromkeys(ids))  # the session id the app chose is the thread id
     if agent.script is not None:
         ids += [str(r.body.get("prompt_cache_key")) for r in agent.script.requests if r.body.get("prompt_cache_key")]
     for path in find_rollouts(agent.codex_home):
@@ -89,6 +95,19 @@ def _bindings(native: NativeRun, agent: Agent, store: dict[str, Any]) -> list[di
     return out
 
 
+def _claude_bindings(native: NativeRun, agent: Agent) -> list[dict[str, Any]]:
+    """Each task a Claude Code agent got, bound to its session and the message uuid the app chose, checked against
+    the agent's transcript."""
+    assert agent.claude_dir is not None
+    out: list[dict[str, Any]] = []
+    for record in native.records() if native.app_proc is not None else []:
+        if record["kind"] == "task" and record["recipient"]["name"] == agent.name:
+            task = native.story(record["id"])["task"] or {}
+            out.append(transcript_binding(agent.claude_dir, record["id"], (task.get("facts") or {}).get("thread_id"),
+                                          task.get("provider_message_id")))
+    return out
+
+
 def _agent_evidence(native: NativeRun, agent: Agent) -> dict[str, Any]:
     threads = _thread_ids(native, agent)
     out: dict[str, Any] = {
@@ -100,6 +119,9 @@ def _agent_evidence(native: NativeRun, agent: Agent) -> dict[str, Any]:
         store = read_opencode_store(agent.opencode_dir / "data", threads)
         out.update({"opencode_home": str(agent.opencode_dir), "opencode_store": store,
                     "bindings": _bindings(native, agent, store), "rollouts": []})
+    elif agent.claude_dir is not None:
+        out.update({"claude_dir": str(agent.claude_dir), "bindings": _claude_bindings(native, agent),
+                    "rollouts": []})
     else:
         out.update({"codex_home": str(agent.codex_home),
                     "rollouts": [read_rollout(p) for p in find_rollouts(agent.codex_home, threads)]})
@@ -126,6 +148,8 @@ def _executables(native: NativeRun) -> list[dict[str, Any]]:
     exes = [executable_evidence(native.codex.executable, "codex (as given)")]
     if native.opencode is not None:
         exes.append(executable_evidence(native.opencode.executable, f"opencode {native.opencode.version}"))
+    if native.claude is not None:
+        exes.append(executable_evidence(native.claude.executable, f"claude {native.claude.version}"))
     # npm's layout: the platform package with the native binary sits beside @openai/codex.
     vendor = sorted(Path(native.codex.executable).resolve().parents[2].glob("codex-*/vendor/*/bin/codex*"))
     exes += [executable_evidence(v, "codex (native binary)") for v in vendor]
@@ -246,7 +270,8 @@ def _check_scripted_exchange(native: NativeRun, lead: Agent, worker: Agent, rece
     assert worker.script is not None
     requests = lead.script.requests
     assert "followup_task" in requests[0].offered_tools()
-    calls = tool_calls(r.body for r in requests)
+    # Only wardian's tools: Claude Code first loads its deferred MCP tools with ToolSearch.
+    calls = [c for c in tool_calls(r.body for r in requests) if c["namespace"] == "mcp__wardian"]
     assert [(c["namespace"], c["name"]) for c in calls][:2] == [("mcp__wardian", "followup_task"),
                                                                 ("mcp__wardian", "receive_messages")], calls
     (receipt,) = receipts
@@ -280,6 +305,8 @@ def _check_scripted_exchange(native: NativeRun, lead: Agent, worker: Agent, rece
     checks.append(f"{RECEIVER}'s turn got {ask} as a structured wardian_task_delivery item")
     if worker.opencode_dir is not None:
         _check_opencode_binding(native, worker, ask, WORKER_ANSWER, checks)
+    if worker.claude_dir is not None:
+        _check_claude_binding(native, worker, ask, checks)
     if lead.opencode_dir is not None:
         store = read_opencode_store(lead.opencode_dir / "data")
         parts = [c for m in store["messages"] for c in m["tool_calls"]]
@@ -291,6 +318,15 @@ def _check_scripted_exchange(native: NativeRun, lead: Agent, worker: Agent, rece
                       f"receipt) names {ask}")
     assert lead.script.exhausted_requests == []
     assert worker.script.exhausted_requests == []
+
+
+def _check_claude_binding(native: NativeRun, agent: Agent, request_id: str, checks: list[str]) -> None:
+    """The ask_ is bound to the agent's session and the message uuid the app chose, and Claude Code's own transcript
+    of that session records a message with that uuid."""
+    (binding,) = [b for b in _claude_bindings(native, agent) if b["request_id"] == request_id]
+    assert binding["in_transcript"], binding
+    checks.append(f"{request_id} is bound to {agent.name}'s Claude Code session {binding['session_id']} and message "
+                  f"{binding['message_id']}, which its transcript records (sha256 {binding['transcript_sha256']})")
 
 
 def _check_opencode_binding(native: NativeRun, agent: Agent, request_id: str, final: str, checks: list[str]) -> None:
@@ -352,13 +388,16 @@ def _later_task(native: NativeRun, lead: Agent, report: dict[str, Any], checks: 
     report["correlation"].update({"later_request_id": task["request_id"], "later_answer_id": answer["id"],
                                   "generations": [before["generation"], row["generation"]]})
     report["later_input"] = {"text": LATER_REQUEST, "counts": text_counts(LATER_REQUEST)}
-    if lead.opencode_dir is not None:
+    if lead.opencode_dir is not None or lead.claude_dir is not None:
         assert answer["text"] == RECALL_ANSWER
         sessions = {native.story(rid)["task"]["facts"]["thread_id"]
                     for rid in (report["correlation"]["operator_request_id"], task["request_id"])}
         assert len(sessions) == 1, sessions
         assert sessions <= set(threads), (sessions, threads)
-        _check_opencode_binding(native, lead, task["request_id"], RECALL_ANSWER, checks)
+        if lead.opencode_dir is not None:
+            _check_opencode_binding(native, lead, task["request_id"], RECALL_ANSWER, checks)
+        else:
+            _check_claude_binding(native, lead, task["request_id"], checks)
     elif lead.script is not None:
         assert answer["text"] == RECALL_ANSWER
         later = lead.script.requests[-1]

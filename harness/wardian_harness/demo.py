@@ -3,11 +3,12 @@
 Loaded by core's `wardian demo` through the `wardian.plugins` entry point `demo` (core never imports the
 harness). It starts an app on a temporary home, registers `lead` and `worker` (each with its own private provider
 home and fixture workspace) and a person, `human`; starts both agents (Codex app-servers by default; `--providers
-codex,opencode` makes the worker an OpenCode agent, `opencode,codex` the lead) on the scripted model (offline, no
-account); asks lead in plain English to find something out from worker; and prints every record as the app
-commits it: who asked whom, the request id, the delivery state, the reply. At the end it writes the evidence
+codex,opencode` makes the worker an OpenCode agent, `claude,codex` the lead a Claude Code agent) on the scripted model
+(offline, no account); asks lead in plain English to find something out from worker; and prints every record as the
+app commits it: who asked whom, the request id, the delivery state, the reply. At the end it writes the evidence
 (records, each Codex agent's rollout file, each OpenCode agent's ask_ <-> ses_/msg_ bindings and its store's
-sha256) and stops everything it started.
+sha256, each Claude Code agent's ask_ <-> session/message uuid bindings checked against its transcript, with the
+transcript's sha256) and stops everything it started.
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ import shutil
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from wardian_harness.claude_home import ClaudeInstall, ClaudeNotFound, find_claude, transcript_binding
 from wardian_harness.codex_install import CodexInstall, CodexInstallError, discover_codex
 from wardian_harness.homes import IsolatedRun
 from wardian_harness.native import (
@@ -82,27 +85,58 @@ def _watch(native: NativeRun, request_id: str, rounds: int = 2400) -> dict[str, 
     raise NativeRunError(f"no reply to {request_id} arrived")
 
 
+def _task_bindings(native: NativeRun, name: str) -> list[dict[str, Any]]:
+    """Each task `name` got, with the conversation and the message id its delivery was bound to."""
+    bindings = []
+    for record in native.records():
+        if record["kind"] == "task" and record["recipient"]["name"] == name:
+            task = native.story(record["id"])["task"] or {}
+            bindings.append({"request_id": record["id"], "session_id": (task.get("facts") or {}).get("thread_id"),
+                             "message_id": task.get("provider_message_id")})
+    return bindings
+
+
+def _claude_evidence(native: NativeRun, name: str, directory: Path) -> list[dict[str, Any]]:
+    """A Claude Code agent's tasks' bindings, each checked against its transcript (the message uuid the app chose is
+    an entry of the session's transcript), and the transcripts copied beside them."""
+    agent = native.agents[name]
+    assert agent.claude_dir is not None
+    bindings = []
+    for task in _task_bindings(native, name):
+        binding = transcript_binding(agent.claude_dir, task["request_id"], task["session_id"], task["message_id"])
+        bindings.append(binding)
+        if binding["transcript"] is not None:
+            shutil.copyfile(binding["transcript"], directory / f"{name}-{Path(binding['transcript']).name}")
+        _note(f"{binding['request_id']} ↔ Claude Code session {binding['session_id']}, message "
+              f"{binding['message_id']}: {'in' if binding['in_transcript'] else 'NOT in'} its transcript"
+              + (f" (sha256 {binding['transcript_sha256'][:16]}…)" if binding["transcript_sha256"] else ""))
+        if not binding["in_transcript"]:
+            raise NativeRunError(f"{binding['request_id']}'s message {binding['message_id']} is not in {name}'s "
+                                 f"Claude Code transcript ({binding['transcript']})")
+    return bindings
+
+
 def _evidence(native: NativeRun, directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "records.json").write_text(json.dumps(native.records(), indent=2, ensure_ascii=False) + "\n",
                                             encoding="utf-8")
     bindings: list[dict[str, Any]] = []
+    claude_bindings: list[dict[str, Any]] = []
     for name in (SENDER, RECEIVER):
         agent = native.agents[name]
+        if agent.claude_dir is not None:
+            claude_bindings += _claude_evidence(native, name, directory)
+            continue
         if agent.opencode_dir is not None:
             store = read_opencode_store(agent.opencode_dir / "data")
             for f in store["files"]:
                 target = directory / f"{name}-{Path(f['path']).name}"
                 shutil.copyfile(f["path"], target)
                 _note(f"{name}'s OpenCode store: {target} (sha256 {f['sha256'][:16]}…)")
-            for record in native.records():
-                if record["kind"] == "task" and record["recipient"]["name"] == name:
-                    task = native.story(record["id"])["task"] or {}
-                    binding = {"request_id": record["id"], "session_id": (task.get("facts") or {}).get("thread_id"),
-                               "message_id": task.get("provider_message_id")}
-                    bindings.append(binding)
-                    _note(f"{record['id']} ↔ OpenCode session {binding['session_id']}, message "
-                          f"{binding['message_id']}")
+            for binding in _task_bindings(native, name):
+                bindings.append(binding)
+                _note(f"{binding['request_id']} ↔ OpenCode session {binding['session_id']}, message "
+                      f"{binding['message_id']}")
             continue
         for rollout in find_rollouts(agent.codex_home):
             target = directory / f"{name}-{rollout.name}"
@@ -110,6 +144,9 @@ def _evidence(native: NativeRun, directory: Path) -> None:
             _note(f"{name}'s Codex rollout: {target} (sha256 {sha256_file(target)[:16]}…)")
     if bindings:
         (directory / "opencode-bindings.json").write_text(json.dumps(bindings, indent=2) + "\n", encoding="utf-8")
+    if claude_bindings:
+        (directory / "claude-bindings.json").write_text(json.dumps(claude_bindings, indent=2) + "\n",
+                                                        encoding="utf-8")
     _note(f"every record: {directory / 'records.json'}")
 
 
@@ -119,7 +156,7 @@ def _parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, tuple[s
                         help="where to keep the records and rollouts (default: a new folder under /tmp)")
     parser.add_argument("--providers", default="codex,codex", metavar="LEAD,WORKER",
                         help=f"the lead's and the worker's provider (allowed: {', '.join(PROVIDERS)}; default: "
-                             "codex,codex; codex,opencode shows a mixed team)")
+                             "codex,codex; codex,opencode or claude,codex shows a mixed team)")
     args = parser.parse_args(argv)
     try:
         providers = parse_providers(args.providers)
@@ -128,8 +165,21 @@ def _parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, tuple[s
     return args, providers
 
 
-def _installs(providers: tuple[str, str]) -> tuple[CodexInstall, OpenCodeInstall | None] | None:
-    """The Codex (and, for a team with an OpenCode agent, OpenCode) to run; None (said why) when one is unusable."""
+@dataclass(frozen=True, slots=True)
+class Installs:
+    codex: CodexInstall
+    opencode: OpenCodeInstall | None = None
+    claude: ClaudeInstall | None = None
+
+    def versions(self) -> str:
+        return ", ".join([f"Codex {self.codex.version}",
+                          *([f"OpenCode {self.opencode.version}"] if self.opencode else []),
+                          *([f"Claude Code {self.claude.version}"] if self.claude else [])])
+
+
+def _installs(providers: tuple[str, str]) -> Installs | None:
+    """The Codex (and, for a team with an OpenCode or Claude Code agent, that CLI) to run; None (said why) when one
+    is unusable."""
     try:
         codex = discover_codex()
     except (CodexInstallError, ValueError) as exc:
@@ -137,14 +187,18 @@ def _installs(providers: tuple[str, str]) -> tuple[CodexInstall, OpenCodeInstall
               file=sys.stderr)
         return None
     opencode: OpenCodeInstall | None = None
-    if "opencode" in providers:
-        try:
+    claude: ClaudeInstall | None = None
+    try:
+        if "opencode" in providers:
             opencode = find_opencode()
-        except OpenCodeNotFound as exc:
-            print(f"wardian demo: OpenCode unusable: {exc}\n(scripts/setup.sh --with-node installs the pinned one)",
-                  file=sys.stderr)
-            return None
-    return codex, opencode
+        if "claude" in providers:
+            claude = find_claude()
+    except (OpenCodeNotFound, ClaudeNotFound) as exc:
+        which = "OpenCode" if isinstance(exc, OpenCodeNotFound) else "Claude Code"
+        print(f"wardian demo: {which} unusable: {exc}\n(scripts/setup.sh --with-node installs the pinned one)",
+              file=sys.stderr)
+        return None
+    return Installs(codex, opencode, claude)
 
 
 def _start_team(native: NativeRun, providers: tuple[str, str]) -> tuple[Agent, list[dict[str, Any]]]:
@@ -190,17 +244,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     found = _installs(providers)
     if found is None:
         return 3
-    codex, opencode = found
     evidence = args.evidence or Path(f"/tmp/wardian-demo-evidence-{time.strftime('%Y%m%d-%H%M%S')}")
     run = IsolatedRun.create(prefix="wdemo")
     tree = ProcessTree(run.run_id)
     status = 1
     try:
         with ScriptedModel() as model:
-            native = NativeRun(Settings(providers=providers), run, tree, codex, model, progress=_note,
-                               opencode=opencode)
-            versions = f"Codex {codex.version}" + (f", OpenCode {opencode.version}" if opencode else "")
-            _say(f"an app on a temporary home ({run.wardian_home}), {versions}, a scripted model")
+            native = NativeRun(Settings(providers=providers), run, tree, found.codex, model, progress=_note,
+                               opencode=found.opencode, claude=found.claude)
+            _say(f"an app on a temporary home ({run.wardian_home}), {found.versions()}, a scripted model")
             lead, receipts = _start_team(native, providers)
             answer = _exchange(native, lead, receipts)
             _say(f"{SENDER}'s answer to {OPERATOR}: {answer['text']}")

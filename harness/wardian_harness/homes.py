@@ -155,6 +155,10 @@ class IsolatedRun:
         """An OpenCode agent's private XDG root (config, data, cache, state), which the app prepares."""
         return self.wardian_home / "agents" / agent_uuid / "opencode"
 
+    def claude_dir(self, agent_uuid: str) -> Path:
+        """A Claude Code agent's private directories (config/, tmp/, cache/), which the app prepares."""
+        return self.wardian_home / "agents" / agent_uuid / "claude"
+
     def workspace(self, name: str) -> Path:
         """Create (once) the agent's fixture workspace: an empty directory with its own git repository."""
         path = self.root / "ws" / name

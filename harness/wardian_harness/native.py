@@ -1,4 +1,4 @@
-"""Two real agents (Codex, OpenCode or one of each) in one isolated run, driven the way a person drives them:
+"""Two real agents (Codex, OpenCode, Claude Code, in any pair) in one isolated run, driven the way a person drives them:
 through the wardian CLI.
 
 `NativeRun` is the shared engine of the native acceptance (`e2e_native/`), the runner (`run-native-e2e`) and
@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from wardian.client import AppClient
 from wardian.home import Home
 from wardian_harness import apps
+from wardian_harness.claude_home import ClaudeInstall, ScriptedClaude, claude_overrides
 from wardian_harness.codex_home import DUMMY_API_KEY, ScriptedProvider, codex_overrides
 from wardian_harness.codex_install import CodexInstall
 from wardian_harness.homes import IsolatedRun
@@ -47,7 +48,9 @@ if TYPE_CHECKING:
     from wardian_harness.terminal import Terminal
 
 MODES = ("background", "attached_tui")
-PROVIDERS = ("codex", "opencode")
+PROVIDERS = ("codex", "opencode", "claude")
+NO_ATTACHED = {"opencode": "OpenCode", "claude": "Claude Code"}
+"""The providers without an attached TUI in wardian, by the name a person knows them by."""
 PROVIDERS_ENV = "WARDIAN_E2E_MESSAGING_V2_PROVIDERS"
 SIX_TOOLS = ("send_message", "followup_task", "wait_agent", "receive_messages", "reply", "list_agents")
 """What WARDIAN_E2E_MESSAGING_V2_APPROVE_TOOLS=1 grants: every tool but the destructive `interrupt_agent`."""
@@ -112,12 +115,13 @@ class Settings:
             raise ValueError(f"WARDIAN_E2E_MESSAGING_V2_MODE={mode!r} (allowed: {', '.join(MODES)})")
         providers = parse_providers(env.get(PROVIDERS_ENV) or "codex,codex")
         real = _flag(env, "WARDIAN_E2E_REAL_MESSAGING_V2", False)
-        if "opencode" in providers and mode != "background":
+        others = [NO_ATTACHED[p] for p in dict.fromkeys(providers) if p in NO_ATTACHED]
+        if others and mode != "background":
             raise ValueError(f"{PROVIDERS_ENV}={','.join(providers)} needs WARDIAN_E2E_MESSAGING_V2_MODE=background: "
-                             "OpenCode agents have no attached TUI in wardian")
-        if "opencode" in providers and real:
+                             f"{' and '.join(others)} agents have no attached TUI in wardian")
+        if others and real:
             raise ValueError(f"{PROVIDERS_ENV}={','.join(providers)}: the real-model run signs in Codex agents only "
-                             "(WARDIAN_E2E_CODEX_AUTH_HOME); OpenCode agents run on the scripted model")
+                             f"(WARDIAN_E2E_CODEX_AUTH_HOME); {' and '.join(others)} agents run on the scripted model")
         cli = env.get("WARDIAN_E2E_MESSAGING_CLI")
         app = env.get("WARDIAN_NATIVE_APP")
         source = (sys.executable, "-m", "wardian")
@@ -138,7 +142,7 @@ class Settings:
         return self.providers[0] if name == SENDER else self.providers[1] if name == RECEIVER else "codex"
 
     def grants(self, name: str) -> tuple[str, ...]:
-        if self.provider(name) != "codex":
+        if self.provider(name) == "opencode":
             return ()  # OpenCode has no approval step for MCP tools: wardian refuses grants for it
         if self.approve_all:
             return SIX_TOOLS
@@ -157,6 +161,7 @@ class Agent:
     started: list[dict[str, Any]] = field(default_factory=list)  # each `agent start --json` result
     config: list[str] = field(default_factory=list)  # the -c overrides given (no secrets: the key is a dummy)
     opencode_dir: Path | None = None  # an OpenCode agent's private XDG root (config, data, cache, state)
+    claude_dir: Path | None = None  # a Claude Code agent's private directories (config/: settings, transcripts)
 
 
 def poll(check: Callable[[], Any], what: str, *, rounds: int = 600, interval_s: float = 0.05) -> Any:
@@ -179,12 +184,13 @@ class NativeRun:
 
     def __init__(self, settings: Settings, run: IsolatedRun, tree: ProcessTree, codex: CodexInstall,
                  model: ScriptedModel | None, progress: Callable[[str], None] | None = None,
-                 opencode: OpenCodeInstall | None = None) -> None:
+                 opencode: OpenCodeInstall | None = None, claude: ClaudeInstall | None = None) -> None:
         self.settings = settings
         self.run = run
         self.tree = tree
         self.codex = codex
         self.opencode = opencode
+        self.claude = claude
         self.model = model
         self.progress = progress or (lambda _line: None)
         self.home = Home(run.wardian_home)
@@ -201,11 +207,13 @@ class NativeRun:
     # -- processes -------------------------------------------------------------------------------------------
 
     def env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-        """The environment of every child: the run's allowlisted env, the selected Codex (and OpenCode), the dummy
-        model key."""
+        """The environment of every child: the run's allowlisted env, the selected Codex (and OpenCode, Claude Code),
+        the dummy model key."""
         codex_dir = str(self.codex.executable.parent)
         path = os.pathsep.join([codex_dir, os.environ.get("PATH", "")])
         chosen = {"WARDIAN_OPENCODE": str(self.opencode.executable)} if self.opencode is not None else {}
+        if self.claude is not None:
+            chosen["WARDIAN_CLAUDE"] = str(self.claude.executable)
         return self.run.child_env({"PATH": path, "WARDIAN_CODEX": str(self.codex.executable), **chosen,
                                    "WARDIAN_SCRIPTED_MODEL_KEY": DUMMY_API_KEY, **(extra or {})})
 
@@ -274,7 +282,8 @@ class NativeRun:
             args += ["--workspace", str(ws)]
         row = self.cli_json(*args)
         agent = Agent(name, row["uuid"], ws, self.run.codex_home(row["uuid"]), provider=provider,
-                      opencode_dir=self.run.opencode_dir(row["uuid"]) if provider == "opencode" else None)
+                      opencode_dir=self.run.opencode_dir(row["uuid"]) if provider == "opencode" else None,
+                      claude_dir=self.run.claude_dir(row["uuid"]) if provider == "claude" else None)
         if self.model is not None and workspace:
             agent.script = self.model.agent(name)
         self.agents[name] = agent
@@ -296,6 +305,9 @@ class NativeRun:
         if agent.provider == "opencode":
             assert agent.script is not None  # Settings.from_env refuses OpenCode with a real model
             return opencode_overrides(ScriptedOpenCode(agent.script.base_url))
+        if agent.provider == "claude":
+            assert agent.script is not None  # Settings.from_env refuses Claude Code with a real model
+            return claude_overrides(ScriptedClaude(agent.script.base_url))
         if agent.script is not None:
             config += codex_overrides(ScriptedProvider(base_url=agent.script.base_url))
         else:
@@ -449,20 +461,14 @@ def script_recall(lead: AgentScript) -> None:
 
 def tool_calls(bodies: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every function call in the given request bodies' inputs, with its output (receipt), by call id. In the
-    chat dialect (OpenCode), a `wardian_<tool>` function is reported as `<tool>` in namespace `mcp__wardian`."""
+    chat dialect (OpenCode), a `wardian_<tool>` function is reported as `<tool>` in namespace `mcp__wardian`; in
+    the Messages dialect (Claude Code), an `mcp__wardian__<tool>` tool_use likewise."""
     calls: dict[str, dict[str, Any]] = {}
     for body in bodies:
         for message in body.get("messages", []):
-            if not isinstance(message, dict):
-                continue
-            for call in message.get("tool_calls") or []:
-                function = call.get("function") or {} if isinstance(call, dict) else {}
-                server, _, tool = str(function.get("name", "")).partition("_")
-                calls.setdefault(call["id"], {"call_id": call["id"], "name": tool or server,
-                                              "namespace": f"mcp__{server}" if tool else None,
-                                              "arguments": function.get("arguments"), "output": None})
-            if message.get("role") == "tool" and message.get("tool_call_id") in calls:
-                calls[message["tool_call_id"]]["output"] = message.get("content")
+            if isinstance(message, dict):
+                _chat_calls(message, calls)
+                _messages_calls(message, calls)
         for item in body.get("input", []):
             if not isinstance(item, dict):
                 continue
@@ -473,3 +479,30 @@ def tool_calls(bodies: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             elif item.get("type") == "function_call_output" and item.get("call_id") in calls:
                 calls[item["call_id"]]["output"] = item.get("output")
     return list(calls.values())
+
+
+def _chat_calls(message: dict[str, Any], calls: dict[str, dict[str, Any]]) -> None:
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") or {} if isinstance(call, dict) else {}
+        server, _, tool = str(function.get("name", "")).partition("_")
+        calls.setdefault(call["id"], {"call_id": call["id"], "name": tool or server,
+                                      "namespace": f"mcp__{server}" if tool else None,
+                                      "arguments": function.get("arguments"), "output": None})
+    if message.get("role") == "tool" and message.get("tool_call_id") in calls:
+        calls[message["tool_call_id"]]["output"] = message.get("content")
+
+
+def _messages_calls(message: dict[str, Any], calls: dict[str, dict[str, Any]]) -> None:
+    content = message.get("content")
+    for block in content if isinstance(content, list) else []:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
+            prefix, _, tool = str(block.get("name", "")).rpartition("__")
+            calls.setdefault(block["id"], {"call_id": block["id"], "name": tool, "namespace": prefix or None,
+                                           "arguments": json.dumps(block.get("input", {})), "output": None})
+        elif block.get("type") == "tool_result" and block.get("tool_use_id") in calls:
+            output = block.get("content")
+            if isinstance(output, list):
+                output = "".join(str(part.get("text", "")) for part in output if isinstance(part, dict))
+            calls[block["tool_use_id"]]["output"] = output

@@ -6,9 +6,9 @@ its lock, runs the acceptance test under pytest as a member of its process tree 
 on PATH, prints where the evidence report is, and stops every process of the run before it exits, pass or
 fail. Without WARDIAN_E2E_REAL_MESSAGING_V2=1 it runs the scripted-model acceptance (real Codex, offline).
 
-Exit status: 0 passed; 1 the acceptance failed; 2 bad settings; 3 Codex (or, for a team with an OpenCode
-agent chosen by WARDIAN_E2E_MESSAGING_V2_PROVIDERS, OpenCode) missing, unreadable or the wrong version; 4 a
-process outlived the run (a harness bug: the run is not clean).
+Exit status: 0 passed; 1 the acceptance failed; 2 bad settings; 3 Codex (or, for a team with an OpenCode or
+Claude Code agent chosen by WARDIAN_E2E_MESSAGING_V2_PROVIDERS, that CLI) missing, unreadable or the wrong version;
+4 a process outlived the run (a harness bug: the run is not clean).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from wardian_harness.claude_home import ClaudeNotFound, find_claude
 from wardian_harness.codex_install import CodexInstall, CodexInstallError, discover_codex
 from wardian_harness.homes import RUN_MARKER_ENV, IsolatedRun
 from wardian_harness.native import Settings
@@ -71,7 +72,8 @@ def _missing_build(settings: Settings, env: dict[str, str]) -> bool:
 
 
 def _installs(settings: Settings, env: dict[str, str]) -> tuple[CodexInstall, str] | int:
-    """The selected Codex and a note on the OpenCode a team with an OpenCode agent uses; or the exit status."""
+    """The selected Codex and a note on the OpenCode or Claude Code a team with such an agent uses; or the exit
+    status."""
     try:
         codex = discover_codex(env=env)
     except (CodexInstallError, ValueError) as exc:
@@ -86,6 +88,13 @@ def _installs(settings: Settings, env: dict[str, str]) -> tuple[CodexInstall, st
             _say(f"OpenCode unusable: {exc}")
             return EXIT_CODEX
         opencode = f"; OpenCode {found.version} at {found.executable}"
+    if "claude" in settings.providers:
+        try:
+            claude = find_claude(env)
+        except ClaudeNotFound as exc:
+            _say(f"Claude Code unusable: {exc}")
+            return EXIT_CODEX
+        opencode += f"; Claude Code {claude.version} at {claude.executable}"
     return codex, opencode
 
 

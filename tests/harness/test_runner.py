@@ -36,12 +36,16 @@ def test_bad_settings_exit_2(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize(("env", "says"), [
-    ({"WARDIAN_E2E_MESSAGING_V2_PROVIDERS": "codex,claude"}, "allowed: codex, opencode"),
+    ({"WARDIAN_E2E_MESSAGING_V2_PROVIDERS": "codex,gemini"}, "allowed: codex, opencode, claude"),
     ({"WARDIAN_E2E_MESSAGING_V2_PROVIDERS": "opencode"}, "the lead's and the worker's provider"),
     ({"WARDIAN_E2E_MESSAGING_V2_PROVIDERS": "codex,opencode", "WARDIAN_E2E_MESSAGING_V2_MODE": "attached_tui"},
      "needs WARDIAN_E2E_MESSAGING_V2_MODE=background"),
     ({"WARDIAN_E2E_MESSAGING_V2_PROVIDERS": "opencode,codex", "WARDIAN_E2E_REAL_MESSAGING_V2": "1",
       "WARDIAN_E2E_CODEX_AUTH_HOME": "/nonexistent"}, "OpenCode agents run on the scripted model"),
+    ({"WARDIAN_E2E_MESSAGING_V2_PROVIDERS": "claude,codex", "WARDIAN_E2E_MESSAGING_V2_MODE": "attached_tui"},
+     "Claude Code agents have no attached TUI"),
+    ({"WARDIAN_E2E_MESSAGING_V2_PROVIDERS": "codex,claude", "WARDIAN_E2E_REAL_MESSAGING_V2": "1",
+      "WARDIAN_E2E_CODEX_AUTH_HOME": "/nonexistent"}, "Claude Code agents run on the scripted model"),
 ])
 def test_a_team_the_run_cannot_do_exits_2_and_says_why(monkeypatch: pytest.MonkeyPatch,
                                                        capsys: pytest.CaptureFixture[str], env: dict[str, str],

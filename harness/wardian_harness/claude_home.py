@@ -1,0 +1,124 @@
+"""Point a Claude Code agent at the scripted model, find the Claude Code CLI, and read an agent's transcripts
+(docs/providers/claude.md).
+
+The settings are `wardian agent start NAME -c key=value` settings, which the app writes into the agent's private
+`settings.json` (a secret-looking `env.*` one goes to the process's environment instead): `env.ANTHROPIC_BASE_URL`
+is the agent's scripted-model URL without its `/v1` (Claude Code POSTs to `{base}/v1/messages?beta=true`, which
+`ScriptedModel` answers in the Messages dialect), and a dummy `env.ANTHROPIC_API_KEY` (Claude Code refuses to send a
+request without a credential).
+
+Discovery: `WARDIAN_CLAUDE` when set (it must exist), else `<repo>/node_modules/.bin/claude` (package.json pins
+@anthropic-ai/claude-code), else the first `claude` on PATH.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from wardian.providers.version import Version
+
+__all__ = ["CLAUDE_ENV", "DUMMY_KEY", "ClaudeInstall", "ClaudeNotFound", "ScriptedClaude", "claude_overrides",
+           "find_claude", "find_transcript", "transcript_binding", "transcript_uuids"]
+
+CLAUDE_ENV = "WARDIAN_CLAUDE"
+DUMMY_KEY = "wardian-scripted-model-dummy-key"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+class ClaudeNotFound(Exception):
+    """No Claude Code executable at the configured path, in node_modules or on PATH."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClaudeInstall:
+    executable: Path
+    version: Version
+    version_output: str
+
+
+def find_claude(env: Mapping[str, str] | None = None, repo_root: Path = REPO_ROOT) -> ClaudeInstall:
+    """The Claude Code CLI to use and its version.
+
+    Raises:
+        ClaudeNotFound: nothing found, or what was found does not print a version.
+    """
+    env = os.environ if env is None else env
+    configured = env.get(CLAUDE_ENV)
+    candidates = [Path(configured)] if configured else [repo_root / "node_modules" / ".bin" / "claude"]
+    if not configured and (found := shutil.which("claude", path=env.get("PATH", ""))):
+        candidates.append(Path(found))
+    for path in candidates:
+        if path.is_file() and os.access(path, os.X_OK):
+            out = subprocess.run([str(path), "--version"], capture_output=True, text=True, encoding="utf-8",
+                                 timeout=60, check=False, stdin=subprocess.DEVNULL).stdout.strip()
+            try:
+                return ClaudeInstall(path, Version.parse(out), out)
+            except ValueError:
+                raise ClaudeNotFound(f"{path} --version printed {out[:80]!r}, not a version") from None
+    raise ClaudeNotFound("Claude Code CLI not found; tried " + ", ".join(map(str, candidates))
+                         + f". Install it (npm install in the repo) or set {CLAUDE_ENV}.")
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptedClaude:
+    """The settings.json settings that point one Claude Code agent at a scripted-model base URL."""
+
+    base_url: str  # AgentScript.base_url: http://127.0.0.1:PORT/agents/<name>/v1
+    model: str | None = None
+
+
+def claude_overrides(scripted: ScriptedClaude) -> list[str]:
+    """`-c key=value` settings (TOML values) for `wardian agent start NAME` of a Claude Code agent."""
+    base = scripted.base_url.removesuffix("/").removesuffix("/v1")
+    config = [f"env.ANTHROPIC_BASE_URL={json.dumps(base)}", f'env.ANTHROPIC_API_KEY="{DUMMY_KEY}"']
+    if scripted.model is not None:
+        config.append(f"model={json.dumps(scripted.model)}")
+    return config
+
+
+def find_transcript(claude_dir: Path, session_id: str) -> Path | None:
+    """A Claude Code agent's transcript of `session_id`: `<claude dir>/config/projects/<cwd key>/<id>.jsonl`."""
+    found = sorted((claude_dir / "config" / "projects").glob(f"*/{session_id}.jsonl"))
+    return found[0] if found else None
+
+
+def transcript_uuids(transcript: Path) -> set[str]:
+    """Every message uuid a transcript records: its entries' `uuid`s, and the `source_uuid` of a message folded
+    into a running turn (a `queued_command` attachment)."""
+    uuids: set[str] = set()
+    for line in transcript.read_text(encoding="utf-8").splitlines():
+        try:
+            entry: Any = json.loads(line)
+        except ValueError:
+            continue  # a line being written
+        if not isinstance(entry, dict):
+            continue
+        if isinstance(entry.get("uuid"), str):
+            uuids.add(entry["uuid"])
+        attachment = entry.get("attachment")
+        if isinstance(attachment, dict) and isinstance(attachment.get("source_uuid"), str):
+            uuids.add(attachment["source_uuid"])
+    return uuids
+
+
+def transcript_binding(claude_dir: Path, request_id: str, session_id: str | None,
+                       message_id: str | None) -> dict[str, Any]:
+    """One task's binding (`ask_` -> the Claude Code session and the message uuid the app chose), checked against
+    the agent's own transcript: `in_transcript` when that session's transcript records that uuid; with the
+    transcript's path and sha256."""
+    transcript = find_transcript(claude_dir, session_id) if session_id else None
+    binding: dict[str, Any] = {"request_id": request_id, "session_id": session_id, "message_id": message_id,
+                               "transcript": None if transcript is None else str(transcript),
+                               "transcript_sha256": None, "in_transcript": False}
+    if transcript is not None:
+        binding["transcript_sha256"] = hashlib.sha256(transcript.read_bytes()).hexdigest()
+        binding["in_transcript"] = message_id is not None and message_id in transcript_uuids(transcript)
+    return binding
