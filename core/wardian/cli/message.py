@@ -149,8 +149,21 @@ def cmd_message_log(args: argparse.Namespace) -> int:
 def cmd_message_show(args: argparse.Namespace) -> int:
     with client(args) as app:
         story = app.call("request/show", {"id": args.id})
+        # The text names a delivery's ids as its provider does (a Claude Code session and message uuid).
+        delivered_to = _delivered_to(story)
+        provider = None if delivered_to is None else next(
+            (a["provider"] for a in app.call("agent/list", {})["agents"] if a["uuid"] == delivered_to), None)
     if args.json:
         out(dump(story))
     else:
-        print_story(story)
+        print_story(story, provider)
     return EXIT_OK
+
+
+def _delivered_to(story: dict[str, Any]) -> str | None:
+    """The uuid of the agent a story's task was submitted to (the task's recipient: a reply's sender), if it was."""
+    task = story.get("task")
+    if task is None or not task["facts"]["submitted_at"]:
+        return None
+    agent = story["recipient"] if story["kind"] == "task" else story["sender"]
+    return None if agent is None else str(agent["uuid"])

@@ -57,8 +57,9 @@ def _when(ms: int | None) -> str:
     return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
 
 
-def print_story(s: dict[str, Any]) -> None:
-    """One record's whole story, as facts an operator reads top to bottom."""
+def print_story(s: dict[str, Any], provider: str | None = None) -> None:
+    """One record's whole story, as facts an operator reads top to bottom; `provider` is the one the task was
+    submitted to, whose names its ids are shown by."""
     out(f"{s['kind']} {s['id']}" + (f" (request {s['request_id']})" if s["request_id"] and s["kind"] != "task"
                                       else ""))
     out(f"  from       {party(s['sender'])}")
@@ -71,7 +72,7 @@ def print_story(s: dict[str, Any]) -> None:
     else:
         out(f"  received   {_when(d['received_at'])}   acknowledged {_when(d['acked_at'])}")
     if s["task"] is not None:
-        _print_task(s, s["task"])
+        _print_task(s, s["task"], provider)
     answer = s["answer"]
     if answer is not None:
         out(f"  answer     {answer['kind']} {answer['id']} ({answer['status']}) from "
@@ -81,7 +82,7 @@ def print_story(s: dict[str, Any]) -> None:
     _indented(s["text"], "      ")
 
 
-def _print_task(s: dict[str, Any], task: dict[str, Any]) -> None:
+def _print_task(s: dict[str, Any], task: dict[str, Any], provider: str | None = None) -> None:
     """The delivery of the task a story's record is, or belongs to."""
     f = task["facts"]
     out(f"  task       {f['state']}" + ("" if s["kind"] == "task" else f" (the task {s['request_id']})"))
@@ -91,7 +92,10 @@ def _print_task(s: dict[str, Any], task: dict[str, Any]) -> None:
     if task.get("rejections"):
         out(f"  rejected   {task['rejections']} time(s) by the provider, nothing accepted, then offered again "
             f"(last: {task['rejection_note']})")
-    if f["submitted_at"]:
+    if f["submitted_at"] and provider == "claude":
+        msg = f", message uuid {task['provider_message_id']}" if task["provider_message_id"] else ""
+        out(f"  submitted  {_when(f['submitted_at'])} Claude Code session {f['thread_id']} turn {f['turn_id']}{msg}")
+    elif f["submitted_at"]:
         msg = f", provider message {task['provider_message_id']}" if task["provider_message_id"] else ""
         out(f"  submitted  {_when(f['submitted_at'])} thread {f['thread_id']} turn {f['turn_id']}{msg}")
     if f["lookup"] == "confirmed":

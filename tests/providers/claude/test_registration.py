@@ -467,3 +467,28 @@ def test_real_claude_loads_the_registered_entry_from_its_config_dir(app: AppHand
         status = cc.server_status("wardian")
         assert status["status"] == "connected", status
         assert status["scope"] == "user"
+
+
+# --- message show ---------------------------------------------------------------------------------------------------
+
+def test_message_show_names_a_claude_tasks_session_and_message_uuid(app: AppHandle,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """The story's shape is the app's own (`request/show`); its delivery facts are set as a submission to a Claude
+    agent records them (the session id as the thread, the message uuid the app chose)."""
+    from wardian.cli.message import _delivered_to
+    from wardian.cli.records import print_story
+
+    agent, _ = app.add_agent("reviewer", "claude")
+    task = app.call("operator/followup", {"target": "reviewer", "message": "review it"})
+    story = app.call("request/show", {"id": task["request_id"]})
+    assert _delivered_to(story) is None  # not submitted yet: nothing to name
+    session, message = str(uuid.uuid4()), str(uuid.uuid4())
+    story["task"]["facts"].update(state="submitted", submitted_at=story["created_at"], thread_id=session,
+                                  turn_id=message)
+    story["task"]["provider_message_id"] = message
+    assert _delivered_to(story) == agent["uuid"]
+    print_story(story, "claude")
+    shown = capsys.readouterr().out
+    assert f"Claude Code session {session} turn {message}, message uuid {message}" in shown
+    print_story(story, "codex")
+    assert f"thread {session} turn {message}, provider message {message}" in capsys.readouterr().out
