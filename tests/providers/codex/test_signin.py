@@ -13,7 +13,6 @@ import shutil
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -31,6 +30,7 @@ from wardian.providers.codex.runtime import CodexRuntime
 from wardian_harness.apps import fresh_home
 from wardian_harness.codex_home import ScriptedProvider, codex_overrides
 from wardian_harness.scripted_model import AgentScript, Message, ScriptedModel
+from wardian_harness.secrets import assert_secrets_absent
 
 KEY_WORK = "sk-test-work-4f1c9a2b7d3e8f60"
 KEY_HOME = "sk-test-home-0b9e8d7c6a5f4e31"
@@ -52,10 +52,6 @@ class Agent:
     name: str
     spec: LaunchSpec
     script: AgentScript
-
-    @property
-    def files(self) -> list[Path]:
-        return [p for p in self.spec.agent_dir.rglob("*") if p.is_file()]
 
 
 @dataclass
@@ -136,14 +132,6 @@ def app_server_of(agent: Agent) -> psutil.Process:
     return psutil.Process(int(agent.spec.pid_path.read_text(encoding="utf-8")))
 
 
-def assert_no_secret(paths: list[Path], *secrets: str) -> None:
-    """None of `secrets` in any of the files (bytes, so binary stores such as Codex's sqlite count too)."""
-    for path in paths:
-        data = path.read_bytes()
-        for secret in secrets:
-            assert secret.encode() not in data, f"a key was found in {path}"
-
-
 def test_the_key_reaches_the_model_as_the_exact_bearer_and_nowhere_on_disk_env_or_argv(world: World) -> None:
     agent = world.agent("lead", credentials=(api_key(KEY_WORK, "work"),))
     agent.script.require_key(KEY_WORK).add(Message("signed in and answering", phase="final_answer"))
@@ -161,7 +149,7 @@ def test_the_key_reaches_the_model_as_the_exact_bearer_and_nowhere_on_disk_env_o
     config = (agent.spec.agent_dir / "codex" / "config.toml").read_text(encoding="utf-8")
     assert 'cli_auth_credentials_store = "ephemeral"' in config
     assert not (agent.spec.agent_dir / "codex" / "auth.json").exists()
-    assert_no_secret([*agent.files, agent.spec.log_path], KEY_WORK)
+    assert_secrets_absent([agent.spec.agent_dir, agent.spec.log_path], [], [KEY_WORK])
 
 
 def test_two_agents_with_two_credentials_each_reach_the_model_with_their_own(world: World) -> None:
@@ -184,7 +172,7 @@ def test_two_agents_with_two_credentials_each_reach_the_model_with_their_own(wor
         "work": (OutcomeStatus.DONE, "work answer"), "home": (OutcomeStatus.DONE, "home answer")}
     assert [r.carried(KEY_WORK) for r in work.script.requests] == [True]
     assert [r.carried(KEY_HOME) for r in home.script.requests] == [True]
-    assert_no_secret([*work.files, *home.files], KEY_WORK, KEY_HOME)
+    assert_secrets_absent([work.spec.agent_dir, home.spec.agent_dir, world.home.log_dir], [], [KEY_WORK, KEY_HOME])
 
 
 def refused(world: World, agent: Agent) -> errors.NotSignedIn:
@@ -225,7 +213,7 @@ def test_a_login_codex_refuses_is_not_signed_in_with_its_words_and_never_the_key
     assert "could not be signed in with its API key (work, …8f60)" in exc.message
     assert "API key login is disabled" in exc.message
     assert KEY_WORK not in exc.message
-    assert_no_secret([*agent.files, agent.spec.log_path], KEY_WORK)
+    assert_secrets_absent([agent.spec.agent_dir, agent.spec.log_path], [], [KEY_WORK])
 
 
 def test_a_rejected_key_ends_the_turn_at_the_first_401_not_after_codexs_retries(world: World) -> None:
@@ -242,7 +230,7 @@ def test_a_rejected_key_ends_the_turn_at_the_first_401_not_after_codexs_retries(
     assert rejected
     assert all(r.carried(KEY_HOME) for r in rejected)
     assert len(rejected) < 6  # Codex alone sends the request six times (five retries)
-    assert KEY_HOME not in repr(outcome)
+    assert_secrets_absent([agent.spec.agent_dir, agent.spec.log_path], [repr(outcome)], [KEY_HOME])
 
 
 def test_the_runtime_after_a_rejected_turn_still_serves_and_a_good_turn_is_not_marked(world: World) -> None:

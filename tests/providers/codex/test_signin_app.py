@@ -7,16 +7,18 @@ turn whose key the model rejects ends at once: the task gets a `failed` notice a
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import psutil
+import pytest
 
-from tests.console.conftest import ConsoleWorld
+from tests.console.conftest import ConsoleApp, ConsoleWorld, console_app_on_a_fresh_home
 from tests.mcp.mcp_harness import mcp_server, server_env
-from tests.providers.codex.conftest import CodexWorld
+from tests.providers.codex.conftest import CodexWorld, codex_or_skip
 from tests.providers.codex.test_runtime import agent_row, wait_reply
 from wardian_harness.codex_home import ScriptedProvider, codex_overrides
-from wardian_harness.scripted_model import AgentScript, Message
+from wardian_harness.scripted_model import AgentScript, Message, ScriptedModel
 
 RIGHT_KEY = "sk-test-right-5a6b7c8d9e0f1a2b"
 
@@ -69,6 +71,15 @@ def test_a_start_whose_env_key_variable_is_missing_is_refused_naming_it(codex_wo
     assert "WARDIAN_TEST_NO_SUCH_KEY" in stderr
 
 
+@pytest.fixture
+def console_world() -> Iterator[ConsoleWorld]:
+    """Real Codex agents on the scripted model, in an app that serves its console."""
+    codex = codex_or_skip()
+    extra = {"WARDIAN_CODEX": str(codex), "WARDIAN_SCRIPTED_MODEL_KEY": "dummy-key"}
+    with ScriptedModel() as model, console_app_on_a_fresh_home("wsa", extra) as handle:
+        yield ConsoleWorld(handle, model, codex, extra, ConsoleApp(handle))
+
+
 def retrying(script: AgentScript) -> list[str]:
     """The scripted provider with Codex's default retries (the harness's own has none): a 401 is tried six times."""
     return [*codex_overrides(ScriptedProvider(base_url=script.base_url)),
@@ -85,8 +96,9 @@ def statuses(world: ConsoleWorld, name: str, token: str) -> dict[str, str]:
     web = world.web
     _, _, page = web.http("GET", "/agents", {"Cookie": web.login_cookie()})
     marker = f'data-name="{name}"'.encode()
-    console = page[page.index(marker):].split(b"</tr>", 1)[0]
-    shown = console.split(b'data-status="', 1)[1].split(b'"', 1)[0].decode()
+    row_html = page[page.rindex(b"<tr", 0, page.index(marker)):].split(b"</tr>", 1)[0]
+    shown = row_html.split(b'data-status="', 1)[1].split(b'"', 1)[0].decode()
+    assert f'<span class="status s-{shown}">{shown}</span>'.encode() in row_html  # what the person reads
     return {"agent/list": row["status"], "cli": re.split(r"\s{2,}", line)[4], "list_agents": tool["status"],
             "console": shown}
 

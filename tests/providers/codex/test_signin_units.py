@@ -149,7 +149,9 @@ class _Pipe:
 
 
 def test_expect_catches_a_notification_that_comes_before_the_answer_and_still_forwards_it() -> None:
-    async def main() -> tuple[Any, Any, Any]:
+    seen: list[Any] = []
+
+    async def main() -> None:
         pipe = _Pipe()
         client = AppServerClient(pipe)
         note: Any = None
@@ -159,15 +161,15 @@ def test_expect_catches_a_notification_that_comes_before_the_answer_and_still_fo
             await tg.start(client.run)
             with client.expect("account/login/completed") as completed:
                 await pipe.send_in.send(b'{"method":"account/login/completed","params":{"success":true}}')
-                note = await completed.wait(10)
-            forwarded = await client.notifications.receive()
+                seen.append(await completed.wait(10))
+            seen.append(await client.notifications.receive())
             with client.expect("account/login/completed") as late:
                 await pipe.aclose()  # the connection ends: the wait returns at once, with nothing
-                ended = await late.wait(10)
+                seen.append(await late.wait(10))
         client.notifications.close()
-        return note, forwarded, ended
 
-    note, forwarded, ended = anyio.run(main)
+    anyio.run(main)
+    note, forwarded, ended = seen
     assert note.params == {"success": True}
     assert forwarded == note
     assert ended is None
