@@ -1,7 +1,7 @@
 """An agent's credential reaches its starts: `auth` on `agent/add` and `agent/start` (kept with the agent), read
 from the home's credential store at each start into `LaunchSpec.credentials`; a named credential that is not
 stored refuses the add or the start before anything is saved or started. Through the app's real service and
-provider-neutral runtime, with the test provider standing in for Codex and OpenCode."""
+provider-neutral runtime, with the test provider standing in for Codex, OpenCode and Claude Code."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ async def app() -> AsyncIterator[App]:
     (root / "logs").mkdir()
     (root / "run").mkdir(mode=0o700)
     store = SqliteStore.open(home.db_path)
-    providers = {"codex": FakeProvider(name="codex"), "opencode": FakeProvider(name="opencode")}
+    providers = {name: FakeProvider(name=name) for name in ("codex", "opencode", "claude")}
     try:
         writer = StoreWriter(store)
         signals = MailboxSignals()
@@ -126,6 +126,17 @@ async def test_opencode_gets_every_provider_id_under_the_name() -> None:
         await a.call("agent/start", agent="oc")
         assert [(c.provider, c.provider_id, c.secret) for c in a.specs("opencode")[-1].credentials] == [
             ("opencode", "anthropic", WORK), ("opencode", "openai", KEY)]
+
+
+@pytest.mark.anyio
+async def test_claude_code_gets_its_token() -> None:
+    async with app() as a:
+        token = Credential("claude", "default", CredentialKind.OAUTH_TOKEN, "sk-ant-oat01-0123456789abcdef")
+        a.credentials.put(token)
+        a.credentials.put(codex())
+        await a.call("agent/add", name="cc", provider="claude")
+        await a.call("agent/start", agent="cc")
+        assert a.specs("claude")[-1].credentials == (token,), "only its own provider's credential"
 
 
 @pytest.mark.anyio
