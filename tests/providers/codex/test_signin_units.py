@@ -154,9 +154,6 @@ def test_expect_catches_a_notification_that_comes_before_the_answer_and_still_fo
     async def main() -> None:
         pipe = _Pipe()
         client = AppServerClient(pipe)
-        note: Any = None
-        forwarded: Any = None
-        ended: Any = None
         async with anyio.create_task_group() as tg:
             await tg.start(client.run)
             with client.expect("account/login/completed") as completed:
