@@ -8,11 +8,13 @@ app's side (the failed notice, `signed_out`, the CLI's exit code) is in test_sig
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -128,6 +130,18 @@ async def one_turn(runtime: CodexRuntime, text: str = "hello") -> TurnOutcome:
     raise AssertionError("the runtime ended before the turn did")
 
 
+def interrupted_turns(codex_home: Path) -> set[str]:
+    """The turns Codex recorded as interrupted (`turn_aborted`, reason `interrupted`) in the home's rollouts: a turn
+    Codex failed by itself, after its retries, has none, so this proves the runtime ended it."""
+    found: set[str] = set()
+    for rollout in (codex_home / "sessions").rglob("*.jsonl"):
+        for line in rollout.read_text(encoding="utf-8").splitlines():
+            payload = json.loads(line).get("payload") or {}
+            if payload.get("type") == "turn_aborted" and payload.get("reason") == "interrupted":
+                found.add(str(payload.get("turn_id")))
+    return found
+
+
 def app_server_of(agent: Agent) -> psutil.Process:
     return psutil.Process(int(agent.spec.pid_path.read_text(encoding="utf-8")))
 
@@ -229,7 +243,7 @@ def test_a_rejected_key_ends_the_turn_at_the_first_401_not_after_codexs_retries(
     rejected = agent.script.unauthorized_requests
     assert rejected
     assert all(r.carried(KEY_HOME) for r in rejected)
-    assert len(rejected) < 6  # Codex alone sends the request six times (five retries)
+    assert interrupted_turns(agent.spec.agent_dir / "codex") == {outcome.turn_id}  # ended by the runtime
     assert_secrets_absent([agent.spec.agent_dir, agent.spec.log_path], [repr(outcome)], [KEY_HOME])
 
 

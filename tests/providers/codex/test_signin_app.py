@@ -17,6 +17,7 @@ from tests.console.conftest import ConsoleApp, ConsoleWorld, console_app_on_a_fr
 from tests.mcp.mcp_harness import mcp_server, server_env
 from tests.providers.codex.conftest import CodexWorld, codex_or_skip
 from tests.providers.codex.test_runtime import agent_row, wait_reply
+from tests.providers.codex.test_signin import interrupted_turns
 from wardian_harness.codex_home import ScriptedProvider, codex_overrides
 from wardian_harness.scripted_model import AgentScript, Message, ScriptedModel
 
@@ -115,7 +116,10 @@ def test_a_rejected_key_fails_the_task_at_once_and_the_agent_shows_signed_out_un
     assert (notice["kind"], notice["status"], notice["request_id"]) == ("notice", "failed", task["request_id"])
     assert "the provider rejected the agent's credentials" in notice["text"]
     assert "401" in notice["text"]
-    assert 0 < len(script.unauthorized_requests) < 6  # ended at the first 401, not after Codex's five retries
+    assert script.unauthorized_requests
+    # Ended by the runtime at a 401, not failed by Codex after its five retries.
+    (turn,) = interrupted_turns(world.app.home.agent_dir(worker["uuid"]) / "codex")
+    assert f"the turn {turn} failed" in notice["text"]
     assert set(statuses(world, "worker", lead_token).values()) == {"signed_out"}
     # Fixed (here: the model now takes the key it is sent), the next start clears it and the next task works.
     script.require_key("dummy-key").add(Message("done now", phase="final_answer"))

@@ -170,3 +170,10 @@ def test_expect_catches_a_notification_that_comes_before_the_answer_and_still_fo
     assert note.params == {"success": True}
     assert forwarded == note
     assert ended is None
+
+
+def test_the_codex_provider_never_sends_account_logout() -> None:
+    """An agent's `account/logout` would revoke a ChatGPT login at the server: no request of the provider names it."""
+    package = Path(signin.__file__).parent
+    sent = [p.name for p in package.glob("*.py") if '"account/logout"' in p.read_text(encoding="utf-8")]
+    assert sent == []
