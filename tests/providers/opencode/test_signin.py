@@ -3,23 +3,19 @@ reach the model, an agent without a key is refused before anything is delivered,
 the credentials marked rejected, and no key is left on disk, in a log or on a command line.
 
 The provider is driven directly here (`OpenCodeProvider.prepare` with a `LaunchSpec` carrying credentials), on the
-scripted model behind `KeyGate`: a loopback proxy that answers 401 unless a request carries the agent's own key, the
-way the real APIs do.
+scripted model, which answers 401 unless a request carries the key the agent requires (`AgentScript.require_key`),
+the way the real APIs do.
 """
 
 from __future__ import annotations
 
 import base64
-import http.client
 import itertools
 import json
 import shutil
-import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import anyio
 import httpx2
@@ -37,6 +33,7 @@ from wardian.providers.opencode.provider import OpenCodeProvider
 from wardian.providers.opencode.runtime import OpenCodeRuntime
 from wardian_harness.opencode_home import ScriptedOpenCode, opencode_overrides
 from wardian_harness.scripted_model import Message, ScriptedModel, ToolCall
+from wardian_harness.scripted_model import key_fingerprint as fp
 
 KEY_A = "sk-oc-agent-a-7Qm2vX9pL4"
 KEY_B = "sk-oc-agent-b-3Hn8wR5tK1"
@@ -49,89 +46,31 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-class KeyGate:
-    """127.0.0.1 proxy to the scripted model: a request for agent NAME (`/agents/NAME/...`) is forwarded only when it
-    carries `keys[NAME]` (Bearer, or x-api-key), else answered 401 as OpenAI does. `presented` records each key seen."""
-
-    def __init__(self, upstream: str) -> None:
-        self.upstream = urlsplit(upstream)
-        self.keys: dict[str, str] = {}
-        self.presented: list[tuple[str, str | None]] = []
-        gate = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                gate._handle(self)
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    def base_url(self, agent: str) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/agents/{agent}/v1"
-
-    def __enter__(self) -> KeyGate:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    def _handle(self, h: BaseHTTPRequestHandler) -> None:
-        parts = h.path.strip("/").split("/")
-        agent = parts[1] if len(parts) > 1 else ""
-        auth = h.headers.get("authorization") or ""
-        key = auth[len("bearer "):] if auth.lower().startswith("bearer ") else h.headers.get("x-api-key")
-        self.presented.append((agent, key))
-        body = h.rfile.read(int(h.headers.get("content-length", "0")))
-        h.close_connection = True
-        if key != self.keys.get(agent):
-            data = json.dumps({"error": {"message": "Incorrect API key provided", "type": "invalid_request_error",
-                                         "code": "invalid_api_key"}}).encode()
-            h.send_response(401)
-            h.send_header("Content-Type", "application/json")
-            h.send_header("Content-Length", str(len(data)))
-            h.end_headers()
-            h.wfile.write(data)
-            return
-        upstream = http.client.HTTPConnection(self.upstream.hostname or "127.0.0.1", self.upstream.port, timeout=120)
-        headers = {k: v for k, v in h.headers.items() if k.lower() not in ("host", "authorization", "content-length")}
-        upstream.request("POST", h.path, body=body, headers=headers)
-        response = upstream.getresponse()
-        h.send_response(response.status)
-        for name, value in response.getheaders():
-            if name.lower() not in ("transfer-encoding", "content-length", "connection"):
-                h.send_header(name, value)
-        h.send_header("Transfer-Encoding", "chunked")
-        h.end_headers()
-        while chunk := response.read1(65536):
-            h.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-            h.wfile.flush()
-        h.wfile.write(b"0\r\n\r\n")
-        upstream.close()
-
-
 class World:
-    def __init__(self, root: Path, model: ScriptedModel, gate: KeyGate) -> None:
+    def __init__(self, root: Path, model: ScriptedModel) -> None:
         self.root = root
         self.home = Home(root)
         self.model = model
-        self.gate = gate
         self.specs: list[LaunchSpec] = []
+
+    def base_url(self, name: str) -> str:
+        return self.model.agent(name).base_url
+
+    def requires(self, name: str, secret: str) -> None:
+        self.model.agent(name).require_key(secret)
+
+    def presented(self, name: str | None = None) -> list[tuple[str, str | None]]:
+        """(agent, key fingerprint) of every model request, in order per agent."""
+        return [(r.agent, r.key) for agent, script in sorted(self.model.agents.items()) if name in (None, agent)
+                for r in script.requests]
 
     def spec(self, name: str, credentials: Sequence[Credential] = (), overrides: Sequence[str] | None = None,
              uuid: str | None = None) -> LaunchSpec:
-        """A launch of agent `name` on the scripted model's chat dialect through the gate, with no key in its config
-        (the gate's: `self.gate.keys[name]`), unless `overrides` replace those settings."""
+        """A launch of agent `name` on the scripted model's chat dialect, with no key in its config, unless
+        `overrides` replace those settings."""
         uuid = uuid or f"00000000-0000-4000-8000-{next(_uuids):012d}"
         if overrides is None:
-            overrides = [o for o in opencode_overrides(ScriptedOpenCode(self.gate.base_url(name)))
+            overrides = [o for o in opencode_overrides(ScriptedOpenCode(self.base_url(name)))
                          if ".apiKey=" not in o]
         agent_dir = self.home.agent_dir(uuid)
         agent_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -151,8 +90,8 @@ def world() -> Iterator[World]:
     opencode_or_skip()
     root = short_home("os")
     try:
-        with ScriptedModel() as model, KeyGate(model.url) as gate:
-            yield World(root, model, gate)
+        with ScriptedModel() as model:
+            yield World(root, model)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -209,7 +148,8 @@ async def test_each_agent_reaches_its_model_with_its_own_key_and_no_key_is_left_
     """Two agents, two named credentials: each request carries that agent's key; the key is in serve's environment
     only (not its argv, not the agent's private home, not the logs), and `/provider` answers 401 without the
     password. OpenCode hands its environment to the agent's shell tool: pinned, since the docs say so."""
-    world.gate.keys.update(a=KEY_A, b=KEY_B)
+    world.requires("a", KEY_A)
+    world.requires("b", KEY_B)
     world.model.agent("a", ToolCall("bash", {"command": "echo auth=${#OPENCODE_AUTH_CONTENT}", "description": "d"},
                                     namespace=None), Message("a done"))
     world.model.agent("b", Message("b done"))
@@ -224,7 +164,7 @@ async def test_each_agent_reaches_its_model_with_its_own_key_and_no_key_is_left_
             assert httpx2.get(f"http://127.0.0.1:{port}/provider").status_code == 401
     assert (done_a.status, done_a.final_text) == (OutcomeStatus.DONE, "a done")
     assert (done_b.status, done_b.final_text) == (OutcomeStatus.DONE, "b done")
-    assert {(agent, k) for agent, k in world.gate.presented} == {("a", KEY_A), ("b", KEY_B)}
+    assert world.presented() == [("a", fp(KEY_A)), ("a", fp(KEY_A)), ("b", fp(KEY_B))]  # a: its tool turn
     shell = world.model.agents["a"].requests[-1].function_call_outputs()
     assert [o.text.strip() for o in shell] == [f"auth={len(json.dumps({'scripted': {'type': 'api', 'key': KEY_A}}))}"]
     assert files_holding(world.root, [KEY_A, KEY_B]) == []
@@ -241,7 +181,7 @@ async def test_an_agent_without_a_key_for_its_model_is_refused_before_anything_i
             raise AssertionError("the start was not refused")
     assert refused.value.message == ("OpenCode agent c has no key for provider openai: run `wardian auth login "
                                      "opencode --provider openai --with-api-key --name work`")
-    assert world.gate.presented == []
+    assert world.presented() == []
     assert not spec.pid_path.exists()
     assert not [p for p in psutil.process_iter(["environ"]) if (p.info["environ"] or {}).get("XDG_CONFIG_HOME")
                 == str(spec.agent_dir / "opencode" / "config")]
@@ -251,14 +191,15 @@ async def test_an_agent_without_a_key_for_its_model_is_refused_before_anything_i
 async def test_a_rejected_key_ends_the_turn_with_the_credentials_rejected(world: World) -> None:
     """A wrong key: the model answers 401, OpenCode's `APIError` (statusCode 401, not retried) is a failed turn with
     `credentials_rejected`; one request only."""
-    world.gate.keys["d"] = KEY_A
+    world.requires("d", KEY_A)
     world.model.agent("d", Message("never"))
     async with running(world.spec("d", [key("default", "scripted", WRONG)])) as runtime:
         outcome = await turn(runtime, "hello")
     assert (outcome.status, outcome.credentials_rejected) == (OutcomeStatus.FAILED, True)
     assert str(outcome.error).startswith("APIError: ")
     assert WRONG not in str(outcome.error)
-    assert world.gate.presented == [("d", WRONG)]
+    assert world.presented() == [("d", fp(WRONG))]
+    assert len(world.model.agents["d"].unauthorized_requests) == 1
 
 
 @pytest.mark.anyio
@@ -266,26 +207,26 @@ async def test_a_declared_provider_without_a_key_says_so_in_its_turn(world: Worl
     """A provider the config declares (here the built-in openai, pointed at the model) is listed as connected with or
     without a key, so the start goes on; its turn fails with `ProviderAuthError` (no request sent), credentials
     rejected."""
-    overrides = [f"provider.openai.options.baseURL={json.dumps(world.gate.base_url('e'))}", 'model="openai/gpt-5"',
+    overrides = [f"provider.openai.options.baseURL={json.dumps(world.base_url('e'))}", 'model="openai/gpt-5"',
                  'small_model="openai/gpt-5"']
     async with running(world.spec("e", overrides=overrides)) as runtime:
         outcome = await turn(runtime, "hello")
     assert (outcome.status, outcome.credentials_rejected) == (OutcomeStatus.FAILED, True)
     assert str(outcome.error).startswith("ProviderAuthError: ")
-    assert world.gate.presented == []
+    assert world.presented() == []
 
 
 @pytest.mark.anyio
 async def test_an_injected_openai_key_reaches_the_responses_api(world: World) -> None:
     """The built-in openai provider (Responses API) gets the injected key too, and the check passes for it."""
-    world.gate.keys["f"] = KEY_B
+    world.requires("f", KEY_B)
     world.model.agent("f", Message("openai done"))
-    overrides = [f"provider.openai.options.baseURL={json.dumps(world.gate.base_url('f'))}", 'model="openai/gpt-5"',
+    overrides = [f"provider.openai.options.baseURL={json.dumps(world.base_url('f'))}", 'model="openai/gpt-5"',
                  'small_model="openai/gpt-5"']
     async with running(world.spec("f", [key("default", "openai", KEY_B)], overrides)) as runtime:
         outcome = await turn(runtime, "hello")
     assert (outcome.status, outcome.final_text) == (OutcomeStatus.DONE, "openai done")
-    assert world.gate.presented == [("f", KEY_B)]
+    assert world.presented() == [("f", fp(KEY_B))]
 
 
 @pytest.mark.anyio
@@ -293,14 +234,14 @@ async def test_a_config_api_key_that_overrides_the_credential_is_warned_about(wo
     """`provider.scripted.options.apiKey` in the agent's settings wins over the injected key (OpenCode's order): the
     start warns, naming the setting and the credential, never a key."""
     config_key = "sk-oc-config-5Tg6yH7uJ8"
-    world.gate.keys["g"] = config_key
+    world.requires("g", config_key)
     world.model.agent("g", Message("config key used"))
     overrides = [*world.spec("g").overrides, f'provider.scripted.options.apiKey="{config_key}"']
     async with running(world.spec("g", [key("work", "scripted", KEY_A)], overrides)) as runtime:
         warnings = list(runtime.warnings)
         outcome = await turn(runtime, "hello")
     assert outcome.final_text == "config key used"
-    assert world.gate.presented == [("g", config_key)]
+    assert world.presented() == [("g", fp(config_key))]
     assert warnings == ["OpenCode agent g: its opencode.json sets provider.scripted.options.apiKey, which OpenCode "
                         "uses instead of the key of credential 'work'; remove that setting (from the agent's -c "
                         "settings, or from its opencode.json) to use the credential"]

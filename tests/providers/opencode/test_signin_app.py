@@ -16,12 +16,13 @@ import pytest
 
 from tests.conftest import AppHandle, short_home, start_app, stop_app, wardian_cmd
 from tests.providers.opencode.conftest import opencode_or_skip
-from tests.providers.opencode.test_signin import KEY_A, KEY_B, WRONG, KeyGate
+from tests.providers.opencode.test_signin import KEY_A, KEY_B, WRONG
 from wardian.auth.store import CredentialStore
 from wardian.client import AppClient
 from wardian.home import Home
 from wardian_harness.opencode_home import ScriptedOpenCode, opencode_overrides
 from wardian_harness.scripted_model import Message, ScriptedModel
+from wardian_harness.scripted_model import key_fingerprint as fp
 from wardian_harness.secrets import assert_secrets_absent
 
 
@@ -29,13 +30,17 @@ from wardian_harness.secrets import assert_secrets_absent
 class SignInWorld:
     app: AppHandle
     model: ScriptedModel
-    gate: KeyGate
     store: CredentialStore
     outputs: list[str]
 
     def settings(self, name: str) -> list[str]:
-        """The agent's -c settings: the scripted model through the gate, no key in the config."""
-        return [o for o in opencode_overrides(ScriptedOpenCode(self.gate.base_url(name))) if ".apiKey=" not in o]
+        """The agent's -c settings: its scripted model, no key in the config."""
+        url = self.model.agent(name).base_url
+        return [o for o in opencode_overrides(ScriptedOpenCode(url)) if ".apiKey=" not in o]
+
+    def presented(self) -> list[tuple[str, str | None]]:
+        """(agent, key fingerprint) of every model request, in order per agent."""
+        return [(r.agent, r.key) for _, script in sorted(self.model.agents.items()) for r in script.requests]
 
     def cli(self, *args: str, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
         env = {**self.app.env(), "WARDIAN_CREDENTIAL_STORE": "file"}
@@ -61,11 +66,11 @@ def signin_world() -> Iterator[SignInWorld]:
     opencode = opencode_or_skip()
     root = short_home("sa")
     env = {"WARDIAN_OPENCODE": str(opencode), "WARDIAN_CREDENTIAL_STORE": "file"}  # the logins' own backend
-    with ScriptedModel() as model, KeyGate(model.url) as gate:
+    with ScriptedModel() as model:
         proc = start_app(root, env)
         handle = AppHandle(Home(root), proc, AppClient(Home(root)))
         try:
-            yield SignInWorld(handle, model, gate, CredentialStore(Home(root)), [])
+            yield SignInWorld(handle, model, CredentialStore(Home(root)), [])
         finally:
             handle.client.close()
             stop_app(handle.proc)
@@ -94,7 +99,8 @@ def test_two_agents_with_two_named_credentials_each_reach_the_model_with_their_o
     world = signin_world
     world.login("work", "scripted", KEY_A)
     world.login("personal", "scripted", KEY_B)
-    world.gate.keys.update(a=KEY_A, b=KEY_B)
+    world.model.agent("a").require_key(KEY_A)
+    world.model.agent("b").require_key(KEY_B)
     world.model.agent("a", Message("a answers"))
     world.model.agent("b", Message("b answers"))
     _, lead = world.app.add_agent("lead", "opencode")
@@ -109,7 +115,7 @@ def test_two_agents_with_two_named_credentials_each_reach_the_model_with_their_o
     while len(got) < 2:
         got.update({r["request_id"]: r["text"] for r in records_for(world, lead)})
     assert got == {tasks["a"]["request_id"]: "a answers", tasks["b"]["request_id"]: "b answers"}
-    assert sorted(set(world.gate.presented)) == [("a", KEY_A), ("b", KEY_B)]
+    assert world.presented() == [("a", fp(KEY_A)), ("b", fp(KEY_B))]
     world.cli("agent", "list", "--json")
     world.cli("auth", "status", "--json")
     no_leaks(world, [KEY_A, KEY_B])
@@ -123,7 +129,7 @@ def test_an_agent_without_a_key_is_refused_with_exit_9_and_nothing_left_running(
     assert ("OpenCode agent c has no key for provider openai: run `wardian auth login opencode --provider openai "
             "--with-api-key`") in refused.stderr.decode()
     assert psutil.Process(world.app.proc.pid).children(recursive=True) == []
-    assert world.gate.presented == []
+    assert world.presented() == []
     assert world.status("c") == "errored"
 
 
@@ -131,7 +137,7 @@ def test_a_key_rejected_mid_loop_fails_the_task_signs_the_agent_out_until_a_new_
         signin_world: SignInWorld) -> None:
     world = signin_world
     world.login("default", "scripted", WRONG)
-    world.gate.keys["d"] = KEY_A
+    world.model.agent("d").require_key(KEY_A)
     world.model.agent("d", Message("answered with the right key"))
     _, lead = world.app.add_agent("lead", "opencode")
     assert world.cli("agent", "add", "d", "--provider", "opencode").returncode == 0
@@ -141,7 +147,7 @@ def test_a_key_rejected_mid_loop_fails_the_task_signs_the_agent_out_until_a_new_
     assert (notice["kind"], notice["status"], notice["request_id"]) == ("notice", "failed", first["request_id"])
     assert "the provider rejected the agent's credentials" in notice["text"]
     assert world.status("d") == "signed_out"
-    assert world.gate.presented == [("d", WRONG)]
+    assert world.presented() == [("d", fp(WRONG))]
     world.login("default", "scripted", KEY_A)
     assert world.cli("agent", "start", "d").returncode == 0  # its saved settings, the new key
     assert world.status("d") == "idle"
