@@ -268,8 +268,12 @@ async def test_copies_of_the_keys_a_put_auth_writes_are_removed_and_what_is_left
         assert put.status_code == 200
         assert KEY_A in auth_file.read_text()  # OpenCode persisted the injected map
     assert json.loads(auth_file.read_text()) == {"other": {"type": "api", "key": other}}
+    # A copy a killed app could not remove (its serve never stopped cleanly) goes at the next start.
+    auth_file.write_text(json.dumps({"scripted": {"type": "api", "key": KEY_A},
+                                     "other": {"type": "api", "key": other}}))
     async with running(world.spec("h", [key("default", "scripted", KEY_A)], uuid=spec.uuid)) as again:
         warnings = list(again.warnings)
+        assert json.loads(auth_file.read_text()) == {"other": {"type": "api", "key": other}}
     assert warnings == [f"OpenCode agent h: {auth_file} holds keys for other (OpenCode ignores it while wardian "
                               "gives the agent credentials, and uses it whenever the agent starts without any); "
                               "remove it and sign in with `wardian auth login opencode --provider ID "
