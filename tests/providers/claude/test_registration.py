@@ -229,9 +229,12 @@ def test_a_secret_setting_reaches_the_environment_and_no_file() -> None:
 
 
 def assert_no_secret_under_agents(home: Home, secret: str) -> None:
+    """Neither the secret nor its last 12 characters (what a masked copy might keep) is in a file under agents/."""
     for path in (home.root / "agents").rglob("*"):
         if path.is_file():
-            assert secret.encode() not in path.read_bytes(), path
+            data = path.read_bytes()
+            assert secret.encode() not in data, path
+            assert secret[-12:].encode() not in data, path
 
 
 @pytest.mark.fast
