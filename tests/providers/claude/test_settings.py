@@ -12,7 +12,7 @@ import pytest
 from wardian import errors
 from wardian.overrides import masked_setting
 from wardian.providers.claude import settings
-from wardian.providers.claude.provider import check_root_rule
+from wardian.providers.claude.provider import check_root_rule, shadowing
 
 pytestmark = pytest.mark.fast
 
@@ -128,3 +128,13 @@ def test_bypass_permissions_as_root_needs_is_sandbox(settings_json: dict[str, ob
         assert "env.IS_SANDBOX" in exc.value.message
     else:
         check_root_rule(settings_json, {}, euid)
+
+
+def test_settings_that_bring_their_own_credential_are_named_never_shown() -> None:
+    secret = "sk-ant-from-a-setting-0001"
+    assert shadowing({}, {}) == []
+    assert shadowing({"env": {"MCP_TIMEOUT": "1"}}, {}) == []
+    named = shadowing({"env": {"ANTHROPIC_AUTH_TOKEN": "x"}, "apiKeyHelper": "pass show k"},
+                      {"ANTHROPIC_API_KEY": secret})
+    assert named == ["env.ANTHROPIC_API_KEY", "env.ANTHROPIC_AUTH_TOKEN", "apiKeyHelper"]
+    assert secret not in " ".join(named)

@@ -132,7 +132,11 @@ class ClaudeProvider:
         config_dir = dirs["CLAUDE_CONFIG_DIR"]
         _end_left_behind(spec, config_dir)
         settings.apply(config_dir, agent_settings)
-        check_root_rule(settings.read_settings(config_dir / settings.SETTINGS), agent_settings.env, os.geteuid())
+        written = settings.read_settings(config_dir / settings.SETTINGS)
+        check_root_rule(written, agent_settings.env, os.geteuid())
+        if credential and (shadows := shadowing(written, agent_settings.env)):
+            log.warning("the settings of %s give Claude Code its own credential (%s), which it uses instead of the "
+                        "agent's sign-in", spec.name, ", ".join(shadows))
         mcp_config = homes.mcp_config_of(spec.agent_dir)
         registration.write_mcp_config(mcp_config, spec.home, spec.session)
         allowed = registration.allowed_tools(_grants(spec.agent_dir, spec.approve_tools))
@@ -144,6 +148,19 @@ class ClaudeProvider:
             name=spec.name, executable=info.executable, workspace=spec.workspace, env=env, config_dir=config_dir,
             mcp_config=mcp_config, allowed_tools=allowed, session_id=spec.thread_id, capabilities=info.capabilities,
             stderr_path=spec.log_path, pid_path=spec.pid_path)
+
+
+_CREDENTIAL_SETTINGS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
+
+
+def shadowing(agent_settings: dict[str, Any], secret_env: dict[str, str]) -> list[str]:
+    """The agent's settings that give Claude Code a credential of their own (named, never their values): a `-c`
+    secret, an `env` key of settings.json, or an `apiKeyHelper`, each of which Claude Code prefers to (or sends
+    beside) the credential of the agent's sign-in."""
+    env = agent_settings.get("env")
+    named = [f"env.{k}" for k in _CREDENTIAL_SETTINGS
+             if k in secret_env or (isinstance(env, dict) and k in env)]
+    return [*named, *(["apiKeyHelper"] if agent_settings.get("apiKeyHelper") else [])]
 
 
 def check_root_rule(agent_settings: dict[str, Any], secret_env: dict[str, str], euid: int) -> None:
