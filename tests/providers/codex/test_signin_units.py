@@ -177,3 +177,54 @@ def test_the_codex_provider_never_sends_account_logout() -> None:
     package = Path(signin.__file__).parent
     sent = [p.name for p in package.glob("*.py") if '"account/logout"' in p.read_text(encoding="utf-8")]
     assert sent == []
+
+
+class _Answers:
+    """Codex's answers to the start check's requests, as a stand-in client (the real ones: test_signin.py)."""
+
+    def __init__(self, **answers: Any) -> None:
+        self.answers = answers
+        self.asked: list[str] = []
+
+    async def request(self, method: str, params: dict[str, Any], timeout_s: float = 30) -> Any:
+        self.asked.append(method)
+        answer = self.answers[method.replace("/", "_")]
+        if isinstance(answer, errors.AppServerError):
+            raise answer
+        return answer
+
+
+def check(client: _Answers, env: dict[str, str] | None = None) -> None:
+    anyio.run(lambda: signin.require_signed_in(client, agent="lead", env=env or {}, cwd=Path("/w")))  # type: ignore[arg-type]
+
+
+NO_ACCOUNT = {"account": None, "requiresOpenaiAuth": True}
+
+
+def test_no_configured_providers_means_the_built_in_one_which_needs_an_account() -> None:
+    for config in ({"model_provider": None, "model_providers": None}, {"model_provider": "openai"}):
+        client = _Answers(config_read={"config": config}, account_read=NO_ACCOUNT)
+        with pytest.raises(errors.NotSignedIn, match="Codex agent lead is not signed in"):
+            check(client)
+        assert client.asked == ["config/read", "account/read"]
+    check(_Answers(config_read={"config": {}}, account_read={"account": {"type": "apiKey"},
+                                                             "requiresOpenaiAuth": True}))
+
+
+def test_an_env_key_provider_needs_its_variable_and_no_account() -> None:
+    config = {"config": {"model_provider": "x", "model_providers": {"x": {
+        "env_key": "X_KEY", "env_key_instructions": "get one at example.test"}}}}
+    with pytest.raises(errors.NotSignedIn, match=r"X_KEY, .*\(get one at example.test\)"):
+        check(_Answers(config_read=config))
+    client = _Answers(config_read=config)
+    check(client, {"X_KEY": "set"})
+    assert client.asked == ["config/read"]
+
+
+def test_a_codex_without_the_methods_is_not_checked_and_other_errors_are_raised() -> None:
+    missing = errors.AppServerError("method not found", rpc_code=-32601)
+    check(_Answers(config_read=missing, account_read=missing))
+    with pytest.raises(errors.AppServerError):
+        check(_Answers(config_read=errors.AppServerError("boom", rpc_code=-32603)))
+    with pytest.raises(errors.ProviderError, match="cannot read"):
+        check(_Answers(config_read={"config": {"model_providers": {"x": "not a table"}}}))

@@ -134,7 +134,7 @@ class _Provider(pydantic.BaseModel):
 class _Config(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="ignore")
     model_provider: str | None = None
-    model_providers: dict[str, _Provider] = {}
+    model_providers: dict[str, _Provider] | None = None  # only the configured ones (the built-in openai is not)
 
 
 class _ConfigRead(pydantic.BaseModel):
@@ -181,7 +181,7 @@ async def require_signed_in(client: AppServerClient, *, agent: str, env: Mapping
     """
     config = await _read(client, "config/read", {"cwd": str(cwd)}, _ConfigRead, agent=agent, timeout_s=timeout_s)
     provider_id = (config.config.model_provider if config is not None else None) or "openai"
-    provider = config.config.model_providers.get(provider_id) if config is not None else None
+    provider = (config.config.model_providers or {}).get(provider_id) if config is not None else None
     if provider is not None and provider.env_key:
         if not env.get(provider.env_key, "").strip():
             hint = f" ({provider.env_key_instructions})" if provider.env_key_instructions else ""
