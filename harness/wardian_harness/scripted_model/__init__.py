@@ -1,13 +1,17 @@
-"""A scripted model on loopback, so the real Codex and OpenCode CLIs run fully offline in tests.
+"""A scripted model on loopback, so the real Codex, OpenCode and Claude Code CLIs run fully offline in tests.
 
-`ScriptedModel` is an HTTP server on 127.0.0.1 (ephemeral port, background threads) that answers, in two wire
+`ScriptedModel` is an HTTP server on 127.0.0.1 (ephemeral port, background threads) that answers, in three wire
 dialects from the same scripts (each dialect one module of `dialects/`, behind one interface, so another API's
 dialect is one more module):
 - `POST /agents/<name>/v1/responses` (Codex): a Responses API Server-Sent Events stream in the form Codex accepts
   (docs/providers/codex.md, checked against the real binary in `tests/harness/`);
 - `POST /agents/<name>/v1/chat/completions` (OpenCode, through its bundled `@ai-sdk/openai-compatible`): a Chat
-  Completions stream of `data:` chunks ended by `data: [DONE]` (docs/providers/opencode.md).
-Each agent has its own base URL (the same for both dialects) and its own script, so one server serves several
+  Completions stream of `data:` chunks ended by `data: [DONE]` (docs/providers/opencode.md);
+- `POST /agents/<name>/v1/messages` (Claude Code, whose ANTHROPIC_BASE_URL is the agent's base URL without `/v1`):
+  an Anthropic Messages stream of named events; a call of a deferred MCP tool is preceded by the `ToolSearch` call
+  that loads it, as a real model does, and `count_tokens` and the non-streaming model check take no step
+  (`dialects/messages.py`).
+Each agent has its own base URL (the same for every dialect) and its own script, so one server serves several
 private provider homes. A script is a queue of steps; every model request consumes one step:
 
 - `Message(text, phase=None)`: one assistant message; `phase` is "commentary" or "final_answer" and reaches

@@ -104,6 +104,11 @@ class AgentScript:
         with self._cond:
             return self._steps.popleft() if self._steps else None
 
+    def _put_back(self, step: Step) -> None:
+        """Make `step` the next one again (a dialect answered its request with a step of its own first)."""
+        with self._cond:
+            self._steps.appendleft(step)
+
     @property
     def title_requests(self) -> list[RecordedRequest]:
         """Codex's title-generation requests, answered with TITLE_TEXT; not in `requests`, no step consumed."""

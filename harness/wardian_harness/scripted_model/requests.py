@@ -13,11 +13,12 @@ from wardian_harness.scripted_model.reading import FunctionCallOutput, developer
 from wardian_harness.scripted_model.steps import CHAT_TITLE_PROMPT, TITLE_PROMPT, JsonDict
 
 
-def function_call_outputs(body: Mapping[str, Any]) -> list[FunctionCallOutput]:
+def function_call_outputs(body: Mapping[str, Any], path: str | None = None) -> list[FunctionCallOutput]:
     """Every tool result in a request, in order, named after its matching call: the Responses dialect's
     `function_call_output` items, or the chat dialect's `role: tool` messages (namespace `mcp__<server>` for an
-    OpenCode `<server>_<tool>` function)."""
-    return dialect_of(body).tool_outputs(body)
+    OpenCode `<server>_<tool>` function), or the Messages dialect's `tool_result` blocks. `path`, the request's
+    path, names the dialect when given."""
+    return dialect_of(body, path).tool_outputs(body)
 
 
 def is_title_request(body: Mapping[str, Any]) -> bool:
@@ -28,10 +29,12 @@ def is_title_request(body: Mapping[str, Any]) -> bool:
     return any(TITLE_PROMPT in t or CHAT_TITLE_PROMPT in t for t in texts)
 
 
-def offered_tools(body: Mapping[str, Any], namespace: str = "mcp__wardian") -> dict[str, JsonDict]:
+def offered_tools(body: Mapping[str, Any], namespace: str = "mcp__wardian",
+                  path: str | None = None) -> dict[str, JsonDict]:
     """The function tools offered inside `namespace` (e.g. "mcp__wardian"), by tool name; {} when absent. In the
-    chat dialect, OpenCode's `wardian_<tool>` functions (the server name before the first underscore)."""
-    return dialect_of(body).offered_tools(body, namespace)
+    chat dialect, OpenCode's `wardian_<tool>` functions (the server name before the first underscore); in the
+    Messages dialect, Claude Code's `mcp__wardian__<tool>` tools."""
+    return dialect_of(body, path).offered_tools(body, namespace)
 
 
 KEY_HEADERS = ("authorization", "x-api-key")
@@ -112,9 +115,9 @@ class RecordedRequest:
 
     def function_call_outputs(self) -> list[FunctionCallOutput]:
         """See `function_call_outputs`."""
-        return function_call_outputs(self.body)
+        return function_call_outputs(self.body, self.path)
 
     def offered_tools(self, namespace: str = "mcp__wardian") -> dict[str, JsonDict]:
         """See `offered_tools`."""
-        return offered_tools(self.body, namespace)
+        return offered_tools(self.body, namespace, self.path)
 

@@ -67,8 +67,13 @@ class _Handler(BaseHTTPRequestHandler):
             # against any server that speaks no WebSocket.
             self._send_plain(426, "the scripted model serves POST only; no WebSocket")
             return
-        self._fail_request(404, f"only POST .../v1/responses and .../v1/chat/completions are served, not GET "
-                           f"{self.path}")
+        self._fail_request(404, f"only POST {_SERVED} is served, not GET {self.path}")
+
+    def do_HEAD(self) -> None:
+        # Claude Code's reachability check of its base URL (sent only when its non-essential traffic is allowed).
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
 
     def do_POST(self) -> None:
         model = self._model
@@ -94,6 +99,10 @@ class _Handler(BaseHTTPRequestHandler):
             what = "no key" if key is None else "a different key"
             dialect.answer(self, HttpError(401, f"scripted model: agent {name!r} requires its own API key; the "
                                                 f"request carried {what}"), recorded)
+            return
+        if dialect.side(self, parts[2:], body):
+            # Not the agent's conversation (Claude Code's token counts and model check): no step consumed.
+            agent._record_title(lambda i: self._recorded(agent, i, body, "side", key))
             return
         if is_title_request(body):
             # Codex's title helper, not the agent's conversation: answer it without consuming a script step.
@@ -128,6 +137,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._fail_request(500, f"agent {name!r}: step raised:\n{traceback.format_exc()}")
             return
         resolved: Step = step
+        first = None if exhausted else dialect.before(resolved, body)
+        if first is not None:
+            # What a real model answers first (Claude Code: load a deferred tool); the step answers the next request.
+            agent._put_back(resolved)
+            resolved = first
         recorded = agent._record(lambda i: self._recorded(agent, i, body,
                                                           "exhausted" if exhausted else repr(resolved), key))
         try:
@@ -203,6 +217,17 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
             pass
+
+    def send_json(self, status: int, payload: JsonDict) -> None:
+        data = json.dumps(payload, ensure_ascii=False).encode()
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
+            self.close_connection = True
 
     def start_stream(self) -> None:
         self.send_response(200)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import socket
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from wardian_harness.scripted_model.reading import FunctionCallOutput
@@ -37,6 +37,10 @@ class Wire(Protocol):
         """A non-streaming HTTP error with a JSON body."""
         ...
 
+    def send_json(self, status: int, payload: JsonDict) -> None:
+        """A non-streaming answer with `payload` as its JSON body."""
+        ...
+
     def start_stream(self) -> None:
         """Status 200 and the headers of a chunked event stream."""
         ...
@@ -55,10 +59,22 @@ class Dialect(ABC):
 
     path: tuple[str, ...]
     """The path under `/agents/<name>/` (e.g. `("v1", "responses")`)."""
+    side_paths: tuple[tuple[str, ...], ...] = ()
+    """Further paths served (e.g. Messages' `count_tokens`): only `side` answers them."""
 
     @abstractmethod
     def owns(self, body: Mapping[str, Any]) -> bool:
         """Whether a request body is of this dialect (the readers dispatch on the body alone)."""
+
+    def side(self, wire: Wire, path: Sequence[str], body: Mapping[str, Any]) -> bool:
+        """Answer a request that is not the conversation (no step is taken, nothing is logged as a request); False
+        when `body` at `path` is a conversation request for `answer`."""
+        return False
+
+    def before(self, step: Step, body: Mapping[str, Any]) -> Step | None:
+        """A step a real model would answer with before `step` (Messages: loading a deferred tool through
+        ToolSearch); `step` then stays first in the script. None: answer with `step`."""
+        return None
 
     @abstractmethod
     def answer(self, wire: Wire, step: Step, recorded: RecordedRequest) -> None:
