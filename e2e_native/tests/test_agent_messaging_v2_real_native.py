@@ -49,6 +49,7 @@ from wardian_harness.report import (
     write_report,
 )
 from wardian_harness.scripted_model import Hold, Message
+from wardian_harness.scripted_model.reading import role_texts
 from wardian_harness.terminal import capture, wait_for_text
 
 pytestmark = pytest.mark.skipif(not acceptance_enabled(), reason="opt-in; run through run-native-e2e")
@@ -269,7 +270,9 @@ def _check_scripted_exchange(native: NativeRun, lead: Agent, worker: Agent, rece
     assert lead.script is not None
     assert worker.script is not None
     requests = lead.script.requests
-    assert "followup_task" in requests[0].offered_tools()
+    # Claude Code offers its MCP tools once ToolSearch has loaded them (deferred tools), the others from the start.
+    offering = requests if lead.claude_dir is not None else requests[:1]
+    assert any("followup_task" in r.offered_tools() for r in offering)
     # Only wardian's tools: Claude Code first loads its deferred MCP tools with ToolSearch.
     calls = [c for c in tool_calls(r.body for r in requests) if c["namespace"] == "mcp__wardian"]
     assert [(c["namespace"], c["name"]) for c in calls][:2] == [("mcp__wardian", "followup_task"),
@@ -294,7 +297,8 @@ def _check_scripted_exchange(native: NativeRun, lead: Agent, worker: Agent, rece
                      else "through receive_messages (OpenCode takes pushes only between turns)"
                      if lead.opencode_dir is not None
                      else "through receive_messages (it was committed before the app pushed it)"))
-    seen = "\n".join([*final_request.user_texts(), *(o.text for o in final_request.function_call_outputs())])
+    seen = "\n".join([*final_request.user_texts(), *role_texts(final_request.body, "system"),
+                      *(o.text for o in final_request.function_call_outputs())])
     assert ask in seen
     assert WORKER_ANSWER in seen
     checks.append(f"{SENDER}'s final request held the reply to {ask} before it answered")

@@ -41,6 +41,7 @@ from wardian_harness.scripted_model import (
     function_call_outputs,
     user_texts,
 )
+from wardian_harness.scripted_model.reading import role_texts
 
 if TYPE_CHECKING:
     # The terminal (pyte, pexpect: the harness extra) loads only for attached mode, so the background demo runs
@@ -425,7 +426,9 @@ def _receipt_of(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def _seen(body: dict[str, Any]) -> str:
-    return "\n".join([*user_texts(body), *(o.text for o in function_call_outputs(body))])
+    """What a request shows the model: its user texts, tool results and, for Claude Code, the `role: "system"`
+    messages a push folded into a running turn arrives as."""
+    return "\n".join([*user_texts(body), *role_texts(body, "system"), *(o.text for o in function_call_outputs(body))])
 
 
 def script_exchange(lead: AgentScript, worker: AgentScript, receipts: list[dict[str, Any]]) -> None:

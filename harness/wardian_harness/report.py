@@ -206,8 +206,11 @@ def markdown_summary(report: Mapping[str, Any]) -> str:
         for f in (store or {}).get("files", []):
             lines.append(f"- OpenCode store `{f['path']}` sha256 {f['sha256']}")
         for binding in agent.get("bindings", []):
+            found = (f"in the transcript: {binding['in_transcript']}, transcript `{binding['transcript']}` sha256 "
+                     f"{binding['transcript_sha256']}" if "in_transcript" in binding
+                     else f"stored: {binding['stored']}")  # Claude Code's transcript, or OpenCode's store
             lines.append(f"- `{binding['request_id']}` ↔ session `{binding['session_id']}` message "
-                         f"`{binding['message_id']}` (stored: {binding['stored']})")
+                         f"`{binding['message_id']}` ({found})")
         for ro in agent.get("rollouts", []):
             lines.append(f"- rollout `{ro['path']}` sha256 {ro['sha256']}; models {ro['models']}; "
                          f"reasoning effort {sorted(set(ro['reasoning_effort']))}; turns {ro['turn_ids']}")
