@@ -495,3 +495,34 @@ def test_message_show_names_a_claude_tasks_session_and_message_uuid(app: AppHand
     assert f"Claude Code session {session} turn {message}, message uuid {message}" in shown
     print_story(story, "codex")
     assert f"thread {session} turn {message}, provider message {message}" in capsys.readouterr().out
+
+
+# --- an app-owned start -------------------------------------------------------------------------------------------
+
+def test_an_app_started_claude_agent_has_its_secret_in_its_environment_only(app: AppHandle) -> None:
+    """Through the app: `-c env.ANTHROPIC_API_KEY=…` reaches the process's environment, is masked in the agent's
+    settings, and is neither in its command line nor on disk under agents/; a stop leaves nothing running."""
+    pytest.importorskip("wardian.providers.claude.runtime", reason="the Claude Code runtime is not in this tree")
+    claude_or_skip()
+    agent, _ = app.add_agent("lead", "claude")
+    config = [f'env.ANTHROPIC_API_KEY="{API_KEY}"', f'env.ANTHROPIC_BASE_URL="http://127.0.0.1:{closed_port()}"']
+    started = app.call("agent/start", {"agent": "lead", "config": config, "approve_tools": ["reply"]},
+                       timeout_s=300)
+    assert started["provider_version"] == "2.1.328"
+    pid = int(app.home.provider_pid_path("claude", agent["uuid"]).read_text(encoding="utf-8"))
+    process = psutil.Process(pid)
+    env = process.environ()
+    assert env["ANTHROPIC_API_KEY"] == API_KEY
+    assert env["CLAUDE_CONFIG_DIR"] == str(app.home.agent_dir(agent["uuid"]) / "claude" / "config")
+    assert "CLAUDECODE" not in env
+    cmdline = process.cmdline()
+    assert not any(API_KEY in arg for arg in cmdline)
+    assert "--strict-mcp-config" in cmdline
+    assert any("mcp__wardian__reply" in arg for arg in cmdline)
+    shown = app.cli("agent", "list", "--json")
+    assert API_KEY.encode() not in shown.stdout
+    settings = orjson.loads(shown.stdout)["managed"][agent["uuid"]]["settings"]
+    assert "env.ANTHROPIC_API_KEY=********" in settings
+    assert_no_secret_under_agents(app.home, API_KEY)
+    app.call("agent/stop", {"agent": "lead"})
+    assert not psutil.pid_exists(pid)
