@@ -59,7 +59,7 @@ class CodexRuntime:
         self.client: AppServerClient | None = None
         self._child: ProviderProcess | None = None
         self._turns = TurnBook()
-        self._rejected = signin.RejectedTurns(spec.credentials)
+        self._rejected = signin.RejectedTurns(spec.credentials, agent=spec.name)
         self._events = EventStream(f"codex:{spec.name}")
         self._emit = self._events.emit
         self.events: MemoryObjectReceiveStream[ProviderEvent] = self._events.receive

@@ -222,7 +222,8 @@ class RejectedTurns:
     interrupts, so the reader that observed the rejection never waits on Codex), and ends FAILED with
     `credentials_rejected` and the provider's words (scrubbed of the agent's key)."""
 
-    def __init__(self, credentials: Sequence[Credential]) -> None:
+    def __init__(self, credentials: Sequence[Credential], *, agent: str = "") -> None:
+        self._agent = agent
         credential = api_key(credentials)
         self._secret = credential.secret if credential is not None else ""
         self._words: dict[str, str] = {}
@@ -235,7 +236,8 @@ class RejectedTurns:
         if words is None or not isinstance(turn_id, str) or turn_id in self._words:
             return
         self._words[turn_id] = scrub(words, self._secret)
-        log.warning("turn %s: the model provider rejected the agent's credentials; the turn is ended now", turn_id)
+        log.warning("%s: the model provider rejected the agent's credentials in turn %s; the turn is ended now",
+                    self._agent, turn_id)
         if self._send is not None:
             with suppress(anyio.WouldBlock, anyio.ClosedResourceError):  # more than a conversation could have
                 self._send.send_nowait(turn_id)
@@ -249,7 +251,8 @@ class RejectedTurns:
                 try:
                     await interrupt(turn_id)
                 except errors.WardianError as exc:
-                    log.info("turn %s was not interrupted (%s); it ends on its own", turn_id, exc.message)
+                    log.info("%s: turn %s was not interrupted (%s); it ends on its own", self._agent, turn_id,
+                             exc.message)
 
     def outcome(self, outcome: TurnOutcome) -> TurnOutcome:
         """The outcome of an ended turn, FAILED with `credentials_rejected` if its credentials were rejected."""
