@@ -11,18 +11,21 @@ Exit codes (documented in README):
   address is in use · 8 nothing to do (interrupt: no active turn; wait: timed out) · 9 not signed in (the agent
   has no usable credential: `wardian auth login`)
 
-Cold start matters (`wardian message wait --timeout-ms 0` is a benchmark figure): this package imports
-only the stdlib, orjson and the client at module level; the app, pydantic and anyio load only for
-`wardian app run`, and `mcp` only for `wardian mcp serve`.
+Cold start matters (`wardian message wait --timeout-ms 0` is a benchmark figure, measured against the interpreter's
+own start-up in docs/benchmarks.md): a command imports and registers only its own group's module (`main` builds the
+whole parser only for help, the version and a command it does not know, so every usage message and `--help` reads as
+before), and the group modules import only the stdlib, orjson and the client at module level; the app, pydantic and
+anyio load only for `wardian app run`, and `mcp` only for `wardian mcp serve`.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import sys
 from collections.abc import Sequence
 
 from wardian import __version__, errors
-from wardian.cli import agent, app, auth, claude, codex, console, demo, mcp, message, opencode, retired, store
 from wardian.cli.common import Commands, Parser
 from wardian.cli.exits import (
     EXIT_APP,
@@ -41,11 +44,21 @@ from wardian.cli.output import print_error
 __all__ = ["EXIT_APP", "EXIT_HOME", "EXIT_INTERNAL", "EXIT_NOTHING", "EXIT_NOT_FOUND", "EXIT_OK", "EXIT_STORAGE",
            "EXIT_UNCERTAIN", "EXIT_USAGE", "build_parser", "exit_code_for", "main"]
 
-# The groups in the order `wardian --help` lists them.
-GROUPS = (app, store, auth, agent, message, console, mcp, codex, opencode, claude, demo, retired)
+# The group modules (wardian.cli.NAME) in the order `wardian --help` lists them, each with the commands its
+# `register` adds (tests/cli/test_cold_start.py checks the two agree), so that a command loads only its own module.
+GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("app", ("app",)), ("store", ("store",)), ("auth", ("auth",)), ("agent", ("agent",)),
+    ("message", ("message",)), ("console", ("console",)), ("mcp", ("mcp",)), ("codex", ("codex",)),
+    ("opencode", ("opencode",)), ("claude", ("claude",)), ("demo", ("demo",)), ("retired", ("send", "ask")),
+)
+COMMANDS = frozenset(name for _, names in GROUPS for name in names)
+# The root's own options that take a value (the others take none).
+_VALUED = ("--home",)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser, or with `only` (a command, `wardian ONLY ...`) the root with that command alone: it parses
+    that command's arguments exactly as the whole one does, and its usage messages read the same."""
     common = Parser(add_help=False)
     common.add_argument("--home", default=argparse.SUPPRESS,
                         help="the Wardian home (default: $WARDIAN_HOME)")
@@ -56,15 +69,34 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"wardian {__version__}")
     commands = Commands(parser.add_subparsers(dest="group", required=True, metavar="COMMAND", parser_class=Parser),
                         common)
-    for group in GROUPS:
-        group.register(commands)
+    for module, names in GROUPS:
+        if only is None or only in names:
+            importlib.import_module(f"wardian.cli.{module}").register(commands)
     return parser
 
 
+def command_of(argv: Sequence[str]) -> str | None:
+    """The command `argv` runs, when the root parser has nothing else to do with it: None for help, the version, an
+    unknown command or option, or no command at all (the whole parser then answers)."""
+    if "-h" in argv or "--help" in argv:
+        return None
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word in _VALUED:
+            i += 2
+        elif word == "--json" or word.startswith(tuple(f"{o}=" for o in _VALUED)):
+            i += 1
+        else:
+            return word if word in COMMANDS else None
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args, extras = parser.parse_known_args(argv)
-    if extras and getattr(args, "func", None) is not retired.cmd_retired:
+    words = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(command_of(words))
+    args, extras = parser.parse_known_args(words)
+    if extras and "retired" not in args:
         # argparse fills an optional positional (TEXT) before it sees options placed in between
         # (`reply ID --status done TEXT`); take a single leftover word as that text.
         if getattr(args, "text", "") is None and len(extras) == 1 and not extras[0].startswith("-"):
