@@ -37,7 +37,10 @@ def modules(folder: str) -> list[Path]:
 
 
 @pytest.mark.parametrize(("room", "forbidden"), [
-    ("model.py", ("wardian.", "pydantic", "anyio", "sqlite3")),
+    ("limits.py", ("wardian.", "pydantic", "anyio", "sqlite3")),
+    # The model reads only the limits (a leaf of plain constants it re-exports).
+    ("model.py", ("wardian.errors", "wardian.home", "wardian.protocol", "wardian.store", "wardian.app", "wardian.cli",
+                  "wardian.client", "wardian.providers", "wardian.auth", "pydantic", "anyio", "sqlite3")),
     ("errors.py", ("wardian.", "pydantic", "anyio")),
     ("home.py", ("pydantic", "anyio", "wardian.store", "wardian.app", "wardian.providers", "wardian.protocol")),
     ("overrides.py", ("pydantic", "anyio", "wardian.store", "wardian.app", "wardian.providers", "wardian.protocol")),

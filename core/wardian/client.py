@@ -20,7 +20,7 @@ import orjson
 
 from wardian import errors
 from wardian.home import Home
-from wardian.model import CONTROL_GRACE_MS, MAX_RESPONSE_FRAME_BYTES
+from wardian.limits import CONTROL_GRACE_MS, MAX_RESPONSE_FRAME_BYTES
 from wardian.protocol.jsonrpc import error_from_object
 
 # Calls that do not wait are still bounded: a store stalled on a full disk must not hang a caller.

@@ -22,11 +22,11 @@ import os
 import re
 import stat
 from contextlib import suppress
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from wardian import errors
-from wardian.model import PROTOCOL_VERSION
+from wardian.limits import PROTOCOL_VERSION
 
 ENV_HOME = "WARDIAN_HOME"
 ENV_SESSION = "WARDIAN_SESSION_ID"
@@ -46,8 +46,10 @@ NETWORK_FILESYSTEMS = frozenset({
 _MOUNTINFO_ESCAPE = re.compile(r"\\([0-7]{3})")
 
 
-@dataclass(frozen=True, slots=True)
-class Home:
+class Home(NamedTuple):
+    """A home's paths, immutable. A NamedTuple rather than a frozen dataclass: every CLI command builds one, and
+    the dataclasses module (with inspect behind it) is a sizeable part of the CLI's cold start (docs/benchmarks.md)."""
+
     root: Path
 
     @property

@@ -5,8 +5,8 @@ immutable NamedTuples: a frozen dataclass assigns each field through `object.__s
 100-record page cost ~0.4 ms here (against the `receive_100_at_1m` target of docs/benchmarks.md); the others are
 frozen slotted dataclasses.
 
-Limits live here, one constant each, so the store, the app protocol and the MCP tool schemas all refer to
-the same numbers.
+Limits are one constant each, so the store, the app protocol and the MCP tool schemas all refer to the same numbers;
+they are defined in wardian.limits (which the CLI's client path reads without this module) and re-exported here.
 """
 
 from __future__ import annotations
@@ -16,32 +16,24 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal, NamedTuple
 
-MAX_RECEIVE_LIMIT = 100
-DEFAULT_RECEIVE_LIMIT = 20
-MAX_WAIT_MS = 60_000
-DEFAULT_WAIT_MS = 60_000
-MAX_MESSAGE_BYTES = 64 * 1024
-MAX_TARGET_CHARS = 256
-MAX_AGENT_NAME_CHARS = 64
-MAX_CURSOR_CHARS = 512
-MAX_REQUEST_ID_CHARS = 128
-# A receive page stops adding records once their text passes this many bytes (at least one record is
-# always returned), so a page of 100 records of 64 KiB each cannot build a 6 MiB response.
-MAX_PAGE_TEXT_BYTES = 1024 * 1024
-# The console's exchange timeline shows this much of each record's text; the request view shows all of it
-# (docs/guide/console.md#pages).
-EXCHANGE_PREVIEW_CHARS = 400
-# A page of the exchange filtered by participant searches at most this many records (by id) below its start.
-EXCHANGE_WINDOW = 100_000
-# The largest NDJSON frame the app reads from a client; larger frames get a JSON-RPC error.
-MAX_REQUEST_FRAME_BYTES = 1024 * 1024
-# The largest frame a client accepts from the app (a page is bounded by MAX_PAGE_TEXT_BYTES).
-MAX_RESPONSE_FRAME_BYTES = 16 * 1024 * 1024
-# Extra time the client allows beyond a wait's own timeout before the exchange counts as lost.
-CONTROL_GRACE_MS = 5_000
-# The control socket's protocol version. It is part of the socket's file name, so a client of another
-# version finds no socket it can speak to and reports app_incompatible instead of sending a byte.
-PROTOCOL_VERSION = 1
+from wardian.limits import (  # noqa: F401  (re-exported: the limits are part of the model)
+    CONTROL_GRACE_MS,
+    DEFAULT_RECEIVE_LIMIT,
+    DEFAULT_WAIT_MS,
+    EXCHANGE_PREVIEW_CHARS,
+    EXCHANGE_WINDOW,
+    MAX_AGENT_NAME_CHARS,
+    MAX_CURSOR_CHARS,
+    MAX_MESSAGE_BYTES,
+    MAX_PAGE_TEXT_BYTES,
+    MAX_RECEIVE_LIMIT,
+    MAX_REQUEST_FRAME_BYTES,
+    MAX_REQUEST_ID_CHARS,
+    MAX_RESPONSE_FRAME_BYTES,
+    MAX_TARGET_CHARS,
+    MAX_WAIT_MS,
+    PROTOCOL_VERSION,
+)
 
 
 class InteractionKind(StrEnum):

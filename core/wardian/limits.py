@@ -1,0 +1,32 @@
+"""The protocol's limits and versions: plain constants, in a module of their own so that the client and the home
+(the CLI's cold start, docs/benchmarks.md) read them without loading the records' dataclasses in wardian.model,
+which re-exports them."""
+
+from __future__ import annotations
+
+MAX_RECEIVE_LIMIT = 100
+DEFAULT_RECEIVE_LIMIT = 20
+MAX_WAIT_MS = 60_000
+DEFAULT_WAIT_MS = 60_000
+MAX_MESSAGE_BYTES = 64 * 1024
+MAX_TARGET_CHARS = 256
+MAX_AGENT_NAME_CHARS = 64
+MAX_CURSOR_CHARS = 512
+MAX_REQUEST_ID_CHARS = 128
+# A receive page stops adding records once their text passes this many bytes (at least one record is
+# always returned), so a page of 100 records of 64 KiB each cannot build a 6 MiB response.
+MAX_PAGE_TEXT_BYTES = 1024 * 1024
+# The console's exchange timeline shows this much of each record's text; the request view shows all of it
+# (docs/guide/console.md#pages).
+EXCHANGE_PREVIEW_CHARS = 400
+# A page of the exchange filtered by participant searches at most this many records (by id) below its start.
+EXCHANGE_WINDOW = 100_000
+# The largest NDJSON frame the app reads from a client; larger frames get a JSON-RPC error.
+MAX_REQUEST_FRAME_BYTES = 1024 * 1024
+# The largest frame a client accepts from the app (a page is bounded by MAX_PAGE_TEXT_BYTES).
+MAX_RESPONSE_FRAME_BYTES = 16 * 1024 * 1024
+# Extra time the client allows beyond a wait's own timeout before the exchange counts as lost.
+CONTROL_GRACE_MS = 5_000
+# The control socket's protocol version. It is part of the socket's file name, so a client of another
+# version finds no socket it can speak to and reports app_incompatible instead of sending a byte.
+PROTOCOL_VERSION = 1
