@@ -57,6 +57,10 @@ def test_bench_quick_prints_one_json_object_per_line_for_every_metric():
         assert "unit" in r
         assert r["n"] > 0
         assert ("value" in r) or ("p50_ms" in r and "p99_ms" in r)
+    by_metric = {r["metric"]: r for r in records}
+    # The cold start carries its ratio to the interpreter's start-up in the same run, so no arithmetic is needed.
+    cold, floor = by_metric["cli_cold_start_message_wait"], by_metric["python_start_floor"]
+    assert cold["ratio_to_python"] == pytest.approx(cold["value"] / floor["value"], rel=0.01)
 
 
 # `--store postgresql`: each store-bound figure on both backends, tagged, plus the PostgreSQL-only ones.
