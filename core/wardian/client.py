@@ -1,7 +1,10 @@
 """The app client used by the CLI and the MCP server: one blocking request/response exchange per call.
 
-It is deliberately synchronous and stdlib-plus-orjson: the CLI's cold start is a product figure (the
-event-loop start of anyio alone costs ~100 ms here), and the MCP server runs calls in worker threads.
+It is deliberately synchronous and stdlib only: the CLI's cold start is a product figure (the event-loop start of
+anyio alone costs ~100 ms here), and the MCP server runs calls in worker threads. Frames go through the stdlib's C
+json rather than orjson, whose import loads dataclasses, inspect, datetime and uuid and cost more than the rest of
+`wardian message wait` together (docs/benchmarks.md); for a frame of a few hundred bytes the two differ by
+microseconds.
 
 Whether a byte of the request was written decides the error: nothing written -> `TransportError`
 (`AppNotRunning`, `AppIncompatible`: certainly no effect); anything after the first byte left ->
@@ -11,12 +14,11 @@ Whether a byte of the request was written decides the error: nothing written -> 
 from __future__ import annotations
 
 import itertools
+import json
 import socket
 import struct
 import time
 from typing import Any
-
-import orjson
 
 from wardian import errors
 from wardian.home import Home
@@ -98,8 +100,8 @@ class AppClient:
             WardianError: the app's own error for this request.
         """
         sock = self._connect()
-        frame = orjson.dumps({"jsonrpc": "2.0", "id": next(_ids), "method": method,
-                              "params": params or {}}) + b"\n"
+        frame = json.dumps({"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": params or {}},
+                           ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
         deadline = time.monotonic() + timeout_s
         sent = 0
         try:
@@ -122,8 +124,8 @@ class AppClient:
             reason = "no answer in time" if isinstance(exc, TimeoutError) else "the connection was lost"
             raise self._uncertain(method, reason) from None
         try:
-            response = orjson.loads(line)
-        except orjson.JSONDecodeError:
+            response = json.loads(line)
+        except ValueError:  # not JSON, or not UTF-8
             self.close()
             raise self._uncertain(method, "the answer was not valid JSON") from None
         if "error" in response:

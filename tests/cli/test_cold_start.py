@@ -1,6 +1,6 @@
 """The plain client commands start light: `wardian message wait` and `message send` import neither the app's stack
-(pydantic, anyio, psutil), nor the credential store's (keyring), nor `mcp`, httpx or a provider; and the parser they
-build for one command parses and reads exactly as the whole one (docs/benchmarks.md, the cold start)."""
+(pydantic, anyio, psutil), nor the credential store's (keyring), nor `mcp`, httpx, orjson or a provider; and the
+parser they build for one command parses and reads exactly as the whole one (docs/benchmarks.md, the cold start)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,10 @@ from wardian import cli
 
 pytestmark = pytest.mark.fast
 
+# orjson too: its import loads dataclasses, inspect, datetime and uuid, more than the rest of the command; the
+# client speaks the stdlib's json, and only `--json` output loads orjson.
 HEAVY = ("pydantic", "anyio", "psutil", "keyring", "mcp", "httpx", "wardian.providers", "wardian.app",
-         "wardian.auth.store")
+         "wardian.auth.store", "orjson", "dataclasses")
 
 # Runs the CLI in this interpreter, then prints the heavy modules it loaded: the exit code of the command does not
 # matter here, only what it imported on the way.

@@ -14,8 +14,8 @@ Exit codes (documented in README):
 Cold start matters (`wardian message wait --timeout-ms 0` is a benchmark figure, measured against the interpreter's
 own start-up in docs/benchmarks.md): a command imports and registers only its own group's module (`main` builds the
 whole parser only for help, the version and a command it does not know, so every usage message and `--help` reads as
-before), and the group modules import only the stdlib, orjson and the client at module level; the app, pydantic and
-anyio load only for `wardian app run`, and `mcp` only for `wardian mcp serve`.
+before), and the group modules import only the stdlib and the client at module level (orjson only for `--json`);
+the app, pydantic and anyio load only for `wardian app run`, and `mcp` only for `wardian mcp serve`.
 """
 
 from __future__ import annotations

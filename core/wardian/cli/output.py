@@ -5,12 +5,12 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-import orjson
-
 from wardian import errors
 
 
 def dump(value: Any) -> str:
+    import orjson  # only for --json: its import is a large part of a cold start (docs/benchmarks.md)
+
     return orjson.dumps(value, option=orjson.OPT_INDENT_2).decode("utf-8")
 
 
