@@ -2,9 +2,9 @@
 
 It is deliberately synchronous and stdlib only: the CLI's cold start is a product figure (the event-loop start of
 anyio alone costs ~100 ms here), and the MCP server runs calls in worker threads. Frames go through the stdlib's C
-json rather than orjson, whose import loads dataclasses, inspect, datetime and uuid and cost more than the rest of
-`wardian message wait` together (docs/benchmarks.md); for a frame of a few hundred bytes the two differ by
-microseconds.
+json unless orjson is loaded already: orjson's import loads dataclasses, inspect, datetime and uuid and costs more
+than the rest of `wardian message wait` together (docs/benchmarks.md), while a long-running caller (the MCP server)
+has it anyway and gains its speed on large pages.
 
 Whether a byte of the request was written decides the error: nothing written -> `TransportError`
 (`AppNotRunning`, `AppIncompatible`: certainly no effect); anything after the first byte left ->
@@ -17,6 +17,7 @@ import itertools
 import json
 import socket
 import struct
+import sys
 import time
 from typing import Any
 
@@ -24,6 +25,26 @@ from wardian import errors
 from wardian.home import Home
 from wardian.limits import CONTROL_GRACE_MS, MAX_RESPONSE_FRAME_BYTES
 from wardian.protocol.jsonrpc import error_from_object
+
+
+def _frame(request: dict[str, Any]) -> bytes:
+    """One NDJSON request frame. A process that has orjson loaded already (the MCP server, the app's own tools) frames
+    with it, the rest with the C json: loading orjson just for this would cost more than the call.
+
+    Raises:
+        InvalidText: the request holds text that is not valid Unicode (a lone surrogate, as from a command-line
+            argument that was not UTF-8); nothing was sent.
+    """
+    try:
+        fast = sys.modules.get("orjson")
+        if fast is not None:
+            return fast.dumps(request) + b"\n"
+        return json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+    except (UnicodeEncodeError, TypeError) as exc:  # orjson's JSONEncodeError is a TypeError
+        raise errors.InvalidText(f"the request holds text that is not valid UTF-8 ({exc.__class__.__name__}); "
+                                 "nothing was sent",
+                                 field="text", allowed="valid Unicode text (no lone surrogates)") from None
+
 
 # Calls that do not wait are still bounded: a store stalled on a full disk must not hang a caller.
 DEFAULT_CALL_TIMEOUT_S = 30.0
@@ -99,9 +120,8 @@ class AppClient:
             DeliveryUncertain: the request left, but its answer did not arrive in time or intact.
             WardianError: the app's own error for this request.
         """
+        frame = _frame({"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": params or {}})
         sock = self._connect()
-        frame = json.dumps({"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": params or {}},
-                           ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
         deadline = time.monotonic() + timeout_s
         sent = 0
         try:
@@ -124,8 +144,9 @@ class AppClient:
             reason = "no answer in time" if isinstance(exc, TimeoutError) else "the connection was lost"
             raise self._uncertain(method, reason) from None
         try:
-            response = json.loads(line)
-        except ValueError:  # not JSON, or not UTF-8
+            fast = sys.modules.get("orjson")
+            response = fast.loads(line) if fast is not None else json.loads(line)
+        except ValueError:  # not JSON, or not UTF-8 (orjson's JSONDecodeError is a ValueError too)
             self.close()
             raise self._uncertain(method, "the answer was not valid JSON") from None
         if "error" in response:

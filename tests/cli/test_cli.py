@@ -59,6 +59,17 @@ def test_stdin_text_is_taken_byte_exact(app: AppHandle) -> None:
     assert rec["text"].encode("utf-8") == text.encode("utf-8")
 
 
+def test_a_command_line_text_that_is_not_utf8_is_invalid_text_and_nothing_is_sent(app: AppHandle) -> None:
+    """Bad input gets a clear error: an argument that is not UTF-8 (a lone surrogate once decoded) is `invalid_text`,
+    exit 2, with nothing admitted, rather than a traceback from the client's framing."""
+    _, ta = app.add_agent()
+    b, tb = app.add_agent()
+    r = app.cli("message", "send", "--to", b["name"], "caf" + os.fsdecode(b"\xff"), token=ta)
+    assert r.returncode == 2, r.stderr
+    assert b"invalid_text" in r.stderr and b"Traceback" not in r.stderr
+    assert app.call("mailbox/receive", {"session": tb})["records"] == []
+
+
 def test_agent_env_prints_evaluable_exports(app: AppHandle) -> None:
     """SES-2: `wardian agent env NAME` prints shell exports of WARDIAN_HOME and WARDIAN_SESSION_ID."""
     agent, _ = app.add_agent()
