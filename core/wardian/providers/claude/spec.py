@@ -23,7 +23,8 @@ class ClaudeSpec:
     """The process's working directory; Claude keys its transcripts by it."""
     env: dict[str, str]
     """The process's whole environment: the private directories (`CLAUDE_CONFIG_DIR`, `TMPDIR`, `XDG_RUNTIME_DIR`,
-    `XDG_CACHE_HOME`, `HOME`), the quiet variables, and the agent's credential (never written anywhere)."""
+    `XDG_CACHE_HOME`; `HOME` stays the person's, for the agent's tools), the quiet variables, and the agent's
+    credential (never written anywhere)."""
     config_dir: Path
     """`CLAUDE_CONFIG_DIR`: `settings.json`, the transcripts under `projects/`, the live registry under `sessions/`."""
     mcp_config: Path
