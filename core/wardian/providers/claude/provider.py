@@ -10,7 +10,6 @@ directories and the quiet variables on top.
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
 import os
@@ -24,9 +23,10 @@ import anyio
 from wardian import errors
 from wardian.auth.model import Credential, CredentialKind
 from wardian.overrides import ValueSyntax
-from wardian.providers.base import LaunchSpec, ProviderInfo, ProviderRuntime
+from wardian.providers.base import LaunchSpec, ProviderInfo
 from wardian.providers.claude import homes, registration, settings
 from wardian.providers.claude.compat import ENV_CLAUDE, capabilities, parse_claude_version
+from wardian.providers.claude.runtime import ClaudeRuntime
 from wardian.providers.claude.spec import ClaudeSpec
 from wardian.providers.mcp_command import write_private
 from wardian.providers.process import child_env, reap_left_behind
@@ -112,11 +112,9 @@ class ClaudeProvider:
         version = parse_claude_version(await anyio.to_thread.run_sync(claude_version, claude))
         return ProviderInfo(executable=claude, version=str(version), capabilities=capabilities(version))
 
-    async def prepare(self, spec: LaunchSpec, info: ProviderInfo) -> ProviderRuntime:
+    async def prepare(self, spec: LaunchSpec, info: ProviderInfo) -> ClaudeRuntime:
         claude_spec = await anyio.to_thread.run_sync(self.build_spec, spec, info)
-        # Imported here: the runtime is its own module, and the rest of the provider does not need it to load.
-        runtime = importlib.import_module("wardian.providers.claude.runtime")
-        return runtime.ClaudeRuntime(claude_spec)
+        return ClaudeRuntime(claude_spec)
 
     @staticmethod
     def build_spec(spec: LaunchSpec, info: ProviderInfo) -> ClaudeSpec:
