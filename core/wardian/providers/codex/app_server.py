@@ -3,7 +3,9 @@
 Invariants:
 - One reader per connection. It routes each response to the one-shot waiter of its id and every
   notification to the subscriber stream. Server-initiated requests are answered here (wardian never
-  grants approvals from the app: it declines elicitations and refuses the rest).
+  grants approvals from the app: it declines elicitations and refuses the rest), except the methods a caller
+  registered a handler for (`handle`): each of those runs in a task of its own, so a slow answer never holds up
+  the reader, and an answer it cannot give is a JSON-RPC error.
 - When the reader exits (EOF, a broken pipe, a malformed frame, notifications nobody reads), every pending waiter
   fails at once; no notification is ever dropped while the connection lives.
 - No frame is logged, sent or received, so no request's params are (an `account/login/start` carries the agent's
@@ -20,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +36,10 @@ from wardian.providers.codex.transport import MessageStream
 log = logging.getLogger("wardian.codex.app_server")
 
 NOTIFICATION_BUFFER = 10_000
+
+
+ServerRequestHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+"""Answers one server-to-client request: its params in, its result out (raise WardianError to refuse it)."""
 
 
 class _Overflow(Exception):
@@ -86,6 +92,8 @@ class AppServerClient:
         self._write_lock = anyio.Lock()
         self._closed: BaseException | None = None
         self._expected: list[Expected] = []
+        self._handlers: dict[str, ServerRequestHandler] = {}
+        self._handler_tg: anyio.abc.TaskGroup | None = None
         self._notify_send, self.notifications = anyio.create_memory_object_stream[Notification](
             NOTIFICATION_BUFFER)
 
@@ -93,8 +101,22 @@ class AppServerClient:
     def closed(self) -> bool:
         return self._closed is not None
 
+    def handle(self, method: str, handler: ServerRequestHandler) -> None:
+        """Answer the server's requests `method` with `handler` from now on."""
+        self._handlers[method] = handler
+
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """The reader loop. Returns when the peer closes; every pending waiter then fails."""
+        """The reader loop. Returns when the peer closes; every pending waiter then fails (and every handler still
+        answering is cancelled)."""
+        async with anyio.create_task_group() as tg:
+            self._handler_tg = tg
+            try:
+                await self._read(task_status)
+            finally:
+                self._handler_tg = None
+                tg.cancel_scope.cancel()
+
+    async def _read(self, task_status: anyio.abc.TaskStatus[None]) -> None:
         task_status.started()
         reason: BaseException = EOFError("the app-server closed its output")
         try:
@@ -155,12 +177,28 @@ class AppServerClient:
 
     async def _answer_server_request(self, msg: dict[str, Any]) -> None:
         method = msg["method"]
+        handler = self._handlers.get(method)
+        if handler is not None and self._handler_tg is not None:
+            self._handler_tg.start_soon(self._answer_with, handler, msg)
+            return
         if method == "mcpServer/elicitation/request":
             # Approvals are the operator's, granted in config; the app never clicks "accept".
             reply: dict[str, Any] = {"id": msg["id"], "result": {"action": "decline"}}
         else:
             reply = {"id": msg["id"], "error": {"code": -32601, "message": f"wardian does not handle {method}"}}
         log.info("%s: answered server request %s", self._name, method)
+        with contextlib.suppress(errors.ProviderUnavailable):
+            await self._write(reply)
+
+    async def _answer_with(self, handler: ServerRequestHandler, msg: dict[str, Any]) -> None:
+        params = msg.get("params")
+        try:
+            reply: dict[str, Any] = {"id": msg["id"], "result": await handler(params if isinstance(params, dict)
+                                                                              else {})}
+        except errors.WardianError as exc:
+            log.warning("%s: could not answer server request %s: %s", self._name, msg["method"], exc.message)
+            reply = {"id": msg["id"], "error": {"code": -32000, "message": exc.message}}
+        log.info("%s: answered server request %s", self._name, msg["method"])
         with contextlib.suppress(errors.ProviderUnavailable):
             await self._write(reply)
 
