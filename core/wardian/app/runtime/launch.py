@@ -26,6 +26,7 @@ from wardian.app.runtime.hosts import HostScope
 from wardian.app.runtime.observe import Observer
 from wardian.app.writer import StoreWriter
 from wardian.auth.agents import credentials_for
+from wardian.auth.chatgpt import OwnerTokens, uses_chatgpt
 from wardian.auth.store import CredentialStore
 from wardian.home import Home
 from wardian.model import AgentStatus, ManagedAgent
@@ -48,6 +49,7 @@ class Launcher:
         self.dispatcher = dispatcher
         self.observer = observer
         self.credentials = CredentialStore(home)
+        self.chatgpt = OwnerTokens(home)  # the home's own ChatGPT session, shared by its Codex agents
         self.tg: anyio.abc.TaskGroup | None = None  # the runtime's task group, once it runs
         self._starting: set[str] = set()
 
@@ -172,7 +174,8 @@ class Launcher:
             name=agent.name, uuid=agent.uuid, agent_dir=self.home.agent_dir(agent.uuid), workspace=workspace,
             mode=mode, overrides=agent.overrides, approve_tools=approve_tools, home=self.home, session=session,
             thread_id=agent.thread_id, log_path=self.home.provider_log_path(provider.name, agent.uuid),
-            pid_path=self.home.provider_pid_path(provider.name, agent.uuid), credentials=credentials)
+            pid_path=self.home.provider_pid_path(provider.name, agent.uuid), credentials=credentials,
+            chatgpt=self.chatgpt if uses_chatgpt(credentials) else None)
         runtime = await provider.prepare(spec, info)
         handle = AgentHandle(agent.id, agent.uuid, agent.name, generation, runtime, info)
         try:

@@ -15,7 +15,7 @@ import anyio
 import anyio.abc
 
 from wardian import errors
-from wardian.auth.model import Credential
+from wardian.auth.model import ChatGPTTokenSource, Credential
 from wardian.providers.base import Capabilities
 from wardian.providers.codex.transport import MessageStream, NdjsonStream, connect_unix_websocket
 
@@ -36,6 +36,7 @@ class AppServerSpec:
     socket_path: Path | None = None  # attached mode: where the app-server listens (the TUI's --remote)
     config: tuple[str, ...] = ()  # the agent's own -c settings, as `agent attach` gives them to the TUI
     credentials: tuple[Credential, ...] = ()  # signed in over the app-server (`signin`), never in env or argv
+    chatgpt: ChatGPTTokenSource | None = None  # the agent signs in with wardian's ChatGPT session (`chatgpt`)
 
     @property
     def attached(self) -> bool:

@@ -69,7 +69,7 @@ class CodexProvider:
                                                                          drop=("CODEX_HOME",)),
             thread_id=spec.thread_id, capabilities=info.capabilities, stderr_path=spec.log_path,
             pid_path=spec.pid_path, mode=spec.mode, socket_path=spec.agent_dir / "app-server.sock",
-            config=spec.overrides, credentials=spec.credentials))
+            config=spec.overrides, credentials=spec.credentials, chatgpt=spec.chatgpt))
 
     @staticmethod
     def _prepare_home(spec: LaunchSpec, codex_home: Path) -> None:

@@ -29,8 +29,8 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from wardian import __version__, errors
 from wardian.model import AgentStatus, Interaction
 from wardian.providers.base import ConversationReplaced, ProviderEvent, Started, StateChange, TaskDelivery
+from wardian.providers.codex import chatgpt, projection, signin, threads
 from wardian.providers.codex import messages as m
-from wardian.providers.codex import projection, signin, threads
 from wardian.providers.codex.app_server import AppServerClient, Notification
 from wardian.providers.codex.attached import TuiThreads
 from wardian.providers.codex.items import TASK_ITEM_KIND, inbox_items, steer_context, task_payload
@@ -41,7 +41,6 @@ from wardian.providers.events import EventStream
 from wardian.providers.process import ProviderProcess, StopPolicy
 
 log = logging.getLogger("wardian.codex.runtime")
-
 # The app-server exits once its input closes; SIGTERM and SIGKILL only for one that does not, within these bounds.
 STOP_POLICY = StopPolicy(polite_s=3.0, term_s=3.0, kill_s=3.0)
 
@@ -93,6 +92,7 @@ class CodexRuntime:
                     "capabilities": {"experimentalApi": True}}, timeout_s=120)
                 await client.notify("initialized")
                 await signin.sign_in(client, spec.credentials, agent=spec.name)
+                await chatgpt.sign_in(client, spec)
                 if spec.attached:
                     tg.start_soon(self._follow_tui, client)
                 await signin.require_signed_in(client, agent=spec.name, env=spec.env, cwd=spec.workspace)
