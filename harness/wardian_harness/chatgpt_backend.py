@@ -5,6 +5,10 @@ run (`ca_path`, given to Codex as `CODEX_CA_CERTIFICATE`). It serves, under any 
 - `POST …/oauth/token` (`CODEX_REFRESH_TOKEN_URL_OVERRIDE`): the refresh grant. Each refresh token is accepted once
   and rotated: the answer carries a new access token, id token and refresh token; a refresh token used again gets
   401 `{"error": {"code": "refresh_token_reused"}}`, an unknown one `refresh_token_invalidated`.
+- the sign-in itself, with the server as the issuer (`CODEX_APP_SERVER_LOGIN_ISSUER`, which the app-server's logins
+  read): the device code (`…/api/accounts/deviceauth/usercode`, then `…/deviceauth/token` polled until the test
+  calls `approve_device_code(user_code)`, as the person entering the code would) and the browser's authorization
+  code (`authorization_code()` makes one for the callback), each exchanged once at `…/oauth/token`.
 - `POST …/oauth/revoke` (`CODEX_REVOKE_TOKEN_URL_OVERRIDE`): recorded; the refresh token it names stops working.
 - the ChatGPT backend Codex calls under `chatgpt_base_url`: `…/wham/accounts/check`, `…/wham/settings/user`, and
   `…/codex/responses`, which needs `Authorization: Bearer <a live access token>` and `chatgpt-account-id`, else
@@ -41,7 +45,8 @@ from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from wardian_harness.scripted_model import ScriptedModel
 
-__all__ = ["ACCOUNT_ID", "CLIENT_ID", "PLAN_TYPE", "BackendRequest", "ChatGPTBackend", "make_jwt"]
+__all__ = ["ACCOUNT_ID", "CLIENT_ID", "EMAIL", "MODEL_PREFIX", "PLAN_TYPE", "BackendRequest", "ChatGPTBackend",
+           "make_jwt"]
 
 CLIENT_ID = "app_EMoamEEZ73f0CkXaXp7hrann"
 """Codex's OAuth client id, as it sends it on a refresh and a revoke."""
@@ -90,6 +95,9 @@ class ChatGPTBackend:
         self.requests: list[BackendRequest] = []
         self.errors: list[str] = []
         self._tokens = _Tokens()
+        self._devices: dict[str, str] = {}  # user code -> device auth id
+        self._approved: set[str] = set()
+        self._codes: set[str] = set()  # authorization codes not yet exchanged
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._server: _Server | None = None
@@ -125,7 +133,7 @@ class ChatGPTBackend:
 
     def env(self) -> dict[str, str]:
         """The variables that point Codex's sign-in at this server and make it trust the test CA."""
-        return {"CODEX_CA_CERTIFICATE": str(self.ca_path),
+        return {"CODEX_CA_CERTIFICATE": str(self.ca_path), "CODEX_APP_SERVER_LOGIN_ISSUER": self.url,
                 "CODEX_REFRESH_TOKEN_URL_OVERRIDE": f"{self.url}/oauth/token",
                 "CODEX_REVOKE_TOKEN_URL_OVERRIDE": f"{self.url}/oauth/revoke"}
 
@@ -177,7 +185,8 @@ class ChatGPTBackend:
     @property
     def refresh_tokens_used(self) -> list[str]:
         """The refresh tokens accepted so far, in order."""
-        return [r.body.get("refresh_token") for r in self.requests_to("/oauth/token") if r.status == 200]
+        return [r.body["refresh_token"] for r in self.requests_to("/oauth/token")
+                if r.status == 200 and r.body.get("grant_type") == "refresh_token"]
 
     def requests_to(self, suffix: str) -> list[BackendRequest]:
         with self._lock:
@@ -208,6 +217,49 @@ class ChatGPTBackend:
                 return 401, _oauth_error("refresh_token_invalidated", "unknown refresh token")
             self._tokens.live_refresh.discard(refresh_token)
             self._tokens.used_refresh.add(refresh_token)
+        return 200, self._issue()
+
+    def approve_device_code(self, user_code: str) -> None:
+        """The person entered `user_code` at the verification page and allowed the sign-in."""
+        with self._lock:
+            if user_code not in self._devices:
+                raise KeyError(f"no device code {user_code!r} was handed out")
+            self._approved.add(user_code)
+
+    def authorization_code(self) -> str:
+        """A code the sign-in page would hand the browser (for the browser sign-in's callback), valid once."""
+        code = f"authcode-browser-{next(self._ids)}"
+        with self._lock:
+            self._codes.add(code)
+        return code
+
+    def _device_code(self) -> dict[str, Any]:
+        n = next(self._ids)
+        code = f"WARD-{n:04d}"
+        with self._lock:
+            self._devices[code] = f"device-auth-{n}"
+        return {"device_auth_id": f"device-auth-{n}", "user_code": code, "interval": "1", "expires_in": 900}
+
+    def _device_poll(self, body: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
+        code = str(body.get("user_code", ""))
+        with self._lock:
+            known = self._devices.get(code) == body.get("device_auth_id")
+            approved = known and code in self._approved
+            if approved:
+                self._approved.discard(code)
+                self._codes.add(f"authcode-{code}")
+        if not approved:
+            return 403, {"error": {"code": "deviceauth_authorization_pending" if known else "unknown_device"}}
+        return 200, {"authorization_code": f"authcode-{code}", "code_challenge": "challenge",
+                     "code_verifier": "verifier"}
+
+    def _exchange(self, body: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
+        """The authorization-code grant that ends a sign-in: each code works once."""
+        with self._lock:
+            code = str(body.get("code", ""))
+            if code not in self._codes:
+                return 400, _oauth_error("invalid_grant", "unknown or used authorization code")
+            self._codes.discard(code)
         return 200, self._issue()
 
     def _revoke(self, token: str) -> None:
@@ -274,7 +326,18 @@ class _Handler(BaseHTTPRequestHandler):
     def _route(self, method: str, path: str, body: Any, bearer: str | None, raw: bytes | None) -> int:
         backend = self._backend
         if path.endswith("/oauth/token") and method == "POST":
-            status, answer = backend._refresh(str((body or {}).get("refresh_token", "")))
+            grant = (body or {}).get("grant_type")
+            if grant == "authorization_code":
+                status, answer = backend._exchange(body)
+            elif grant != "refresh_token":  # e.g. the API-key token exchange a sign-in tries: not offered here
+                status, answer = 400, _oauth_error("unsupported_grant_type", f"grant {grant!r} is not served")
+            else:
+                status, answer = backend._refresh(str((body or {}).get("refresh_token", "")))
+            return self._json(status, answer)
+        if path.endswith("/api/accounts/deviceauth/usercode") and method == "POST":
+            return self._json(200, backend._device_code())
+        if path.endswith("/api/accounts/deviceauth/token") and method == "POST":
+            status, answer = backend._device_poll(body or {})
             return self._json(status, answer)
         if path.endswith("/oauth/revoke") and method == "POST":
             backend._revoke(str((body or {}).get("token", "")))

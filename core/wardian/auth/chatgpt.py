@@ -29,7 +29,7 @@ import tomlkit
 
 from wardian import __version__, errors
 from wardian.auth.model import ChatGPTTokens, Credential, CredentialKind
-from wardian.home import Home
+from wardian.home import Home, make_private_dir
 from wardian.providers.codex.app_server import AppServerClient, Notification
 from wardian.providers.codex.launch import codex_version
 from wardian.providers.codex.provider import resolve_codex
@@ -63,8 +63,10 @@ def owner_home(home: Home) -> Path:
 
 def _prepare(home: Home) -> Path:
     """Create the owner's home (0700) and make sure its config keeps the session in the file store there."""
+    if not home.root.exists():
+        make_private_dir(home.root)  # as the credential store and the app make a home: only its owner may enter
     path = owner_home(home)
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.mkdir(mode=0o700, exist_ok=True)
     os.chmod(path, 0o700)
     config = path / "config.toml"
     doc = tomlkit.parse(config.read_text(encoding="utf-8")) if config.exists() else tomlkit.document()
@@ -166,9 +168,19 @@ async def open_owner(home: Home, *, lock_timeout_s: float = LOCK_TIMEOUT_S) -> A
                 await _initialize(client, codex)
                 yield Owner(client)
                 tg.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            raise _first(group) from None  # the caller's own error, not the reader's task group around it
         finally:
+            client.notifications.close()
             with anyio.CancelScope(shield=True):
                 await child.stop(STOP_POLICY, polite=client.aclose)
+
+
+def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    exc: BaseException = group
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
 
 
 async def _initialize(client: AppServerClient, codex: str) -> None:
