@@ -105,11 +105,37 @@ def cmd_auth_login(args: argparse.Namespace) -> int:
 
 def chatgpt_login(args: argparse.Namespace, store: CredentialStore, name: str) -> int:
     """`wardian auth login codex` without a key: the ChatGPT sign-in of wardian's own Codex login (device code,
-    or `--browser`). Raises: Unsupported (not available in this build)."""
-    raise errors.Unsupported(
-        "the ChatGPT sign-in for Codex is not available in this build: sign in with an API key, "
-        "`wardian auth login codex --with-api-key < key.txt`", field="method", allowed="--with-api-key, "
-        "--from-codex-home DIR")
+    or `--browser`; docs/guide/sign-in-chatgpt.md). What to open and enter goes to stderr, so `--json` output stays
+    one document. Raises: InvalidArguments, Unsupported, NotSignedIn; Ctrl-C cancels (exit 130)."""
+    import functools
+
+    import anyio
+
+    from wardian.auth.chatgpt import owner_home
+    from wardian.auth.chatgpt_login import login
+
+    signed = anyio.run(functools.partial(login, store.home, out=sys.stderr, browser=args.browser, name=name))
+    entry = next(e for e in store.entries() if e.provider == "codex" and e.kind is CredentialKind.CHATGPT)
+    if args.json:
+        out(dump({**_entry_json(entry, None, store), "email": signed.email, "plan_type": signed.plan_type}))
+    else:
+        account = ", ".join(v for v in (signed.email, signed.plan_type) if v) or "ChatGPT"
+        out(f"signed in: ChatGPT ({account}) for Codex agents, as {name!r}; wardian's own session is kept in "
+            f"{owner_home(store.home)}")
+    return EXIT_OK
+
+
+def chatgpt_logout(store: CredentialStore, provider: str, name: str) -> None:
+    """Before a Codex ChatGPT credential is forgotten, sign wardian's own session out (Codex revokes it at the
+    server; the person's own Codex login is another session)."""
+    if provider != "codex" or not any(e.provider == provider and e.name == name and e.kind is CredentialKind.CHATGPT
+                                      for e in store.entries()):
+        return
+    import anyio
+
+    from wardian.auth.chatgpt_login import logout
+
+    anyio.run(logout, store.home)
 
 
 def read_secret(kind: CredentialKind) -> str:
@@ -211,6 +237,7 @@ def cmd_auth_logout(args: argparse.Namespace) -> int:
     name = check_name(args.name)
     provider_id = check_provider_id(provider, args.provider_id) if args.provider_id is not None else None
     store = _store(args)
+    chatgpt_logout(store, provider, name)
     removed = store.remove(provider, name, provider_id)
     if not removed:
         which = f"{provider} credential {name!r}" + (f" for {provider_id}" if provider_id else "")
@@ -231,6 +258,10 @@ def _describe(e: CredentialEntry) -> str:
 
 
 def _where(e: CredentialEntry, store: CredentialStore) -> str:
+    if e.kind is CredentialKind.CHATGPT:
+        from wardian.auth.chatgpt import owner_home
+
+        return f"{owner_home(store.home)} (wardian's own Codex sign-in)"
     return str(store.path) if e.stored == "file" else f"the OS keyring, service {store.service}"
 
 

@@ -135,6 +135,12 @@ def test_three_agents_share_the_session_and_only_the_owner_refreshes(chatgpt_wor
     rejected = [r for r in backend.requests_to("/codex/responses") if r.status == 401]
     assert len(rejected) >= len(names)
 
+    # `auth status` shows the one ChatGPT credential and the agents on it, and no token.
+    status = world.app.cli("auth", "status", "--json")
+    [entry] = json.loads(status.stdout)["credentials"]
+    assert (entry["kind"], entry["mask"], sorted(entry["agents"])) == ("chatgpt", "…", [*names, "lead"])
+    printed = status.stdout + status.stderr + world.app.cli("auth", "status").stdout
+
     # The agents never held a refresh token or a file of the session.
     agents_dir = world.app.home.root / "agents"
     assert not list(agents_dir.rglob("auth.json"))
@@ -147,6 +153,6 @@ def test_three_agents_share_the_session_and_only_the_owner_refreshes(chatgpt_wor
     secrets = backend.issued_secrets()
     logs = world.app.home.root / "logs"
     assert leaks([*files_under(agents_dir), *files_under(logs)], secrets) == []
-    output = cast(AppProcess, world.app.proc).stderr_output()
+    output = cast(AppProcess, world.app.proc).stderr_output() + printed
     assert not any(s.encode() in output for s in secrets)
     assert os.stat(world.app.home.root / "codex-auth").st_mode & 0o777 == 0o700
