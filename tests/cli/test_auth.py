@@ -209,10 +209,14 @@ def test_a_chatgpt_or_foreign_codex_login_is_refused(cli: Cli, tmp_path: Path, d
     cli.check_no_secret_leaked()
 
 
-def test_chatgpt_sign_in_is_its_own_path(cli: Cli) -> None:
+def test_chatgpt_sign_in_is_its_own_path(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a key it is the ChatGPT sign-in (tests/auth/test_chatgpt_cli.py), which needs the Codex CLI: with
+    none found it is refused, and nothing is stored."""
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no `codex` there (and WARDIAN_CODEX is not passed on)
     r = cli("auth", "login", "codex", "--json")
     assert r.returncode == EXIT_USAGE
-    assert json.loads(r.stdout)["error"]["code"] == "unsupported"
+    error = json.loads(r.stdout)["error"]
+    assert (error["code"], "no Codex CLI found" in error["message"]) == ("unsupported", True)
     assert cli.index() is None
 
 

@@ -2,7 +2,7 @@
 
 The session lives in a Codex home of its own, `$WARDIAN_HOME/codex-auth/` (0700, Codex's file store: `auth.json`,
 0600), never in the person's `~/.codex`: its refresh token is wardian's alone, so neither side's refresh can sign
-the other out (docs/guide/sign-in-chatgpt.md). That home's app-server (the owner) is started on demand and ended
+the other out (docs/guide/sign-in.md#chatgpt). That home's app-server (the owner) is started on demand and ended
 after each use, one at a time per home (`codex-auth/owner.lock`), and it is the only process that ever refreshes:
 agents get short-lived access tokens (`ChatGPTTokens`), and when one is rejected the agent asks the app, which asks
 the owner to refresh (`OwnerTokens.tokens(refresh=True)`). A refresh rotates the refresh token, so the owner

@@ -105,7 +105,7 @@ def cmd_auth_login(args: argparse.Namespace) -> int:
 
 def chatgpt_login(args: argparse.Namespace, store: CredentialStore, name: str) -> int:
     """`wardian auth login codex` without a key: the ChatGPT sign-in of wardian's own Codex login (device code,
-    or `--browser`; docs/guide/sign-in-chatgpt.md). What to open and enter goes to stderr, so `--json` output stays
+    or `--browser`; docs/guide/sign-in.md#chatgpt). What to open and enter goes to stderr, so `--json` output stays
     one document. Raises: InvalidArguments, Unsupported, NotSignedIn; Ctrl-C cancels (exit 130)."""
     import functools
 

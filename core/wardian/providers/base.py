@@ -159,7 +159,7 @@ class LaunchSpec:
     (docs/guide/sign-in.md)."""
     chatgpt: ChatGPTTokenSource | None = None
     """Codex only, when the agent's credential is the ChatGPT sign-in: where its short-lived access tokens come
-    from (the home's own session, which alone refreshes; docs/guide/sign-in-chatgpt.md)."""
+    from (the home's own session, which alone refreshes; docs/guide/sign-in.md#chatgpt)."""
 
 
 class ProviderRuntime(Protocol):

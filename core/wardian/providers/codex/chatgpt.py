@@ -5,7 +5,7 @@ After `initialize` (which already asks for the experimental API this needs), the
 login in memory, holds no refresh token and so never refreshes by itself: when the backend rejects the token it asks
 its client with the server request `account/chatgptAuthTokens/refresh`, which is answered here with a token from
 the app's `ChatGPTTokenSource` (wardian's own session, the only process that refreshes). The agent is never sent
-`account/logout`: that would revoke the shared session at the server (docs/guide/sign-in-chatgpt.md).
+`account/logout`: that would revoke the shared session at the server (docs/guide/sign-in.md#chatgpt).
 """
 
 from __future__ import annotations
