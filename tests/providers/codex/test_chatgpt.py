@@ -156,3 +156,18 @@ def test_three_agents_share_the_session_and_only_the_owner_refreshes(chatgpt_wor
     output = cast(AppProcess, world.app.proc).stderr_output() + printed
     assert not any(s.encode() in output for s in secrets)
     assert os.stat(world.app.home.root / "codex-auth").st_mode & 0o777 == 0o700
+
+
+def test_a_start_without_the_session_is_refused_as_not_signed_in(chatgpt_world: ChatGPTWorld) -> None:
+    """The credential is recorded but the session has ended (here its file is gone, as after a failed refresh or a
+    sign-out elsewhere): the agent's start is refused, naming the fix, and nothing reached the model."""
+    world = chatgpt_world
+    (world.app.home.root / "codex-auth" / "auth.json").unlink()
+    world.app.add_agent("ada")
+    world.model.agent("ada")
+    result = world.app.cli("agent", "start", "ada", *[a for c in world.backend.codex_overrides("ada")
+                                                      for a in ("-c", c)])
+    assert result.returncode == 9, result.stderr
+    assert b"ChatGPT sign-in is missing or has ended; run `wardian auth login codex`" in result.stderr
+    assert world.model.agents["ada"].requests == []
+    assert world.backend.requests_to("/oauth/token") == []
