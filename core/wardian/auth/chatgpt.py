@@ -237,8 +237,7 @@ class OwnerTokens:
                 return cached  # already renewed for this wave of rejections
             if cached is not None and not refresh and _fresh(cached):
                 return cached
-            async with open_owner(self.home) as owner:
-                tokens = await owner.tokens(refresh=refresh)
+            tokens = await self._fetch(refresh=refresh)
             if refresh:
                 self._refreshes += 1
                 self._refreshed_at = anyio.current_time()
@@ -246,6 +245,10 @@ class OwnerTokens:
             log.info("ChatGPT access token for Codex agents %s by wardian's own sign-in",
                      "refreshed" if refresh else "read")
             return tokens
+
+    async def _fetch(self, *, refresh: bool) -> ChatGPTTokens:
+        async with open_owner(self.home) as owner:
+            return await owner.tokens(refresh=refresh)
 
     def forget(self) -> None:
         """Drop the token held in memory (after a logout)."""
