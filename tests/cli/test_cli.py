@@ -66,7 +66,8 @@ def test_a_command_line_text_that_is_not_utf8_is_invalid_text_and_nothing_is_sen
     b, tb = app.add_agent()
     r = app.cli("message", "send", "--to", b["name"], "caf" + os.fsdecode(b"\xff"), token=ta)
     assert r.returncode == 2, r.stderr
-    assert b"invalid_text" in r.stderr and b"Traceback" not in r.stderr
+    assert b"invalid_text" in r.stderr
+    assert b"Traceback" not in r.stderr
     assert app.call("mailbox/receive", {"session": tb})["records"] == []
 
 
