@@ -231,3 +231,18 @@ async def test_a_refused_key_fails_the_turn_as_credentials_rejected(claude_world
     assert outcome.credentials_rejected
     assert "Invalid API key" in (outcome.error or "")
 
+
+
+async def test_task_and_answer_texts_are_byte_exact_up_to_64_kib(claude_world: ClaudeWorld) -> None:
+    """Unicode, newlines and a 65,536-byte task reach the model unchanged; the answer comes back unchanged."""
+    unit = "☃ é\n\ttab \"quoted\" \\ \u2028 "
+    text = (unit * 4000).encode()[:65536].decode("utf-8", "ignore")
+    text += "x" * (65536 - len(text.encode()))
+    assert len(text.encode()) == 65536
+    answer = "réponse ☃\nligne deux\n" * 100
+    script = claude_world.model.agent("worker", Message(answer))
+    async with running(claude_world.spec("worker", script)) as run:
+        outcome = await run.outcome((await run.runtime.start_turn(task(text), None)).turn_id)
+    assert outcome.final_text == answer
+    delivered = next(t for t in script.requests[0].user_texts() if t.startswith("wardian_task_delivery"))
+    assert json.loads(delivered.split("\n", 1)[1])["text"] == text
