@@ -246,3 +246,4 @@ async def test_task_and_answer_texts_are_byte_exact_up_to_64_kib(claude_world: C
     assert outcome.final_text == answer
     delivered = next(t for t in script.requests[0].user_texts() if t.startswith("wardian_task_delivery"))
     assert json.loads(delivered.split("\n", 1)[1])["text"] == text
+
