@@ -28,7 +28,7 @@ import orjson
 import tomlkit
 
 from wardian import __version__, errors
-from wardian.auth.model import ChatGPTTokens, Credential, CredentialKind
+from wardian.auth.model import ChatGPTTokens
 from wardian.home import Home, make_private_dir
 from wardian.providers.codex.app_server import AppServerClient, Notification
 from wardian.providers.codex.launch import codex_version
@@ -49,11 +49,6 @@ EXPIRY_MARGIN_S = 300.0
 STOP_POLICY = StopPolicy(polite_s=3.0, term_s=3.0, kill_s=3.0)
 _AUTH_CLAIMS = "https://api.openai.com/auth"
 NOT_SIGNED_IN = "wardian has no ChatGPT sign-in for Codex: run `wardian auth login codex`"
-
-
-def uses_chatgpt(credentials: tuple[Credential, ...]) -> bool:
-    """Whether an agent's credentials are the ChatGPT sign-in (its tokens then come from `OwnerTokens`)."""
-    return any(c.kind is CredentialKind.CHATGPT for c in credentials)
 
 
 def owner_home(home: Home) -> Path:
