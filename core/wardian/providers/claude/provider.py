@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,7 @@ from wardian.providers.claude.compat import ENV_CLAUDE, capabilities, parse_clau
 from wardian.providers.claude.runtime import ClaudeRuntime
 from wardian.providers.claude.spec import ClaudeSpec
 from wardian.providers.mcp_command import write_private
-from wardian.providers.process import child_env, reap_left_behind
+from wardian.providers.process import child_env, find_executable, reap_left_behind
 
 log = logging.getLogger("wardian.claude")
 
@@ -50,21 +49,7 @@ def resolve_claude() -> str:
     Raises:
         Unsupported: none found (the message names WARDIAN_CLAUDE).
     """
-    explicit = os.environ.get(ENV_CLAUDE)
-    if explicit:
-        if not os.access(explicit, os.X_OK):
-            raise errors.Unsupported(f"{ENV_CLAUDE}={explicit} is not an executable", field="claude")
-        return explicit
-    checkout = Path(__file__).resolve().parents[4]  # core/wardian/providers/claude -> the source checkout
-    for root in (Path.cwd(), checkout):
-        pinned = root / "node_modules" / ".bin" / "claude"
-        if os.access(pinned, os.X_OK):
-            return str(pinned)
-    found = shutil.which("claude")
-    if not found:
-        raise errors.Unsupported(f"no Claude Code CLI found: install @anthropic-ai/claude-code (npm) or set "
-                                 f"{ENV_CLAUDE} to its path", field="claude")
-    return found
+    return find_executable(ENV_CLAUDE, "claude", "@anthropic-ai/claude-code", "Claude Code")
 
 
 def claude_version(claude: str) -> str:

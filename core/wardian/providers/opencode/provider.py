@@ -14,20 +14,18 @@ from __future__ import annotations
 import logging
 import os
 import secrets
-import shutil
 import subprocess
 from pathlib import Path
 
 import anyio
 
-from wardian import errors
 from wardian.overrides import ValueSyntax
 from wardian.providers.base import LaunchSpec, ProviderInfo
 from wardian.providers.mcp_command import write_private
 from wardian.providers.opencode import registration, settings, signin
 from wardian.providers.opencode.compat import ENV_OPENCODE, capabilities, parse_opencode_version
 from wardian.providers.opencode.runtime import OpenCodeRuntime, ServeSpec
-from wardian.providers.process import child_env, reap_left_behind
+from wardian.providers.process import child_env, find_executable, reap_left_behind
 
 log = logging.getLogger("wardian.opencode")
 
@@ -44,21 +42,7 @@ def resolve_opencode() -> str:
     Raises:
         Unsupported: none found (the message names WARDIAN_OPENCODE).
     """
-    explicit = os.environ.get(ENV_OPENCODE)
-    if explicit:
-        if not os.access(explicit, os.X_OK):
-            raise errors.Unsupported(f"{ENV_OPENCODE}={explicit} is not an executable", field="opencode")
-        return explicit
-    checkout = Path(__file__).resolve().parents[4]  # core/wardian/providers/opencode -> the source checkout
-    for root in (Path.cwd(), checkout):
-        pinned = root / "node_modules" / ".bin" / "opencode"
-        if os.access(pinned, os.X_OK):
-            return str(pinned)
-    found = shutil.which("opencode")
-    if not found:
-        raise errors.Unsupported(f"no OpenCode CLI found: install opencode-ai (npm) or set {ENV_OPENCODE} to its path",
-                                 field="opencode")
-    return found
+    return find_executable(ENV_OPENCODE, "opencode", "opencode-ai", "OpenCode")
 
 
 def opencode_version(opencode: str) -> str:
