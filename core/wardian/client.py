@@ -19,12 +19,16 @@ import socket
 import struct
 import sys
 import time
-from typing import Any
 
 from wardian import errors
 from wardian.home import Home
 from wardian.limits import CONTROL_GRACE_MS, MAX_RESPONSE_FRAME_BYTES
 from wardian.protocol.jsonrpc import error_from_object
+
+# `typing` is not imported at run time: it is a sizeable part of the CLI's cold start (docs/benchmarks.md).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _frame(request: dict[str, Any]) -> bytes:

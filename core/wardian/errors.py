@@ -29,9 +29,11 @@ type encodes it, so no caller ever has to guess (docs/reference/errors.md).
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, ClassVar
 
-
+# `typing` is not imported at run time: it is a sizeable part of the CLI's cold start (docs/benchmarks.md).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, ClassVar
 class Delivery(StrEnum):
     """What happened to the caller's input when an operation ended."""
 

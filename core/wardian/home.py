@@ -23,7 +23,6 @@ import re
 import stat
 from contextlib import suppress
 from pathlib import Path
-from typing import NamedTuple
 
 from wardian import errors
 from wardian.limits import PROTOCOL_VERSION
@@ -46,11 +45,28 @@ NETWORK_FILESYSTEMS = frozenset({
 _MOUNTINFO_ESCAPE = re.compile(r"\\([0-7]{3})")
 
 
-class Home(NamedTuple):
-    """A home's paths, immutable. A NamedTuple rather than a frozen dataclass: every CLI command builds one, and
-    the dataclasses module (with inspect behind it) is a sizeable part of the CLI's cold start (docs/benchmarks.md)."""
+class Home:
+    """A home's paths, immutable. A plain class rather than a frozen dataclass or a NamedTuple: every CLI command
+    builds one, and the dataclasses module (with inspect behind it) and typing are a sizeable part of the CLI's cold
+    start (docs/benchmarks.md)."""
 
+    __slots__ = ("root",)
     root: Path
+
+    def __init__(self, root: Path) -> None:
+        object.__setattr__(self, "root", root)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Home is immutable: cannot set {name}")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Home) and other.root == self.root
+
+    def __hash__(self) -> int:
+        return hash(self.root)
+
+    def __repr__(self) -> str:
+        return f"Home(root={self.root!r})"
 
     @property
     def db_path(self) -> Path:

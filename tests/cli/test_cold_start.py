@@ -17,9 +17,10 @@ from wardian import cli
 pytestmark = pytest.mark.fast
 
 # orjson too: its import loads dataclasses, inspect, datetime and uuid, more than the rest of the command; the
-# client speaks the stdlib's json, and only `--json` output loads orjson.
+# client speaks the stdlib's json, and only `--json` output loads orjson. typing: its import alone is a tenth of
+# what the command adds to the interpreter's start (annotations are never evaluated at run time).
 HEAVY = ("pydantic", "anyio", "psutil", "keyring", "mcp", "httpx", "wardian.providers", "wardian.app",
-         "wardian.auth.store", "orjson", "dataclasses")
+         "wardian.auth.store", "orjson", "dataclasses", "typing")
 
 # Runs the CLI in this interpreter, then prints the heavy modules it loaded: the exit code of the command does not
 # matter here, only what it imported on the way.
@@ -91,3 +92,46 @@ def test_a_single_command_parser_reads_as_the_whole_one(command: str) -> None:
 ])
 def test_the_command_is_found_past_the_root_options(argv: list[str], command: str | None) -> None:
     assert cli.command_of(argv) == command
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    found = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(found[0].choices) if found else {}
+
+
+def _actions() -> list[tuple[str, str]]:
+    whole = _subparsers(cli.build_parser())
+    return [(command, action) for command in sorted(cli.COMMANDS) for action in _subparsers(whole[command])]
+
+
+@pytest.mark.parametrize(("command", "action"), _actions())
+def test_a_single_action_parser_reads_as_the_whole_one(command: str, action: str) -> None:
+    whole = _subparsers(_subparsers(cli.build_parser())[command])[action]
+    built = _subparsers(cli.build_parser(command, action))[command]
+    assert list(_subparsers(built)) == [action]  # that action alone was built
+    single = _subparsers(built)[action]
+    assert single.format_help() == whole.format_help()
+    assert single.format_usage() == whole.format_usage()
+
+
+def test_an_action_the_command_does_not_have_builds_the_whole_command(capsys: pytest.CaptureFixture[str]) -> None:
+    built = _subparsers(cli.build_parser("message", "bogus"))["message"]
+    assert list(_subparsers(built)) == list(_subparsers(_subparsers(cli.build_parser())["message"]))
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["message", "bogus"])
+    assert exc.value.code == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "invalid choice: 'bogus'" in err and "'wait'" in err and "'send'" in err
+
+
+@pytest.mark.parametrize(("argv", "route"), [
+    (["message", "wait", "--timeout-ms", "0"], ("message", "wait")),
+    (["--home", "/h", "--json", "message", "send", "--to", "x"], ("message", "send")),
+    (["message", "--json", "wait"], ("message", None)),
+    (["message"], ("message", None)),
+    (["send", "x"], ("send", "x")),
+    (["message", "wait", "--help"], (None, None)),
+    (["bogus", "wait"], (None, None)),
+])
+def test_the_action_is_the_word_after_the_command(argv: list[str], route: tuple[str | None, str | None]) -> None:
+    assert cli.route(argv) == route

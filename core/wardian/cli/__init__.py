@@ -56,9 +56,11 @@ COMMANDS = frozenset(name for _, names in GROUPS for name in names)
 _VALUED = ("--home",)
 
 
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The whole parser, or with `only` (a command, `wardian ONLY ...`) the root with that command alone: it parses
-    that command's arguments exactly as the whole one does, and its usage messages read the same."""
+def build_parser(only: str | None = None, action: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser, or with `only` (a command, `wardian ONLY ...`) the root with that command alone, and with
+    `action` too (`wardian ONLY ACTION ...`) that command with that action alone: it parses those arguments exactly
+    as the whole one does, and its usage messages read the same. An action the command does not have builds the
+    whole command, whose message lists the ones it has."""
     common = Parser(add_help=False)
     common.add_argument("--home", default=argparse.SUPPRESS,
                         help="the Wardian home (default: $WARDIAN_HOME)")
@@ -68,18 +70,26 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = Parser(prog="wardian", description="Durable messaging between coding agents.", parents=[common])
     parser.add_argument("--version", action="version", version=f"wardian {__version__}")
     commands = Commands(parser.add_subparsers(dest="group", required=True, metavar="COMMAND", parser_class=Parser),
-                        common)
+                        common, action if only is not None else None)
     for module, names in GROUPS:
         if only is None or only in names:
             importlib.import_module(f"wardian.cli.{module}").register(commands)
+    if commands.missed:
+        return build_parser(only)
     return parser
 
 
 def command_of(argv: Sequence[str]) -> str | None:
     """The command `argv` runs, when the root parser has nothing else to do with it: None for help, the version, an
     unknown command or option, or no command at all (the whole parser then answers)."""
+    return route(argv)[0]
+
+
+def route(argv: Sequence[str]) -> tuple[str | None, str | None]:
+    """The command `argv` runs (as `command_of`) and the word after it, its action when it has actions (None when
+    that word is an option or missing)."""
     if "-h" in argv or "--help" in argv:
-        return None
+        return None, None
     i = 0
     while i < len(argv):
         word = argv[i]
@@ -87,14 +97,17 @@ def command_of(argv: Sequence[str]) -> str | None:
             i += 2
         elif word == "--json" or word.startswith(tuple(f"{o}=" for o in _VALUED)):
             i += 1
+        elif word not in COMMANDS:
+            return None, None
         else:
-            return word if word in COMMANDS else None
-    return None
+            following = argv[i + 1] if i + 1 < len(argv) else None
+            return word, None if following is None or following.startswith("-") else following
+    return None, None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(command_of(words))
+    parser = build_parser(*route(words))
     args, extras = parser.parse_known_args(words)
     if extras and "retired" not in args:
         # argparse fills an optional positional (TEXT) before it sees options placed in between

@@ -7,13 +7,16 @@ import argparse
 import os
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NoReturn, TypeAlias
 
 from wardian import errors
 from wardian.cli.exits import EXIT_USAGE
 from wardian.home import ENV_SESSION, ENV_STORE, resolve_home
 
+# `typing` is not imported at run time: it is a sizeable part of the CLI's cold start (docs/benchmarks.md).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, NoReturn, TypeAlias
+
     from wardian.client import AppClient
 
 Handler = Callable[[argparse.Namespace], int]
@@ -31,12 +34,36 @@ class Parser(argparse.ArgumentParser):
 Group: TypeAlias = "argparse._SubParsersAction[Parser]"
 
 
-class Commands:
-    """Where a command group adds its parsers: the root's subcommands, and the options every command takes."""
+class _Unbuilt(Parser):
+    """The parser of an action this run does not build, because another action of its group runs: what the
+    group's `register` adds to it goes nowhere. argparse's set-up of a parser and of each argument (gettext
+    look-ups, a help formatter, the terminal's size) is most of the cold start's parser time (docs/benchmarks.md)."""
 
-    def __init__(self, groups: Group, common: Parser) -> None:
+    def __init__(self) -> None:  # deliberately no argparse set-up
+        pass
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        return argparse.Action(option_strings=[], dest=argparse.SUPPRESS)
+
+    def add_mutually_exclusive_group(self, **kwargs: Any) -> Any:
+        return self
+
+    def set_defaults(self, **kwargs: Any) -> None:
+        pass
+
+
+class Commands:
+    """Where a command group adds its parsers: the root's subcommands, and the options every command takes.
+
+    With `action` (`wardian GROUP ACTION ...` runs that action), a group builds that action's parser alone; `missed`
+    then says whether the group had no such action, and the caller builds the whole group instead (its usage
+    message lists the actions)."""
+
+    def __init__(self, groups: Group, common: Parser, action: str | None = None) -> None:
         self.groups = groups
         self.common = common
+        self.action = action
+        self.missed = action is not None
 
     def group(self, name: str, help_: str) -> Group:
         """A command group (`wardian NAME ACTION`)."""
@@ -45,6 +72,10 @@ class Commands:
 
     def add(self, group: Group, name: str, func: Handler, help_: str) -> Parser:
         """An action of a group, running `func`."""
+        if self.action is not None:
+            if name != self.action:
+                return _Unbuilt()
+            self.missed = False
         p = group.add_parser(name, help=help_, description=help_, parents=[self.common])
         p.set_defaults(func=func)
         return p
@@ -52,6 +83,7 @@ class Commands:
     def single(self, name: str, func: Handler, help_: str | None = None, description: str | None = None) -> Parser:
         """A command without actions (`wardian console`), running `func`. Without `help_` argparse lists no line
         for it (help=SUPPRESS would print "==SUPPRESS==")."""
+        self.missed = False  # no actions: the word after it is its own argument
         if help_ is None:
             p = self.groups.add_parser(name, parents=[self.common], description=description)
         else:

@@ -4,12 +4,16 @@ WARDIAN_SESSION_ID or as the operator; and the operator's views of the home's re
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from wardian.cli.common import Commands, client, session, text, text_args
 from wardian.cli.exits import EXIT_NOTHING, EXIT_OK
 from wardian.cli.output import dump, out
 from wardian.cli.records import party, print_records, print_story
+
+# `typing` is not imported at run time: it is a sizeable part of the CLI's cold start (docs/benchmarks.md).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 OPERATOR_HELP = "act as the operator (the home's owner), not as the agent of WARDIAN_SESSION_ID"
 TARGET_HELP = "exact agent name or UUID"

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 from wardian import errors
+
+# `typing` is not imported at run time: it is a sizeable part of the CLI's cold start (docs/benchmarks.md).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def dump(value: Any) -> str:

@@ -7,9 +7,12 @@ string `data.code`, which round-trips to its exception class through `wardian.er
 
 from __future__ import annotations
 
-from typing import Any, cast
-
 from wardian import errors
+
+# `typing` is not imported at run time: it is a sizeable part of the CLI's cold start (docs/benchmarks.md).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 PARSE_ERROR = -32700
 """The frame is not JSON (or not UTF-8)."""
@@ -59,9 +62,12 @@ def error_object(exc: errors.WardianError) -> dict[str, Any]:
 def error_from_object(obj: Any) -> errors.WardianError:
     """Rebuild the exception an app error object stands for."""
     if isinstance(obj, dict):
-        error = cast(dict[str, Any], obj)  # a JSON object: its keys are strings
+        # A JSON object: its keys are strings (typing.cast would load typing on the CLI's path).
+        error: dict[str, Any] = obj  # pyright: ignore[reportUnknownVariableType]
         data = error.get("data")
-        if isinstance(data, dict) and isinstance(cast(dict[str, Any], data).get("code"), str):
-            return errors.from_data(cast(dict[str, Any], data))
+        if isinstance(data, dict):
+            fields: dict[str, Any] = data  # pyright: ignore[reportUnknownVariableType]
+            if isinstance(fields.get("code"), str):
+                return errors.from_data(fields)
         return errors.InternalError(f"app error {error.get('code')}: {error.get('message')}")
     return errors.InternalError(f"malformed app error: {obj!r}")
