@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.apps import add_agents, console_script, fresh_app, plain_env
-from benchmarks.cli import spawn_times
+from benchmarks.cli import compiled_package, spawn_times
 from benchmarks.config import REPO, Config
 from benchmarks.figures import emit, ms, pct
 from wardian.client import AppClient
@@ -64,6 +64,7 @@ def bench_frozen(cfg: Config) -> None:
     round trip) and `mcp serve` -> `initialize` answer. A `dist/onefile/wardian` (`build/freeze.py --onefile`)
     is measured too when present, for the onedir/onefile choice. Opt-in: `--only frozen`."""
     frozen, plain = _frozen_cli(), console_script()
+    compiled_package()
     onefile = REPO / "dist" / "onefile" / "wardian"
     entries = {"frozen": str(frozen), "plain": plain, **({"onefile": str(onefile)} if onefile.is_file() else {})}
     with fresh_app() as app, AppClient(app.home) as client:
