@@ -10,7 +10,7 @@ WardianError                      code: a stable snake_case string; delivery: wh
 │   ├── UnknownRequest, NotATask, NotRecipient, AlreadyCompleted
 │   ├── MissingSession, UnknownSession, SessionHomeMismatch, Unauthenticated, StaleSession
 │   ├── NotActive, Unsupported, RetiredOperation, InvalidAgentName, UnknownAgent, NotSignedIn,
-│   │   UnknownCredential
+│   │   UnknownCredential, InvalidTeamFile
 ├── Rejected                      definitely not admitted; the app may offer the work again (StaleTurn,
 │                                 ConversationGone, ProviderRefused, ProviderUnavailable, ...)
 ├── DeliveryUncertain             the outcome is unknown: never replay (delivery: uncertain)
@@ -215,6 +215,13 @@ class UnknownCredential(RequestError):
     """No credential is stored under the provider and name given (`wardian auth logout`); nothing was changed."""
 
     code = "unknown_credential"
+
+
+class InvalidTeamFile(RequestError):
+    """The team file (`wardian.toml`) is not valid: the message lists every problem as `FILE:LINE: field: what is
+    allowed` (`problems` holds them); nothing was started or changed."""
+
+    code = "invalid_team_file"
 
 
 class UnknownAgent(RequestError):

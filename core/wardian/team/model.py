@@ -1,0 +1,80 @@
+"""What a team file (`wardian.toml`) says, once every part of it was checked: the team, its agents, and the problems
+of a file that is not valid (docs/guide/team-file.md, docs/reference/team-file.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from wardian import errors
+
+DEFAULT_FILE = "wardian.toml"
+
+
+@dataclass(frozen=True, slots=True)
+class TeamAgent:
+    """One `[agents.NAME]` table: what `wardian agent add` and `wardian agent start` get for it."""
+
+    name: str
+    """The `[agents.NAME]` key: a name `wardian agent add NAME` takes."""
+    provider: str
+    """codex, opencode or claude."""
+    workspace: Path | None
+    """Absolute (relative paths are read from the team file's directory); an existing directory."""
+    mode: str | None
+    """background or attached (what `agent start --mode` takes); None: the provider's default."""
+    approve_tools: tuple[str, ...]
+    """The wardian tools granted (`agent start --approve-tools`), in the tool table's order."""
+    auth: str | None
+    """A credential name (`wardian auth login --name`); checked as a name, not looked up."""
+    settings: tuple[str, ...]
+    """The `-c KEY=VALUE` strings `agent start` gets: `[defaults.<provider>]` deep-merged under the agent's
+    `settings`, flattened to dotted keys (arrays and inline tables are single values), VALUE as TOML, sorted by key."""
+    line: int
+    """The 1-based line of the agent's `[agents.NAME]` header (or of the key that first names it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Team:
+    """A valid team file."""
+
+    path: Path
+    """The team file, absolute."""
+    home: Path
+    """`[team].home` (relative to the file's directory); else `$WARDIAN_HOME`; else `.wardian` beside the file."""
+    console: str | None
+    """`[team].console`: the loopback address `wardian app run --console` takes; None: no web console."""
+    agents: tuple[TeamAgent, ...]
+    """In the order of the file."""
+
+
+@dataclass(frozen=True, slots=True)
+class TeamProblem:
+    """One thing wrong with a team file: where, which field, and what is allowed instead."""
+
+    path: Path
+    line: int
+    """1-based; 0 when the file could not be read at all."""
+    field: str
+    """The dotted path of the field (`agents.lead.settings.model`); `file` or `toml` for the file as a whole."""
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.field}: {self.message}"
+
+    def to_data(self) -> dict[str, Any]:
+        return {"path": str(self.path), "line": self.line, "field": self.field, "message": self.message}
+
+
+class TeamFileError(errors.InvalidTeamFile):
+    """The team file is not valid: every problem found in it, in the order of the file; nothing was started or
+    changed."""
+
+    def __init__(self, path: Path, problems: tuple[TeamProblem, ...]) -> None:
+        count = f"{len(problems)} problem" + ("s" if len(problems) != 1 else "")
+        lines = "\n".join(f"  {p}" for p in problems)
+        super().__init__(f"the team file {path} is not valid ({count}); nothing was started or changed:\n{lines}",
+                         field="team_file", problems=[p.to_data() for p in problems])
+        self.path = path
+        self.problems = problems

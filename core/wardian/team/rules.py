@@ -1,0 +1,130 @@
+"""The checks of a team file's fields, each the one the product applies to the same value when it is given on the
+command line (`wardian agent add`, `wardian agent start`, `wardian app run --console`), so a file is refused for
+exactly what those commands would refuse, with their words.
+
+Each check returns None when the value is fine, else what is wrong and what is allowed. The provider modules are
+imported only here and only when a file names that provider: they are heavy, and a file that fails on its syntax
+needs none of them.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from wardian import errors
+from wardian.model import PROVIDERS
+from wardian.overrides import MAX_OVERRIDE_CHARS, parse_override
+
+if TYPE_CHECKING:
+    from wardian.providers import Capabilities, Provider
+
+MODES = ("background", "attached")
+
+
+def said(exc: errors.WardianError) -> str:
+    """An error's message with what it allows, as one sentence for a problem line."""
+    return f"{exc.message}; allowed: {exc.allowed}" if exc.allowed else exc.message
+
+
+def provider_error(value: str) -> str | None:
+    return None if value in PROVIDERS else f"unknown provider {value[:40]!r}; allowed: {', '.join(PROVIDERS)}"
+
+
+def agent_name_error(name: str) -> str | None:
+    from wardian.protocol.methods.base import check_agent_name
+
+    try:
+        check_agent_name(name)
+    except errors.WardianError as exc:
+        return said(exc)
+    return None
+
+
+def credential_name_error(name: str) -> str | None:
+    from wardian.auth.checks import check_name
+
+    try:
+        check_name(name, "auth")
+    except errors.WardianError as exc:
+        return said(exc)
+    return None
+
+
+def console_error(text: str) -> str | None:
+    from wardian.console.address import parse_console_address
+
+    try:
+        parse_console_address(text)
+    except errors.WardianError as exc:
+        return said(exc)
+    return None
+
+
+def tools_error(names: Sequence[str]) -> tuple[tuple[str, ...], str | None]:
+    from wardian.protocol.tools import parse_tool_names
+
+    try:
+        return parse_tool_names(list(names)), None
+    except errors.WardianError as exc:
+        return (), said(exc)
+
+
+@functools.cache
+def _provider(name: str) -> Provider:
+    from wardian.providers.registry import PROVIDERS as IMPLEMENTATIONS
+
+    return IMPLEMENTATIONS[name]
+
+
+@functools.cache
+def _capabilities(name: str) -> Capabilities:
+    """What every version of the provider wardian drives may do: whether it has an attached mode and takes tool
+    grants does not change between eligible versions, so the oldest eligible one answers for all (the start itself
+    asks the installed one again)."""
+    if name == "codex":
+        from wardian.providers.codex import compat as codex
+        from wardian.providers.version import Version
+
+        return codex.capabilities(Version(*codex.MIN_STABLE))
+    if name == "opencode":
+        from wardian.providers.opencode import compat as opencode
+
+        return opencode.capabilities(opencode.MIN_VERSION)
+    from wardian.providers.claude import compat as claude
+
+    return claude.capabilities(claude.MIN_VERSION)
+
+
+def launch_error(provider: str, mode: str, approve_tools: Sequence[str]) -> str | None:
+    """What `wardian agent start` refuses of this mode and these grants for the provider (`check_launch`)."""
+    from wardian.app.runtime.launch import check_launch
+
+    try:
+        check_launch(provider, _capabilities(provider), mode, approve_tools)
+    except errors.WardianError as exc:
+        return said(exc)
+    return None
+
+
+def setting_error(provider: str, key: tuple[str, ...], text: str) -> str | None:
+    """What `wardian agent start NAME -c TEXT` refuses for an agent of `provider`, where TEXT sets `key`. Never
+    quotes the value: a setting may hold a secret."""
+    if any(not segment or '"' in segment or "=" in segment for segment in key):
+        return ("a key given to -c is dotted segments of A-Z a-z 0-9 _ -, or double-quoted text without \" or =; "
+                "this one cannot be passed on")
+    if len(text) > MAX_OVERRIDE_CHARS:
+        return f"the setting is longer than {MAX_OVERRIDE_CHARS} characters as -c KEY=VALUE"
+    syntax = _provider(provider).settings_syntax
+    try:
+        parsed = parse_override(text, syntax)
+        if provider == "claude":
+            from wardian.providers.claude.settings import parse
+
+            parse([text])
+    except errors.WardianError as exc:
+        return said(exc)
+    if parsed.path != key:
+        return "this key does not read back as itself from -c KEY=VALUE; write it as plain dotted segments"
+    return None
