@@ -121,7 +121,9 @@ def test_an_action_the_command_does_not_have_builds_the_whole_command(capsys: py
         cli.main(["message", "bogus"])
     assert exc.value.code == cli.EXIT_USAGE
     err = capsys.readouterr().err
-    assert "invalid choice: 'bogus'" in err and "'wait'" in err and "'send'" in err
+    assert "invalid choice: 'bogus'" in err
+    assert "'wait'" in err
+    assert "'send'" in err
 
 
 @pytest.mark.parametrize(("argv", "route"), [
