@@ -7,7 +7,9 @@ The pages are built from the objects the program itself runs on, so they cannot 
 - `tools.md` from the MCP tool table (`wardian.protocol.tools.TOOLS`),
 - `methods.md` from the app's method table (see `_method_table`),
 - `errors.md` from the exception tree (`wardian.errors`),
-- `exit-codes.md` from the CLI's exit codes and the error-to-exit mapping.
+- `exit-codes.md` from the CLI's exit codes and the error-to-exit mapping,
+- `team-file.md` from the team file's JSON Schema (`wardian.team.schema`), which it also writes to
+  `core/wardian/team/schema.json`, the copy shipped with the package for editors.
 
 Output is deterministic (no dates, no machine paths, a fixed terminal width for argparse). `--check` writes
 nothing: it exits 1 and lists every page whose content differs from what the code gives (tests/test_docs.py runs
@@ -371,13 +373,58 @@ def render_exit_codes() -> str:
     return "".join(out)
 
 
+# --- team-file.md ---------------------------------------------------------------------------------------------------
+
+
+def render_team_file() -> str:
+    from wardian.team.schema import schema
+
+    doc = schema()
+    props, defs = doc["properties"], doc["definitions"]
+    agent = defs["agent"]
+    out = [_banner("the team file's JSON Schema (`wardian.team.schema`, shipped as `wardian/team/schema.json`)"),
+           "# The team file (`wardian.toml`)\n\n", doc["description"], " `wardian up` checks the whole file before "
+           "it changes anything, and refuses it with every problem as `FILE:LINE: field: what is allowed` "
+           "(error `invalid_team_file`, exit 2). Each setting is checked as `wardian agent start -c` checks it for "
+           "the agent's provider; each workspace must be an existing directory.\n\n",
+           "## `[team]`\n\n", props["team"]["description"], "\n\n",
+           _table(("key", "required", "type", "default", "meaning"), _schema_rows(props["team"])),
+           "\n## `[defaults.<provider>]`\n\n", props["defaults"]["description"], "\n\n",
+           _table(("table", "what its keys are"),
+                  [(f"`[defaults.{name}]`", p["description"]) for name, p in props["defaults"]["properties"].items()]),
+           "\n## `[agents.<name>]`\n\n", props["agents"]["description"], " NAME: ",
+           defs["agent_name"]["description"], "\n\n",
+           _table(("key", "required", "type", "default", "meaning"), _schema_rows(agent)),
+           "\nWhat each provider takes:\n\n"]
+    rows = []
+    for rule in agent["allOf"]:
+        then = rule["then"]["properties"]
+        rows.append((f"`{rule['if']['properties']['provider']['const']}`",
+                     ", ".join(f"`{m}`" for m in then.get("mode", agent["properties"]["mode"])["enum"]),
+                     "none" if then.get("approve_tools", {}).get("maxItems") == 0 else "any",
+                     then["settings"]["description"]))
+    out.append(_table(("provider", "mode", "approve_tools", "settings"), rows))
+    return "".join(out)
+
+
 PAGES: dict[str, Callable[[], str]] = {
     "cli.md": render_cli,
     "tools.md": render_tools,
     "methods.md": render_methods,
     "errors.md": render_errors,
     "exit-codes.md": render_exit_codes,
+    "team-file.md": render_team_file,
 }
+
+
+def _team_schema() -> str:
+    from wardian.team.schema import render
+
+    return render()
+
+
+# Generated files outside docs/reference, by their path in the repository.
+FILES: dict[str, Callable[[], str]] = {"core/wardian/team/schema.json": _team_schema}
 
 
 def render_all() -> dict[str, str]:
@@ -389,10 +436,12 @@ def render_all() -> dict[str, str]:
 def stale_pages() -> list[str]:
     """The reference pages whose file is missing or differs from what the code gives now."""
     stale: list[str] = []
-    for name, text in render_all().items():
-        path = REFERENCE / name
+    expected = {f"docs/reference/{name}": text for name, text in render_all().items()}
+    expected.update({name: render() for name, render in FILES.items()})
+    for name, text in expected.items():
+        path = REPO / name
         if not path.is_file() or path.read_text(encoding="utf-8") != text:
-            stale.append(f"docs/reference/{name}")
+            stale.append(name)
     return stale
 
 
@@ -410,6 +459,8 @@ def main(argv: list[str] | None = None) -> int:
     REFERENCE.mkdir(parents=True, exist_ok=True)
     for name, text in render_all().items():
         (REFERENCE / name).write_text(text, encoding="utf-8")
+    for name, render in FILES.items():
+        (REPO / name).write_text(render(), encoding="utf-8")
     return 0
 
 

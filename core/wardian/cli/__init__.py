@@ -47,7 +47,7 @@ __all__ = ["EXIT_APP", "EXIT_HOME", "EXIT_INTERNAL", "EXIT_NOTHING", "EXIT_NOT_F
 # The group modules (wardian.cli.NAME) in the order `wardian --help` lists them, each with the commands its
 # `register` adds (tests/cli/test_cold_start.py checks the two agree), so that a command loads only its own module.
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("app", ("app",)), ("store", ("store",)), ("auth", ("auth",)), ("agent", ("agent",)),
+    ("app", ("app",)), ("team", ("init",)), ("store", ("store",)), ("auth", ("auth",)), ("agent", ("agent",)),
     ("message", ("message",)), ("console", ("console",)), ("mcp", ("mcp",)), ("codex", ("codex",)),
     ("opencode", ("opencode",)), ("claude", ("claude",)), ("demo", ("demo",)), ("retired", ("send", "ask")),
 )

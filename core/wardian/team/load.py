@@ -16,12 +16,13 @@ from wardian.overrides import MAX_OVERRIDES
 from wardian.team import rules
 from wardian.team.lines import KeyLines, scan
 from wardian.team.model import Team, TeamAgent, TeamFileError, TeamProblem
+from wardian.team.schema import AGENT_FIELDS, TEAM_FIELDS
 from wardian.team.values import Key, flatten, key_text, merge, toml_value
 
 MAX_FILE_BYTES = 1 << 20
 TOP_KEYS = ("team", "defaults", "agents")
-TEAM_KEYS = ("home", "console")
-AGENT_KEYS = ("provider", "workspace", "mode", "approve_tools", "auth", "settings")
+TEAM_KEYS = tuple(TEAM_FIELDS)
+AGENT_KEYS = tuple(AGENT_FIELDS)
 _AT = re.compile(r" \(at (?:line (\d+), column (\d+)|end of document)\)$")
 
 

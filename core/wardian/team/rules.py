@@ -79,7 +79,7 @@ def _provider(name: str) -> Provider:
 
 
 @functools.cache
-def _capabilities(name: str) -> Capabilities:
+def capabilities(name: str) -> Capabilities:
     """What every version of the provider wardian drives may do: whether it has an attached mode and takes tool
     grants does not change between eligible versions, so the oldest eligible one answers for all (the start itself
     asks the installed one again)."""
@@ -102,7 +102,7 @@ def launch_error(provider: str, mode: str, approve_tools: Sequence[str]) -> str 
     from wardian.app.runtime.launch import check_launch
 
     try:
-        check_launch(provider, _capabilities(provider), mode, approve_tools)
+        check_launch(provider, capabilities(provider), mode, approve_tools)
     except errors.WardianError as exc:
         return said(exc)
     return None

@@ -1,0 +1,130 @@
+"""The JSON Schema of the team file, from the same tables the loader checks against: the keys and their meaning
+below, the providers, modes, tools, name rules and what each provider can do. It is written beside this module
+(`schema.json`, shipped with the package) so editors that read TOML with a schema (taplo, Even Better TOML) can
+complete and check a team file; `docs/reference/team-file.md` is rendered from it (scripts/gen_reference.py).
+
+`load_team` is the authority: it checks more than a schema can say (each setting as its provider reads it,
+workspaces on disk), and everything it accepts, the schema accepts. scripts/gen_reference.py writes the file with the
+reference pages, and its `--check` (tests/test_docs.py) fails when the file differs from what this module gives.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+SCHEMA_FILE = Path(__file__).resolve().with_name("schema.json")
+DIALECT = "http://json-schema.org/draft-07/schema#"  # the draft taplo and Even Better TOML read
+
+TEAM_FIELDS: dict[str, str] = {
+    "home": "The Wardian home the team lives in: its store, its agents' private homes, the app's socket. Relative "
+            "paths are read from this file's directory. Default: $WARDIAN_HOME, else `.wardian` beside this file.",
+    "console": "Also serve the web console on this loopback address, as `wardian app run --console` takes it "
+               "(`127.0.0.1:8765`, `8765`, `[::1]:8765`; port 0 picks a free one). Left out: no console.",
+}
+AGENT_FIELDS: dict[str, str] = {
+    "provider": "Which coding agent runs it: codex, opencode or claude. Required.",
+    "workspace": "The directory the agent works in; it must exist. Relative paths are read from this file's "
+                 "directory. Default: a private directory under the home.",
+    "mode": "background (the app runs the agent alone) or attached (Codex only: open its TUI with `wardian agent "
+            "attach NAME`). Default: the mode of the agent's last start, else background.",
+    "approve_tools": "The wardian tools the agent may use without asking (`wardian agent start --approve-tools`). "
+                     "Codex and Claude Code only: OpenCode has no approval step for them.",
+    "auth": "The credential its starts use, by the name given to `wardian auth login --name`. Default: the "
+            "provider's default credential. A name, never a secret.",
+    "settings": "The agent's launch settings: exactly the keys `wardian agent start NAME -c KEY=VALUE` takes for "
+                "its provider, as a TOML table (`model = \"o3\"`), merged over [defaults.<provider>].",
+}
+SETTINGS_OF: dict[str, str] = {
+    "codex": "Keys of Codex's config.toml, as `codex -c` takes them (model, model_reasoning_effort, features.*, "
+             "model_providers.*).",
+    "opencode": "Keys of the agent's opencode.json (model, provider.*, agent.*).",
+    "claude": "Keys of the agent's Claude Code settings.json (model, env.*, permissions.*). An env.* value whose "
+              "name holds KEY, TOKEN, SECRET or PASSWORD goes to the process's environment, never to a file.",
+}
+MODEL_OF: dict[str, str] = {
+    "codex": "The model Codex uses (`o3`, `gpt-5-codex`).",
+    "opencode": "The model OpenCode uses, as PROVIDER/MODEL (`openai/gpt-5`).",
+    "claude": "The model Claude Code uses (`sonnet`, `opus`, or a full model name).",
+}
+TEAM_DOC = "What the team shares: where it lives and its web console."
+DEFAULTS_DOC = ("Settings every agent of a provider starts with, under [defaults.codex], [defaults.opencode] or "
+                "[defaults.claude]; an agent's own settings win, key by key.")
+AGENTS_DOC = ("One table per agent, [agents.NAME]: NAME as `wardian agent add NAME` takes it. `wardian up` adds "
+              "and starts each one.")
+
+
+def _anycase(word: str) -> str:
+    return "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else c for c in word)
+
+
+def agent_name_schema() -> dict[str, Any]:
+    from wardian.model import MAX_AGENT_NAME_CHARS, OPERATOR_NAME
+    from wardian.protocol.methods import base
+
+    reserved = sorted(n for n in {*base.BROADCAST_NAMES, "wardian", OPERATOR_NAME} if base.AGENT_NAME_RE.match(n))
+    return {"type": "string", "pattern": base.AGENT_NAME_RE.pattern,
+            "not": {"anyOf": [{"pattern": base._UUID_RE.pattern},
+                              {"pattern": "^(?:" + "|".join(_anycase(n) for n in reserved) + ")$"}]},
+            "description": f"1..{MAX_AGENT_NAME_CHARS} characters of A-Z a-z 0-9 . _ -, starting with a letter or "
+                           "digit; not a UUID and not all/everyone/here/broadcast/wardian/operator."}
+
+
+def _agent_schema() -> dict[str, Any]:
+    from wardian.auth.checks import NAME_ALLOWED, NAME_PATTERN
+    from wardian.model import PROVIDERS
+    from wardian.protocol.tools import TOOL_NAMES
+    from wardian.team import rules
+
+    props: dict[str, Any] = {
+        "provider": {"enum": list(PROVIDERS)},
+        "workspace": {"type": "string", "minLength": 1},
+        "mode": {"enum": list(rules.MODES)},
+        "approve_tools": {"type": "array", "items": {"enum": list(TOOL_NAMES)}},
+        "auth": {"type": "string", "pattern": f"^(?:{NAME_PATTERN.pattern})$"},
+        "settings": {"type": "object"},
+    }
+    for key, doc in AGENT_FIELDS.items():
+        props[key]["description"] = doc + (f" {NAME_ALLOWED}." if key == "auth" else "")
+    rules_of: list[dict[str, Any]] = []
+    for provider in PROVIDERS:
+        caps = rules.capabilities(provider)
+        then: dict[str, Any] = {"settings": _settings_schema(provider)}
+        if not caps.attach:
+            then["mode"] = {"enum": ["background"]}
+        if not caps.tool_grants:
+            then["approve_tools"] = {"maxItems": 0}
+        rules_of.append({"if": {"properties": {"provider": {"const": provider}}, "required": ["provider"]},
+                         "then": {"properties": then}})
+    return {"type": "object", "additionalProperties": False, "required": ["provider"], "properties": props,
+            "allOf": rules_of}
+
+
+def _settings_schema(provider: str) -> dict[str, Any]:
+    return {"type": "object", "description": SETTINGS_OF[provider],
+            "properties": {"model": {"description": MODEL_OF[provider]}}}
+
+
+def schema() -> dict[str, Any]:
+    """The schema document."""
+    from wardian.model import PROVIDERS
+
+    team = {"type": "object", "additionalProperties": False, "description": TEAM_DOC,
+            "properties": {"home": {"type": "string", "minLength": 1, "description": TEAM_FIELDS["home"]},
+                           "console": {"type": "string", "minLength": 1, "description": TEAM_FIELDS["console"]}}}
+    defaults = {"type": "object", "additionalProperties": False, "description": DEFAULTS_DOC,
+                "properties": {p: _settings_schema(p) for p in PROVIDERS}}
+    agents = {"type": "object", "minProperties": 1, "description": AGENTS_DOC,
+              "propertyNames": {"$ref": "#/definitions/agent_name"},
+              "additionalProperties": {"$ref": "#/definitions/agent"}}
+    return {"$schema": DIALECT, "title": "wardian team file (wardian.toml)",
+            "description": "A team of coding agents in one file: `wardian init` writes one, `wardian up` makes it so "
+                           "(docs/guide/team-file.md).",
+            "type": "object", "additionalProperties": False, "required": ["agents"],
+            "properties": {"team": team, "defaults": defaults, "agents": agents},
+            "definitions": {"agent_name": agent_name_schema(), "agent": _agent_schema()}}
+
+
+def render() -> str:
+    return json.dumps(schema(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"

@@ -1,0 +1,93 @@
+"""`wardian init`: writes a team file that loads, refuses to overwrite one without --force, and refuses unknown
+providers; nothing is written when it refuses."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from wardian.team import load_team
+
+pytestmark = pytest.mark.fast
+
+
+def init(cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARDIAN_")}
+    return subprocess.run([sys.executable, "-m", "wardian.cli", *argv], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=60, check=False)
+
+
+def test_init_writes_wardian_toml_here_with_a_codex_lead_and_worker(tmp_path: Path) -> None:
+    proc = init(tmp_path, "init")
+    assert proc.returncode == 0, proc.stderr
+    path = tmp_path / "wardian.toml"
+    assert proc.stdout == f"wrote {path}: lead (codex), worker (codex); edit it, then `wardian up`\n"
+    team = load_team(path, environ={})
+    assert [(a.name, a.provider) for a in team.agents] == [("lead", "codex"), ("worker", "codex")]
+    assert team.agents[0].workspace == tmp_path.resolve()
+    assert team.home == tmp_path / ".wardian"
+    assert not team.home.exists()  # writing the file starts and creates nothing else
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["wardian.toml"]
+
+
+def test_two_providers_make_a_lead_of_the_first_and_a_worker_of_the_second(tmp_path: Path) -> None:
+    proc = init(tmp_path, "--json", "init", "--providers", "claude,opencode", "team.toml")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {"path": str(tmp_path / "team.toml"), "agents": [
+        {"name": "lead", "provider": "claude"}, {"name": "worker", "provider": "opencode"}]}
+    team = load_team(tmp_path / "team.toml", environ={})
+    assert [(a.name, a.provider, a.approve_tools) for a in team.agents] == [
+        ("lead", "claude", ("send_message", "followup_task", "reply")), ("worker", "opencode", ())]
+
+
+def test_an_existing_file_is_kept_unless_force(tmp_path: Path) -> None:
+    path = tmp_path / "wardian.toml"
+    path.write_text("# mine\n", encoding="utf-8")
+    proc = init(tmp_path, "init")
+    assert proc.returncode == 2
+    assert proc.stderr == (f"wardian: invalid_arguments: {path} already exists; nothing was changed (pass --force to "
+                           "overwrite it) (allowed: a new file, or --force)\n")
+    assert path.read_text(encoding="utf-8") == "# mine\n"
+    assert init(tmp_path, "init", "--force").returncode == 0
+    assert load_team(path, environ={}).agents
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["wardian.toml"]  # no temporary file left
+
+
+def test_a_dangling_symlink_is_not_followed_or_replaced(tmp_path: Path) -> None:
+    (tmp_path / "wardian.toml").symlink_to(tmp_path / "elsewhere.toml")
+    assert init(tmp_path, "init").returncode == 2
+    assert not (tmp_path / "elsewhere.toml").exists()
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (("init", "--providers", "codex,gemini"),
+     "wardian: invalid_arguments: --providers names no provider: 'gemini' (allowed: one to 3 of codex, opencode, "
+     "claude, comma-separated (the first is the lead's))\n"),
+    (("init", "--providers", ""),
+     "wardian: invalid_arguments: --providers names no provider: '' (allowed: one to 3 of codex, opencode, claude, "
+     "comma-separated (the first is the lead's))\n"),
+    (("init", "--providers", "codex,codex,codex,codex"),
+     "wardian: invalid_arguments: --providers names 4 agents' providers; at most 3 (allowed: one to 3 of codex, "
+     "opencode, claude, comma-separated (the first is the lead's))\n"),
+])
+def test_unknown_providers_are_refused_and_nothing_is_written(tmp_path: Path, argv: tuple[str, ...],
+                                                             message: str) -> None:
+    proc = init(tmp_path, *argv)
+    assert (proc.returncode, proc.stderr) == (2, message)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_directory_or_a_missing_parent_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    proc = init(tmp_path, "init", "d")
+    assert proc.returncode == 2
+    assert f"{tmp_path / 'd'} is a directory" in proc.stderr
+    proc = init(tmp_path, "init", "nowhere/wardian.toml")
+    assert proc.returncode == 2
+    assert f"the directory {tmp_path / 'nowhere'} does not exist" in proc.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["d"]
