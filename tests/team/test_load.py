@@ -81,3 +81,85 @@ provider = "gemini"
         f"{path}:9: agents.worker.provider: unknown provider 'gemini'; allowed: codex, opencode, claude",
     ]
     assert caught.value.code == "invalid_team_file"
+
+
+def test_an_agents_setting_replaces_the_defaults_at_below_and_above_its_key(tmp_path: Path) -> None:
+    path = write(tmp_path, """\
+[defaults.opencode]
+model = "d/m"
+provider.wardian.npm = "pkg"
+provider.wardian.options.baseURL = "http://127.0.0.1:1/v1"
+agent.build.temperature = 0.1
+
+[agents.replaces_a_table]
+provider = "opencode"
+settings.provider = { other = { npm = "x" } }
+
+[agents.goes_below_a_leaf]
+provider = "opencode"
+settings.model = "own/m"
+settings.agent.build.temperature = 0.5
+settings.agent.plan.temperature = 0.9
+""")
+    first, second = load_team(path, environ={}).agents
+    assert first.settings == ("agent.build.temperature=0.1", 'model="d/m"', 'provider={ other = { npm = "x" } }')
+    assert second.settings == ("agent.build.temperature=0.5", "agent.plan.temperature=0.9", 'model="own/m"',
+                               'provider.wardian.npm="pkg"', 'provider.wardian.options.baseURL="http://127.0.0.1:1/v1"')
+
+
+def test_values_are_written_back_as_toml_that_reads_the_same(tmp_path: Path) -> None:
+    path = write(tmp_path, """\
+[agents.a]
+provider = "codex"
+[agents.a.settings]
+text = 'C:\\path "quoted"\ttab'
+multi = \"\"\"
+two
+lines\"\"\"
+when = 1979-05-27T07:32:00-08:00
+day = 1979-05-27
+big = 1e300
+inf = -inf
+list = [1, "two", [3.5], { k = true }]
+"a.b"."c d" = 1
+""")
+    (agent,) = load_team(path, environ={}).agents
+    assert agent.settings == (
+        '"a.b"."c d"=1', "big=1e+300", "day=1979-05-27", "inf=-inf", 'list=[1, "two", [3.5], { k = true }]',
+        'multi="two\\nlines"', 'text="C:\\\\path \\"quoted\\"\\ttab"', "when=1979-05-27T07:32:00-08:00")
+
+
+def test_agents_may_be_written_as_dotted_keys_or_inline_tables(tmp_path: Path) -> None:
+    path = write(tmp_path, """\
+# a comment
+[agents]
+lead.provider = "codex"
+lead.settings.model = "o3"
+
+worker = { provider = "claude", settings = { model = "sonnet", permissions = { allow = ["Bash"] } } }
+""")
+    lead, worker = load_team(path, environ={}).agents
+    assert (lead.line, lead.settings) == (3, ('model="o3"',))
+    assert (worker.line, worker.settings) == (6, ('model="sonnet"', 'permissions={ allow = ["Bash"] }'))
+
+
+def test_paths_read_from_the_files_directory_and_from_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    (tmp_path / "user" / "src").mkdir(parents=True)
+    (tmp_path / "team").mkdir()
+    path = write(tmp_path / "team", '[team]\nhome = "~/h"\n[agents.a]\nprovider = "codex"\nworkspace = "~/src"\n'
+                 '[agents.b]\nprovider = "codex"\nworkspace = ".."\n')
+    team = load_team(path, environ={})
+    assert team.home == tmp_path / "user" / "h"
+    assert [a.workspace for a in team.agents] == [(tmp_path / "user" / "src").resolve(), tmp_path.resolve()]
+    monkeypatch.chdir(tmp_path)
+    assert load_team(Path("team/wardian.toml"), environ={}).path == path
+
+
+def test_the_guides_merged_settings_are_what_the_loader_gives(tmp_path: Path) -> None:
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "guide" / "team-file.md").read_text(encoding="utf-8")
+    example = guide.split("Tables are read key by key", 1)[1]
+    toml_block = example.split("```toml\n", 1)[1].split("```", 1)[0]
+    text_block = example.split("```text\n", 1)[1].split("```", 1)[0]
+    (agent,) = load_team(write(tmp_path, toml_block), environ={}).agents
+    assert agent.settings == tuple(text_block.splitlines())

@@ -70,12 +70,21 @@ def _kind(value: Any) -> str:
     return {bool: "a boolean", int: "an integer", float: "a float"}.get(type(value), "a date or time")
 
 
+def _shown(path: Path) -> str:
+    """The path as a person would type it here: relative below the current directory, else absolute."""
+    try:
+        relative = os.path.relpath(path)
+    except (OSError, ValueError):
+        return str(path)
+    return str(path) if relative.startswith("..") else relative
+
+
 def _read(check: _Checker) -> str | None:
     try:
         with check.path.open("rb") as f:
             data = f.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
-        check.add(0, "file", f"there is no such file; write one with `wardian init {check.path.name}`")
+        check.add(0, "file", f"there is no such file; write one with `wardian init {_shown(check.path)}`")
         return None
     except IsADirectoryError:
         check.add(0, "file", "this is a directory; give the team file itself (default wardian.toml)")
@@ -117,7 +126,10 @@ def _home(check: _Checker, team: Mapping[str, Any], environ: Mapping[str, str]) 
         if raw is not None:
             return _absolute(check.dir, raw)
     elif environ.get(ENV_HOME):
-        return _absolute(Path.cwd(), environ[ENV_HOME])
+        try:
+            return Path(os.path.abspath(Path(environ[ENV_HOME]).expanduser()))
+        except (OSError, ValueError) as exc:  # the current directory is gone
+            check.add(1, "team.home", f"cannot read ${ENV_HOME} ({exc}); give [team].home in the file")
     return check.dir / ".wardian"
 
 
@@ -142,7 +154,8 @@ def _team(check: _Checker, data: Mapping[str, Any], environ: Mapping[str, str]) 
 def _settings(check: _Checker, provider: str | None, at: Key, table: Mapping[str, Any]) -> dict[Key, Any]:
     """The settings under `table` (the document path `at`), each checked as `agent start -c` would check it."""
     found: dict[Key, Any] = {}
-    for key, value in flatten(table, at, check.at.assigned, inline=at in check.at.assigned):
+    inline = any(at[:end] in check.at.assigned for end in range(1, len(at) + 1))  # within an inline table
+    for key, value in flatten(table, at, check.at.assigned, inline=inline):
         found[key] = value
         if provider is not None:
             why = rules.setting_error(provider, key, f"{key_text(key)}={toml_value(value)}")
@@ -193,8 +206,12 @@ def _mode(check: _Checker, at: Key, value: Any) -> str | None:
 
 
 def _tools(check: _Checker, at: Key, value: Any) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+    if not isinstance(value, list):
         check.on(at, f"must be an array of tool names (approve_tools = [\"reply\"]), not {_kind(value)}")
+        return ()
+    if not all(isinstance(v, str) for v in value):
+        odd = next(v for v in value if not isinstance(v, str))
+        check.on(at, f"must be an array of tool names (approve_tools = [\"reply\"]); it holds {_kind(odd)}")
         return ()
     tools, why = rules.tools_error(value)
     if why is not None:
@@ -239,7 +256,8 @@ def _agent(check: _Checker, name: str, table: Mapping[str, Any],
         check.on((*at, "approve_tools"), why)
     merged = merge(defaults.get(provider or "", {}), own)
     if len(merged) > MAX_OVERRIDES:
-        check.on((*at, "settings"), f"{len(merged)} settings with the defaults; at most {MAX_OVERRIDES} are allowed")
+        check.on((*at, "settings"), f"{len(merged)} settings, counting [defaults.{provider}]; at most "
+                                    f"{MAX_OVERRIDES} are allowed (as -c)")
     if len(check.problems) > before or provider is None:
         return None
     settings_text = tuple(sorted(f"{key_text(k)}={toml_value(v)}" for k, v in merged.items()))
@@ -284,7 +302,11 @@ def load_team(path: Path, *, environ: Mapping[str, str] | None = None) -> Team:
     Raises:
         TeamFileError: every problem of the file, in the order of its lines.
     """
-    check = _Checker(Path(os.path.abspath(os.path.expanduser(os.fspath(path)))))
+    try:
+        file = Path(os.path.abspath(os.path.expanduser(os.fspath(path))))
+    except OSError as exc:  # a relative path, and the current directory is gone
+        raise TeamFileError(Path(path), (TeamProblem(Path(path), 0, "file", f"cannot find the file: {exc}"),)) from None
+    check = _Checker(file)
     try:
         team = _check(check, os.environ if environ is None else environ)
     except RecursionError:

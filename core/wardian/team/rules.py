@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from wardian import errors
 from wardian.model import PROVIDERS
 from wardian.overrides import MAX_OVERRIDE_CHARS, parse_override
+from wardian.team.values import toml_value
 
 if TYPE_CHECKING:
     from wardian.providers import Capabilities, Provider
@@ -125,6 +126,6 @@ def setting_error(provider: str, key: tuple[str, ...], text: str) -> str | None:
             parse([text])
     except errors.WardianError as exc:
         return said(exc)
-    if parsed.path != key:
-        return "this key does not read back as itself from -c KEY=VALUE; write it as plain dotted segments"
+    if parsed.path != key or toml_value(parsed.value) != text.partition("=")[2]:
+        return "this setting does not read back as itself from -c KEY=VALUE; write its key as plain dotted segments"
     return None

@@ -11,7 +11,6 @@ an agent's `provider = {...}` replaces every default under `provider.`.
 from __future__ import annotations
 
 import datetime
-import json
 import math
 import re
 from collections.abc import Iterator, Mapping
@@ -26,9 +25,20 @@ def key_text(path: Key) -> str:
     return ".".join(s if BARE.fullmatch(s) else f'"{s}"' for s in path)
 
 
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
+
+
 def _string(value: str) -> str:
-    # JSON's escapes (\" \\ \n \t \uXXXX ...) are all TOML basic-string escapes.
-    return json.dumps(value, ensure_ascii=False)
+    """A TOML basic string: the characters TOML refuses raw in one (the controls, DEL) escaped."""
+    out = []
+    for ch in value:
+        if ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif ch < " " or ch == "\x7f":
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
 
 
 def _float(value: float) -> str:
@@ -56,7 +66,8 @@ def toml_value(value: Any) -> str:
     if isinstance(value, dict):
         if not value:
             return "{}"
-        return "{ " + ", ".join(f"{key_text((k,))} = {toml_value(v)}" for k, v in value.items()) + " }"
+        return "{ " + ", ".join(f"{k if BARE.fullmatch(k) else _string(k)} = {toml_value(v)}"
+                                for k, v in value.items()) + " }"
     raise TypeError(f"not a TOML value: {type(value).__name__}")
 
 
