@@ -149,14 +149,16 @@ def valid_settings(draw: st.DrawFn, prefix: str) -> list[str]:
 
 
 @st.composite
-def valid_team_files(draw: st.DrawFn) -> str:
+def valid_team_files(draw: st.DrawFn) -> tuple[str, list[str]]:
+    """A file no check refuses, and the names of its agents in order."""
     lines: list[str] = []
     if draw(st.booleans()):
         lines += ["[team]", 'home = "h"', 'console = "127.0.0.1:0"'][: draw(st.integers(1, 3))]
     for provider in draw(st.lists(st.sampled_from(["codex", "opencode", "claude"]), unique=True, max_size=3)):
         lines += [f"[defaults.{provider}]", *draw(valid_settings(f"defaults.{provider}"))]
-    for name in draw(st.lists(st.sampled_from(["lead", "worker", "w-2", "a.b", "Z9"]), unique=True, min_size=1,
-                              max_size=3)):
+    agents = draw(st.lists(st.sampled_from(["lead", "worker", "w-2", "a.b", "Z9"]), unique=True, min_size=1,
+                           max_size=3))
+    for name in agents:
         provider = draw(st.sampled_from(["codex", "opencode", "claude"]))
         header = f"agents.{key(name)}"
         lines += [f"[{header}]", f'provider = "{provider}"']
@@ -167,7 +169,7 @@ def valid_team_files(draw: st.DrawFn) -> str:
             lines.append(f"approve_tools = {draw(GRANTS)}")
         if draw(st.booleans()):
             lines += [f"[{header}.settings]", *draw(valid_settings(f"{header}.settings"))]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n", agents
 
 
 def snapshot(root: Path) -> list[tuple[str, int, int, int]]:
@@ -249,9 +251,10 @@ def test_random_bytes_load_or_fail_cleanly(data: bytes) -> None:
 
 @FUZZ
 @given(valid_team_files())
-def test_valid_team_files_load_with_every_agent(text: str) -> None:
+def test_valid_team_files_load_with_every_agent(file: tuple[str, list[str]]) -> None:
+    text, names = file
     team, problems = check(text)
     assert team is not None, [str(p) for p in problems]
+    assert [a.name for a in team.agents] == names
     lines = text.splitlines()
-    assert len(team.agents) == sum(line.startswith('provider = "') for line in lines)
     assert [lines[a.line - 1] for a in team.agents] == [f"[agents.{key(a.name)}]" for a in team.agents]

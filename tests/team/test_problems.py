@@ -219,3 +219,9 @@ def test_the_error_is_invalid_team_file_exit_2_with_the_problems_as_data(tmp_pat
     # a setting's value may be a secret: no problem, message or wire form quotes one
     assert "sk-SECRET" not in json.dumps(data)
     assert "sk-SECRET" not in str(exc)
+
+
+def test_lines_count_the_same_with_windows_line_endings_and_a_byte_order_mark(tmp_path: Path) -> None:
+    text = '\ufeff[agents.a]\r\nprovider = "codex"\r\n\r\n[agents.b]\r\nprovider = "claude"\r\nmode = "attached"\r\n'
+    assert [p.split(": ", 2)[:2] for p in problems(tmp_path, text.encode("utf-8"))] == [
+        ["F/wardian.toml:6", "agents.b.mode"]]

@@ -127,14 +127,15 @@ def _home(check: _Checker, team: Mapping[str, Any], environ: Mapping[str, str]) 
             return _absolute(check.dir, raw)
     elif environ.get(ENV_HOME):
         try:
-            return Path(os.path.abspath(Path(environ[ENV_HOME]).expanduser()))
+            return Path(os.path.abspath(os.path.expanduser(environ[ENV_HOME])))
         except (OSError, ValueError) as exc:  # the current directory is gone
             check.add(1, "team.home", f"cannot read ${ENV_HOME} ({exc}); give [team].home in the file")
     return check.dir / ".wardian"
 
 
 def _absolute(base: Path, raw: str) -> Path:
-    return Path(os.path.normpath(base / Path(raw).expanduser()))
+    """`raw` read from `base`, `~` expanded (os.path's expansion leaves `~` as it is when there is no home)."""
+    return Path(os.path.normpath(base / os.path.expanduser(raw)))
 
 
 def _team(check: _Checker, data: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[Path, str | None]:
@@ -182,11 +183,10 @@ def _workspace(check: _Checker, at: Key, value: Any) -> Path | None:
     raw = check.string(at, value)
     if raw is None:
         return None
-    path = _absolute(check.dir, raw)
     try:
-        path = path.resolve()
+        path = _absolute(check.dir, raw).resolve()
         exists, is_dir = path.exists(), path.is_dir()
-    except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, a NUL byte
+    except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, a NUL byte, `~` without a home
         check.on(at, f"the workspace {raw[:200]!r} cannot be read: {exc}")
         return None
     if not exists:
