@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import http.client
+import json
 import os
 import shutil
 import signal
@@ -17,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -46,8 +48,9 @@ pytestmark = pytest.mark.timeout(900)  # the first test may wait for a build
 def _source_digest() -> str:
     """What a build depends on: the package, the build files and the locked dependencies."""
     digest = hashlib.sha256()
-    # Python, and the console's templates and static files, which the build bundles as data.
-    files = sorted(p for p in (REPO / "core").rglob("*") if p.suffix in {".py", ".j2", ".css", ".js", ".svg"}
+    # Python, and the console's templates and static files and the team file's schema, which the build bundles as
+    # data.
+    files = sorted(p for p in (REPO / "core").rglob("*") if p.suffix in {".py", ".j2", ".css", ".js", ".svg", ".json"}
                    and "__pycache__" not in p.parts) + sorted((REPO / "build").glob("*.py"))
     for path in [*files, REPO / "build" / "wardian.spec", REPO / "uv.lock"]:
         digest.update(str(path.relative_to(REPO)).encode() + b"\0" + path.read_bytes() + b"\0")
@@ -132,6 +135,17 @@ def test_the_frozen_cli_prints_its_version(frozen_cli: Path) -> None:
                           check=False)
     assert proc.returncode == 0
     assert proc.stdout.decode().strip() == f"wardian {__version__}"
+
+
+def test_the_frozen_init_names_the_schema_the_build_bundles(frozen_cli: Path, tmp_path: Path) -> None:
+    """The `#:schema` line of the file `wardian init` writes points at a file the build holds."""
+    proc = subprocess.run([str(frozen_cli), "init", str(tmp_path / "wardian.toml")], env=clean_env(),
+                          capture_output=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    first = (tmp_path / "wardian.toml").read_text(encoding="utf-8").splitlines()[0]
+    assert first.startswith("#:schema file://")
+    schema = Path(urllib.request.url2pathname(urllib.parse.urlparse(first.removeprefix("#:schema ")).path))
+    assert json.loads(schema.read_text(encoding="utf-8"))["title"] == "wardian team file (wardian.toml)"
 
 
 def test_app_start_status_and_stop_run_the_frozen_executable(frozen_cli: Path) -> None:

@@ -60,7 +60,7 @@ def _header() -> list[str]:
             "# A team of coding agents in one file. `wardian up` makes it so: it checks the whole file, starts the",
             "# app if needed, and adds and starts each agent below; `wardian down` stops them. Every key is",
             "# explained in a comment; docs/reference/team-file.md lists them all. Sign in once per provider with",
-            "# `wardian auth login PROVIDER` (the key goes to the OS keyring, never into this file).",
+            "# `wardian auth login PROVIDER`: the key stays in the home's credential store, never in this file.",
             "", "[team]", *_comment(TEAM_FIELDS["home"]), '# home = ".wardian"',
             *_comment(TEAM_FIELDS["console"]), '# console = "127.0.0.1:8765"', ""]
 
