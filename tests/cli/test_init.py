@@ -42,7 +42,7 @@ def test_two_providers_make_a_lead_of_the_first_and_a_worker_of_the_second(tmp_p
         {"name": "lead", "provider": "claude"}, {"name": "worker", "provider": "opencode"}]}
     team = load_team(tmp_path / "team.toml", environ={})
     assert [(a.name, a.provider, a.approve_tools) for a in team.agents] == [
-        ("lead", "claude", ("send_message", "followup_task", "reply")), ("worker", "opencode", ())]
+        ("lead", "claude", ("followup_task", "reply", "send_message")), ("worker", "opencode", ())]
 
 
 def test_an_existing_file_is_kept_unless_force(tmp_path: Path) -> None:

@@ -49,7 +49,7 @@ settings.provider = { wardian = { npm = "x" } }
     lead, worker = team.agents
     assert (lead.name, lead.provider, lead.workspace, lead.mode, lead.auth, lead.line) == (
         "lead", "codex", (tmp_path / "ws").resolve(), "attached", "work", 10)
-    assert lead.approve_tools == ("send_message", "reply")  # the tool table's order
+    assert lead.approve_tools == ("reply", "send_message")
     assert lead.settings == ('features.web_search=false', 'model="o3"', 'model_reasoning_effort="low"')
     assert (worker.provider, worker.mode, worker.workspace, worker.line) == ("opencode", None, None, 20)
     assert worker.settings == ('model="wardian/scripted"', 'provider={ wardian = { npm = "x" } }')

@@ -25,7 +25,7 @@ class TeamAgent:
     mode: str | None
     """background or attached (what `agent start --mode` takes); None: the provider's default."""
     approve_tools: tuple[str, ...]
-    """The wardian tools granted (`agent start --approve-tools`), in the tool table's order."""
+    """The wardian tools granted (`agent start --approve-tools`), each once, sorted."""
     auth: str | None
     """A credential name (`wardian auth login --name`); checked as a name, not looked up."""
     settings: tuple[str, ...]

@@ -67,7 +67,7 @@ def tools_error(names: Sequence[str]) -> tuple[tuple[str, ...], str | None]:
     from wardian.protocol.tools import parse_tool_names
 
     try:
-        return parse_tool_names(list(names)), None
+        return tuple(sorted(parse_tool_names(list(names)))), None
     except errors.WardianError as exc:
         return (), said(exc)
 
