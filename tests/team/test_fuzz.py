@@ -216,7 +216,8 @@ def accepted(text: str, team: Team) -> None:
     count = text.count("\n") + 1
     for agent in team.agents:
         assert 1 <= agent.line <= count
-        assert agent.settings == tuple(sorted(agent.settings))
+        keys = [setting.partition("=")[0] for setting in agent.settings]
+        assert keys == sorted(set(keys))  # sorted by key, each key once
         for setting in agent.settings:
             key_part, _, value_part = setting.partition("=")
             parsed = parse_override(setting, SYNTAX[agent.provider])

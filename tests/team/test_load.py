@@ -163,3 +163,8 @@ def test_the_guides_merged_settings_are_what_the_loader_gives(tmp_path: Path) ->
     text_block = example.split("```text\n", 1)[1].split("```", 1)[0]
     (agent,) = load_team(write(tmp_path, toml_block), environ={}).agents
     assert agent.settings == tuple(text_block.splitlines())
+
+
+def test_settings_are_sorted_by_key(tmp_path: Path) -> None:
+    path = write(tmp_path, '[agents.a]\nprovider = "codex"\n[agents.a.settings]\n"a-b" = 1\na = 2\nb.c = 3\nab = 4\n')
+    assert load_team(path, environ={}).agents[0].settings == ("a=2", "a-b=1", "ab=4", "b.c=3")

@@ -260,7 +260,8 @@ def _agent(check: _Checker, name: str, table: Mapping[str, Any],
                                     f"{MAX_OVERRIDES} are allowed (as -c)")
     if len(check.problems) > before or provider is None:
         return None
-    settings_text = tuple(sorted(f"{key_text(k)}={toml_value(v)}" for k, v in merged.items()))
+    by_key = sorted((key_text(k), toml_value(v)) for k, v in merged.items())
+    settings_text = tuple(f"{k}={v}" for k, v in by_key)
     return TeamAgent(name=name, provider=provider, workspace=workspace, mode=mode, approve_tools=tools, auth=auth,
                      settings=settings_text, line=check.at.line_of(at))
 
