@@ -225,3 +225,18 @@ def test_lines_count_the_same_with_windows_line_endings_and_a_byte_order_mark(tm
     text = '\ufeff[agents.a]\r\nprovider = "codex"\r\n\r\n[agents.b]\r\nprovider = "claude"\r\nmode = "attached"\r\n'
     assert [p.split(": ", 2)[:2] for p in problems(tmp_path, text.encode("utf-8"))] == [
         ["F/wardian.toml:6", "agents.b.mode"]]
+
+
+def test_the_cli_prints_the_error_with_one_problem_a_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from wardian.cli.output import print_error
+
+    path = tmp_path / "wardian.toml"
+    path.write_text(A + 'mode = "sideways"\ncolour = 1\n', encoding="utf-8")
+    with pytest.raises(TeamFileError) as caught:
+        load_team(path, environ={})
+    print_error(caught.value, as_json=False)
+    assert capsys.readouterr().err == (
+        f"wardian: invalid_team_file: the team file {path} is not valid (2 problems); nothing was started or "
+        f"changed:\n  {path}:3: agents.a.mode: unknown mode 'sideways'; allowed: background, attached\n"
+        f"  {path}:4: agents.a.colour: unknown key 'colour'; allowed: provider, workspace, mode, approve_tools, auth, "
+        "settings\n")

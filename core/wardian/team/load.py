@@ -306,7 +306,8 @@ def load_team(path: Path, *, environ: Mapping[str, str] | None = None) -> Team:
     try:
         file = Path(os.path.abspath(os.path.expanduser(os.fspath(path))))
     except OSError as exc:  # a relative path, and the current directory is gone
-        raise TeamFileError(Path(path), (TeamProblem(Path(path), 0, "file", f"cannot find the file: {exc}"),)) from None
+        problem = TeamProblem(Path(path), 0, "file", f"cannot find the file: {exc}")
+        raise TeamFileError.of(Path(path), (problem,)) from None
     check = _Checker(file)
     try:
         team = _check(check, os.environ if environ is None else environ)
@@ -314,5 +315,5 @@ def load_team(path: Path, *, environ: Mapping[str, str] | None = None) -> Team:
         check.add(1, "toml", "the file nests arrays or tables too deeply to read; a team file needs a few levels")
         team = None
     if check.problems or team is None:
-        raise TeamFileError(check.path, tuple(sorted(check.problems, key=lambda p: p.line)))
+        raise TeamFileError.of(check.path, tuple(sorted(check.problems, key=lambda p: p.line)))
     return team

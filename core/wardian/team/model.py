@@ -69,12 +69,18 @@ class TeamProblem:
 
 class TeamFileError(errors.InvalidTeamFile):
     """The team file is not valid: every problem found in it, in the order of the file; nothing was started or
-    changed."""
+    changed. Built by `of`; the constructor is the error tree's own (an error rebuilt from its wire form)."""
 
-    def __init__(self, path: Path, problems: tuple[TeamProblem, ...]) -> None:
+    def __init__(self, message: str, *, problems: tuple[TeamProblem, ...] = (), field: str | None = None,
+                 allowed: str | None = None, **details: Any) -> None:
+        if problems:
+            details["problems"] = [p.to_data() for p in problems]
+        super().__init__(message, field=field, allowed=allowed, **details)
+        self.problems = problems
+
+    @classmethod
+    def of(cls, path: Path, problems: tuple[TeamProblem, ...]) -> TeamFileError:
         count = f"{len(problems)} problem" + ("s" if len(problems) != 1 else "")
         lines = "\n".join(f"  {p}" for p in problems)
-        super().__init__(f"the team file {path} is not valid ({count}); nothing was started or changed:\n{lines}",
-                         field="team_file", problems=[p.to_data() for p in problems])
-        self.path = path
-        self.problems = problems
+        return cls(f"the team file {path} is not valid ({count}); nothing was started or changed:\n{lines}",
+                   problems=problems, field="team_file")
