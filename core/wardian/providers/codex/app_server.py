@@ -10,6 +10,8 @@ Invariants:
   fails at once; no notification is ever dropped while the connection lives.
 - No frame is logged, sent or received, so no request's params are (an `account/login/start` carries the agent's
   API key); a log line names the method at most.
+- An optional `tap` sees every notification in the reader, in wire order, before any answer read after it is
+  returned to its requester (the subscriber stream is read by another task, with no such order); it must not block.
 - A caller that must see one notification (`account/login/completed`) registers for it with `expect` before it
   sends the request that causes it; the notification still goes to the subscriber stream too.
 - Whether the request was written decides the error: a failed write is `ProviderUnavailable` (certainly
@@ -84,8 +86,10 @@ class Expected:
 class AppServerClient:
     """One connection to a Codex app-server. Call `run()` in a task group, then `request()` freely."""
 
-    def __init__(self, stream: MessageStream, *, name: str = "codex") -> None:
+    def __init__(self, stream: MessageStream, *, name: str = "codex",
+                 tap: Callable[[Notification], None] | None = None) -> None:
         self._stream = stream
+        self._tap = tap
         self._name = name
         self._ids = itertools.count(1)
         self._waiters: dict[int, _Waiter] = {}
@@ -151,6 +155,8 @@ class AppServerClient:
         elif "method" in msg:
             params = msg.get("params")
             note = Notification(str(msg["method"]), params if isinstance(params, dict) else {})
+            if self._tap is not None:
+                self._tap(note)
             for expected in self._expected:
                 if expected.method == note.method:
                     expected._seen(note)

@@ -4,15 +4,14 @@
 typed error); the app persists them. Observed state comes only from Codex's notifications: `turn/started` makes the
 runtime active with that exact turn id; `turn/completed` makes it idle and yields the turn's outcome (`turns`).
 
-Error classification (what the app may do next) follows the one table of `rejections` (`as_error`); a thread Codex
-does not have is `ConversationGone`, raised once the runtime has started a fresh thread in its place
-(`ConversationReplaced`); a request that could not be written is `ProviderUnavailable`; anything else after a byte
-left is an unknown outcome. A stale turn is `NotActive` for an interrupt. Sign-in (`signin`): the agent's key is
-given after `initialize`, a start that is not signed in is refused, and a turn whose key is rejected ends at once.
+Error classification (what the app may do next) follows the one table of `rejections` (`as_error`): a thread Codex
+does not have is `ConversationGone`, raised once a fresh thread replaced it (`ConversationReplaced`); an unwritten
+request is `ProviderUnavailable`; anything else after a byte left is an unknown outcome; a stale turn is `NotActive`
+for an interrupt. Sign-in (`signin`): the key goes after `initialize`; no sign-in, no start; a rejected key ends a turn.
 
-Conversation continuity: a start resumes the agent's thread. One Codex cannot resume (it never had a turn, so no
-rollout was written; or its rollout was deleted) is replaced by a fresh `thread/start` in background mode, and in
-attached mode by the thread the person's TUI opens; either way the change is reported (`ConversationReplaced`).
+Conversation continuity: a start resumes the agent's thread. One Codex cannot resume (no turn, so no rollout; or
+its rollout was deleted) is replaced by a fresh `thread/start` in background mode, and in attached mode by the
+thread the person's TUI opens (`attached`); either way the change is reported (`ConversationReplaced`).
 """
 
 from __future__ import annotations
@@ -81,7 +80,7 @@ class CodexRuntime:
                                           log_path=spec.stderr_path, pid_path=spec.pid_path,
                                           stdout_to_log=spec.attached)
             process = await self._child.start()
-            client = AppServerClient(await open_stream(spec, process), name=f"codex:{spec.name}")
+            client = AppServerClient(await open_stream(spec, process), name=f"codex:{spec.name}", tap=self._tui.saw)
             self.client = client
             async with anyio.create_task_group() as tg:
                 await tg.start(client.run)
@@ -194,7 +193,7 @@ class CodexRuntime:
         thread = await threads.resume_after_first_turn(self._client(), self.thread_id)
         self.subscribed = True
         # A turn that ended before the subscription ends from the listing; else its turn/completed comes now.
-        turn = threads.ended_turn(thread, turn_id)
+        turn = threads.ended_turn(thread, turn_id, stopped=self._tui.ran_and_stopped(thread.id), agent=self.spec.name)
         if turn is not None:
             self._turn_completed(m.TurnCompletedNotification(thread_id=self.thread_id, turn=turn))
 
@@ -302,6 +301,7 @@ class CodexRuntime:
             ProviderRefused: Codex refused the request as invalid (nothing was accepted).
             ProviderUnavailable, AppServerError, DeliveryUncertain.
         """
+        self._tui.turn_sent(self.thread_id)  # a first turn on a TUI's thread: whether it ran is seen from here on
         raw = await self._deliver("turn/start", {"input": [{"type": "text", "text": task_payload(task)}]}, timeout_s)
         turn_id = read_result(m.TurnStartResponse, raw, "turn/start").turn.id
         if self.active_turn_id is None and not self._turns.has_ended(turn_id):

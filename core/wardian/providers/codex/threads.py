@@ -3,6 +3,8 @@ brand-new thread is readable, and subscribing to it once its first turn has writ
 
 from __future__ import annotations
 
+import logging
+
 import anyio
 
 from wardian import errors
@@ -10,6 +12,8 @@ from wardian.providers.codex import messages as m
 from wardian.providers.codex.app_server import AppServerClient
 from wardian.providers.codex.rejections import Verdict, classify
 from wardian.providers.codex.turns import read_result
+
+log = logging.getLogger("wardian.codex.threads")
 
 
 async def resume(client: AppServerClient, thread_id: str) -> m.Thread | str:
@@ -67,12 +71,17 @@ async def resume_after_first_turn(client: AppServerClient, thread_id: str | None
     raise errors.DeliveryUncertain(f"could not subscribe to thread {thread_id} after its first turn")
 
 
-def ended_turn(thread: m.Thread, turn_id: str) -> m.Turn | None:
-    """The turn `turn_id` as a resume lists it, if that proves it ended: only a `completed` turn, or any turn of a
-    thread no longer active. A resume lists turns as its rollout has them, and a turn still running there (another
-    client's thread, just started) was seen listed as `interrupted` while it went on to complete."""
-    active = thread.status is not None and thread.status.type == "active"
+def ended_turn(thread: m.Thread, turn_id: str, *, stopped: bool, agent: str = "") -> m.Turn | None:
+    """The turn `turn_id` as a resume lists it, if that proves it ended: a `completed` turn, or a turn listed with
+    another end (`interrupted`, `failed`) when its thread was seen to run and stop since the turn was sent
+    (`stopped`, `attached.TuiThreads`). Codex lists an unterminated turn `interrupted` whenever its live state shows
+    none running, which includes the moment before it has taken up a turn it accepted: such a listing is not an end,
+    and the turn's own turn/completed (the resume subscribed this connection) decides."""
+    log.info("%s: subscribed to thread %s after its first turn %s (thread %s, %s; listed: %s)", agent, thread.id,
+             turn_id, thread.status.type if thread.status else "status not given",
+             "seen to run and stop" if stopped else "not seen to stop",
+             ", ".join(f"{t.id}={t.status}" for t in thread.turns) or "no turns")
     for turn in thread.turns:
-        if turn.id == turn_id and turn.status != "inProgress" and (turn.status == "completed" or not active):
+        if turn.id == turn_id and (turn.status == "completed" or (stopped and turn.status not in (None, "inProgress"))):
             return turn
     return None
