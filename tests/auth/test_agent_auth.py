@@ -176,6 +176,8 @@ async def test_a_start_whose_credential_was_removed_is_refused_before_anything_r
         assert "wardian auth login codex --with-api-key --name work" in info.value.message
         assert len(a.specs()) == 1, "the provider was never asked to prepare a runtime"
         assert (await a.call("agent/list"))["agents"][0]["generation"] == generation
+        assert (await a.call("agent/list"))["agents"][0]["status"] == "signed_out"  # not errored: only its sign-in
         a.credentials.put(codex("work", KEY))
         await a.call("agent/start", agent="lead")
+        assert (await a.call("agent/list"))["agents"][0]["status"] == "idle"
         assert a.specs()[-1].credentials == (codex("work", KEY),)

@@ -7,7 +7,9 @@ turn whose key the model rejects ends at once: the task gets a `failed` notice a
 from __future__ import annotations
 
 import re
+import sqlite3
 from collections.abc import Iterator
+from contextlib import closing
 from typing import Any
 
 import psutil
@@ -57,19 +59,32 @@ def refused_start(world: CodexWorld, name: str, settings: list[str]) -> tuple[st
     return stderr, agent_row(world, name)
 
 
+def signed_out_reason(world: CodexWorld, name: str) -> str | None:
+    """Why the agent shows `signed_out`, as the store recorded it (read-only)."""
+    with closing(sqlite3.connect(f"file:{world.app.home.db_path}?mode=ro", uri=True)) as db:
+        row = db.execute("SELECT signed_out_reason FROM agents WHERE name = ?", (name,)).fetchone()
+    return None if row is None else row[0]
+
+
 def test_a_start_without_a_sign_in_is_refused_with_exit_9_and_the_fix(codex_world: CodexWorld) -> None:
+    """The refused agent shows `signed_out` (not `errored`: nothing failed but its sign-in), with the reason."""
     stderr, row = refused_start(codex_world, "lead", openai_settings(codex_world.model.agent("lead")))
     assert "wardian: not_signed_in: Codex agent lead is not signed in" in stderr
     assert "wardian auth login codex --with-api-key" in stderr
-    assert row["status"] == "errored"
+    assert row["status"] == "signed_out"
+    assert "Codex agent lead is not signed in" in (signed_out_reason(codex_world, "lead") or "")
+    listed = codex_world.app.cli("agent", "list", check=True).stdout.decode()
+    assert re.split(r"\s{2,}", next(x for x in listed.splitlines() if x.startswith("lead ")))[4] == "signed_out"
 
 
 def test_a_start_whose_env_key_variable_is_missing_is_refused_naming_it(codex_world: CodexWorld) -> None:
     settings = [*codex_overrides(ScriptedProvider(base_url=codex_world.model.agent("lead").base_url,
                                                   env_key="WARDIAN_TEST_NO_SUCH_KEY"))]
-    stderr, _ = refused_start(codex_world, "lead", settings)
+    stderr, row = refused_start(codex_world, "lead", settings)
     assert "wardian: not_signed_in: Codex agent lead is not signed in" in stderr
     assert "WARDIAN_TEST_NO_SUCH_KEY" in stderr
+    assert row["status"] == "signed_out"
+    assert "WARDIAN_TEST_NO_SUCH_KEY" in (signed_out_reason(codex_world, "lead") or "")
 
 
 @pytest.fixture

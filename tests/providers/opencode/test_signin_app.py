@@ -130,7 +130,7 @@ def test_an_agent_without_a_key_is_refused_with_exit_9_and_nothing_left_running(
             "--with-api-key`") in refused.stderr.decode()
     assert psutil.Process(world.app.proc.pid).children(recursive=True) == []
     assert world.presented() == []
-    assert world.status("c") == "errored"
+    assert world.status("c") == "signed_out"  # refused for its sign-in only: not errored
 
 
 def test_a_key_rejected_mid_loop_fails_the_task_signs_the_agent_out_until_a_new_key_and_a_restart(

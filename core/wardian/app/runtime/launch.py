@@ -32,6 +32,7 @@ from wardian.home import Home
 from wardian.model import AgentStatus, ManagedAgent
 from wardian.overrides import check_override
 from wardian.providers import Capabilities, LaunchSpec, Provider
+from wardian.store import Store
 
 log = logging.getLogger("wardian.app.runtime")
 
@@ -152,6 +153,11 @@ class Launcher:
         self._starting.add(agent.uuid)
         try:
             return await self._launch_once(agent, approve_tools)
+        except errors.NotSignedIn as exc:
+            # Refused for missing or rejected credentials: the agent shows signed_out (with the reason), not errored.
+            reason = exc.message
+            await self.writer.call(lambda s: _refused_signed_out(s, agent.id, reason))
+            raise
         except errors.WardianError:
             await self.writer.call(lambda s: s.mark_errored(agent.id))
             raise
@@ -280,6 +286,14 @@ def start_warnings(runtime: object) -> list[str]:
     the agent's own config overrides, say), never a secret; [] for a runtime that has none."""
     warnings = getattr(runtime, "warnings", None)
     return [str(w) for w in warnings] if isinstance(warnings, list | tuple) else []
+
+
+def _refused_signed_out(store: Store, agent_id: int, reason: str) -> None:
+    """The agent's start was refused because it is not signed in: `signed_out` (and why) in its current generation
+    (a start refused before its runtime ran still has its previous one); the next start clears it."""
+    generation = store.managed_agent(agent_id).generation
+    store.observe(agent_id, generation, AgentStatus.SIGNED_OUT)
+    store.mark_signed_out(agent_id, generation, reason)
 
 
 def _first_cause(exc: BaseException) -> BaseException:
