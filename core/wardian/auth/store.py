@@ -24,6 +24,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import stat
 import tempfile
@@ -38,6 +39,8 @@ from wardian.auth.checks import check_credential, check_name, check_provider
 from wardian.auth.keyrings import KeyringAccess, open_keyring
 from wardian.auth.model import DEFAULT_NAME, Credential, CredentialKind
 from wardian.home import Home, make_private_dir
+
+log = logging.getLogger("wardian.auth")
 
 ENV_BACKEND = "WARDIAN_CREDENTIAL_STORE"
 BACKENDS = ("auto", "file", "keyring")
@@ -151,7 +154,7 @@ class CredentialStore:
             self._write_index([*kept, raw])
             for old in replaced:
                 if old.get("stored") == "keyring" and stored != "keyring":
-                    self._keyring_delete(_entry_of(old))
+                    self._forget_old_copy(_entry_of(old))
         return entry
 
     def remove(self, provider: str, name: str, provider_id: str | None = None) -> int:
@@ -207,14 +210,23 @@ class CredentialStore:
         if secret is None:
             raise errors.StorageUnavailable(
                 f"the {entry.provider} credential {entry.name!r} is kept in the OS keyring, which does not hold it "
-                f"now (locked, or not reachable from here); sign in again with `wardian auth login {entry.provider}`",
-                field="credential")
+                f"now (locked, or not reachable from here); sign in again with `wardian auth login {entry.provider}` "
+                "(with WARDIAN_CREDENTIAL_STORE=file it is kept in the home instead)", field="credential")
         return secret
 
     def _keyring_delete(self, entry: CredentialEntry) -> None:
         access = self._reader()
         if access is not None:
             access.delete(self.service, _account(entry))
+
+    def _forget_old_copy(self, entry: CredentialEntry) -> None:
+        """The keyring copy of a credential a login just replaced in the file: removed, or left with a warning when
+        the keyring is locked or does not answer (the login stands: that is what `…STORE=file` is for)."""
+        try:
+            self._keyring_delete(entry)
+        except errors.StorageUnavailable as exc:
+            log.warning("the earlier OS keyring copy of the %s credential %r was not removed: %s", entry.provider,
+                        entry.name, exc.message)
 
     # --- the index file --------------------------------------------------------------------------------
 
