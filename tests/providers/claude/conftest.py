@@ -1,6 +1,7 @@
-"""Fixtures for the Claude Code runtime: the real Claude Code CLI (pinned, from npm) on the scripted model's Messages
-dialect, each agent with private directories and a `ClaudeSpec` built here the way the provider's `prepare` builds
-one (the provider's own tests cover `prepare`)."""
+"""Fixtures for Claude Code agents, on the real Claude Code CLI (pinned, from npm) and the scripted model's Messages
+dialect: `claude_world` drives the runtime directly, each agent with private directories and a `ClaudeSpec` built
+here the way the provider's `prepare` builds one (the provider's own tests cover `prepare`); `claude_app` drives a
+real `wardian app run` home, whose agents the app itself starts (`agent/start`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -17,10 +19,13 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.conftest import pinned_npm_tool
+from tests.conftest import AppHandle, pinned_npm_tool, short_home, start_app, stop_app
+from wardian.client import AppClient
+from wardian.home import Home
 from wardian.providers.base import Capabilities, ProviderEvent, StateChange, TurnOutcome
 from wardian.providers.claude.runtime import ClaudeRuntime
 from wardian.providers.claude.spec import ClaudeSpec
+from wardian_harness.claude_home import ScriptedClaude, claude_overrides
 from wardian_harness.scripted_model import AgentScript, ScriptedModel
 
 REPO = Path(__file__).resolve().parents[3]
@@ -131,3 +136,72 @@ async def running(spec: ClaudeSpec) -> AsyncIterator[Running]:
             yield run
         finally:
             runtime.stop()
+
+
+# --- a real app home ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ClaudeApp:
+    """A running `wardian app run` home (restartable) and the scripted model its Claude Code agents talk to."""
+
+    app: AppHandle
+    model: ScriptedModel
+    env: dict[str, str]
+
+    def agent(self, name: str, *, start: bool = True, approve: list[str] | None = None,
+              config: list[str] | None = None) -> tuple[dict[str, Any], str, AgentScript]:
+        """Register agent `name` (a Claude Code agent), and start it on its script unless `start` is False."""
+        agent, token = self.app.add_agent(name, "claude")
+        script = self.model.agent(name)
+        if start:
+            self.start(name, approve=approve, config=config)
+        return agent, token, script
+
+    def start(self, name: str, *, approve: list[str] | None = None, config: list[str] | None = None,
+              mode: str | None = None) -> dict[str, Any]:
+        params: dict[str, Any] = {"agent": name, "approve_tools": approve or [], "config": [
+            *claude_overrides(ScriptedClaude(self.model.agent(name).base_url)), *(config or [])]}
+        if mode is not None:
+            params["mode"] = mode
+        return dict(self.app.call("agent/start", params, timeout_s=300))
+
+    def restart_app(self) -> None:
+        """Stop the app (its agents' Claude Code processes end with it) and start it again on the same home."""
+        stop_app(self.app.proc)
+        self.app.proc = start_app(self.app.home.root, self.env)
+
+
+@pytest.fixture
+def claude_app() -> Iterator[ClaudeApp]:
+    claude = claude_or_skip()
+    root = short_home("wc")
+    env = {"WARDIAN_CLAUDE": str(claude)}
+    with ScriptedModel() as model:
+        proc = start_app(root, env)
+        handle = AppHandle(Home(root), proc, AppClient(Home(root)))
+        try:
+            yield ClaudeApp(handle, model, env)
+        finally:
+            handle.client.close()
+            stop_app(handle.proc)
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def settle() -> None:
+    """The interval of a bounded poll, not a synchronisation point."""
+    threading.Event().wait(0.05)
+
+
+def records_for(world: ClaudeApp, token: str, rounds: int = 1200) -> list[dict[str, Any]]:
+    """The next page of records for the caller of `token` (acknowledged), waiting (bounded) until there is one."""
+    for _ in range(rounds):
+        page = world.app.call("mailbox/receive", {"session": token, "limit": 100, "timeout_ms": 100})
+        if page["records"]:
+            world.app.call("mailbox/receive", {"session": token, "ack_cursor": page["cursor"], "limit": 1})
+            return list(page["records"])
+    raise AssertionError("no record arrived")
+
+
+def state_of(world: ClaudeApp, rid: str) -> str:
+    return str(world.app.call("request/show", {"id": rid})["task"]["facts"]["state"])

@@ -4,70 +4,13 @@ the scripted model's Messages dialect, through the provider's own `prepare` (doc
 from __future__ import annotations
 
 import os
-import shutil
 import signal
-import threading
-from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
 
 import psutil
-import pytest
 
-from tests.conftest import AppHandle, short_home, start_app, stop_app
-from tests.providers.claude.conftest import claude_or_skip
-from wardian.client import AppClient
-from wardian.home import Home
-from wardian_harness.claude_home import ScriptedClaude, claude_overrides, find_transcript, transcript_uuids
-from wardian_harness.scripted_model import AgentScript, Hold, Message, ScriptedModel, ToolCall
-
-
-@dataclass
-class ClaudeApp:
-    app: AppHandle
-    model: ScriptedModel
-
-    def agent(self, name: str, *, start: bool = True, approve: list[str] | None = None
-              ) -> tuple[dict[str, Any], str, AgentScript]:
-        agent, token = self.app.add_agent(name, "claude")
-        script = self.model.agent(name)
-        if start:
-            self.app.call("agent/start", {"agent": name, "config": claude_overrides(ScriptedClaude(script.base_url)),
-                                          "approve_tools": approve or []}, timeout_s=300)
-        return agent, token, script
-
-
-@pytest.fixture
-def claude_app() -> Iterator[ClaudeApp]:
-    claude = claude_or_skip()
-    root = short_home("wc")
-    with ScriptedModel() as model:
-        proc = start_app(root, {"WARDIAN_CLAUDE": str(claude)})
-        handle = AppHandle(Home(root), proc, AppClient(Home(root)))
-        try:
-            yield ClaudeApp(handle, model)
-        finally:
-            handle.client.close()
-            stop_app(handle.proc)
-            shutil.rmtree(root, ignore_errors=True)
-
-
-def settle() -> None:
-    """The interval of a bounded poll, not a synchronisation point."""
-    threading.Event().wait(0.05)
-
-
-def records_for(world: ClaudeApp, token: str, rounds: int = 1200) -> list[dict[str, Any]]:
-    for _ in range(rounds):
-        page = world.app.call("mailbox/receive", {"session": token, "limit": 100, "timeout_ms": 100})
-        if page["records"]:
-            world.app.call("mailbox/receive", {"session": token, "ack_cursor": page["cursor"], "limit": 1})
-            return list(page["records"])
-    raise AssertionError("no record arrived")
-
-
-def state_of(world: ClaudeApp, rid: str) -> str:
-    return str(world.app.call("request/show", {"id": rid})["task"]["facts"]["state"])
+from tests.providers.claude.conftest import ClaudeApp, records_for, settle, state_of
+from wardian_harness.claude_home import find_transcript, transcript_uuids
+from wardian_harness.scripted_model import Hold, Message, ToolCall
 
 
 def test_an_idle_claude_agent_answers_a_task_with_its_result_under_the_uuid_the_app_chose(
