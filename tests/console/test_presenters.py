@@ -90,3 +90,22 @@ def test_a_live_stream_sends_only_what_changed() -> None:
 def test_a_live_streams_query_keeps_only_the_filters_set() -> None:
     assert query({"agent": "worker one", "kind": None, "uncertain": True}) == "agent=worker+one&uncertain=1"
     assert query({"uncertain": False}) == ""
+
+
+@pytest.mark.parametrize(("provider", "word"), [("claude", "session"), ("opencode", "session"), ("codex", "thread"),
+                                                ("someday", "conversation"), (None, "conversation")])
+def test_the_request_view_names_the_conversation_with_its_providers_word(provider: str | None, word: str) -> None:
+    """A Claude Code (or OpenCode) agent's conversation is a session, a Codex agent's a thread: the diagram and the
+    evidence table of the request view say so."""
+    from wardian.console.presenters.records import conversation_word
+    from wardian.console.presenters.views import request_view
+    from wardian.console.render import environment
+
+    assert conversation_word(provider) == word
+    trace = _task_trace()
+    assert diagram(trace, word).steps[2].lines[0] == f"submitted: {word} th-1"
+    block = request_view(environment().get_template("_request.j2"), trace, word).block or ""
+    assert f'{word} <span class="mono" data-id="thread">th-1</span>' in block
+    if word != "thread":
+        assert "thread th-1" not in block
+        assert " thread <span" not in block

@@ -12,6 +12,7 @@ from wardian.console import live
 from wardian.console.auth import ConsoleSession
 from wardian.console.context import ConsoleContext, status_of
 from wardian.console.presenters import views
+from wardian.console.presenters.records import conversation_word
 from wardian.protocol import methods as proto
 
 
@@ -24,7 +25,11 @@ class RecordPage:
 
     async def view(self, record_id: str) -> tuple[proto.RequestTraceResult, views.View]:
         trace: proto.RequestTraceResult = await self.context.call("request/trace", id=record_id)
-        return trace, views.request_view(self.context.env.get_template("_request.j2"), trace)
+        recipient = trace["story"]["recipient"]["uuid"]
+        agents: list[proto.AgentResult] = (await self.context.call("agent/list"))["agents"]
+        provider = next((a["provider"] for a in agents if a["uuid"] == recipient), None)
+        return trace, views.request_view(self.context.env.get_template("_request.j2"), trace,
+                                         conversation_word(provider))
 
     async def page(self, request: Request) -> Response:
         c = self.context

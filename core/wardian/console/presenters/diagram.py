@@ -83,9 +83,10 @@ def _lane_key(p: proto.PartyResult | None) -> str:
     return "wardian" if p is None else p["uuid"]
 
 
-def diagram(trace: proto.RequestTraceResult) -> Diagram:
+def diagram(trace: proto.RequestTraceResult, conversation: str = "thread") -> Diagram:
     """Lay out one record's story as a sequence diagram: a lane per participant (the sender, Wardian, the recipient,
-    and whoever interrupted the turn), one arrow per fact, in time order, each labelled with its ids."""
+    and whoever interrupted the turn), one arrow per fact, in time order, each labelled with its ids (the
+    recipient's conversation named by `conversation`, its provider's word for it)."""
     s = trace["story"]
     start = s["created_at"]
     sender, recipient = s["sender"], s["recipient"]
@@ -96,7 +97,7 @@ def diagram(trace: proto.RequestTraceResult) -> Diagram:
             lanes.append((i["caller"]["uuid"], i["caller"]["name"], _subtitle(i["caller"], i["caller_kind"])))
     lanes.append(("wardian", "wardian", "the app: store and runtime"))
     lanes.append((recipient["uuid"], recipient["name"], _subtitle(recipient, "agent")))
-    events = list(_events(trace))
+    events = list(_events(trace, conversation))
     events.sort(key=lambda e: (e.at, e.order))
     placed = [Lane(key, title, sub, MARGIN_X + i * LANE_GAP) for i, (key, title, sub) in enumerate(lanes)]
     x = {lane.key: lane.x for lane in placed}
@@ -129,7 +130,7 @@ class _Timeline:
             self.events.append(_Event(at, len(self.events), src, dst, wrapped or ("",), style))
 
 
-def _events(trace: proto.RequestTraceResult) -> list[_Event]:
+def _events(trace: proto.RequestTraceResult, conversation: str) -> list[_Event]:
     s = trace["story"]
     sender, recipient = _lane_key(s["sender"]), s["recipient"]["uuid"]
     line = _Timeline()
@@ -139,13 +140,14 @@ def _events(trace: proto.RequestTraceResult) -> list[_Event]:
         _delivery(line, s["delivery"], recipient, s["recipient"]["name"], s["created_at"])
         return line.events
     line.add(s["created_at"], sender, "wardian", "call", f"task {s['id']}", "admitted (committed)")
-    _claim_and_submission(line, s, task)
+    _claim_and_submission(line, s, task, conversation)
     _turn(line, trace, task)
     _answer(line, trace, task)
     return line.events
 
 
-def _claim_and_submission(line: _Timeline, s: proto.RecordStoryResult, task: proto.TaskStoryResult) -> None:
+def _claim_and_submission(line: _Timeline, s: proto.RecordStoryResult, task: proto.TaskStoryResult,
+                          conversation: str) -> None:
     """A task waiting, claimed (by dispatch or a receive), and submitted to its recipient's turn."""
     f = task["facts"]
     recipient = s["recipient"]["uuid"]
@@ -159,7 +161,7 @@ def _claim_and_submission(line: _Timeline, s: proto.RecordStoryResult, task: pro
         line.add(f["claimed_at"], recipient, "wardian", "answer", "receive returned it as new work",
                  f"claimed (generation {f['claim_generation']})")
     if f["submitted_at"] is not None:
-        lines = [f"submitted: thread {f['thread_id']}", f"turn {f['turn_id']}"]
+        lines = [f"submitted: {conversation} {f['thread_id']}", f"turn {f['turn_id']}"]
         if task["provider_message_id"]:
             lines.append(f"provider message {task['provider_message_id']}")
         if f["lookup"] == "confirmed":

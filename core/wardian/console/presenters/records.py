@@ -30,6 +30,16 @@ def after(ms: int | None, start: int) -> str:
     return f"+{delta} ms" if delta < 10_000 else f"+{delta / 1000:.1f} s"
 
 
+CONVERSATION_WORDS = {"codex": "thread", "opencode": "session", "claude": "session"}
+"""Each provider's own word for the conversation the app delivers into: a Codex thread, an OpenCode session, a
+Claude Code session."""
+
+
+def conversation_word(provider: str | None) -> str:
+    """The word for an agent's conversation on `provider` ("conversation" for one the console does not know)."""
+    return CONVERSATION_WORDS.get(provider or "", "conversation")
+
+
 def party(p: proto.PartyResult | None) -> str:
     return "wardian" if p is None else p["name"]
 

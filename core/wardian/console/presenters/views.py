@@ -48,10 +48,11 @@ def exchange_view(macros: Any, page: proto.ExchangePageResult, params: dict[str,
     return View(rows=rows, pager=pager)
 
 
-def request_view(template: jinja2.Template, trace: proto.RequestTraceResult) -> View:
-    """The request view's body (diagram, explanations, evidence) as one block, replaced whole when it changes."""
+def request_view(template: jinja2.Template, trace: proto.RequestTraceResult, conversation: str = "thread") -> View:
+    """The request view's body (diagram, explanations, evidence) as one block, replaced whole when it changes;
+    `conversation` is the recipient's provider's word for its conversation (`records.conversation_word`)."""
     block = template.render(
-        trace=trace, story=trace["story"], diagram=diagram(trace),
+        trace=trace, story=trace["story"], diagram=diagram(trace, conversation), conversation=conversation,
         explanations=explain_uncertain(trace["story"]) + (
             explain_uncertain(trace["answer"]) if trace["answer"] else []))
     return View(block=block)
