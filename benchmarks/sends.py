@@ -70,7 +70,8 @@ class SendLoad:
              client_cpu_us_per_send=round(statistics.median(self.client_cpu), 1),
              disk_fdatasync_p50_ms=ms(statistics.median(self.syncs)), agents=agents,
              unit="sends/s", target=">= 20000", met=statistics.median(self.rates) >= 20_000, client=client,
-             store_ceiling_sends_per_s=ceiling, **extra, **self.tag)
+             store_ceiling_sends_per_s=ceiling, ratio_to_ceiling=round(statistics.median(self.rates) / ceiling, 3),
+             **extra, **self.tag)
 
 
 def ring_load(tag: dict[str, Any], apps: list[tuple[RunningApp, AppClient]], n: int = 32) -> SendLoad:
