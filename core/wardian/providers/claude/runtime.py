@@ -34,6 +34,7 @@ from wardian.providers.base import OutcomeStatus, ProviderEvent, Started, StateC
 from wardian.providers.claude import transcript
 from wardian.providers.claude.launch import check_signed_in, command, new_uuid, single
 from wardian.providers.claude.spec import ClaudeSpec
+from wardian.providers.claude.timings import Timings
 from wardian.providers.claude.turns import Kind, Turns
 from wardian.providers.claude.wire import (
     Controls,
@@ -85,6 +86,7 @@ class ClaudeRuntime:
         self._acks: dict[str, anyio.Event] = {}
         self._controls = Controls()
         self._started = False
+        self._timings = Timings.from_env(spec.name)  # off unless WARDIAN_CLAUDE_TIMINGS is set
 
     # --- lifecycle ------------------------------------------------------------------------------------
 
@@ -226,6 +228,7 @@ class ClaudeRuntime:
             ack = self._acks.get(uuid)
             if ack is not None:
                 ack.set()
+            self._timings.queued(uuid)
         elif state == "started" and self._turns.on_started(uuid):
             self._activate(uuid)
 
@@ -302,8 +305,10 @@ class ClaudeRuntime:
         ack = self._acks[uuid] = anyio.Event()
         self._turns.written(uuid, kind)
         try:
+            line = user_line(text, uuid, should_query=kind == "task")
+            self._timings.written(uuid)
             try:
-                await self._send(user_line(text, uuid, should_query=kind == "task"))
+                await self._send(line)
             except errors.ProviderUnavailable:
                 self._turns.forget(uuid)
                 raise
