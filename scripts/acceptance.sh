@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The scripted-model native acceptance (real Codex and OpenCode, offline): both modes of a Codex team, background (a
-# later task after the owner exits) and attached_tui with the lifecycle checks, then both mixed teams (a Codex lead
-# asking an OpenCode worker, an OpenCode lead asking a Codex worker), then two hosts on one PostgreSQL store
+# The scripted-model native acceptance (real Codex, OpenCode and Claude Code, offline): both modes of a Codex team,
+# background (a later task after the owner exits) and attached_tui with the lifecycle checks, then four mixed teams (a
+# Codex lead asking an OpenCode worker, an OpenCode lead asking a Codex worker, a Claude Code lead asking a Codex
+# worker, a Codex lead asking a Claude Code worker), then two hosts on one PostgreSQL store
 # (docs/guide/several-machines.md: a task, information and an interrupt across hosts, kill -9 of a host's app mid-task
 # and its restart). Each run prints where its evidence report is.
 set -euo pipefail
@@ -11,5 +12,7 @@ WARDIAN_E2E_MESSAGING_V2_MODE=background .venv/bin/run-native-e2e
 WARDIAN_E2E_MESSAGING_V2_MODE=attached_tui WARDIAN_E2E_MESSAGING_V2_LIFECYCLE=1 .venv/bin/run-native-e2e
 WARDIAN_E2E_MESSAGING_V2_PROVIDERS=codex,opencode .venv/bin/run-native-e2e
 WARDIAN_E2E_MESSAGING_V2_PROVIDERS=opencode,codex .venv/bin/run-native-e2e
+WARDIAN_E2E_MESSAGING_V2_PROVIDERS=claude,codex .venv/bin/run-native-e2e
+WARDIAN_E2E_MESSAGING_V2_PROVIDERS=codex,claude .venv/bin/run-native-e2e
 WARDIAN_E2E_REPORT_DIR="dist/e2e-reports/$(date +%Y%m%d-%H%M%S)-two-hosts-$$" .venv/bin/run-native-e2e e2e_native/tests/test_two_hosts_real_native.py
-echo "acceptance.sh: five runs (two modes, two mixed teams, two hosts on one PostgreSQL store) passed in $((SECONDS - started)) s" >&2
+echo "acceptance.sh: seven runs (two modes, four mixed teams, two hosts on one PostgreSQL store) passed in $((SECONDS - started)) s" >&2

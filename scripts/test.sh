@@ -15,5 +15,5 @@ started=$SECONDS
 export WARDIAN_FROZEN_CLI="$PWD/dist/wardian/wardian"
 .venv/bin/python -m pytest -n auto -p no:cacheprovider
 scripts/frozen_check.sh
-scripts/acceptance.sh  # docs/guide/native-acceptance.md: both modes, real Codex on the scripted model
+scripts/acceptance.sh  # docs/guide/native-acceptance.md: both modes, the mixed teams (real Codex, OpenCode, Claude Code), two hosts; scripted model
 echo "test.sh: all suites passed in $((SECONDS - started)) s" >&2

@@ -10,8 +10,8 @@ Teams: WARDIAN_E2E_MESSAGING_V2_PROVIDERS=lead,worker (codex,codex by default; c
 claude,codex, codex,claude and claude,opencode are the mixed teams, background mode). For an OpenCode agent the
 evidence is its own store (`opencode.db`): every ask_ it got is bound to the ses_/msg_ ids the app chose, and checked
 against the stored messages and tool parts. For a Claude Code agent it is its own transcript: every ask_ it got is
-bound to the session id and the message uuid the app chose, and that uuid is found in the session's transcript
-(whose sha256 the report keeps).
+bound to the session id and the message uuid the app chose, and that uuid is found in the session's transcript,
+under an entry of that session carrying the ask_ id (the transcript's sha256 is in the report).
 """
 
 from __future__ import annotations
@@ -263,6 +263,28 @@ def _exchange(native: NativeRun, report: dict[str, Any], checks: list[str]) -> N
             _lifecycle(native, lead, worker, report, checks)
     else:
         _later_task(native, lead, report, checks)
+    for agent in (lead, worker):
+        if agent.claude_dir is not None:
+            _check_every_claude_binding(native, agent, checks)
+
+
+def _check_every_claude_binding(native: NativeRun, agent: Agent, checks: list[str]) -> None:
+    """Every ask_ a Claude Code agent got (the report keeps these bindings): bound to a session the app started it
+    on and to the message uuid the app chose, and Claude Code's own transcript of that session records that uuid
+    under an entry of that session that carries the ask_ id; the transcript's sha256 is the one the report keeps."""
+    bindings = _claude_bindings(native, agent)
+    assert bindings, f"{agent.name} got no task"
+    sessions = set(_thread_ids(native, agent))
+    for b in bindings:
+        assert b["session_id"] in sessions, (b, sessions)
+        assert b["message_id"], b
+        assert b["in_transcript"], b
+        assert b["holds_request"], b
+        assert len(b["transcript_sha256"] or "") == 64, b
+    checks.append(f"each of the {len(bindings)} ask_ {agent.name} got is bound to its Claude Code session and "
+                  "message uuid, found in that session's transcript under an entry carrying the ask_ id: "
+                  + "; ".join(f"{b['request_id']} ↔ {b['session_id']}/{b['message_id']} (sha256 "
+                              f"{b['transcript_sha256'][:16]}…)" for b in bindings))
 
 
 def _check_scripted_exchange(native: NativeRun, lead: Agent, worker: Agent, receipts: list[dict[str, Any]],
@@ -329,6 +351,7 @@ def _check_claude_binding(native: NativeRun, agent: Agent, request_id: str, chec
     of that session records a message with that uuid."""
     (binding,) = [b for b in _claude_bindings(native, agent) if b["request_id"] == request_id]
     assert binding["in_transcript"], binding
+    assert binding["holds_request"], binding
     checks.append(f"{request_id} is bound to {agent.name}'s Claude Code session {binding['session_id']} and message "
                   f"{binding['message_id']}, which its transcript records (sha256 {binding['transcript_sha256']})")
 

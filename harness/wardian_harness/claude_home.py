@@ -90,35 +90,52 @@ def find_transcript(claude_dir: Path, session_id: str) -> Path | None:
     return found[0] if found else None
 
 
-def transcript_uuids(transcript: Path) -> set[str]:
-    """Every message uuid a transcript records: its entries' `uuid`s, and the `source_uuid` of a message folded
-    into a running turn (a `queued_command` attachment)."""
-    uuids: set[str] = set()
-    for line in transcript.read_text(encoding="utf-8").splitlines():
+def _entries(text: str) -> list[dict[str, Any]]:
+    """A transcript's complete JSON entries (a torn last line, still being written, is skipped)."""
+    out: list[dict[str, Any]] = []
+    for line in text.splitlines():
         try:
             entry: Any = json.loads(line)
         except ValueError:
             continue  # a line being written
-        if not isinstance(entry, dict):
-            continue
-        if isinstance(entry.get("uuid"), str):
-            uuids.add(entry["uuid"])
-        attachment = entry.get("attachment")
-        if isinstance(attachment, dict) and isinstance(attachment.get("source_uuid"), str):
-            uuids.add(attachment["source_uuid"])
-    return uuids
+        if isinstance(entry, dict):
+            out.append(entry)
+    return out
+
+
+def _message_uuids(entry: dict[str, Any]) -> list[str]:
+    """The message uuids one entry records: its own `uuid`, and the `source_uuid` of a message folded into a running
+    turn (a `queued_command` attachment)."""
+    found = [entry["uuid"]] if isinstance(entry.get("uuid"), str) else []
+    attachment = entry.get("attachment")
+    if isinstance(attachment, dict) and isinstance(attachment.get("source_uuid"), str):
+        found.append(attachment["source_uuid"])
+    return found
+
+
+def transcript_uuids(transcript: Path) -> set[str]:
+    """Every message uuid a transcript records: its entries' `uuid`s, and the `source_uuid` of a message folded
+    into a running turn (a `queued_command` attachment)."""
+    return {u for entry in _entries(transcript.read_text(encoding="utf-8")) for u in _message_uuids(entry)}
 
 
 def transcript_binding(claude_dir: Path, request_id: str, session_id: str | None,
                        message_id: str | None) -> dict[str, Any]:
     """One task's binding (`ask_` -> the Claude Code session and the message uuid the app chose), checked against
-    the agent's own transcript: `in_transcript` when that session's transcript records that uuid; with the
-    transcript's path and sha256."""
+    the agent's own transcript: `in_transcript` when that session's transcript records that uuid, `holds_request`
+    when the entry under that uuid is of that session and carries the `ask_` id (the delivery's text); with the
+    transcript's path and sha256 (hashed from the same bytes that were read)."""
     transcript = find_transcript(claude_dir, session_id) if session_id else None
     binding: dict[str, Any] = {"request_id": request_id, "session_id": session_id, "message_id": message_id,
                                "transcript": None if transcript is None else str(transcript),
-                               "transcript_sha256": None, "in_transcript": False}
-    if transcript is not None:
-        binding["transcript_sha256"] = hashlib.sha256(transcript.read_bytes()).hexdigest()
-        binding["in_transcript"] = message_id is not None and message_id in transcript_uuids(transcript)
+                               "transcript_sha256": None, "in_transcript": False, "holds_request": False}
+    if transcript is None:
+        return binding
+    raw = transcript.read_bytes()
+    binding["transcript_sha256"] = hashlib.sha256(raw).hexdigest()
+    entries = _entries(raw.decode("utf-8", errors="replace"))
+    matching = [e for e in entries if message_id is not None and message_id in _message_uuids(e)]
+    binding["in_transcript"] = bool(matching)
+    binding["holds_request"] = any(e.get("sessionId") == session_id and request_id in json.dumps(e)
+                                   for e in matching)
     return binding

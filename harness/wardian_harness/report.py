@@ -1,8 +1,9 @@
 """The evidence report of a native run: JSON plus a short Markdown summary.
 
 It binds the canonical interaction records (`wardian message log --json`) to each agent's exact native
-rollout file (under its private CODEX_HOME/sessions) or, for an OpenCode agent, its own store (`opencode.db`: the
-ask_ ↔ ses_/msg_ binding, the stored messages and tool parts), thread, model, turn ids and tool calls with their
+rollout file (under its private CODEX_HOME/sessions), for an OpenCode agent its own store (`opencode.db`: the
+ask_ ↔ ses_/msg_ binding, the stored messages and tool parts), or for a Claude Code agent its transcript (the ask_ ↔
+session/message uuid binding with the transcript's sha256), thread, model, turn ids and tool calls with their
 receipts, and records the exact input, the tool schema Codex was shown, the visible output (TUI screens in
 attached mode) and the sha256 of every executable used. Reasoning effort that Codex does not record is
 "unverified", never inferred from the requested configuration. Character and word counts are labelled as
@@ -206,7 +207,8 @@ def markdown_summary(report: Mapping[str, Any]) -> str:
         for f in (store or {}).get("files", []):
             lines.append(f"- OpenCode store `{f['path']}` sha256 {f['sha256']}")
         for binding in agent.get("bindings", []):
-            found = (f"in the transcript: {binding['in_transcript']}, transcript `{binding['transcript']}` sha256 "
+            found = (f"in the transcript: {binding['in_transcript']}, carrying the ask_: "
+                     f"{binding.get('holds_request')}, transcript `{binding['transcript']}` sha256 "
                      f"{binding['transcript_sha256']}" if "in_transcript" in binding
                      else f"stored: {binding['stored']}")  # Claude Code's transcript, or OpenCode's store
             lines.append(f"- `{binding['request_id']}` ↔ session `{binding['session_id']}` message "

@@ -4,6 +4,7 @@ Code's tool calls out of Messages requests for the evidence report."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import stat
 from pathlib import Path
@@ -52,14 +53,22 @@ def test_a_binding_is_checked_against_the_sessions_transcript(tmp_path: Path) ->
     transcript.parent.mkdir(parents=True)
     transcript.write_text("\n".join(json.dumps(e) for e in [
         {"type": "queue-operation", "operation": "enqueue"},
-        {"type": "user", "uuid": delivered, "sessionId": session},
-        {"type": "attachment", "uuid": "x1", "attachment": {"type": "queued_command", "source_uuid": folded}},
+        {"type": "user", "uuid": delivered, "sessionId": session,
+         "message": {"role": "user", "content": "<wardian_task_delivery> ask_1 ..."}},
+        {"type": "attachment", "uuid": "x1", "sessionId": session,
+         "attachment": {"type": "queued_command", "source_uuid": folded, "prompt": "... ask_2 ..."}},
+        {"type": "user", "uuid": "9f00-foreign", "sessionId": "another", "message": {"content": "ask_5"}},
     ]) + "\n{\"partial", encoding="utf-8")
     found = transcript_binding(tmp_path, "ask_1", session, delivered)
     assert found["in_transcript"] is True
+    assert found["holds_request"] is True
     assert found["transcript"] == str(transcript)
-    assert len(found["transcript_sha256"]) == 64
-    assert transcript_binding(tmp_path, "ask_2", session, folded)["in_transcript"] is True
+    assert found["transcript_sha256"] == hashlib.sha256(transcript.read_bytes()).hexdigest()
+    folded_binding = transcript_binding(tmp_path, "ask_2", session, folded)
+    assert (folded_binding["in_transcript"], folded_binding["holds_request"]) == (True, True)
+    # The uuid is there, but its entry carries another request, or belongs to another session.
+    assert transcript_binding(tmp_path, "ask_9", session, delivered)["holds_request"] is False
+    assert transcript_binding(tmp_path, "ask_5", session, "9f00-foreign")["holds_request"] is False
     assert transcript_binding(tmp_path, "ask_3", session, "never-sent")["in_transcript"] is False
     assert transcript_binding(tmp_path, "ask_4", "other-session", delivered)["transcript"] is None
 
