@@ -34,5 +34,5 @@ How each client is built, so the figure measures the app rather than the client:
 Layout: `runner` (the command line and the one registry of subjects), `config` (the sizes), `figures` (percentiles
 and the JSON lines), `apps` (the app under test and its agents), `clients` (the raw load generators), then one
 module per subject: `roundtrip`, `wake`, `sends`, `store`, `postgres`, `cursor` (receive), `cli`, `frozen`, `mcp`,
-`mcp_calls`, `codex`, `opencode`, `console`.
+`mcp_calls`, `codex`, `opencode`, `claude`, `console`.
 """

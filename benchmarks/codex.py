@@ -84,8 +84,9 @@ def wait_reply(client: AppClient, lead: str, rid: str) -> None:
             return
 
 
-def bench_codex_reply(cfg: Config) -> None:
-    """Admitted -> reply published for a one-message turn of the real Codex on the scripted model."""
+def bench_codex_reply(cfg: Config, **tags: str) -> None:
+    """Admitted -> reply published for a one-message turn of the real Codex on the scripted model; `tags` are added
+    to the line (`run`: the subject whose run it is part of)."""
     from wardian_harness.codex_home import ScriptedProvider, codex_overrides
     from wardian_harness.codex_install import find_codex
     from wardian_harness.scripted_model import Message, ScriptedModel
@@ -109,4 +110,5 @@ def bench_codex_reply(cfg: Config) -> None:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     emit("codex_admitted_to_reply_published", **latency_fields([samples]), unit="ms",
-         how="followup call -> the requester receives reply done, one-message turn of real Codex on the scripted model")
+         how="followup call -> the requester receives reply done, one-message turn of real Codex on the scripted model",
+         **tags)

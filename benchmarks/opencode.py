@@ -4,6 +4,7 @@ beside Codex's in the same run. Real OpenCode (pinned, from npm) and real Codex,
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import os
 import shutil
@@ -12,6 +13,7 @@ import sqlite3
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -28,28 +30,48 @@ from wardian.home import Home
 
 def bench_opencode(cfg: Config) -> None:
     """Task admitted -> OpenCode accepted the prompt_async, and admitted -> reply published, then Codex's reply."""
-    from wardian_harness.opencode_home import ScriptedOpenCode, find_opencode, opencode_overrides
-    from wardian_harness.scripted_model import ScriptedModel
-
     n = 10 if cfg is QUICK else 60
     root = new_home()
     try:
-        with ScriptedModel() as model, bench_app(root, {"WARDIAN_OPENCODE": str(find_opencode().executable),
-                                                       "WARDIAN_SCRIPTED_MODEL_KEY": "bench"}) as app, \
-                AppClient(app.home) as client:
-            (_, lead), = add_agents(client, "lead", 1)
-            worker = client.call("agent/add", {"name": "worker0", "provider": "opencode"})
-            script = model.agent("worker0")
-            client.call("agent/start", {"agent": "worker0",
-                                        "config": opencode_overrides(ScriptedOpenCode(script.base_url))}, timeout_s=300)
+        with _opencode_worker(root) as (client, script, lead, worker):
             sent, accepted, replied = _opencode_turns(client, script, lead, n)
-            created = _created_times(Home(root).agent_dir(worker["uuid"]) / "opencode" / "data" / "opencode" /
-                                     "opencode.db")
+            created = _created_times(Home(root).agent_dir(worker) / "opencode" / "data" / "opencode" / "opencode.db")
             stored = [created[msg] / 1e3 - t1_ns / 1e9 for msg, t1_ns in sent]
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    _emit_opencode(stored, accepted, replied, _opencode_store_floor(n))
+    _emit_opencode(stored, accepted, _opencode_store_floor(n))
+    _emit_opencode_reply(replied)
     bench_codex_reply(cfg)
+
+
+def bench_opencode_reply(cfg: Config, **tags: str) -> None:
+    """Admitted -> reply published for a one-message turn of real OpenCode on the scripted model, alone (beside
+    another provider's figures); `tags` are added to the line."""
+    root = new_home()
+    try:
+        with _opencode_worker(root) as (client, script, lead, _):
+            _, _, replied = _opencode_turns(client, script, lead, 10 if cfg is QUICK else 60)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    _emit_opencode_reply(replied, **tags)
+
+
+@contextlib.contextmanager
+def _opencode_worker(root: Path) -> Iterator[tuple[AppClient, Any, str, str]]:
+    """An app on the home at `root` with a Codex-registered lead (its session) and a started OpenCode worker0 on
+    the scripted model: (client, worker0's script, the lead's session, worker0's uuid)."""
+    from wardian_harness.opencode_home import ScriptedOpenCode, find_opencode, opencode_overrides
+    from wardian_harness.scripted_model import ScriptedModel
+
+    with ScriptedModel() as model, bench_app(root, {"WARDIAN_OPENCODE": str(find_opencode().executable),
+                                                   "WARDIAN_SCRIPTED_MODEL_KEY": "bench"}) as app, \
+            AppClient(app.home) as client:
+        (_, lead), = add_agents(client, "lead", 1)
+        worker = client.call("agent/add", {"name": "worker0", "provider": "opencode"})
+        script = model.agent("worker0")
+        client.call("agent/start", {"agent": "worker0",
+                                    "config": opencode_overrides(ScriptedOpenCode(script.base_url))}, timeout_s=300)
+        yield client, script, lead, str(worker["uuid"])
 
 
 def _opencode_turns(client: AppClient, script: Any, lead: str,
@@ -85,7 +107,7 @@ def _created_times(db: Path) -> dict[str, int]:
             return dict(conn.execute("SELECT id, time_created FROM message"))
 
 
-def _emit_opencode(stored: list[float], accepted: list[float], replied: list[float], floor: list[float]) -> None:
+def _emit_opencode(stored: list[float], accepted: list[float], floor: list[float]) -> None:
     emit("opencode_admitted_to_prompt_accepted", **latency_fields([stored]), unit="ms",
          target="p50_ms <= 5, p99_ms <= 20", met=pct(stored, 0.5) <= 0.005 and pct(stored, 0.99) <= 0.020,
          how="receipt returned (task committed) -> OpenCode stored the user message under the msg_ id the app chose "
@@ -94,9 +116,12 @@ def _emit_opencode(stored: list[float], accepted: list[float], replied: list[flo
          opencode_own_p50_ms=ms(pct(floor, 0.5)), opencode_own_p99_ms=ms(pct(floor, 0.99)),
          opencode_own_how="a raw http.client POST of a noReply message to a fresh serve of the same binary -> its "
                           "time.created: OpenCode's own share, which no client can go below")
+
+
+def _emit_opencode_reply(replied: list[float], **tags: str) -> None:
     emit("opencode_admitted_to_reply_published", **latency_fields([replied]), unit="ms",
          how="followup call -> the requester receives reply done, one-message turn of real OpenCode on the scripted "
-             "model (the first two turns, which load OpenCode's provider, not counted)")
+             "model (the first two turns, which load OpenCode's provider, not counted)", **tags)
 
 
 def _opencode_store_floor(n: int) -> list[float]:
