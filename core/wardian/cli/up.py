@@ -1,0 +1,218 @@
+"""`wardian up|down|status [-f FILE]`: make the home's team what its team file says, take it down, show it
+(docs/guide/team-file.md). The file is read and checked whole first; a broken one changes nothing."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from wardian.cli.common import Commands
+from wardian.cli.exits import EXIT_APP, EXIT_OK, exit_code_for
+from wardian.cli.output import dump, out
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from wardian.cli.team_run import Outcome
+    from wardian.team.model import Team
+
+FILE_HELP = "the team file (default: ./wardian.toml)"
+
+
+def register(commands: Commands) -> None:
+    up = "start the team of a team file: the app, then every agent as the file says"
+    p = commands.single("up", cmd_up, up, description=(
+        f"{up}. Agents already running as the file says are left alone; one whose start differs is restarted "
+        "(the output names the fields); the home's agents the file does not name are listed, never removed "
+        "without --prune."))
+    p.add_argument("-f", "--file", default=None, metavar="FILE", help=FILE_HELP)
+    p.add_argument("--prune", action="store_true",
+                   help="remove the home's agents the file does not name (as `wardian agent remove` does)")
+    p.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for each agent's conversation")
+    down = "stop the team file's agents, and the app if `wardian up` started it"
+    p = commands.single("down", cmd_down, down, description=down)
+    p.add_argument("-f", "--file", default=None, metavar="FILE", help=FILE_HELP)
+    status = "the team at a glance: each agent's status, credential, pending and in-flight tasks"
+    p = commands.single("status", cmd_status, status, description=(
+        f"{status}, and the home's agents the file does not name; exit 3 when the app is not running."))
+    p.add_argument("-f", "--file", default=None, metavar="FILE", help=FILE_HELP)
+
+
+def _load(args: argparse.Namespace) -> Team:
+    """The team file, checked whole.
+
+    Raises:
+        TeamFileError: every problem of a broken file (exit 2), before anything is started or changed.
+    """
+    from wardian.team import DEFAULT_FILE, load_team
+
+    environ = dict(os.environ)
+    if args.home is not None:
+        environ["WARDIAN_HOME"] = args.home
+    return load_team(Path(args.file or DEFAULT_FILE), environ=environ)
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from wardian.cli.team_run import ensure_app, overview, remove_agents, run_steps
+    from wardian.cli.team_show import progress
+    from wardian.home import Home
+    from wardian.team.plan import Grants, plan_team
+    from wardian.team.state import read_state, write_state
+
+    team = _load(args)
+    home = Home(team.home)
+    state = read_state(home.root)
+    mark = ensure_app(home, team.console)
+    if mark is not None:
+        state.app = mark
+        write_state(home.root, state)
+        (sys.stderr if args.json else sys.stdout).write(f"app started for {home.root} (pid {mark.pid})\n")
+    rows = overview(home)
+    steps, extras = plan_team(team, rows, state.grants)
+    names = [s.agent.name for s in steps] + ([r["agent"]["name"] for r in extras] if args.prune else [])
+    show = progress(names, sys.stderr if args.json else sys.stdout)
+    outcomes = run_steps(home, steps, {r["agent"]["name"]: r for r in rows}, show.show, args.timeout)
+    pruned = remove_agents(home, extras, show.show) if args.prune else []
+    show.close()
+    wanted = {a.name: a for a in team.agents}
+    for o in outcomes:
+        if o.action in ("added", "started", "restarted") and o.uuid and o.generation is not None:
+            state.grants[o.uuid] = Grants(o.generation, wanted[o.name].approve_tools)
+    for o in pruned:
+        if o.action == "removed" and o.uuid:
+            state.grants.pop(o.uuid, None)
+    write_state(home.root, state)
+    if args.json:
+        out(dump({"file": str(team.path), "home": str(home.root), "app_started": mark is not None,
+                  "agents": [o.to_data() for o in outcomes],
+                  "not_in_file": [] if args.prune else [_row_data(r) for r in extras],
+                  "pruned": [o.to_data() for o in pruned]}))
+    else:
+        _print_up(team, outcomes, [] if args.prune else extras, pruned)
+    return _exit_of([*outcomes, *pruned])
+
+
+def _exit_of(outcomes: Sequence[Outcome]) -> int:
+    """The exit code of the first agent that failed (in the file's order), else 0."""
+    for o in outcomes:
+        if o.error is not None:
+            return exit_code_for(o.error)
+    return EXIT_OK
+
+
+def _print_up(team: Team, outcomes: Sequence[Outcome], extras: Sequence[Mapping[str, Any]],
+              pruned: Sequence[Outcome]) -> None:
+    from wardian.cli.team_show import table
+
+    rows = [("NAME", "PROVIDER", "STATUS", "CONVERSATION", "UP")]
+    rows += [(o.name, o.provider, o.status, o.thread_id or "-", o.action) for o in outcomes]
+    rows += [(r["agent"]["name"], r["agent"]["provider"], r["agent"]["status"],
+              (r.get("managed") or {}).get("thread_id") or "-", f"not in {team.path.name}") for r in extras]
+    rows += [(o.name, o.provider, "-", "-", o.action) for o in pruned]
+    out("")
+    table(rows)
+    for o in outcomes:
+        if o.action == "restarted":
+            out(f"restarted {o.name}: {'; '.join(o.reasons)} changed")
+        for warning in o.warnings:
+            sys.stderr.write(f"wardian: warning: {o.name}: {warning}\n")
+    if extras:
+        out(f"{len(extras)} agent(s) of the home not in {team.path.name}: "
+            f"{', '.join(r['agent']['name'] for r in extras)} (kept; `wardian up --prune` removes them)")
+    for o in [*outcomes, *pruned]:
+        if o.error is not None:
+            allowed = f" (allowed: {o.error.allowed})" if o.error.allowed else ""
+            sys.stderr.write(f"wardian: {o.name}: {o.error.code}: {o.error.message}{allowed}\n")
+
+
+def _row_data(row: Mapping[str, Any]) -> dict[str, Any]:
+    """An agent of the home as `up --json` and `status --json` show it."""
+    agent, managed = row["agent"], row.get("managed") or {}
+    return {"name": agent["name"], "provider": agent["provider"], "uuid": agent["uuid"], "status": agent["status"],
+            "generation": agent["generation"], "workspace": agent["workspace"], "auth": managed.get("auth"),
+            "thread_id": managed.get("thread_id"), "pending": row.get("pending", 0),
+            "in_flight": row.get("in_flight", 0)}
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    from wardian.cli.team_run import app_status, overview, stop_agents, stop_app
+    from wardian.cli.team_show import progress
+    from wardian.home import Home
+    from wardian.team.state import read_state, write_state
+
+    team = _load(args)
+    home = Home(team.home)
+    state = read_state(home.root)
+    if app_status(home) is None:
+        if state.app is not None and home.root.exists():
+            state.app = None
+            write_state(home.root, state)
+        if args.json:
+            out(dump({"file": str(team.path), "home": str(home.root), "agents": [], "app_stopped": False}))
+        else:
+            out(f"app not running for {home.root}: nothing to stop")
+        return EXIT_OK
+    rows = {r["agent"]["name"]: r for r in overview(home)}
+    show = progress([a.name for a in team.agents], sys.stderr if args.json else sys.stdout)
+    outcomes = stop_agents(home, team, rows, show.show)
+    show.close()
+    stopped = stop_app(home, state.app)
+    if stopped is not None:
+        state.app = None
+        write_state(home.root, state)
+    if args.json:
+        out(dump({"file": str(team.path), "home": str(home.root), "agents": [o.to_data() for o in outcomes],
+                  "app_stopped": stopped is not None}))
+    elif stopped is not None:
+        out(f"app stopped (pid {stopped['pid']}): nothing of the team is left running")
+    else:
+        out(f"the app keeps running for {home.root}: `wardian up` did not start it (`wardian app stop` stops it)")
+    return _exit_of(outcomes)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from wardian.cli.team_run import app_status, overview
+    from wardian.home import Home
+
+    team = _load(args)
+    home = Home(team.home)
+    status = app_status(home)
+    rows = overview(home) if status is not None else []
+    by_name = {r["agent"]["name"]: r for r in rows}
+    named = {a.name for a in team.agents}
+    agents = [_row_data(by_name[a.name]) if a.name in by_name else
+              {"name": a.name, "provider": a.provider, "uuid": None, "status": None, "generation": None,
+               "workspace": None if a.workspace is None else str(a.workspace), "auth": a.auth, "thread_id": None,
+               "pending": 0, "in_flight": 0} for a in team.agents]
+    extras = [_row_data(r) for r in rows if r["agent"]["name"] not in named]
+    if args.json:
+        out(dump({"file": str(team.path), "home": str(home.root), "running": status is not None, "app": status,
+                  "agents": agents, "not_in_file": extras}))
+    else:
+        _print_status(team, home.root, status, agents, extras)
+    return EXIT_OK if status is not None else EXIT_APP
+
+
+def _print_status(team: Team, root: Path, status: Mapping[str, Any] | None, agents: Sequence[Mapping[str, Any]],
+                  extras: Sequence[Mapping[str, Any]]) -> None:
+    from wardian.cli.team_show import table
+
+    if status is None:
+        out(f"app not running for {root} (`wardian up -f {team.path.name}` starts the team)")
+    else:
+        out(f"app running for {root} (pid {status['pid']}, version {status['version']})"
+            + (f"; web console at {status['console']}" if status.get("console") else ""))
+    rows = [("NAME", "PROVIDER", "STATUS", "CREDENTIAL", "PENDING", "IN-FLIGHT", "CONVERSATION")]
+    for a in agents:
+        state = a["status"] or ("-" if status is None else "not added")
+        rows.append((a["name"], a["provider"], state, a["auth"] or "default", str(a["pending"]),
+                     str(a["in_flight"]), a["thread_id"] or "-"))
+    for a in extras:
+        rows.append((a["name"], a["provider"], f"{a['status']} (not in {team.path.name})", a["auth"] or "default",
+                     str(a["pending"]), str(a["in_flight"]), a["thread_id"] or "-"))
+    table(rows)
+    if any(a["status"] == "signed_out" for a in [*agents, *extras]):
+        out("a signed_out agent has no usable credential: `wardian auth login`, then `wardian up`")

@@ -1,0 +1,137 @@
+"""What `wardian up` does to each agent of a team file, decided from what the app says of the home: add it, start
+it, restart it (and which fields changed), leave it alone, or refuse (what cannot change in place, and the fix).
+
+Plain data in, plain data out (stdlib only): the CLI reads `agent/overview` and the home's team state
+(`wardian.team.state`), and carries the steps out through the app (docs/guide/team-file.md#wardian-up).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from wardian.overrides import masked_setting
+from wardian.team.model import Team, TeamAgent
+
+RUNNING = frozenset({"starting", "idle", "active"})
+"""Agent statuses with a provider runtime up: `up` compares such an agent's start with the file's."""
+DEFAULT_MODE = "background"
+
+
+@dataclass(frozen=True, slots=True)
+class Grants:
+    """The tool grants `up` gave an agent's start, and the generation that start made (the app keeps grants with the
+    running runtime only, so `up` remembers what it gave)."""
+
+    generation: int
+    approve_tools: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """What `up` does to one agent of the file. `action`: add (new in the home, then started), start (in the home,
+    not running), restart (running with another start than the file's; `reasons` names each changed field), keep
+    (running as the file says), refused (`problem` says what cannot change in place and how to fix it)."""
+
+    agent: TeamAgent
+    action: str
+    reasons: tuple[str, ...] = ()
+    uuid: str | None = None
+    problem: str | None = None
+
+
+def plan_team(team: Team, overview: Sequence[Mapping[str, Any]],
+              grants: Mapping[str, Grants]) -> tuple[list[Step], list[Mapping[str, Any]]]:
+    """A step per agent of the file, in its order, and the home's agents the file does not name (`agent/overview`
+    rows), which `up` lists and never removes unless asked (`--prune`)."""
+    by_name = {row["agent"]["name"]: row for row in overview}
+    steps = [plan_agent(team, want, by_name.get(want.name), grants) for want in team.agents]
+    named = {a.name for a in team.agents}
+    return steps, [row for row in overview if row["agent"]["name"] not in named]
+
+
+def plan_agent(team: Team, want: TeamAgent, have: Mapping[str, Any] | None,
+               grants: Mapping[str, Grants]) -> Step:
+    """The step of one agent: `have` is its `agent/overview` row, None when the home has no such agent."""
+    if have is None:
+        return Step(want, "add", ("not in the home",))
+    agent = have["agent"]
+    problem = _fixed_fields(team, want, have)
+    if problem is not None:
+        return Step(want, "refused", uuid=agent["uuid"], problem=problem)
+    if agent["status"] not in RUNNING or have.get("managed") is None:
+        return Step(want, "start", (f"was {agent['status']}",), uuid=agent["uuid"])
+    changed = changed_fields(want, have, grants.get(agent["uuid"]))
+    return Step(want, "restart" if changed else "keep", tuple(changed), uuid=agent["uuid"])
+
+
+def _fixed_fields(team: Team, want: TeamAgent, have: Mapping[str, Any]) -> str | None:
+    """What the home keeps for good that differs from the file (an agent's provider, its workspace, its host):
+    the problem and its fix, or None."""
+    agent = have["agent"]
+    fix = (f"remove it (`wardian agent remove {want.name}`; its records stay) and run `wardian up` again, or give "
+           f"the file's agent another name and remove the old one with `wardian up --prune`")
+    if agent["provider"] != want.provider:
+        return (f"{want.name} is a {agent['provider']} agent in the home and {team.path.name} makes it "
+                f"{want.provider}; an agent's provider cannot change: {fix}")
+    if not same_workspace(want, agent.get("workspace")):
+        return (f"{want.name}'s workspace is {agent.get('workspace') or 'the default one'} in the home and "
+                f"{team.path.name} says {want.workspace or 'the default one'}; an agent's workspace cannot change: "
+                f"{fix}")
+    if not have.get("local", True):
+        return (f"{want.name} belongs to host {agent.get('host')}, whose app starts and stops it: run "
+                f"`wardian up` there")
+    return None
+
+
+def same_workspace(want: TeamAgent, have: str | None) -> bool:
+    if want.workspace is None or have is None:
+        return want.workspace is None and have is None
+    return os.path.realpath(want.workspace) == os.path.realpath(have)
+
+
+def changed_fields(want: TeamAgent, have: Mapping[str, Any], grants: Grants | None) -> list[str]:
+    """Each field of a running agent's start that differs from the file's, as `field: was → now` (a setting's key
+    only: the app shows secret-looking values masked, and so does this)."""
+    managed = have["managed"]
+    changed: list[str] = []
+    mode = want.mode or DEFAULT_MODE
+    if (managed.get("mode") or DEFAULT_MODE) != mode:
+        changed.append(f"mode: {managed.get('mode') or DEFAULT_MODE} → {mode}")
+    if (keys := settings_diff(want.settings, managed.get("settings") or ())):
+        changed.append("settings: " + ", ".join(keys))
+    if managed.get("auth") != want.auth:
+        changed.append(f"auth: {managed.get('auth') or 'default'} → {want.auth or 'default'}")
+    given = _given_tools(have["agent"]["generation"], grants)
+    if given is None and want.approve_tools:
+        changed.append(f"approve_tools: not known for generation {have['agent']['generation']} → "
+                       + ",".join(want.approve_tools))
+    elif given is not None and tuple(sorted(given)) != tuple(sorted(want.approve_tools)):
+        changed.append(f"approve_tools: {','.join(given) or 'none'} → {','.join(want.approve_tools) or 'none'}")
+    return changed
+
+
+def _given_tools(generation: int, grants: Grants | None) -> tuple[str, ...] | None:
+    """The grants of the running generation when `up` made its start; None when unknown (`up` never started the
+    agent, or a later start, by hand or by the app after a restart of its own, replaced the one `up` made)."""
+    if grants is None or grants.generation != generation:
+        return None
+    return grants.approve_tools
+
+
+def settings_diff(want: Sequence[str], have: Sequence[str]) -> list[str]:
+    """The keys whose setting differs between the file's settings and the running start's (masked as the app shows
+    them), sorted: added, removed or changed alike."""
+    mine = _by_key(masked_setting(s) for s in want)
+    theirs = _by_key(have)
+    return sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
+
+
+def _by_key(settings: Any) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for text in settings:
+        key, _, value = str(text).partition("=")
+        out[key.strip()] = value.strip()
+    return out
