@@ -43,8 +43,13 @@ class World:
         return Home(self.run.wardian_home)
 
     def wardian(self, *args: str, timeout_s: float = 900) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*wardian_cmd(), *args], env=self.env, capture_output=True, text=True,
+        done = subprocess.run([*wardian_cmd(), *args], env=self.env, capture_output=True, text=True,
                               encoding="utf-8", timeout=timeout_s, check=False, stdin=subprocess.DEVNULL)
+        # The settings carry a (dummy) key: no output, and nothing `up` keeps in the home, ever shows it.
+        state = self.run.wardian_home / "team.json"
+        for text in (done.stdout, done.stderr, state.read_text(encoding="utf-8") if state.exists() else ""):
+            assert DUMMY_API_KEY not in text
+        return done
 
     def up_json(self, *args: str) -> tuple[int, dict[str, Any]]:
         done = self.wardian("up", "-f", str(self.file), "--json", *args)
@@ -64,7 +69,7 @@ class World:
         lines = ["[team]", f"home = {json.dumps(str(self.run.wardian_home))}", ""]
         for name, a in agents.items():
             lines += [f"[agents.{name}]", f'provider = "{a["provider"]}"',
-                      f"workspace = {json.dumps(str(self.run.workspace(name)))}"]
+                      f"workspace = {json.dumps(str(a.get('workspace') or self.run.workspace(name)))}"]
             if a.get("approve_tools"):
                 lines.append(f"approve_tools = {json.dumps(list(a['approve_tools']))}")
             if a.get("auth"):
@@ -170,6 +175,19 @@ def test_one_agent_s_failed_start_is_its_own_and_the_others_start(world: World) 
     assert agents["lead"]["status"] in ("idle", "starting")
     assert agents["worker"]["action"] == "failed"
     assert agents["worker"]["error"]["code"] == "not_signed_in"
+
+    # A workspace cannot change in place: refused with the fix, and the running agent is left as it was.
+    elsewhere = world.run.root / "elsewhere"
+    elsewhere.mkdir()
+    world.write_team({"lead": {"provider": "codex", "workspace": elsewhere}})
+    refused = world.wardian("up", "-f", str(world.file))
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "workspace cannot change" in refused.stderr
+    assert "`wardian agent remove lead`" in refused.stderr
+    code, result = world.up_json()
+    assert code == 2
+    assert _by_name(result)["lead"]["action"] == "refused"
+    assert _by_name(result)["lead"]["generation"] == agents["lead"]["generation"]
     down = world.wardian("down", "-f", str(world.file))
     assert down.returncode == 0, down.stderr
     assert world.tree.members() == []

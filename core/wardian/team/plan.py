@@ -2,7 +2,7 @@
 it, restart it (and which fields changed), leave it alone, or refuse (what cannot change in place, and the fix).
 
 Plain data in, plain data out (stdlib only): the CLI reads `agent/overview` and the home's team state
-(`wardian.team.state`), and carries the steps out through the app (docs/guide/team-file.md#wardian-up).
+(`wardian.team.state`), and carries the steps out through the app (docs/guide/team-file.md).
 """
 
 from __future__ import annotations

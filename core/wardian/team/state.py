@@ -3,7 +3,7 @@ app (so that `wardian down` stops that app, and only that one) and the tool gran
 app keeps grants with the running runtime only).
 
 A missing or unreadable file is an empty state: `up` then compares what the app shows, and `down` leaves the app
-running (docs/guide/team-file.md#wardian-down).
+running (docs/guide/team-file.md).
 """
 
 from __future__ import annotations
