@@ -153,3 +153,12 @@ def test_progress_is_live_on_a_terminal_and_plain_otherwise(monkeypatch: pytest.
     p = PlainLines(["lead", "worker"], plain)
     p.show("worker", "started")
     assert plain.getvalue() == "worker  started\n"
+
+
+def test_an_agent_whose_name_the_home_has_twice_is_refused_with_both_uuids() -> None:
+    twin = row()
+    twin["agent"] = {**twin["agent"], "uuid": "u-other"}
+    steps, _ = plan_team(team(agent()), [row(), twin], {})
+    assert steps[0].action == "refused"
+    assert steps[0].problem is not None
+    assert "2 agents named lead (u-lead, u-other)" in steps[0].problem

@@ -94,9 +94,10 @@ def ensure_app(home: Home, console: str | None) -> AppMark | None:
     return AppMark(int(status["pid"]), int(status["started_at"]))
 
 
-def start_params(want: TeamAgent) -> dict[str, Any]:
-    """`agent/start`'s parameters for the file's agent: everything given, so the saved start is the file's."""
-    return {"agent": want.name, "mode": want.mode or "background", "config": list(want.settings),
+def start_params(want: TeamAgent, uuid: str | None = None) -> dict[str, Any]:
+    """`agent/start`'s parameters for the file's agent (by its UUID when known: names may repeat in a home):
+    everything given, so the saved start is the file's."""
+    return {"agent": uuid or want.name, "mode": want.mode or "background", "config": list(want.settings),
             "approve_tools": list(want.approve_tools), "auth": want.auth or "default"}
 
 
@@ -132,7 +133,7 @@ def run_step(home: Home, step: Step, row: Mapping[str, Any] | None, show: Show,
                 outcome.uuid = app.call("agent/add", add_params(want))["uuid"]
             why = f" ({'; '.join(step.reasons)})" if step.action == "restart" else ""
             show(want.name, ("restarting" if step.action == "restart" else "starting") + why)
-            started = app.call("agent/start", start_params(want), timeout_s=timeout_s)
+            started = app.call("agent/start", start_params(want, outcome.uuid), timeout_s=timeout_s)
     except errors.WardianError as exc:
         outcome.action, outcome.error = "failed", exc
         show(want.name, f"failed: {exc.code}: {exc.message}")

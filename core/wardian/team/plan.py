@@ -46,10 +46,21 @@ def plan_team(team: Team, overview: Sequence[Mapping[str, Any]],
               grants: Mapping[str, Grants]) -> tuple[list[Step], list[Mapping[str, Any]]]:
     """A step per agent of the file, in its order, and the home's agents the file does not name (`agent/overview`
     rows), which `up` lists and never removes unless asked (`--prune`)."""
-    by_name = {row["agent"]["name"]: row for row in overview}
-    steps = [plan_agent(team, want, by_name.get(want.name), grants) for want in team.agents]
+    by_name: dict[str, list[Mapping[str, Any]]] = {}
+    for row in overview:
+        by_name.setdefault(row["agent"]["name"], []).append(row)
+    steps = [_twins(want, rows) if len(rows := by_name.get(want.name, [])) > 1 else
+             plan_agent(team, want, rows[0] if rows else None, grants) for want in team.agents]
     named = {a.name for a in team.agents}
     return steps, [row for row in overview if row["agent"]["name"] not in named]
+
+
+def _twins(want: TeamAgent, rows: Sequence[Mapping[str, Any]]) -> Step:
+    """The roster lets names repeat; the file's agent must name one of them."""
+    uuids = ", ".join(r["agent"]["uuid"] for r in rows)
+    return Step(want, "refused", problem=(
+        f"the home has {len(rows)} agents named {want.name} ({uuids}); the file's agent must be one of them: "
+        f"remove the others (`wardian agent remove UUID`) and run `wardian up` again"))
 
 
 def plan_agent(team: Team, want: TeamAgent, have: Mapping[str, Any] | None,
