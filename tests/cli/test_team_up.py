@@ -206,3 +206,29 @@ def test_a_broken_file_changes_nothing_not_even_the_home(tmp_path: Path) -> None
         assert f"{file}:6: agents.lead.mode" in done.stderr, done.stderr
         assert f"{file}:9:" in done.stderr, done.stderr
         assert not home.exists()
+
+
+@pytest.mark.fast
+def test_status_and_down_without_an_app_say_so_and_create_nothing(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    file = tmp_path / "wardian.toml"
+    file.write_text(f'[team]\nhome = {json.dumps(str(home))}\n\n[agents.lead]\nprovider = "codex"\n\n'
+                    '[agents.worker]\nprovider = "claude"\nauth = "work"\n', encoding="utf-8")
+
+    def wardian(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*wardian_cmd(), *args, "-f", str(file)], capture_output=True, text=True,
+                              encoding="utf-8", timeout=120, check=False)
+
+    status = wardian("status")
+    assert status.returncode == 3, status.stderr
+    assert f"app not running for {home}" in status.stdout
+    assert [line.split()[:4] for line in status.stdout.splitlines()[2:]] == [
+        ["lead", "codex", "-", "default"], ["worker", "claude", "-", "work"]]
+    shown = json.loads(wardian("status", "--json").stdout)
+    assert shown["running"] is False
+    assert [(a["name"], a["status"], a["auth"]) for a in shown["agents"]] == [("lead", None, None),
+                                                                          ("worker", None, "work")]
+    down = wardian("down")
+    assert down.returncode == 0, down.stderr
+    assert "nothing to stop" in down.stdout
+    assert not home.exists()
