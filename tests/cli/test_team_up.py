@@ -63,10 +63,11 @@ class World:
             return opencode_overrides(ScriptedOpenCode(base_url))
         return claude_overrides(ScriptedClaude(base_url))
 
-    def write_team(self, agents: dict[str, dict[str, Any]]) -> None:
+    def write_team(self, agents: dict[str, dict[str, Any]], console: str | None = None) -> None:
         """A team file: `[team]` with the run's home, an `[agents.NAME]` table each, its settings as TOML (each
         `-c KEY=VALUE` of the harness is a dotted key and a TOML value already)."""
-        lines = ["[team]", f"home = {json.dumps(str(self.run.wardian_home))}", ""]
+        lines = ["[team]", f"home = {json.dumps(str(self.run.wardian_home))}",
+                 *([f'console = "{console}"'] if console else []), ""]
         for name, a in agents.items():
             lines += [f"[agents.{name}]", f'provider = "{a["provider"]}"',
                       f"workspace = {json.dumps(str(a.get('workspace') or self.run.workspace(name)))}"]
@@ -176,14 +177,16 @@ def test_one_agent_s_failed_start_is_its_own_and_the_others_start(world: World) 
     assert agents["worker"]["action"] == "failed"
     assert agents["worker"]["error"]["code"] == "not_signed_in"
 
-    # A workspace cannot change in place: refused with the fix, and the running agent is left as it was.
+    # A workspace cannot change in place: refused with the fix, and the running agent is left as it was. A web
+    # console the running app was started without is named as such.
     elsewhere = world.run.root / "elsewhere"
     elsewhere.mkdir()
-    world.write_team({"lead": {"provider": "codex", "workspace": elsewhere}})
+    world.write_team({"lead": {"provider": "codex", "workspace": elsewhere}}, console="127.0.0.1:0")
     refused = world.wardian("up", "-f", str(world.file))
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert "workspace cannot change" in refused.stderr
     assert "`wardian agent remove lead`" in refused.stderr
+    assert "the running app serves no web console" in refused.stderr
     code, result = world.up_json()
     assert code == 2
     assert _by_name(result)["lead"]["action"] == "refused"

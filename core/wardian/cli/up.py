@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from wardian.cli.team_run import Outcome
+    from wardian.home import Home
     from wardian.team.model import Team
 
 FILE_HELP = "the team file (default: ./wardian.toml)"
@@ -70,6 +71,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         state.app = mark
         write_state(home.root, state)
         (sys.stderr if args.json else sys.stdout).write(f"app started for {home.root} (pid {mark.pid})\n")
+    elif team.console is not None:
+        _console_note(home, team.console)
     rows = overview(home)
     steps, extras = plan_team(team, rows, state.grants)
     names = [s.agent.name for s in steps] + ([r["agent"]["name"] for r in extras] if args.prune else [])
@@ -93,6 +96,18 @@ def cmd_up(args: argparse.Namespace) -> int:
     else:
         _print_up(team, outcomes, [] if args.prune else extras, pruned)
     return _exit_of([*outcomes, *pruned])
+
+
+def _console_note(home: Home, console: str) -> None:
+    """The file asks for a web console, and the app that runs already was started without one: say so (a running
+    app's console cannot be added)."""
+    from wardian.cli.team_run import app_status
+
+    status = app_status(home)
+    if status is not None and not status.get("console"):
+        sys.stderr.write(f"wardian: warning: the running app serves no web console, and the team file asks for one at "
+                         f"{console}: stop the app (`wardian down`, or `wardian app stop`) and run `wardian up` "
+                         "again to serve it\n")
 
 
 def _exit_of(outcomes: Sequence[Outcome]) -> int:
