@@ -47,10 +47,10 @@ __all__ = ["EXIT_APP", "EXIT_HOME", "EXIT_INTERNAL", "EXIT_NOTHING", "EXIT_NOT_F
 # The group modules (wardian.cli.NAME) in the order `wardian --help` lists them, each with the commands its
 # `register` adds (tests/cli/test_cold_start.py checks the two agree), so that a command loads only its own module.
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("app", ("app",)), ("team", ("init",)), ("store", ("store",)), ("auth", ("auth",)), ("agent", ("agent",)),
+    ("app", ("app",)), ("team", ("init", "up", "down", "status")), ("store", ("store",)), ("auth", ("auth",)),
+    ("agent", ("agent",)),
     ("message", ("message",)), ("console", ("console",)), ("mcp", ("mcp",)), ("codex", ("codex",)),
-    ("opencode", ("opencode",)), ("claude", ("claude",)), ("up", ("up", "down", "status")), ("demo", ("demo",)),
-    ("retired", ("send", "ask")),
+    ("opencode", ("opencode",)), ("claude", ("claude",)), ("demo", ("demo",)), ("retired", ("send", "ask")),
 )
 COMMANDS = frozenset(name for _, names in GROUPS for name in names)
 # The root's own options that take a value (the others take none).

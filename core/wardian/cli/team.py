@@ -1,9 +1,11 @@
-"""`wardian init`: the team file (`wardian.toml`, docs/guide/team-file.md)."""
+"""`wardian init|up|down|status`: the team file (`wardian.toml`, docs/guide/team-file.md): writing one here, and
+making the home's team what it says in `wardian.cli.up`."""
 
 from __future__ import annotations
 
 import argparse
 
+from wardian.cli import up
 from wardian.cli.common import Commands
 from wardian.cli.exits import EXIT_OK
 from wardian.cli.output import dump, out
@@ -13,6 +15,7 @@ DEFAULT_FILE = "wardian.toml"  # wardian.team.DEFAULT_FILE, without importing th
 
 def register(commands: Commands) -> None:
     _init(commands)
+    up.register(commands)
 
 
 def _init(commands: Commands) -> None:
