@@ -139,6 +139,7 @@ class _Tty(io.StringIO):
 
 def test_progress_is_live_on_a_terminal_and_plain_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TERM", "xterm")
+    monkeypatch.setenv("LINES", "24")
     plain = io.StringIO()
     assert type(progress(["a"], plain)) is PlainLines
     tty = _Tty()
@@ -148,6 +149,8 @@ def test_progress_is_live_on_a_terminal_and_plain_otherwise(monkeypatch: pytest.
     # Two lines drawn, then lead's (two up from the bottom) cleared and rewritten in place.
     assert tty.getvalue() == ("lead    waiting\nworker  waiting\n"
                               "\x1b[2A\r\x1b[2Klead    starting\x1b[2B\r")
+    monkeypatch.setenv("LINES", "3")
+    assert type(progress(["a", "b", "c"], _Tty())) is PlainLines  # more lines than the screen has
     monkeypatch.setenv("TERM", "dumb")
     assert type(progress(["a"], _Tty())) is PlainLines
     p = PlainLines(["lead", "worker"], plain)

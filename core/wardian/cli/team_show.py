@@ -60,8 +60,10 @@ class LiveLines(PlainLines):
 
 
 def progress(names: Sequence[str], stream: TextIO) -> PlainLines:
-    """Live lines on a terminal (not a dumb one), plain lines otherwise."""
-    live = stream.isatty() and os.environ.get("TERM", "") not in ("", "dumb")
+    """Live lines on a terminal (not a dumb one) that has room for all of them (the cursor cannot go back up to a
+    line scrolled off the screen), plain lines otherwise."""
+    live = (stream.isatty() and os.environ.get("TERM", "") not in ("", "dumb")
+            and len(names) < shutil.get_terminal_size().lines)
     return (LiveLines if live else PlainLines)(names, stream)
 
 
