@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from wardian_harness.homes import IsolatedRun
 from wardian_harness.opencode_home import OpenCodeNotFound, ScriptedOpenCode, find_opencode, opencode_overrides
 from wardian_harness.proctree import ProcessTree
 from wardian_harness.scripted_model import ScriptedModel
+from wardian_harness.terminal import open_terminal, wait_for_text
 
 GRANTS = ("followup_task", "receive_messages", "reply")
 
@@ -191,6 +193,33 @@ def test_one_agent_s_failed_start_is_its_own_and_the_others_start(world: World) 
     assert code == 2
     assert _by_name(result)["lead"]["action"] == "refused"
     assert _by_name(result)["lead"]["generation"] == agents["lead"]["generation"]
+    down = world.wardian("down", "-f", str(world.file))
+    assert down.returncode == 0, down.stderr
+    assert world.tree.members() == []
+
+
+def test_on_a_terminal_each_agent_has_one_line_rewritten_in_place(world: World) -> None:
+    world.write_team({"lead": {"provider": "codex"}, "worker": {"provider": "claude"}})
+    terminal = open_terminal([*wardian_cmd(), "up", "-f", str(world.file)], {**world.env, "TERM": "xterm"},
+                             rows=40, cols=150)
+    def tick() -> None:
+        threading.Event().wait(0.1)
+
+    try:
+        wait_for_text(terminal, "CONVERSATION", tick, rounds=6000)
+        for _ in range(600):  # the table is the end: `up` exits right after it
+            if not terminal.is_alive():
+                break
+            tick()
+    finally:
+        status = terminal.close()  # reads the pty to its end first
+    screen = terminal.text()
+    assert status == 0, screen
+    lines = screen.splitlines()
+    progress = lines[1:lines.index("")]  # after "app started for ...", up to the blank line before the table
+    assert [line.split()[:2] for line in progress] == [["lead", "added"], ["worker", "added"]], screen
+    assert "waiting" not in screen
+    assert "starting" not in "\n".join(progress).replace("(starting", "")
     down = world.wardian("down", "-f", str(world.file))
     assert down.returncode == 0, down.stderr
     assert world.tree.members() == []
