@@ -1,5 +1,6 @@
 """The store's roster caches (session -> caller, name/UUID -> agents) never answer with a stale roster (on both
-backends: the shared store keeps no cache at all, since other apps change its roster).
+backends; the shared store's cache is checked against the roster's version in every batch, since other apps change
+its roster).
 
 TOOL-3: the app owns attribution — a cached session must still check its secret on every call, and any
 change to agents or sessions (or a rollback of one) must be seen by the very next call.
@@ -7,12 +8,16 @@ change to agents or sessions (or a rollback of one) must be seen by the very nex
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from tests.store.conftest import Backend
 from wardian import errors
 from wardian.model import AgentStatus, InteractionKind
 from wardian.store import Store
 from wardian.store import testing as store_testing
+from wardian_harness.postgres import PrivateCluster
 
 pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
 
@@ -131,3 +136,71 @@ def test_a_cached_managed_session_goes_stale_when_a_new_generation_starts(store:
     with pytest.raises(errors.UnknownSession):
         store.authenticate(operator)
     assert store.authenticate(current).generation == 2
+
+
+# --- the shared store: a cache checked against the roster's version in every batch --------------------------------
+
+
+def _batch(store: Store, op: object) -> object:
+    """`op` run the way the app runs it: inside a batch (the only place a shared store's cache answers)."""
+    result = store.run_batch([op])[0]  # type: ignore[list-item]
+    if result.error is not None:
+        raise result.error
+    return result.value
+
+
+def test_a_session_revoked_through_another_connection_is_refused_by_the_next_batch(
+        pg_cluster: PrivateCluster, tmp_path: Path) -> None:
+    """Two stores of one shared database (two apps): what one revokes or removes, the other's next batch refuses,
+    though it had just answered from its cache (an embedded store has one app, so this is the shared store's)."""
+    backend = Backend("postgresql", tmp_path, pg_cluster)
+    try:
+        _revoked_elsewhere(backend.open(), backend.open())
+    finally:
+        backend.close_all()
+
+
+def _revoked_elsewhere(here: Store, there: Store) -> None:
+    agent = here.add_agent("a", "codex", None)
+    peer = here.add_agent("peer", "codex", None)
+    token = here.create_session(agent.id)
+    send = lambda s: s.admit(s.authenticate(token), s.resolve_target(s.authenticate(token), "peer"),  # noqa: E731
+                             InteractionKind.INFORMATION, "hi")
+    for _ in range(3):
+        _batch(here, send)  # the later ones answer from the cache
+    assert store_testing.backdoor(here).roster_cache.version is not None  # type: ignore[attr-defined]
+    there.revoke_sessions(agent.id, managed_too=True)
+    with pytest.raises(errors.UnknownSession):
+        _batch(here, send)
+    fresh = there.create_session(agent.id)
+    assert _batch(here, lambda s: s.authenticate(fresh).agent.uuid) == agent.uuid
+    with there.atomic():
+        store_testing.execute(there, "UPDATE agents SET removed_at = 1 WHERE id = ?", (peer.id,))
+    with pytest.raises(errors.UnknownTarget):
+        _batch(here, lambda s: s.resolve_target(s.authenticate(fresh), "peer"))
+    twin = there.add_agent("twin", "codex", None)
+    assert _batch(here, lambda s: s.resolve_target(s.authenticate(fresh), "twin").uuid) == twin.uuid
+    there.add_agent("twin", "codex", None)
+    with pytest.raises(errors.AmbiguousTarget):
+        _batch(here, lambda s: s.resolve_target(s.authenticate(fresh), "twin"))
+
+
+def test_a_statement_that_fails_inside_a_batch_fails_only_its_operation(store: Store) -> None:
+    """A database error (here a duplicate key) in the middle of a batch: on a shared store the batch's pipeline is
+    rolled back and the batch runs again operation by operation, so only that operation fails."""
+    caller = store.authenticate(store.create_session(store.add_agent("me", "codex", None).id))
+    peer = store.add_agent("peer", "codex", None)
+
+    def send(text: str):
+        return lambda s: s.admit(caller, s.resolve_target(caller, "peer"), InteractionKind.INFORMATION, text)
+
+    def duplicate_key(s: Store) -> None:
+        store_testing.execute(s, "INSERT INTO meta (key, value) VALUES ('epoch', ?)", (b"x",))
+
+    results = store.run_batch([send("one"), duplicate_key, send("two")], bare=[True, False, True])
+    assert results[0].error is None
+    assert results[2].error is None
+    assert isinstance(results[1].error, errors.WardianError)
+    peer_caller = store.authenticate(store.create_session(peer.id))
+    texts = [r.interaction.text for r in store.receive(peer_caller, cursor=None, ack_cursor=None, limit=10).records]
+    assert texts == ["one", "two"]

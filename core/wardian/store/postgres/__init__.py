@@ -1,16 +1,20 @@
 """The shared backend: PostgreSQL (psycopg 3), for agents on several machines.
 
-The parts are the same modules as the embedded store's; this package provides the engine's hooks (`engine`), the
-schema and its migrations (`schema`) and the announcements of other apps' commits (`announcements`).
+The parts are the same modules as the embedded store's; this package provides the engine's hooks (`engine`), its
+pipelined batches (`pipeline`), the roster cache (`roster_cache`), the schema and its migrations (`schema`) and the
+announcements of other apps' commits (`announcements`).
 
 Invariants:
-- Every change runs inside `atomic()` (BEGIN, SAVEPOINT when nested) or a batch (one BEGIN, a SAVEPOINT per
-  operation, one COMMIT: group commit, as on SQLite). `synchronous_commit` is `on` for this session, so a COMMIT
-  returns once the WAL is flushed on the primary (and on synchronous standbys, when the operator configured them).
+- Every change runs inside `atomic()` (BEGIN, SAVEPOINT when nested) or a batch (one BEGIN, one COMMIT: group
+  commit, as on SQLite). A batch's statements go out in one psycopg pipeline (`pipeline`); if any of them fails, the
+  batch is rolled back and run again with a SAVEPOINT per operation, so the failing operation fails alone.
+  `synchronous_commit` is `on` for this session, so a COMMIT returns once the WAL is flushed on the primary (and on
+  synchronous standbys, when the operator configured them).
 - A caller learns an outcome only after COMMIT returned. A COMMIT whose answer is lost (the connection broke) has an
   unknown outcome: every write of that batch is reported `uncertain`, never admitted and never refused.
 - Mailbox order is commit order: every transaction takes the append lock before its first write (see `engine`).
-- Nothing of the roster is cached: other apps change it (a session revoked on another host must be refused here).
+- The roster is cached only as far as the roster's version, read by every batch, vouches for it (`roster_cache`):
+  other apps change it (a session revoked on another host must be refused here).
 - A broken connection is replaced at the next operation, with a bounded backoff; psycopg errors become storage
   errors here; nothing psycopg-specific leaves the store. No credential is ever in an error or a log line: the
   URL's password is refused before connecting (`check_store_url`) and libpq reads it from PGPASSFILE/PGSERVICE.

@@ -57,8 +57,7 @@ class Announcements:
                         async for note in conn.notifies(timeout=self._probe_s):
                             if note.pid in self._own():
                                 continue
-                            event = _announcement(note.payload)
-                            if event is not None:
+                            for event in announced(note.payload):
                                 yield event
                         await conn.execute("SELECT 1")  # quiet for a while: is the server still there?
             except psycopg.Error as exc:
@@ -66,14 +65,18 @@ class Announcements:
                 await asyncio.sleep(BACKOFF_FIRST_S)
 
 
-def _announcement(payload: str) -> StoreEvent | None:
+def announced(payload: str) -> list[StoreEvent]:
+    """The events of one notification (a `records` one names up to 100 records of one recipient)."""
     try:
         data = json.loads(payload)
+        if data["e"] == "records":
+            to, host = str(data["to"]), data.get("host")
+            return [RecordAnnounced(to, host, str(i), str(k)) for i, k in zip(data["ids"], data["k"], strict=True)]
         if data["e"] == "record":
-            return RecordAnnounced(str(data["to"]), data.get("host"), str(data["id"]), str(data["k"]))
+            return [RecordAnnounced(str(data["to"]), data.get("host"), str(data["id"]), str(data["k"]))]
         if data["e"] == "interrupt":
-            return InterruptAnnounced(str(data["to"]), data.get("host"), int(data["id"]), str(data["turn"]))
+            return [InterruptAnnounced(str(data["to"]), data.get("host"), int(data["id"]), str(data["turn"]))]
     except (ValueError, KeyError, TypeError):
         pass
     log.warning("an announcement of the shared store could not be read: %.200s", payload)
-    return None
+    return []

@@ -4,28 +4,35 @@ what a COMMIT whose answer was lost means.
 Mailbox order is commit order: before its first write, every transaction takes one transaction-scoped advisory
 lock (`APPEND_LOCK`), so identity values are handed out and committed in the same order on every host and a receive
 can never pass a record a slower transaction is still writing below it. The parts say which statements write
-(`Db.write`); reads take no lock. With that lock first, before any row lock, writers cannot deadlock.
+(`Db.write`); reads take no lock. With that lock first, before any row lock, writers cannot deadlock. In a pipelined
+batch the sends' records are written last, as one statement with the lock just before it (`PgDb.flush`), so a batch of
+sends holds the lock from that statement to its COMMIT only.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import time
-from collections.abc import Generator, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
-from typing import Any, LiteralString, cast
+from typing import Any, LiteralString, TypeVar, cast
 
 import psycopg
 import psycopg.errors as pge
 from psycopg import pq
 
 from wardian import errors
-from wardian.store.cache import NoRosterCache
+from wardian.store.api import BatchResult
 from wardian.store.engine import Engine
+from wardian.store.mailbox import INSERT_INTERACTION
+from wardian.store.postgres.pipeline import run_pipelined
+from wardian.store.postgres.roster_cache import VersionedRosterCache
 from wardian.store.postgres.schema import APPEND_LOCK
 from wardian.store.url import redact_url
 
 log = logging.getLogger("wardian.store.postgres")
+S = TypeVar("S")
 
 IDLE_IN_TRANSACTION_MS = 10_000
 LOCK_TIMEOUT_MS = 30_000
@@ -34,20 +41,85 @@ BACKOFF_FIRST_S = 0.1
 BACKOFF_MAX_S = 5.0
 
 
+_ROSTER_WRITE = re.compile(r"\s*(INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+(agents|sessions)\b", re.IGNORECASE)
+
+
+class Pending:
+    """A statement's cursor inside a pipeline (see `PgDb.pipe`): reading its outcome first syncs what is queued
+    (psycopg's own cursor would report rowcount -1 until then)."""
+
+    __slots__ = ("_cur", "_pipe")
+
+    def __init__(self, cur: psycopg.Cursor[Any], pipe: psycopg.Pipeline) -> None:
+        self._cur = cur
+        self._pipe = pipe
+
+    def _ready(self) -> psycopg.Cursor[Any]:
+        if self._cur.pgresult is None:
+            self._pipe.sync()
+        return self._cur
+
+    @property
+    def rowcount(self) -> int:
+        return self._ready().rowcount
+
+    @property
+    def description(self) -> Any:
+        return self._ready().description
+
+    def fetchone(self) -> Any:
+        return self._cur.fetchone()
+
+    def fetchall(self) -> list[Any]:
+        return self._cur.fetchall()
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._cur.fetchall())
+
+
+# What `mailbox.admit` appends, as one statement for many rows: identity values follow the rows' order.
+_APPEND_MANY = (
+    "INSERT INTO interactions (public_id, kind, sender_id, recipient_id, body, request_id, created_at, push_state) "
+    "SELECT p, k, s, r, b, q, c, u FROM unnest(%s::text[], %s::text[], %s::bigint[], %s::bigint[], %s::text[], "
+    "%s::text[], %s::bigint[], %s::text[]) WITH ORDINALITY AS t(p, k, s, r, b, q, c, u, n) ORDER BY n"
+)
+
+
 class PgDb:
-    """What the parts call `db`: `?` placeholders, and the append lock before a transaction's first write."""
+    """What the parts call `db`: `?` placeholders, and the append lock before a transaction's first write.
 
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+    Inside a pipelined batch (`pipe` set) statements are queued and sent together; a result is waited for only
+    when an operation reads it. There the records `mailbox.admit` appends (`INSERT_INTERACTION`, whose result nobody
+    reads) are held back and written as one statement, with the append lock just before it, when any other statement
+    is sent (`flush`): at the latest before the batch's COMMIT."""
+
+    def __init__(self, conn: psycopg.Connection[Any], cache: VersionedRosterCache) -> None:
         self.conn = conn
+        self.cache = cache
         self.wrote = False  # this transaction has taken the append lock (and written)
-        self._sql: dict[str, str] = {}
+        self.pipe: psycopg.Pipeline | None = None
+        self.appends: list[Sequence[Any]] = []  # rows of INSERT_INTERACTION held back (see above)
+        self._sql: dict[str, tuple[LiteralString, bool]] = {}
 
-    def _query(self, sql: str) -> LiteralString:
+    def _query(self, sql: str) -> tuple[LiteralString, bool]:
         query = self._sql.get(sql)
         if query is None:
             # Our statements hold no `?` or `%` inside string literals, so a plain replacement is exact.
-            query = self._sql[sql] = sql.replace("%", "%%").replace("?", "%s")
-        return q(query)
+            query = self._sql[sql] = (q(sql.replace("%", "%%").replace("?", "%s")), bool(_ROSTER_WRITE.match(sql)))
+        return query
+
+    def _run(self, query: LiteralString, parameters: Sequence[Any]) -> Any:
+        if self.appends:
+            self.flush()
+        cur = self.conn.execute(query, parameters)
+        return cur if self.pipe is None else Pending(cur, self.pipe)
+
+    def flush(self) -> None:
+        """Write the records held back, in one statement (the append lock first)."""
+        rows, self.appends = self.appends, []
+        if rows:
+            self.lock_appends()
+            self.conn.execute(q(_APPEND_MANY), [list(column) for column in zip(*rows, strict=True)])
 
     def lock_appends(self) -> None:
         """Take the append lock, once per transaction (it is released at COMMIT or ROLLBACK)."""
@@ -55,17 +127,30 @@ class PgDb:
             self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (APPEND_LOCK,))
             self.wrote = True
 
-    def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> psycopg.Cursor[Any]:
-        return self.conn.execute(self._query(sql), parameters)
+    def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> Any:
+        return self._run(self._query(sql)[0], parameters)
 
-    def write(self, sql: str, parameters: Sequence[Any] = (), /) -> psycopg.Cursor[Any]:
+    def write(self, sql: str, parameters: Sequence[Any] = (), /) -> Any:
+        if self.pipe is not None and sql == INSERT_INTERACTION:
+            self.appends.append(parameters)
+            return None
+        if self.appends:
+            self.flush()
         self.lock_appends()
-        return self.conn.execute(self._query(sql), parameters)
+        query, roster = self._query(sql)
+        if roster:
+            self.cache.roster_written()
+        return self._run(query, parameters)
 
     def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> psycopg.Cursor[Any]:
+        if self.appends:
+            self.flush()
         self.lock_appends()
+        query, roster = self._query(sql)
+        if roster:
+            self.cache.roster_written()
         with self.conn.cursor() as cur:
-            cur.executemany(self._query(sql), parameters)
+            cur.executemany(query, parameters)
             return cur
 
 
@@ -126,15 +211,18 @@ def connect(url: str) -> psycopg.Connection[Any]:
 
 class PgEngine(Engine):
     """Transactions of one shared-store connection, replaced when it breaks; also the test backdoor of the shared
-    store (`wardian.store.testing.Backdoor`). Nothing of the roster is cached: other apps change it."""
+    store (`wardian.store.testing.Backdoor`). The roster is cached only under the version check of
+    `roster_cache`, inside a pipelined batch (`pipeline.run_pipelined`)."""
 
     driver_error = psycopg.Error
 
     def __init__(self, url: str, conn: psycopg.Connection[Any]) -> None:
-        super().__init__(NoRosterCache())
+        self.roster_cache = VersionedRosterCache()
+        super().__init__(self.roster_cache)
         self.url = url
         self.conn = conn
-        self._db = self.db = PgDb(conn)
+        self._db = self.db = PgDb(conn, self.roster_cache)
+        self.pipeline_failed = False  # a statement of the open pipelined batch failed (it then runs op by op)
         self._next_connect = 0.0
         self._backoff = BACKOFF_FIRST_S
         self.backend_pids: set[int] = {conn.info.backend_pid}  # every connection this store wrote through
@@ -161,13 +249,39 @@ class PgEngine(Engine):
         with suppress(psycopg.Error):
             self.conn.close()
         self.conn = conn
-        self._db = self.db = PgDb(conn)
+        self._db = self.db = PgDb(conn, self.roster_cache)
         self._backoff = BACKOFF_FIRST_S
         self.backend_pids.add(conn.info.backend_pid)
         log.info("reconnected to the shared store %s", redact_url(self.url))
 
-    def errors(self) -> AbstractContextManager[None]:
-        return map_pg_errors()
+    @contextmanager
+    def errors(self) -> Generator[None]:
+        try:
+            yield
+        except psycopg.Error as exc:
+            # In a pipeline a statement's error may surface in a later one's call: the batch is then run again
+            # op by op (`pipeline.run_pipelined`), whichever operation this error seemed to belong to.
+            self.pipeline_failed = self._db.pipe is not None
+            raise storage_error(exc) from None
+
+    @property
+    def pg_db(self) -> PgDb:
+        return self._db
+
+    def ensure_connected(self) -> None:
+        self._ensure_connected()
+
+    def run_op(self, op: Callable[[S], Any], store: S, bare: bool) -> Any:
+        return self._run_op(op, store, bare)
+
+    def begin_batch(
+        self, ops: Sequence[Callable[[S], Any]], bare: Sequence[bool] | None, store: S
+    ) -> list[BatchResult]:
+        """One pipelined transaction for the whole batch (see `pipeline.run_pipelined`); when a statement failed or a
+        cached roster entry it used went stale, the batch runs again with a savepoint per operation, so the failing
+        operation fails alone."""
+        results = run_pipelined(self, ops, bare, store)
+        return results if results is not None else super().begin_batch(ops, bare, store)
 
     def operation_errors(self) -> AbstractContextManager[None]:
         # An operation's own psycopg error passes as it is: a batch then tells a broken connection or an aborted
@@ -178,8 +292,13 @@ class PgEngine(Engine):
         self._ensure_connected()
         self.conn.execute("BEGIN")
         self._db.wrote = False
+        self._db.appends.clear()
 
     def control(self, sql: str) -> None:
+        if sql == "ROLLBACK":
+            self._db.appends.clear()  # nothing of the transaction stands: the rows held back neither
+        elif self._db.appends:
+            self._db.flush()
         self.conn.execute(q(sql))
 
     def can_roll_back(self) -> bool:
@@ -201,6 +320,7 @@ class PgEngine(Engine):
 
     def clock_ms(self) -> int:
         with map_pg_errors():
+            self._db.flush()
             row = self.conn.execute("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint").fetchone()
         assert row is not None
         return int(row[0])

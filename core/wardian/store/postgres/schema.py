@@ -8,8 +8,9 @@ Names compare as bytes (`COLLATE "C"`), as SQLite's BINARY does, whatever the da
 What only a shared store has: triggers that announce, at COMMIT, each new record and each interrupt on the
 `wardian` channel (LISTEN/NOTIFY), so the app serving the recipient wakes its waits, dispatches, pushes or
 interrupts; a notification is part of its transaction, so a rolled-back write announces nothing. The payload is
-JSON: `{"e": "record", "to": RECIPIENT_UUID, "host": HOST, "id": PUBLIC_ID, "k": KIND}` or
-`{"e": "interrupt", "to": TARGET_UUID, "host": HOST, "id": INTERRUPT_ID, "turn": TURN_ID}`.
+JSON: `{"e": "records", "to": RECIPIENT_UUID, "host": HOST, "ids": [PUBLIC_ID, ...], "k": [KIND, ...]}` (one per
+statement and recipient, at most 100 ids, in commit order; before migration 4 one `"e": "record"` per row, with
+`"id"` and `"k"`) or `{"e": "interrupt", "to": TARGET_UUID, "host": HOST, "id": INTERRUPT_ID, "turn": TURN_ID}`.
 
 Invariant: migration N runs in the transaction that records `schema_version` N, under the migration advisory lock,
 so two apps starting at once migrate once and never see half a schema.
@@ -184,6 +185,43 @@ PG_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE agents ADD COLUMN auth TEXT;
     ALTER TABLE agents ADD COLUMN signed_out_at BIGINT;
     ALTER TABLE agents ADD COLUMN signed_out_reason TEXT;
+    """,
+    # 4: the roster's version, which every committed change of agents or sessions advances (in its own transaction,
+    # so a reader that finds it unchanged knows nothing of the roster changed meanwhile; see `roster_cache`).
+    """
+    CREATE TABLE roster_version (
+        only_row BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (only_row),
+        v BIGINT NOT NULL
+    );
+    INSERT INTO roster_version (v) VALUES (1);
+    CREATE FUNCTION wardian_roster_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        UPDATE roster_version SET v = v + 1;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER agents_roster_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON agents
+        FOR EACH STATEMENT EXECUTE FUNCTION wardian_roster_changed();
+    CREATE TRIGGER sessions_roster_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON sessions
+        FOR EACH STATEMENT EXECUTE FUNCTION wardian_roster_changed();
+
+    -- New records are announced per statement and recipient (a batch's sends are one statement), up to 100 ids a
+    -- notification (well under the 8000-byte payload limit), instead of one notification per row.
+    DROP TRIGGER interactions_notify ON interactions;
+    DROP FUNCTION wardian_notify_record();
+    CREATE FUNCTION wardian_notify_records() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM pg_notify('wardian', json_build_object(
+            'e', 'records', 'to', a.uuid, 'host', a.host, 'ids', c.ids, 'k', c.kinds)::text)
+            FROM (SELECT recipient_id, json_agg(public_id ORDER BY id) AS ids, json_agg(kind ORDER BY id) AS kinds
+                  FROM (SELECT recipient_id, id, public_id, kind,
+                               (row_number() OVER (PARTITION BY recipient_id ORDER BY id) - 1) / 100 AS chunk
+                        FROM new_rows) r
+                  GROUP BY recipient_id, chunk) c
+            JOIN agents a ON a.id = c.recipient_id;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER interactions_notify AFTER INSERT ON interactions REFERENCING NEW TABLE AS new_rows
+        FOR EACH STATEMENT EXECUTE FUNCTION wardian_notify_records();
     """,
 )
 
