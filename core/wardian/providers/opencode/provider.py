@@ -22,7 +22,7 @@ import anyio
 from wardian.overrides import ValueSyntax
 from wardian.providers.base import LaunchSpec, ProviderInfo
 from wardian.providers.mcp_command import write_private
-from wardian.providers.opencode import registration, settings, signin
+from wardian.providers.opencode import plugin_deps, registration, settings, signin
 from wardian.providers.opencode.compat import ENV_OPENCODE, capabilities, parse_opencode_version
 from wardian.providers.opencode.runtime import OpenCodeRuntime, ServeSpec
 from wardian.providers.process import child_env, find_executable, reap_left_behind
@@ -107,6 +107,7 @@ class OpenCodeProvider:
         # CFG-1, SES-3, the same rules for OpenCode).
         settings.apply(config_dir, list(spec.overrides))
         registration.register_session(config_dir, spec.home, spec.session, {"name": spec.name, "uuid": spec.uuid})
+        plugin_deps.settle(config_dir)  # no npm install at start unless the config could use it
         write_private(password_path, secrets.token_urlsafe(32) + "\n")
         password = password_path.read_text(encoding="utf-8").strip()
         extra = {name: str(path) for name, path in dirs.items()}
