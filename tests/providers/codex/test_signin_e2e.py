@@ -146,7 +146,12 @@ def test_codex_sign_in_end_to_end_with_named_credentials_a_rejection_and_a_new_l
     status = person.run("auth", "status", "--json")
     assert {c["name"] for c in json.loads(status)["credentials"]} >= {"work", "home", "rotated"}
     pages = console_pages(world.web)
-    assert b"signed_out" not in pages[0]
+    # The agents page: delta's new login cleared its state; gamma, whose start was refused, stays signed out.
+    assert agent_row(world, "gamma")["status"] == "signed_out"
+    rows = {name: [r for r in pages[0].split(b"<tr") if f">{name}<".encode() in r] for name in ("delta", "gamma")}
+    assert len(rows["delta"]) == 1
+    assert b"signed_out" not in rows["delta"][0]
+    assert b"signed_out" in b"".join(rows["gamma"])
     report = evidence(world, tmp_path / "evidence", ["alpha", "beta", "delta"])
     root = world.app.home.root
     assert_secrets_absent([root, *report], [*person.outputs, *pages], KEYS, exclude=[root / "credentials.json"])
