@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -84,6 +85,16 @@ class AppHandle:
             env["WARDIAN_SESSION_ID"] = token
         return env
 
+    def records_for(self, token: str, rounds: int = 600) -> list[dict[str, Any]]:
+        """Wait (bounded: `rounds` waits of 100 ms on the mailbox) for records of the caller of `token`, acknowledge
+        them, and return them."""
+        for _ in range(rounds):
+            page = self.call("mailbox/receive", {"session": token, "limit": 100, "timeout_ms": 100})
+            if page["records"]:
+                self.call("mailbox/receive", {"session": token, "ack_cursor": page["cursor"], "limit": 1})
+                return list(page["records"])
+        raise AssertionError("no record arrived")
+
     def cli(self, *args: str, token: str | None = None, input: bytes | None = None,
             check: bool = False) -> subprocess.CompletedProcess[bytes]:
         return subprocess.run([*wardian_cmd(), *args], env=self.env(token), input=input,
@@ -117,6 +128,19 @@ def app_on_a_fresh_home(**running_app: Any) -> Iterator[AppHandle]:
         finally:
             handle.client.close()
             stop_app(handle.proc)  # a test may have replaced the process (a restart)
+
+
+@contextmanager
+def app_on_root(root: Path, env: dict[str, str]) -> Iterator[AppHandle]:
+    """An app on the home `root` with `env` added to its environment, as an `AppHandle`; stopped (whichever process
+    it then is: a test may restart it) and the home removed after."""
+    handle = AppHandle(Home(root), start_app(root, env), AppClient(Home(root)))
+    try:
+        yield handle
+    finally:
+        handle.client.close()
+        stop_app(handle.proc)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 STORES = ("sqlite", "postgresql")

@@ -19,9 +19,7 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.conftest import AppHandle, pinned_npm_tool, short_home, start_app, stop_app
-from wardian.client import AppClient
-from wardian.home import Home
+from tests.conftest import AppHandle, app_on_root, pinned_npm_tool, short_home, start_app, stop_app
 from wardian.providers.base import Capabilities, ProviderEvent, StateChange, TurnOutcome
 from wardian.providers.claude.runtime import ClaudeRuntime
 from wardian.providers.claude.spec import ClaudeSpec
@@ -175,17 +173,9 @@ class ClaudeApp:
 @pytest.fixture
 def claude_app() -> Iterator[ClaudeApp]:
     claude = claude_or_skip()
-    root = short_home("wc")
     env = {"WARDIAN_CLAUDE": str(claude)}
-    with ScriptedModel() as model:
-        proc = start_app(root, env)
-        handle = AppHandle(Home(root), proc, AppClient(Home(root)))
-        try:
-            yield ClaudeApp(handle, model, env)
-        finally:
-            handle.client.close()
-            stop_app(handle.proc)
-            shutil.rmtree(root, ignore_errors=True)
+    with ScriptedModel() as model, app_on_root(short_home("wc"), env) as handle:
+        yield ClaudeApp(handle, model, env)
 
 
 def settle() -> None:
@@ -195,12 +185,7 @@ def settle() -> None:
 
 def records_for(world: ClaudeApp, token: str, rounds: int = 1200) -> list[dict[str, Any]]:
     """The next page of records for the caller of `token` (acknowledged), waiting (bounded) until there is one."""
-    for _ in range(rounds):
-        page = world.app.call("mailbox/receive", {"session": token, "limit": 100, "timeout_ms": 100})
-        if page["records"]:
-            world.app.call("mailbox/receive", {"session": token, "ack_cursor": page["cursor"], "limit": 1})
-            return list(page["records"])
-    raise AssertionError("no record arrived")
+    return world.app.records_for(token, rounds)
 
 
 def state_of(world: ClaudeApp, rid: str) -> str:

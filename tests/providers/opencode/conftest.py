@@ -3,7 +3,6 @@ dialect, beside real Codex agents on its Responses dialect (mixed teams)."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,10 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import AppHandle, short_home, start_app, stop_app, unavailable
+from tests.conftest import AppHandle, app_on_root, short_home, start_app, stop_app, unavailable
 from tests.providers.codex.conftest import codex_or_skip
-from wardian.client import AppClient
-from wardian.home import Home
 from wardian_harness.codex_home import ScriptedProvider, codex_overrides
 from wardian_harness.opencode_home import OpenCodeNotFound, ScriptedOpenCode, find_opencode, opencode_overrides
 from wardian_harness.scripted_model import AgentScript, ScriptedModel
@@ -57,15 +54,7 @@ class MixedWorld:
 def mixed_world() -> Iterator[MixedWorld]:
     opencode = opencode_or_skip()
     codex = codex_or_skip()
-    root = short_home("wo")
     env = {"WARDIAN_OPENCODE": str(opencode), "WARDIAN_CODEX": str(codex),
            "WARDIAN_SCRIPTED_MODEL_KEY": "dummy-key"}
-    with ScriptedModel() as model:
-        proc = start_app(root, env)
-        handle = AppHandle(Home(root), proc, AppClient(Home(root)))
-        try:
-            yield MixedWorld(handle, model, env)
-        finally:
-            handle.client.close()
-            stop_app(handle.proc)
-            shutil.rmtree(root, ignore_errors=True)
+    with ScriptedModel() as model, app_on_root(short_home("wo"), env) as handle:
+        yield MixedWorld(handle, model, env)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import http.server
 import json
 import os
-import shutil
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,11 +14,9 @@ from typing import cast
 
 import pytest
 
-from tests.conftest import AppHandle, short_home, start_app, stop_app
+from tests.conftest import app_on_root, short_home
 from tests.providers.opencode.conftest import MixedWorld, opencode_or_skip
 from tests.providers.opencode.test_runtime import records_for
-from wardian.client import AppClient
-from wardian.home import Home
 from wardian.providers.opencode import plugin_deps
 from wardian_harness.scripted_model import Message, ScriptedModel
 
@@ -55,18 +52,10 @@ def registry() -> Iterator[_Registry]:
 
 @pytest.fixture
 def world(registry: _Registry) -> Iterator[MixedWorld]:
-    root = short_home("wp")
     env = {"WARDIAN_OPENCODE": str(opencode_or_skip()), "WARDIAN_SCRIPTED_MODEL_KEY": "dummy-key",
            "npm_config_registry": f"http://127.0.0.1:{registry.server_address[1]}/"}
-    with ScriptedModel() as model:
-        proc = start_app(root, env)
-        handle = AppHandle(Home(root), proc, AppClient(Home(root)))
-        try:
-            yield MixedWorld(handle, model, env)
-        finally:
-            handle.client.close()
-            stop_app(handle.proc)
-            shutil.rmtree(root, ignore_errors=True)
+    with ScriptedModel() as model, app_on_root(short_home("wp"), env) as handle:
+        yield MixedWorld(handle, model, env)
 
 
 def _config_dir(world: MixedWorld, uuid: str) -> Path:

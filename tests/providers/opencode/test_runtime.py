@@ -14,12 +14,7 @@ from wardian_harness.scripted_model import Hold, Message
 
 def records_for(world: MixedWorld, token: str, rounds: int = 600) -> list[dict[str, Any]]:
     """Wait (bounded, on the mailbox) for records of the caller, acknowledge them, and return them."""
-    for _ in range(rounds):
-        page = world.app.call("mailbox/receive", {"session": token, "limit": 100, "timeout_ms": 100})
-        if page["records"]:
-            world.app.call("mailbox/receive", {"session": token, "ack_cursor": page["cursor"], "limit": 1})
-            return list(page["records"])
-    raise AssertionError("no record arrived")
+    return world.app.records_for(token, rounds)
 
 
 def test_an_idle_opencode_agent_answers_a_task_with_its_final_text(mixed_world: MixedWorld) -> None:

@@ -79,12 +79,7 @@ def signin_world() -> Iterator[SignInWorld]:
 
 def records_for(world: SignInWorld, token: str, rounds: int = 600) -> list[dict[str, Any]]:
     """Wait (bounded, on the mailbox) for records of the caller, acknowledge them, and return them."""
-    for _ in range(rounds):
-        page = world.app.call("mailbox/receive", {"session": token, "limit": 100, "timeout_ms": 100})
-        if page["records"]:
-            world.app.call("mailbox/receive", {"session": token, "ack_cursor": page["cursor"], "limit": 1})
-            return list(page["records"])
-    raise AssertionError("no record arrived")
+    return world.app.records_for(token, rounds)
 
 
 def no_leaks(world: SignInWorld, secrets: list[str]) -> None:
