@@ -47,6 +47,7 @@ def test_d8_no_busy_or_locked_error_reaches_a_caller_under_contention(root: Path
         lock = threading.Lock()
         done = threading.Event()
         checkpoints: Counter[str] = Counter()
+        refusals: Counter[str] = Counter()  # what reached a caller, for the failure's message
 
         def checkpointer() -> None:
             if store_url is not None:
@@ -72,17 +73,19 @@ def test_d8_no_busy_or_locked_error_reaches_a_caller_under_contention(root: Path
                 for i in range(ops):
                     kind = i % 3
                     if kind == 0:
-                        outcome, _ = call_outcome(client, "message/send", {"session": tokens[me], "target": peer,
-                                                                           "message": f"{me}-{i}"})
+                        outcome, result = call_outcome(client, "message/send", {
+                            "session": tokens[me], "target": peer, "message": f"{me}-{i}"})
                     elif kind == 1:
-                        outcome, _ = call_outcome(client, "task/followup", {"session": tokens[me], "target": "worker",
-                                                                            "message": f"{me}-{i}"})
+                        outcome, result = call_outcome(client, "task/followup", {
+                            "session": tokens[me], "target": "worker", "message": f"{me}-{i}"})
                     else:
-                        outcome, page = call_outcome(client, "mailbox/receive", {"session": tokens[me], "limit": 10,
-                                                                                 "ack_cursor": ack})
-                        ack = page["cursor"] if outcome == "admitted" and page["records"] else None
+                        outcome, result = call_outcome(client, "mailbox/receive", {
+                            "session": tokens[me], "limit": 10, "ack_cursor": ack})
+                        ack = result["cursor"] if outcome == "admitted" and result["records"] else None
                     with lock:
                         outcomes[outcome] += 1
+                        if outcome != "admitted":
+                            refusals[f"{result.code}: {result.message}"] += 1
 
         side = threading.Thread(target=checkpointer)
         side.start()
@@ -100,7 +103,7 @@ def test_d8_no_busy_or_locked_error_reaches_a_caller_under_contention(root: Path
         report("D8 busy_contention", rounds=WRITERS * ops, integrity_failures=int(not ok),
                errors=outcomes["not_admitted"] + outcomes["uncertain"], dispatched=dispatched,
                checkpoints=sum(checkpoints.values()))
-        assert outcomes == Counter(admitted=WRITERS * ops)
+        assert outcomes == Counter(admitted=WRITERS * ops), dict(refusals)
         assert ok
         assert tasks == WRITERS * len(range(1, ops, 3))
         assert dispatched > 0  # the dispatcher competed for the store meanwhile
