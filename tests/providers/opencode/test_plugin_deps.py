@@ -70,31 +70,31 @@ def test_a_fresh_agent_installs_nothing_and_still_answers(world: MixedWorld, reg
     assert [r["text"] for r in records_for(world, lead)] == ["The answer is 42."]
     config_dir = _config_dir(world, agent["uuid"])
     assert list((config_dir / "node_modules").iterdir()) == []
-    assert json.loads((config_dir / plugin_deps.LOCKFILE).read_text()) == plugin_deps.SEED
+    assert json.loads((config_dir / plugin_deps.LOCKFILE).read_text()) == plugin_deps.PLACEHOLDER
     assert registry.paths == []  # OpenCode asked the registry for nothing
     files = sum(len(names) for _, _, names in os.walk(world.app.home.agent_dir(agent["uuid"])))
     assert files < 100  # an install would have left thousands
 
 
 def test_a_plugin_the_person_configures_is_still_installed(world: MixedWorld, registry: _Registry) -> None:
-    """`-c plugin=[…]` asks for a plugin: the seed is not written and OpenCode goes to the registry as it always does
-    (this registry has nothing, so the install fails, and OpenCode starts without it)."""
+    """`-c plugin=[…]` asks for a plugin: the placeholders are not written and OpenCode goes to the registry as it
+    always does (this registry has nothing, so the install fails, and OpenCode starts without it)."""
     _, lead, _ = world.agent("lead", start=False)
     agent, _, script = world.agent("worker", extra=['plugin=["wardian-probe-plugin"]'])
     script.add(Message("still here"))
     world.app.call("task/followup", {"session": lead, "target": "worker", "message": "ping"})
     assert [r["text"] for r in records_for(world, lead)] == ["still here"]
     lockfile = _config_dir(world, agent["uuid"]) / plugin_deps.LOCKFILE
-    assert not lockfile.exists() or json.loads(lockfile.read_text()) != plugin_deps.SEED
+    assert not lockfile.exists() or json.loads(lockfile.read_text()) != plugin_deps.PLACEHOLDER
     assert any("wardian-probe-plugin" in path for path in registry.paths), registry.paths
 
 
 @pytest.mark.fast
-def test_the_seed_follows_what_the_config_dir_holds(tmp_path: Path) -> None:
+def test_the_placeholders_follow_what_the_config_dir_holds(tmp_path: Path) -> None:
     assert plugin_deps.settle(tmp_path) is True
-    assert json.loads((tmp_path / plugin_deps.LOCKFILE).read_text()) == plugin_deps.SEED
+    assert json.loads((tmp_path / plugin_deps.LOCKFILE).read_text()) == plugin_deps.PLACEHOLDER
     (tmp_path / "opencode.json").write_text('{"plugin": ["some-plugin"]}')
-    assert plugin_deps.settle(tmp_path) is False  # a plugin asked for: the seed is taken back
+    assert plugin_deps.settle(tmp_path) is False  # a plugin asked for: the placeholders are taken back
     assert not (tmp_path / plugin_deps.LOCKFILE).exists()
     assert not (tmp_path / "node_modules").exists()
     (tmp_path / "opencode.json").write_text('{"plugin": []}')

@@ -6,10 +6,11 @@ install when the dir already has a `node_modules/` and its `package-lock.json` l
 its `package.json` plus `@opencode-ai/plugin`. Unchecked, each fresh agent fetches some 3,500 files from the npm
 registry at start: slow, a network access nobody asked for (and a failure offline), and slow to delete.
 
-The app's private config dir holds only what wardian writes and the agent's `-c` settings, so wardian seeds what that
-check reads (an empty `node_modules/` and a lockfile naming the package) while nothing in the dir could use the
-package. As soon as something could (a `plugin` list in the config, a `package.json`, plugin or tool files in the
-dir), the seed is taken back and OpenCode installs as it always does (docs/providers/opencode.md#plugin-packages).
+The app's private config dir holds only what wardian writes and the agent's `-c` settings, so wardian writes
+placeholders of what that check reads (an empty `node_modules/` and a lockfile naming the package) while nothing in
+the dir could use the package. As soon as something could (a `plugin` list in the config, a `package.json`, plugin or
+tool files in the dir), the placeholders are taken back and OpenCode installs as it always does
+(docs/providers/opencode.md#plugin-packages).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from wardian.providers.opencode.registration import config_file, read_config
 
 PACKAGE = "@opencode-ai/plugin"
 LOCKFILE = "package-lock.json"
-SEED: dict[str, Any] = {"name": "wardian-agent-opencode-config", "lockfileVersion": 3, "requires": True,
+PLACEHOLDER: dict[str, Any] = {"name": "wardian-agent-opencode-config", "lockfileVersion": 3, "requires": True,
                         "packages": {"": {"dependencies": {PACKAGE: "*"}}}}
 """What wardian writes as the lockfile: only the root entry, which is all OpenCode's check reads."""
 USER_PARTS = ("package.json", "plugin", "plugins", "tool", "tools")
@@ -38,26 +39,26 @@ def wants_package(config_dir: Path) -> bool:
     return bool(jsonc.get(read_config(config_file(config_dir)), ("plugin",), None))
 
 
-def _is_seed(lockfile: Path) -> bool:
+def _is_placeholder(lockfile: Path) -> bool:
     try:
-        return bool(json.loads(lockfile.read_text(encoding="utf-8")) == SEED)
+        return bool(json.loads(lockfile.read_text(encoding="utf-8")) == PLACEHOLDER)
     except (FileNotFoundError, ValueError):
         return False
 
 
 def settle(config_dir: Path) -> bool:
-    """Seed the config dir when nothing in it needs the package, else take a seed of ours back; True when seeded.
+    """Write the placeholders when nothing in the config dir needs the package, else take ours back; True when written.
 
     A lockfile or `node_modules/` OpenCode wrote itself (a real install) is never touched.
     """
     lockfile, modules = config_dir / LOCKFILE, config_dir / "node_modules"
     if wants_package(config_dir):
-        if _is_seed(lockfile):
+        if _is_placeholder(lockfile):
             lockfile.unlink()
             if modules.is_dir() and not any(modules.iterdir()):
                 modules.rmdir()
         return False
     modules.mkdir(mode=0o700, exist_ok=True)
     if not lockfile.exists():
-        write_private(lockfile, json.dumps(SEED, indent=2) + "\n")
+        write_private(lockfile, json.dumps(PLACEHOLDER, indent=2) + "\n")
     return True
