@@ -19,6 +19,7 @@ from hypothesis import HealthCheck
 from wardian.client import AppClient
 from wardian.home import Home
 from wardian_harness import apps
+from wardian_harness.app_records import reap_orphan_apps
 from wardian_harness.apps import AppProcess
 from wardian_harness.postgres import PgNotFound, PrivateCluster, find_pg_bin, reap_orphans
 
@@ -204,12 +205,15 @@ def require_postgres() -> None:
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Stop and remove the private PostgreSQL servers of test processes that are gone: a worker killed by kill -9 or a
     timeout never stopped its own. Runs in the controller and in each xdist worker; those of live processes (the other
-    workers, other sessions) are left alone (`wardian_harness.postgres.reap_orphans`)."""
+    workers, other sessions) are left alone (`wardian_harness.postgres.reap_orphans`). The same for the apps such a
+    process started (`wardian_harness.app_records`)."""
+    reap_orphan_apps()
     reap_orphans()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """As at the start: what a worker killed during this session left behind goes now, not at the next one."""
+    reap_orphan_apps()
     reap_orphans()
 
 

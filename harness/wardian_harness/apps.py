@@ -25,6 +25,7 @@ from typing import IO, Any, cast
 from wardian.app.spawn import start_app
 from wardian.errors import WardianError
 from wardian.home import Home
+from wardian_harness import app_records
 
 __all__ = ["AppDidNotStart", "AppProcess", "RunningApp", "app_env", "fresh_home", "running_app", "start", "stop"]
 
@@ -123,6 +124,7 @@ def start(root: Path, *, env: Mapping[str, str] | None = None, command: Sequence
 
     def record(argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
         spawned.append(make(argv, **kwargs))
+        app_records.remember(spawned[-1].pid)  # so a test that times out before `stop` still leaves none behind
         return spawned[-1]
 
     extra = [*(("--store", store_url) if store_url else ()), *(("--host-name", host_name) if host_name else ()),
@@ -147,7 +149,8 @@ def _said(spawned: list[subprocess.Popen[bytes]], stderr: IO[Any] | None) -> str
 
 def stop(proc: subprocess.Popen[bytes], timeout_s: float = 15) -> int:
     """SIGTERM, up to `timeout_s` for a clean exit, then SIGKILL; returns the exit status once the process has ended
-    (and its drained stderr is read to EOF).
+    (and its drained stderr is read to EOF). Whatever is left of its process group then gets SIGKILL, and its record
+    (`wardian_harness.app_records`) is dropped.
 
     Raises:
         subprocess.TimeoutExpired: it survived even SIGKILL for 10 s.
@@ -159,6 +162,8 @@ def stop(proc: subprocess.Popen[bytes], timeout_s: float = 15) -> int:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10)
+    app_records.end_group(proc.pid)
+    app_records.forget(proc.pid)
     if isinstance(proc, AppProcess):
         proc.stderr_output()  # read to EOF; the drainer closes the pipe
     elif proc.stderr is not None:
