@@ -2,8 +2,11 @@
 
 Authenticate plus resolve were two queries and ~40 µs of every send, so the embedded store keeps their answers
 (`MemoryRosterCache`) for as long as what its one connection sees stays the same: the backend clears it on every
-write to agents or sessions and on every rollback. A shared store keeps nothing (`NoRosterCache`): other apps
-change its roster under it (a session revoked on another host must be refused here at once).
+write to agents or sessions and on every rollback. A shared store's cache (`VersionedRosterCache` in
+`wardian.store.postgres.roster_cache`) cannot be cleared that way, as other apps change its roster under it (a session
+revoked on another host must be refused here at once): its entries are checked against the roster's version
+(`roster_version`), which every batch reads in its first round trip, and a batch that used an entry read under an
+older version runs again from the database.
 
 A cached session still has its secret checked on every call (`wardian.store.roster`).
 """
@@ -64,21 +67,3 @@ class MemoryRosterCache:
         self._sessions.clear()
         self._targets.clear()
 
-
-class NoRosterCache:
-    """A shared store's: nothing is kept, so every lookup reads the roster as other apps left it."""
-
-    def session(self, session_id: int) -> SessionHit | None:
-        return None
-
-    def keep_session(self, session_id: int, hit: SessionHit) -> None:
-        return None
-
-    def targets(self, name_or_uuid: str) -> tuple[Agent, ...] | None:
-        return None
-
-    def keep_targets(self, name_or_uuid: str, found: tuple[Agent, ...]) -> None:
-        return None
-
-    def clear(self) -> None:
-        return None
