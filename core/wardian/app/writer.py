@@ -19,8 +19,15 @@ writer idle is a batch of one run in the caller's own task (no hand-over to the 
 when nothing else waits for the writer its COMMIT runs inline too: a lone write then pays no thread hop
 (0.1-0.3 ms here, more under load), and whatever arrives during its fsync forms the next batch.
 The cost: the loop does not serve sockets while a batch's statements run (a 100-record page at 1M
-records: ~0.6 ms), and a statement that waits on SQLite's busy timeout would hold the loop (only the
-app writes this database, so only an outside process holding its write lock could cause that).
+records: ~0.6 ms).
+
+Only the app writes this database, but another process may take its write lock (an `sqlite3` shell, a backup, a
+`PRAGMA wal_checkpoint(TRUNCATE)`). SQLite's own busy handler would sleep on the loop, so the store gives up after a
+few ms (`StoreBusy`, the batch rolled back whole) and the writer waits here instead, off the loop, with backoff, and
+runs the whole batch again: other requests are served meanwhile and later operations queue for the next batch. Only
+a lock held past `BUSY_DEADLINE_S` reaches the callers, as `storage_unavailable` with nothing admitted; the bound is
+below the client's default call timeout (`wardian.client.DEFAULT_CALL_TIMEOUT_S`), so a caller gets that answer
+rather than an uncertain time-out.
 """
 
 from __future__ import annotations
@@ -33,13 +40,19 @@ from typing import Any, TypeVar
 import anyio
 
 from wardian import errors
-from wardian.store import BatchResult, Store
+from wardian.store import BatchResult, Store, StoreBusy
 
 T = TypeVar("T")
 log = logging.getLogger("wardian.app.writer")
 
 # One batch at most this many operations, so a burst cannot hold the writer (and the loop) for long.
 MAX_BATCH = 256
+
+# How long a batch waits for a write lock another process holds before its callers are refused; and the pauses
+# between its attempts (doubling from the first to the longest).
+BUSY_DEADLINE_S = 20.0
+BUSY_FIRST_PAUSE_S = 0.001
+BUSY_LONGEST_PAUSE_S = 0.05
 
 _Op = tuple[Callable[[Store], Any], bool, "asyncio.Future[BatchResult]"]
 
@@ -54,8 +67,9 @@ def _outcome(result: BatchResult) -> Any:
 class StoreWriter:
     """Runs store operations in batches: statements on the event loop, a durable COMMIT on one worker thread."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, busy_deadline_s: float = BUSY_DEADLINE_S) -> None:
         self._store = store
+        self._busy_deadline_s = busy_deadline_s
         self._pending: list[_Op] = []
         self._wakeup = anyio.Event()
         self._closed = False
@@ -113,8 +127,30 @@ class StoreWriter:
                 return
 
     async def _execute(self, fns: list[Callable[[Store], Any]], bare: list[bool]) -> list[BatchResult]:
-        """One batch: statements here on the loop; a COMMIT that wrote on the worker thread (shielded), unless it
-        is a lone write with nothing waiting, which commits here (see the module docstring)."""
+        """One batch, run again whole while another process holds the store's write lock, up to the bound (see the
+        module docstring). Shielded: once begun, the batch ends, and its callers learn its final outcome."""
+        with anyio.CancelScope(shield=True):
+            give_up = anyio.current_time() + self._busy_deadline_s
+            pause = BUSY_FIRST_PAUSE_S
+            while True:
+                try:
+                    return await self._attempt(fns, bare)
+                except StoreBusy:
+                    if anyio.current_time() >= give_up:
+                        break
+                await anyio.sleep(pause)
+                pause = min(pause * 2, BUSY_LONGEST_PAUSE_S)
+        log.warning("the store's write lock was held by another process for more than %s s", self._busy_deadline_s)
+        refused = errors.StorageUnavailable(
+            f"another process held the store's write lock for more than {self._busy_deadline_s:g} s; nothing was "
+            "admitted. Stop whatever else has wardian.db open (a shell, a backup), then try again")
+        return self._finish(fns, [BatchResult(None, refused) for _ in fns], wrote=False)
+
+    async def _attempt(self, fns: list[Callable[[Store], Any]], bare: list[bool]) -> list[BatchResult]:
+        """One try of a batch: statements here on the loop; a COMMIT that wrote on the worker thread (shielded), unless
+        it is a lone write with nothing waiting, which commits here (see the module docstring).
+
+        Raises: StoreBusy (the batch rolled back whole)."""
         store = self._store
         if not store.inline_statements:
             # A store behind a network round trip (PostgreSQL): the whole batch, statements and COMMIT, runs on

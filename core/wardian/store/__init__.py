@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-from wardian.store.api import BatchResult, Store
+from wardian.store.api import BatchResult, Store, StoreBusy
 from wardian.store.sqlite import SqliteStore
 
-__all__ = ["BatchResult", "SqliteStore", "Store", "StoreHome", "open_store"]
+__all__ = ["BatchResult", "SqliteStore", "Store", "StoreBusy", "StoreHome", "open_store"]
 
 
 class StoreHome(Protocol):

@@ -22,6 +22,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from wardian import errors
 from wardian.store.contracts import History, Hosts, Mailbox, Pushable, Roster, SessionKind, TaskLedger
 from wardian.store.events import InterruptAnnounced, RecordAnnounced, Resynced, StoreEvent
 
@@ -37,9 +38,16 @@ __all__ = [
     "Roster",
     "SessionKind",
     "Store",
+    "StoreBusy",
     "StoreEvent",
     "TaskLedger",
 ]
+
+
+class StoreBusy(errors.StorageUnavailable):
+    """Another process holds the database's write lock: the batch was rolled back whole (nothing of it stands) and
+    may run again once the lock is free. The app's writer waits and retries (`wardian.app.writer`); anything else
+    sees an ordinary `storage_unavailable`."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from wardian import errors
 from wardian.store._sql import Db
-from wardian.store.api import BatchResult
+from wardian.store.api import BatchResult, StoreBusy
 from wardian.store.cache import RosterCache
 
 S = TypeVar("S")
@@ -143,10 +143,15 @@ class Engine(ABC):
         (which is atomic by itself) after its reads, so a failure leaves nothing behind (saves two statements per op on
         the send path). The transaction stays open for `commit_batch`. If the database aborted the whole transaction,
         every result already carries that error and no transaction is left open.
+
+        Raises: StoreBusy when another process holds the database (at BEGIN or in any op): the whole batch is rolled
+        back first, so it may run again whole.
         """
         try:
             with self.errors():
                 self.begin()
+        except StoreBusy:
+            raise
         except errors.WardianError as exc:
             return [BatchResult(None, exc) for _ in ops]
         self.depth = 1
@@ -156,6 +161,8 @@ class Engine(ABC):
                 try:
                     value = self._run_op(op, store, bare is not None and bare[i])
                 except Exception as exc:
+                    if isinstance(exc, StoreBusy):
+                        raise
                     if self.batch_aborted():
                         self.depth = 0
                         self.undo(0)
@@ -187,6 +194,9 @@ class Engine(ABC):
 
         If the COMMIT fails, every operation fails with that storage error (nothing of the batch stands); the backend
         may turn a COMMIT whose answer was lost into another error for all of them (`commit_failed`).
+
+        Raises: StoreBusy when another process held the database at COMMIT: nothing was committed and the batch is
+        rolled back, so it may run again whole.
         """
         if self.depth == 0:
             return results  # begin_batch failed or the database aborted the batch: the errors are in `results`
@@ -201,6 +211,8 @@ class Engine(ABC):
                 except errors.WardianError:
                     self.undo(0)
                     raise
+        except StoreBusy:
+            raise
         except errors.WardianError as exc:
             return [BatchResult(None, exc) for _ in results]
         return results

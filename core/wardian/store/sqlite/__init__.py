@@ -7,6 +7,9 @@ Invariants:
   `synchronous=FULL` an OS crash or power loss as far as the disk honours fsync.
 - A COMMIT is refused when `wardian.db` was removed or replaced under the open connection.
 - sqlite3 errors become storage errors (`engine.map_sqlite_errors`); nothing sqlite-specific leaves the store.
+- Opened, the connection waits at most `BUSY_TIMEOUT_MS` in SQLite's busy handler, which sleeps in C on the caller's
+  thread (the app's event loop): a write lock held by another process is `StoreBusy` at once, and the app's writer
+  waits for it off the loop and runs the batch again (docs/design/architecture.md, "The store").
 """
 
 from __future__ import annotations
@@ -19,6 +22,11 @@ from wardian.store.sqlite import migrations
 from wardian.store.sqlite.engine import SqliteEngine, connect, map_sqlite_errors
 
 __all__ = ["SqliteStore"]
+
+# Opening and migrating: nothing else is served yet, so SQLite's own wait is fine (as long as the writer's bound).
+OPEN_BUSY_TIMEOUT_MS = 20_000
+# Afterwards: a few ms, so no statement holds the event loop for long in the busy handler.
+BUSY_TIMEOUT_MS = 5
 
 
 class SqliteStore(SqlStore):
@@ -43,7 +51,7 @@ class SqliteStore(SqlStore):
         with map_sqlite_errors():
             conn = connect(os.fspath(path))
             try:
-                conn.execute("PRAGMA busy_timeout = 5000")
+                conn.execute(f"PRAGMA busy_timeout = {OPEN_BUSY_TIMEOUT_MS}")
                 mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 if str(mode).lower() != "wal":
                     raise errors.StorageUnavailable(f"the store could not enter WAL mode (got {mode!r})")
@@ -54,6 +62,7 @@ class SqliteStore(SqlStore):
                 migrations.migrate(conn)
                 epoch, key = migrations.load_meta(conn)
                 engine = SqliteEngine(conn, os.fspath(path))
+                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             except BaseException:
                 conn.close()
                 raise

@@ -13,6 +13,7 @@ from typing import Any
 
 from wardian import errors
 from wardian.model import now_ms
+from wardian.store.api import StoreBusy
 from wardian.store.cache import MemoryRosterCache
 from wardian.store.engine import Engine
 
@@ -27,6 +28,8 @@ def map_sqlite_errors() -> Generator[None]:
         primary = code & 0xFF if isinstance(code, int) else None
         if primary == sqlite3.SQLITE_FULL:
             raise errors.StorageFull("the store's disk or page limit is full; nothing was admitted") from exc
+        if primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+            raise StoreBusy(f"another process holds the store's write lock: {exc}") from exc
         if primary in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
             raise errors.StoreCorrupt(f"the store is corrupt: {exc}") from exc
         raise errors.StorageUnavailable(f"the store cannot be written: {exc}") from exc
