@@ -27,7 +27,11 @@ from wardian.providers.base import Capabilities
 
 log = logging.getLogger("wardian.opencode")
 
-LISTEN_TIMEOUT_S = 180.0  # serve's start (its first run on a loaded machine took ~12 s here; plugins may install)
+LISTEN_TIMEOUT_S = 180.0
+"""How long serve may take to print its address. With wardian's placeholders in the agent's config dir (`plugin_deps`)
+a fresh agent's serve listens within 3-6 s on two loaded cores; an agent whose settings list `plugin` packages gets no
+placeholders, and OpenCode then fetches them from npm before it listens (over 20 s seen offline, more on a slow
+registry), so the margin stays wide: a serve that never listens is still reported, only later."""
 _LISTENING = "listening on "
 _ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _ids = itertools.count(1)
