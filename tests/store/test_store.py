@@ -167,6 +167,20 @@ def test_batch_isolates_a_failing_operation(store: Store) -> None:
     assert texts == ["one", "two"]
 
 
+def test_a_batch_of_sends_stores_every_body_exactly_in_order(store: Store) -> None:
+    """A batch's sends are appended as one statement (on PostgreSQL one JSON parameter): quotes, backslashes, escapes,
+    separators, astral characters and a long body come back unchanged, in the batch's order."""
+    a, b = caller_for(store, "a"), caller_for(store, "b")
+    bodies = ['"quoted" \\ back\\slash', "{\"k\": [1, null]}", "line\nbreak\ttab\r", "\u2028\u2029 \x7f \x01",
+              "émoji 🦀 𝄞", "x" * 60000, "null", "0"]
+    results = store.run_batch([(lambda s, t=t: s.admit(a, b.agent, InteractionKind.INFORMATION, t)) for t in bodies],
+                              bare=[True] * len(bodies))
+    assert [r.error for r in results] == [None] * len(bodies)
+    page = store.receive(b, cursor=None, ack_cursor=None, limit=20).records
+    assert [r.interaction.text for r in page] == bodies
+    assert [r.interaction.id for r in page] == [r.value.interaction_id for r in results]
+
+
 def test_storage_full_admits_nothing(backend: Backend, store: Store) -> None:
     """D5: SQLITE_FULL is storage_full with nothing admitted; the store stays usable."""
     if backend.name != "sqlite":

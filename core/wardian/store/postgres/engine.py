@@ -18,6 +18,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from typing import Any, LiteralString, TypeVar, cast
 
+import orjson
 import psycopg
 import psycopg.errors as pge
 from psycopg import pq
@@ -77,11 +78,13 @@ class Pending:
         return iter(self._cur.fetchall())
 
 
-# What `mailbox.admit` appends, as one statement for many rows: identity values follow the rows' order.
+# What `mailbox.admit` appends, as one statement for many rows, passed as one JSON array of the rows (identity values
+# follow the rows' order). One text parameter that orjson encodes in C: eight array parameters cost psycopg's
+# Python list dumper about 25 µs of app CPU per row (measured on a 2-core VM), orjson under 1 µs.
 _APPEND_MANY = (
     "INSERT INTO interactions (public_id, kind, sender_id, recipient_id, body, request_id, created_at, push_state) "
-    "SELECT p, k, s, r, b, q, c, u FROM unnest(%s::text[], %s::text[], %s::bigint[], %s::bigint[], %s::text[], "
-    "%s::text[], %s::bigint[], %s::text[]) WITH ORDINALITY AS t(p, k, s, r, b, q, c, u, n) ORDER BY n"
+    "SELECT e->>0, e->>1, (e->>2)::bigint, (e->>3)::bigint, e->>4, e->>5, (e->>6)::bigint, e->>7 "
+    "FROM json_array_elements(%s::json) WITH ORDINALITY AS t(e, n) ORDER BY n"
 )
 
 
@@ -119,7 +122,7 @@ class PgDb:
         rows, self.appends = self.appends, []
         if rows:
             self.lock_appends()
-            self.conn.execute(q(_APPEND_MANY), [list(column) for column in zip(*rows, strict=True)])
+            self.conn.execute(q(_APPEND_MANY), (orjson.dumps(rows).decode(),))
 
     def lock_appends(self) -> None:
         """Take the append lock, once per transaction (it is released at COMMIT or ROLLBACK)."""
