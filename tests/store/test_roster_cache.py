@@ -27,9 +27,30 @@ def test_a_cached_session_still_checks_its_secret_every_time(store: Store) -> No
     token = store.create_session(agent.id)
     assert store.authenticate(token).agent.uuid == agent.uuid  # now cached
     forged = token[:-4] + ("AAAA" if not token.endswith("AAAA") else "BBBB")
-    with pytest.raises(errors.Unauthenticated):
-        store.authenticate(forged)
+    for _ in range(2):  # the token's digest is remembered; the comparison is not
+        with pytest.raises(errors.Unauthenticated):
+            store.authenticate(forged)
     assert store.authenticate(token).agent.uuid == agent.uuid
+
+
+def test_a_remembered_token_is_refused_the_same_way_every_time(store: Store) -> None:
+    """A token's form and home are checked once and remembered only when they pass; a bad one fails each call."""
+    agent = store.add_agent("a", "codex", None)
+    token = store.create_session(agent.id)
+    prefix, tag, session_id, secret = token.split("_", 3)
+    other_home = "_".join((prefix, "x" * len(tag), session_id, secret))
+    no_session = "_".join((prefix, tag, str(int(session_id) + 1000), secret))
+    for _ in range(2):
+        with pytest.raises(errors.UnknownSession):
+            store.authenticate("wsn1_nope")
+        with pytest.raises(errors.SessionHomeMismatch):
+            store.authenticate(other_home)
+        with pytest.raises(errors.UnknownSession):
+            store.authenticate(no_session)
+    assert store.authenticate(token).agent.uuid == agent.uuid
+    store.revoke_sessions(agent.id, managed_too=True)
+    with pytest.raises(errors.UnknownSession):
+        store.authenticate(token)
 
 
 def test_a_name_that_becomes_shared_is_ambiguous_at_once(store: Store) -> None:
