@@ -247,6 +247,9 @@ class ManagedAgent:
     thread_replaced_reason: str | None = None
     auth: str | None = None
     """The name of the credential (`wardian auth`) its starts use; None: the provider's default credential."""
+    approve_tools: tuple[str, ...] = ()
+    """The wardian tools its last explicit start granted (`--approve-tools`); an app restart and a relaunch for new
+    work grant them again."""
 
 
 @dataclass(frozen=True, slots=True)

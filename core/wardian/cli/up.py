@@ -60,7 +60,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     from wardian.cli.team_run import ensure_app, overview, remove_agents, run_steps
     from wardian.cli.team_show import progress
     from wardian.home import Home
-    from wardian.team.plan import Grants, plan_team
+    from wardian.team.plan import plan_team
     from wardian.team.state import read_state, write_state
 
     team = _load(args)
@@ -74,20 +74,12 @@ def cmd_up(args: argparse.Namespace) -> int:
     elif team.console is not None:
         _console_note(home, team.console)
     rows = overview(home)
-    steps, extras = plan_team(team, rows, state.grants)
+    steps, extras = plan_team(team, rows)
     names = [s.agent.name for s in steps] + ([r["agent"]["name"] for r in extras] if args.prune else [])
     show = progress(names, sys.stderr if args.json else sys.stdout)
     outcomes = run_steps(home, steps, {r["agent"]["name"]: r for r in rows}, show.show, args.timeout)
     pruned = remove_agents(home, extras, show.show) if args.prune else []
     show.close()
-    wanted = {a.name: a for a in team.agents}
-    for o in outcomes:
-        if o.action in ("added", "started", "restarted") and o.uuid and o.generation is not None:
-            state.grants[o.uuid] = Grants(o.generation, wanted[o.name].approve_tools)
-    for o in pruned:
-        if o.action == "removed" and o.uuid:
-            state.grants.pop(o.uuid, None)
-    write_state(home.root, state)
     if args.json:
         out(dump({"file": str(team.path), "home": str(home.root), "app_started": mark is not None,
                   "agents": [o.to_data() for o in outcomes],

@@ -172,8 +172,8 @@ class SqlStore:
         return self.roster.agents_desired_on()
 
     def set_desired(self, agent_id: int, desired: str, mode: str | None = None,
-                    overrides: Sequence[str] | None = None) -> None:
-        self.roster.set_desired(agent_id, desired, mode, overrides)
+                    overrides: Sequence[str] | None = None, approve_tools: Sequence[str] | None = None) -> None:
+        self.roster.set_desired(agent_id, desired, mode, overrides, approve_tools)
 
     def begin_generation(self, agent_id: int) -> int:
         return self.roster.begin_generation(agent_id)

@@ -242,15 +242,16 @@ class SqlRoster:
         ]
 
     def set_desired(
-        self, agent_id: int, desired: str, mode: str | None = None, overrides: Sequence[str] | None = None
+        self, agent_id: int, desired: str, mode: str | None = None, overrides: Sequence[str] | None = None,
+        approve_tools: Sequence[str] | None = None,
     ) -> None:
         with self._tx.atomic():
             if overrides is None:
                 self._tx.db.write("UPDATE agents SET desired = ? WHERE id = ?", (desired, agent_id))
             else:
                 self._tx.db.write(
-                    "UPDATE agents SET desired = ?, mode = ?, overrides = ? WHERE id = ?",
-                    (desired, mode, json.dumps(list(overrides)), agent_id),
+                    "UPDATE agents SET desired = ?, mode = ?, overrides = ?, approve_tools = ? WHERE id = ?",
+                    (desired, mode, json.dumps(list(overrides)), json.dumps(list(approve_tools or ())), agent_id),
                 )
 
     def begin_generation(self, agent_id: int) -> int:
@@ -315,7 +316,7 @@ class SqlRoster:
 
 
 _MANAGED_COLS = ("id, uuid, name, provider, workspace, desired, mode, overrides, generation, thread_id, "
-                 "previous_thread_id, thread_replaced_at, thread_replaced_reason, auth")
+                 "previous_thread_id, thread_replaced_at, thread_replaced_reason, auth, approve_tools")
 
 
 def _managed_of(r: Sequence[Any]) -> ManagedAgent:
@@ -334,4 +335,5 @@ def _managed_of(r: Sequence[Any]) -> ManagedAgent:
         thread_replaced_at=r[11],
         thread_replaced_reason=r[12],
         auth=r[13],
+        approve_tools=tuple(json.loads(r[14])) if r[14] else (),
     )

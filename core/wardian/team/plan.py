@@ -1,8 +1,8 @@
 """What `wardian up` does to each agent of a team file, decided from what the app says of the home: add it, start
 it, restart it (and which fields changed), leave it alone, or refuse (what cannot change in place, and the fix).
 
-Plain data in, plain data out (stdlib only): the CLI reads `agent/overview` and the home's team state
-(`wardian.team.state`), and carries the steps out through the app (docs/guide/team-file.md).
+Plain data in, plain data out (stdlib only): the CLI reads `agent/overview` (which shows each agent's kept mode,
+settings, credential name and tool grants), and carries the steps out through the app (docs/guide/team-file.md).
 """
 
 from __future__ import annotations
@@ -21,15 +21,6 @@ DEFAULT_MODE = "background"
 
 
 @dataclass(frozen=True, slots=True)
-class Grants:
-    """The tool grants `up` gave an agent's start, and the generation that start made (the app keeps grants with the
-    running runtime only, so `up` remembers what it gave)."""
-
-    generation: int
-    approve_tools: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
 class Step:
     """What `up` does to one agent of the file. `action`: add (new in the home, then started), start (in the home,
     not running), restart (running with another start than the file's; `reasons` names each changed field), keep
@@ -42,15 +33,14 @@ class Step:
     problem: str | None = None
 
 
-def plan_team(team: Team, overview: Sequence[Mapping[str, Any]],
-              grants: Mapping[str, Grants]) -> tuple[list[Step], list[Mapping[str, Any]]]:
+def plan_team(team: Team, overview: Sequence[Mapping[str, Any]]) -> tuple[list[Step], list[Mapping[str, Any]]]:
     """A step per agent of the file, in its order, and the home's agents the file does not name (`agent/overview`
     rows), which `up` lists and never removes unless asked (`--prune`)."""
     by_name: dict[str, list[Mapping[str, Any]]] = {}
     for row in overview:
         by_name.setdefault(row["agent"]["name"], []).append(row)
     steps = [_twins(want, rows) if len(rows := by_name.get(want.name, [])) > 1 else
-             plan_agent(team, want, rows[0] if rows else None, grants) for want in team.agents]
+             plan_agent(team, want, rows[0] if rows else None) for want in team.agents]
     named = {a.name for a in team.agents}
     return steps, [row for row in overview if row["agent"]["name"] not in named]
 
@@ -63,8 +53,7 @@ def _twins(want: TeamAgent, rows: Sequence[Mapping[str, Any]]) -> Step:
         f"remove the others (`wardian agent remove UUID`) and run `wardian up` again"))
 
 
-def plan_agent(team: Team, want: TeamAgent, have: Mapping[str, Any] | None,
-               grants: Mapping[str, Grants]) -> Step:
+def plan_agent(team: Team, want: TeamAgent, have: Mapping[str, Any] | None) -> Step:
     """The step of one agent: `have` is its `agent/overview` row, None when the home has no such agent."""
     if have is None:
         return Step(want, "add", ("not in the home",))
@@ -74,7 +63,7 @@ def plan_agent(team: Team, want: TeamAgent, have: Mapping[str, Any] | None,
         return Step(want, "refused", uuid=agent["uuid"], problem=problem)
     if agent["status"] not in RUNNING or have.get("managed") is None:
         return Step(want, "start", (f"was {agent['status']}",), uuid=agent["uuid"])
-    changed = changed_fields(want, have, grants.get(agent["uuid"]))
+    changed = changed_fields(want, have)
     return Step(want, "restart" if changed else "keep", tuple(changed), uuid=agent["uuid"])
 
 
@@ -103,9 +92,10 @@ def same_workspace(want: TeamAgent, have: str | None) -> bool:
     return os.path.realpath(want.workspace) == os.path.realpath(have)
 
 
-def changed_fields(want: TeamAgent, have: Mapping[str, Any], grants: Grants | None) -> list[str]:
+def changed_fields(want: TeamAgent, have: Mapping[str, Any]) -> list[str]:
     """Each field of a running agent's start that differs from the file's, as `field: was → now` (a setting's key
-    only: the app shows secret-looking values masked, and so does this)."""
+    only: the app shows secret-looking values masked, and so does this). The tool grants are the ones the app keeps
+    with the agent, which its restarts grant again."""
     managed = have["managed"]
     changed: list[str] = []
     mode = want.mode or DEFAULT_MODE
@@ -115,21 +105,10 @@ def changed_fields(want: TeamAgent, have: Mapping[str, Any], grants: Grants | No
         changed.append("settings: " + ", ".join(keys))
     if managed.get("auth") != want.auth:
         changed.append(f"auth: {managed.get('auth') or 'default'} → {want.auth or 'default'}")
-    given = _given_tools(have["agent"]["generation"], grants)
-    if given is None and want.approve_tools:
-        changed.append(f"approve_tools: not known for generation {have['agent']['generation']} → "
-                       + ",".join(want.approve_tools))
-    elif given is not None and tuple(sorted(given)) != tuple(sorted(want.approve_tools)):
+    given = tuple(str(t) for t in managed.get("approve_tools") or ())
+    if sorted(given) != sorted(want.approve_tools):
         changed.append(f"approve_tools: {','.join(given) or 'none'} → {','.join(want.approve_tools) or 'none'}")
     return changed
-
-
-def _given_tools(generation: int, grants: Grants | None) -> tuple[str, ...] | None:
-    """The grants of the running generation when `up` made its start; None when unknown (`up` never started the
-    agent, or a later start, by hand or by the app after a restart of its own, replaced the one `up` made)."""
-    if grants is None or grants.generation != generation:
-        return None
-    return grants.approve_tools
 
 
 def settings_diff(want: Sequence[str], have: Sequence[str]) -> list[str]:

@@ -1,6 +1,6 @@
 """What `wardian up` remembers in the home between runs (`team.json`, 0600, no secret in it): whether it started the
-app (so that `wardian down` stops that app, and only that one) and the tool grants each start it made was given (the
-app keeps grants with the running runtime only).
+app, so that `wardian down` stops that app, and only that one. (An agent's tool grants are kept by the app with the
+agent, beside its settings; a `grants` key an older `up` wrote here is ignored and dropped at the next write.)
 
 A missing or unreadable file is an empty state: `up` then compares what the app shows, and `down` leaves the app
 running (docs/guide/team-file.md).
@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from wardian.team.plan import Grants
 
 STATE_FILE = "team.json"
 
@@ -30,7 +28,6 @@ class AppMark:
 @dataclass(slots=True)
 class TeamState:
     app: AppMark | None = None
-    grants: dict[str, Grants] = field(default_factory=dict)
 
 
 def state_path(home_root: Path) -> Path:
@@ -48,18 +45,12 @@ def read_state(home_root: Path) -> TeamState:
     app = data.get("app")
     if isinstance(app, dict) and isinstance(app.get("pid"), int) and isinstance(app.get("started_at"), int):
         state.app = AppMark(app["pid"], app["started_at"])
-    grants = data.get("grants")
-    for uuid, g in (grants.items() if isinstance(grants, dict) else ()):
-        if isinstance(g, dict) and isinstance(g.get("generation"), int) and isinstance(g.get("approve_tools"), list):
-            state.grants[str(uuid)] = Grants(g["generation"], tuple(str(t) for t in g["approve_tools"]))
     return state
 
 
 def write_state(home_root: Path, state: TeamState) -> None:
     """Replace the file at once (a reader sees the old state or the new one, never a torn one)."""
-    data = {"app": None if state.app is None else {"pid": state.app.pid, "started_at": state.app.started_at},
-            "grants": {uuid: {"generation": g.generation, "approve_tools": list(g.approve_tools)}
-                       for uuid, g in sorted(state.grants.items())}}
+    data = {"app": None if state.app is None else {"pid": state.app.pid, "started_at": state.app.started_at}}
     path = state_path(home_root)
     tmp = path.with_name(f".{STATE_FILE}.{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -252,11 +252,13 @@ def test_the_mcp_config_is_private_and_registers_wardian_mcp_serve_for_the_sessi
 
 
 @pytest.mark.fast
-def test_grants_are_kept_once_given() -> None:
+def test_a_start_grants_exactly_the_grants_it_is_given() -> None:
     home = Home(short_home("wc"))
     build(launch_spec(home, grants=("send_message",)))
-    again = build(launch_spec(home))  # a restart by the app (no grants passed) keeps the grant
-    assert set(again.allowed_tools) == {*ALWAYS, "mcp__wardian__send_message"}
+    # The app passes the grants it keeps with the agent at every start: other grants replace the earlier ones.
+    again = build(launch_spec(home, grants=("reply",)))
+    assert set(again.allowed_tools) == {*ALWAYS, "mcp__wardian__reply"}
+    assert set(build(launch_spec(home)).allowed_tools) == set(ALWAYS)
 
 
 @pytest.mark.fast

@@ -85,12 +85,14 @@ class Launcher:
             check_launch(provider.name, caps, mode, approve_tools)
         for override in overrides:
             check_override(override, provider.settings_syntax)  # each provider's value syntax, before any is saved
-        await self.writer.call(lambda s: s.set_desired(agent_id, "on", mode, list(overrides)))
+        # The grants are kept with the agent like its settings (the same rule: this start's replace the last's), so
+        # an app restart and a relaunch for new work grant them again.
+        await self.writer.call(lambda s: s.set_desired(agent_id, "on", mode, list(overrides), list(approve_tools)))
         agent = await self.writer.call(lambda s: s.managed_agent(agent_id))
         existing = self.owners.get(agent.uuid)
         if existing is not None:
             await self._stop(existing)
-        handle = await self._launch(agent, tuple(approve_tools))
+        handle = await self._launch(agent)
         return {"thread_id": handle.runtime.thread_id, "generation": handle.generation,
                 "provider_version": handle.info.version, "warnings": start_warnings(handle.runtime)}
 
@@ -147,12 +149,13 @@ class Launcher:
             log.error("could not start inactive agent %s for a task: %s", agent.name, exc.message)
             await self.dispatcher.fail_pending(agent, exc)
 
-    async def _launch(self, agent: ManagedAgent, approve_tools: tuple[str, ...] = ()) -> AgentHandle:
+    async def _launch(self, agent: ManagedAgent) -> AgentHandle:
+        """Start the agent's runtime with what the store keeps for it: mode, settings and tool grants."""
         if agent.uuid in self._starting:
             raise errors.Unsupported(f"agent {agent.name!r} is already starting", field="agent")
         self._starting.add(agent.uuid)
         try:
-            return await self._launch_once(agent, approve_tools)
+            return await self._launch_once(agent, agent.approve_tools)
         except errors.NotSignedIn as exc:
             # Refused for missing or rejected credentials: the agent shows signed_out (with the reason), not errored.
             reason = exc.message

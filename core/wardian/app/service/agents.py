@@ -97,7 +97,10 @@ async def start_agent(app: AppService, p: AgentStartParams) -> AgentStartResult:
     saved = await app.writer.call(lambda s: s.managed_agent(agent.id))
     mode = p.mode or saved.mode or "background"
     config = [] if p.reset_settings else list(saved.overrides) if p.config is None else list(p.config)
-    started = await app.runtime.start_agent(agent.id, mode, config, p.approve_tools)
+    # Grants are kept with the agent too, but an explicit start grants only what it names (no --approve-tools: no
+    # grants), so a person never grants a tool by omission; keep_settings (the saved start as a whole) keeps them.
+    grants = list(saved.approve_tools) if p.keep_settings and not p.approve_tools else list(p.approve_tools)
+    started = await app.runtime.start_agent(agent.id, mode, config, grants)
     current = await app.writer.call(lambda s: s.agent(agent.id))
     return {"agent": agent_result(current), "thread_id": started["thread_id"],
             "generation": started["generation"], "provider_version": started["provider_version"],

@@ -84,7 +84,8 @@ class AgentStartParams(Params):
     """Forget the saved `-c` settings and start without any; refused together with `config`."""
     keep_settings: bool = False
     """Start with the saved mode and settings: what leaving out `mode` and `config` does (the console's start
-    button sends it); refused together with either, or with `reset_settings`."""
+    button sends it); refused together with either, or with `reset_settings`. It keeps the saved tool grants
+    too, unless `approve_tools` names new ones."""
     auth: str | None = None
     """The credential name this start and the later ones use (kept with the agent; `default` goes back to the
     provider's default credential); None (absent): the saved one."""
@@ -187,6 +188,9 @@ class ManagedAgentResult(TypedDict):
     auth: str | None
     """The name of the credential its starts use (`wardian auth status` lists them); None: the provider's
     default credential. Never the secret."""
+    approve_tools: list[str]
+    """The wardian tools its last start granted (`--approve-tools`), which an app restart and a relaunch for new
+    work grant again; [] when none."""
 
 
 def managed_agent_result(a: ManagedAgent) -> ManagedAgentResult:
@@ -194,7 +198,7 @@ def managed_agent_result(a: ManagedAgent) -> ManagedAgentResult:
     return {"mode": mode, "settings": [masked_setting(o) for o in a.overrides],
             "thread_id": a.thread_id, "previous_thread_id": a.previous_thread_id,
             "thread_replaced_at": a.thread_replaced_at, "thread_replaced_reason": a.thread_replaced_reason,
-            "auth": a.auth}
+            "auth": a.auth, "approve_tools": list(a.approve_tools)}
 
 
 @with_config(CLOSED)

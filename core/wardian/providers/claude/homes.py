@@ -9,7 +9,7 @@ config/   CLAUDE_CONFIG_DIR     settings.json (the agent's -c settings), .claude
 tmp/      TMPDIR, CLAUDE_CODE_TMPDIR   claude-<uid>/… (task output, scratch files)
 cache/    XDG_CACHE_HOME        claude-cli-nodejs/… (MCP server logs)
 mcp.json                        the 0600 --mcp-config of the current start (it holds the generation's session)
-grants.json                     the wardian tools granted with --approve-tools (kept once given, as Codex keeps them)
+grants.json                     the wardian tools this start grants (the app keeps them with the agent)
 ```
 
 `XDG_RUNTIME_DIR` is the exception: Claude Code makes its messaging socket there, `cc-socks/<pid>.sock`, and a Unix

@@ -75,17 +75,17 @@ def credential_env(credentials: tuple[Credential, ...], agent: str) -> dict[str,
 
 
 def _grants(agent_dir: Path, given: tuple[str, ...]) -> tuple[str, ...]:
-    """The agent's tool grants: those given before (kept once given) and these."""
+    """The agent's tool grants: exactly these (the app keeps an agent's grants with it and passes them at every
+    start, so a start with other grants replaces them); written down for a person to read."""
     path = homes.grants_of(agent_dir)
+    grants = tuple(dict.fromkeys(given))
     try:
         before = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        before = []
-    kept = tuple(t for t in before if isinstance(t, str))
-    merged = tuple(dict.fromkeys((*kept, *given)))
-    if merged != kept:
-        write_private(path, json.dumps(list(merged)) + "\n")
-    return merged
+        before = None
+    if before != list(grants):
+        write_private(path, json.dumps(list(grants)) + "\n")
+    return grants
 
 
 class ClaudeProvider:

@@ -83,8 +83,8 @@ class CodexProvider:
             # The person's TUI reads config.toml, not our -c: project the launch settings for this owner.
             projection.project(codex_home, list(spec.overrides))
         # Managed startup registers the bundled CLI in the agent's private home, with a session bound to this
-        # generation (contract rules CFG-1, SES-3); grants persist there once given.
+        # generation (contract rules CFG-1, SES-3), granting exactly the tools the app keeps with the agent.
         register_session(codex_home, spec.home, spec.session, {"name": spec.name, "uuid": spec.uuid},
-                         spec.approve_tools)
+                         spec.approve_tools, exact=True)
         # An API key is kept in the app-server's memory only (docs/providers/codex.md#sign-in).
         signin.prepare_home(codex_home, spec.credentials)

@@ -91,7 +91,7 @@ def _check_entry(doc: tomlkit.TOMLDocument, home: Home, config_path: Path) -> An
 
 
 def _write_entry(doc: tomlkit.TOMLDocument, command: str, home: str, session: str,
-                 approved: tuple[str, ...]) -> tuple[bool, bool]:
+                 approved: tuple[str, ...], exact: bool = False) -> tuple[bool, bool]:
     servers = doc.get("mcp_servers")
     if servers is None:
         servers = tomlkit.table(is_super_table=True)
@@ -117,6 +117,12 @@ def _write_entry(doc: tomlkit.TOMLDocument, command: str, home: str, session: st
             if name not in tools:
                 tools[name] = tomlkit.table()
             tools[name]["approval_mode"] = APPROVE
+    if exact and "tools" in entry:
+        # The app's own start: the grants it keeps with the agent are all there are, so one a later start no
+        # longer gives is taken back (the tool asks again).
+        for name, table in list(entry["tools"].items()):
+            if name not in approved and isinstance(table, dict) and "approval_mode" in table:
+                del table["approval_mode"]
     if created:
         # Keep a blank line between our last table and whatever table follows it in the user's file.
         last = entry["tools"][approved[-1]] if approved else entry["env"]
@@ -141,8 +147,9 @@ def check_registration(codex_home: Path, home: Home) -> Path:
 
 
 def register_session(codex_home: Path, home: Home, session: str, agent: dict[str, Any],
-                     approved: tuple[str, ...]) -> Registration:
-    """Write the entry for an already issued session.
+                     approved: tuple[str, ...], exact: bool = False) -> Registration:
+    """Write the entry for an already issued session. `exact`: these are all the grants (an app-owned start's);
+    otherwise (`wardian codex register`) grants already in the file are kept.
 
     Raises:
         InvalidArguments, RegistrationConflict, CliNotFound: as `check_registration`; nothing was changed.
@@ -154,6 +161,6 @@ def register_session(codex_home: Path, home: Home, session: str, agent: dict[str
     doc = _load(config_path)
     _check_entry(doc, home, config_path)
     codex_home.mkdir(mode=0o700, parents=True, exist_ok=True)
-    created, enabled = _write_entry(doc, command, str(home.root), session, approved)
+    created, enabled = _write_entry(doc, command, str(home.root), session, approved, exact)
     write_private(config_path, tomlkit.dumps(doc))
     return Registration(config_path, command, agent, str(home.root), approved, created, enabled)

@@ -223,6 +223,10 @@ PG_MIGRATIONS: tuple[str, ...] = (
     CREATE TRIGGER interactions_notify AFTER INSERT ON interactions REFERENCING NEW TABLE AS new_rows
         FOR EACH STATEMENT EXECUTE FUNCTION wardian_notify_records();
     """,
+    # 5: the embedded store's migration 11: the tools an agent's last explicit start granted (NULL: none).
+    """
+    ALTER TABLE agents ADD COLUMN approve_tools TEXT;
+    """,
 )
 
 

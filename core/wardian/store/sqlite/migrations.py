@@ -204,6 +204,12 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE agents ADD COLUMN signed_out_at INTEGER;
     ALTER TABLE agents ADD COLUMN signed_out_reason TEXT;
     """,
+    # 11: the tools an agent's last explicit start granted (`agent start --approve-tools`, a JSON array), kept with
+    # the agent like its overrides so an app restart or a relaunch for new work grants them again. NULL (an agent
+    # of an older store) reads as no grants, which is what such an agent's restart granted before.
+    """
+    ALTER TABLE agents ADD COLUMN approve_tools TEXT;
+    """,
 )
 
 
