@@ -164,6 +164,17 @@ class TaskFacts(NamedTuple):
     uncertain)."""
 
 
+class LostTask(NamedTuple):
+    """A task a killed app delivered and never saw answered (`uncertain` for that reason, no outcome, no reply):
+    its agent and what its binding recorded, for the provider to settle from its own records."""
+
+    request_id: str
+    agent_id: int
+    thread_id: str | None
+    message_id: str | None
+    """The provider-facing id of the delivery's message (chosen before sending), else the bound turn id."""
+
+
 class Interaction(NamedTuple):
     id: str
     kind: InteractionKind

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from wardian import errors
-from wardian.store.contracts import History, Hosts, Mailbox, Pushable, Roster, SessionKind, TaskLedger
+from wardian.store.contracts import History, Hosts, LostTasks, Mailbox, Pushable, Roster, SessionKind, TaskLedger
 from wardian.store.events import InterruptAnnounced, RecordAnnounced, Resynced, StoreEvent
 
 __all__ = [
@@ -58,7 +58,7 @@ class BatchResult:
     error: BaseException | None
 
 
-class Store(Hosts, Roster, Mailbox, History, TaskLedger, Protocol):
+class Store(Hosts, Roster, Mailbox, History, TaskLedger, LostTasks, Protocol):
     """One home's interaction store, as the app's writer drives it: its parts, each also answered by the store."""
 
     @property

@@ -25,6 +25,7 @@ from wardian.model import (
     InteractionKind,
     InterruptReceipt,
     LogRecord,
+    LostTask,
     ManagedAgent,
     PendingTask,
     Published,
@@ -36,6 +37,7 @@ from wardian.model import (
     RequestTrace,
     TaskFacts,
 )
+from wardian.store import lost
 from wardian.store.api import BatchResult, Store
 from wardian.store.contracts import Pushable, SessionKind
 from wardian.store.cursors import CursorCodec
@@ -300,6 +302,12 @@ class SqlStore:
 
     def mark_lost_bindings_uncertain(self, reason: str) -> list[str]:
         return self.ledger.mark_lost_bindings_uncertain(reason)
+
+    def restart_lost_tasks(self, reason: str) -> list[LostTask]:
+        return lost.restart_lost_tasks(self._engine, reason)
+
+    def restate_uncertain(self, request_id: str, reason: str, *, looked_up: bool = False) -> bool:
+        return lost.restate_uncertain(self._engine, request_id, reason, looked_up=looked_up)
 
     def mark_generation_lost(self, agent_id: int, generation: int, reason: str) -> list[str]:
         return self.ledger.mark_generation_lost(agent_id, generation, reason)

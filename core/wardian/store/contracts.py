@@ -23,6 +23,7 @@ from wardian.model import (
     InteractionKind,
     InterruptReceipt,
     LogRecord,
+    LostTask,
     ManagedAgent,
     PendingTask,
     Published,
@@ -35,7 +36,7 @@ from wardian.model import (
     TaskFacts,
 )
 
-__all__ = ["History", "Hosts", "Mailbox", "Pushable", "Roster", "SessionKind", "TaskLedger"]
+__all__ = ["History", "Hosts", "LostTasks", "Mailbox", "Pushable", "Roster", "SessionKind", "TaskLedger"]
 
 # Whether a record for this recipient (an agent's UUID) is admitted for a push into its live conversation.
 Pushable = Callable[[str], bool]
@@ -297,3 +298,17 @@ class Hosts(Protocol):
     def release_host(self) -> None: ...
 
     def hosts(self) -> list[HostInfo]: ...
+
+
+class LostTasks(Protocol):
+    """The deliveries a killed app lost, read back at the next start (`wardian.store.lost`)."""
+
+    def restart_lost_tasks(self, reason: str) -> list[LostTask]:
+        """This host's tasks `mark_lost_bindings_uncertain(reason)` left uncertain that have neither an outcome nor
+        a reply yet, oldest first (an index of uncertain tasks bounds the read, never a scan of all tasks)."""
+        ...
+
+    def restate_uncertain(self, request_id: str, reason: str, *, looked_up: bool = False) -> bool:
+        """Say why an uncertain task (no outcome, no reply) stays uncertain once its provider's records were read;
+        `looked_up`: the message was looked for and not found. It stays uncertain either way."""
+        ...
