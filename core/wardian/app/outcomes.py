@@ -53,6 +53,10 @@ def refused_notice(agent_name: str, code: str, message: str) -> str:
 
 # Why a delivery is uncertain, as `wardian message show` tells the operator (never resent; check, then decide).
 RESTART_LOST = "the app stopped before this task's turn was seen to end (or before its submission was acknowledged)"
+RESTART_TAKEN = ("the app stopped while this task's turn ran: the provider's record shows the message was taken, "
+                 "but its turn never answered, and the process that ran it is gone")
+RESTART_NOT_FOUND = ("the app stopped before this task's turn was seen to end, and the provider's record of the "
+                     "conversation does not have the message: it may never have arrived")
 PUSH_INTERRUPTED = "the app stopped while pushing this record into its recipient's conversation"
 
 

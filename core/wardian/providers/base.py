@@ -242,3 +242,52 @@ class Provider(Protocol):
         runtime a killed app left behind, and return the runtime to `run`.
         Raises: RegistrationConflict, CliNotFound, WardianError."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class LostDelivery:
+    """A task delivered into an agent's conversation whose outcome a previous app never saw (it was killed): what
+    the binding recorded, and where the agent's provider keeps its files."""
+
+    request_id: str
+    thread_id: str | None
+    """The conversation (session) the task was delivered into."""
+    message_id: str | None
+    """The provider-facing id of the delivery's message (the app chose it before sending)."""
+    agent_name: str
+    agent_dir: Path
+    workspace: Path
+    pid_path: Path
+
+
+class Finding(StrEnum):
+    ANSWERED = "answered"
+    """The message was taken and its turn's outcome is on record: `Recovery.outcome`."""
+    TAKEN = "taken"
+    """The message was taken but its turn never answered (the process that would have answered is gone)."""
+    NOT_FOUND = "not_found"
+    """The provider has no record of the message: it may never have arrived."""
+
+
+@dataclass(frozen=True, slots=True)
+class Recovery:
+    request_id: str
+    finding: Finding
+    outcome: TurnOutcome | None = None
+
+
+class RecoversLost(Protocol):
+    """A provider that can settle deliveries a killed app lost from its own records (an optional `Provider` method:
+    a provider without it leaves every such delivery uncertain)."""
+
+    async def recover_lost(self, deliveries: Sequence[LostDelivery]) -> list[Recovery]:
+        """Per delivery (all of one agent), what the provider's own records say. Called at app start before the
+        agent's runtime starts; it first ends any process the killed app left running for the agent, so a record
+        is complete or definitely absent. Reads files only (never the model)."""
+        ...
+
+
+def lost_recoverer(provider: object) -> RecoversLost | None:
+    """The provider's `recover_lost`, if it has one (Codex and OpenCode do not: their lost deliveries stay
+    uncertain)."""
+    return provider if callable(getattr(provider, "recover_lost", None)) else None  # type: ignore[return-value]

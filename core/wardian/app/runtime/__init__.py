@@ -29,6 +29,7 @@ from wardian.app.runtime.dispatch import Dispatcher
 from wardian.app.runtime.handle import AgentHandle, Owners
 from wardian.app.runtime.hosts import HostScope, OtherHosts
 from wardian.app.runtime.launch import Launcher
+from wardian.app.runtime.lost import recover_lost
 from wardian.app.runtime.observe import Observer
 from wardian.app.runtime.push import PushQueue
 from wardian.app.signals import MailboxSignals
@@ -80,11 +81,15 @@ class Runtime:
             await anyio.sleep_forever()
 
     async def recover(self) -> None:
-        """Startup: mark bindings whose observation was lost uncertain; publish captured outcomes once."""
+        """Startup: mark bindings whose observation was lost uncertain, then let their providers settle them from
+        their own records (`lost`); publish captured outcomes once."""
         await self.writer.call(lambda s: s.reset_observed_state())
         lost = await self.writer.call(lambda s: s.mark_lost_bindings_uncertain(outcomes.RESTART_LOST))
         if lost:
             log.warning("marked %d deliveries uncertain after a restart: %s", len(lost), ", ".join(lost))
+        # Before any agent starts (and is dispatched to), each provider settles what its own records show of these
+        # (and of any a start that stopped midway left unsettled).
+        await recover_lost(self.home, self.writer, self.providers, self.signals.notify)
         pushes = await self.writer.call(lambda s: s.pushes_interrupted(outcomes.PUSH_INTERRUPTED))
         if pushes:
             log.warning("marked %d pushes uncertain after a restart: %s", len(pushes), ", ".join(pushes))

@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +23,13 @@ import anyio
 from wardian import errors
 from wardian.auth.model import Credential, CredentialKind
 from wardian.overrides import ValueSyntax
-from wardian.providers.base import LaunchSpec, ProviderInfo
-from wardian.providers.claude import homes, registration, settings
+from wardian.providers.base import LaunchSpec, LostDelivery, ProviderInfo, Recovery
+from wardian.providers.claude import homes, recovery, registration, settings
 from wardian.providers.claude.compat import ENV_CLAUDE, capabilities, parse_claude_version
 from wardian.providers.claude.runtime import ClaudeRuntime
 from wardian.providers.claude.spec import ClaudeSpec
 from wardian.providers.mcp_command import write_private
-from wardian.providers.process import child_env, find_executable, reap_left_behind
+from wardian.providers.process import child_env, find_executable
 
 log = logging.getLogger("wardian.claude")
 
@@ -96,6 +97,11 @@ class ClaudeProvider:
         claude = resolve_claude()
         version = parse_claude_version(await anyio.to_thread.run_sync(claude_version, claude))
         return ProviderInfo(executable=claude, version=str(version), capabilities=capabilities(version))
+
+    async def recover_lost(self, deliveries: Sequence[LostDelivery]) -> list[Recovery]:
+        """Settle the deliveries a killed app lost from the session transcript (`recovery`), after ending the
+        process it left running."""
+        return await anyio.to_thread.run_sync(recovery.recover, deliveries, abandon_on_cancel=True)
 
     async def prepare(self, spec: LaunchSpec, info: ProviderInfo) -> ClaudeRuntime:
         claude_spec = await anyio.to_thread.run_sync(self.build_spec, spec, info)
@@ -168,13 +174,7 @@ def _end_left_behind(spec: LaunchSpec, config_dir: Path) -> None:
 
     Raises: Unsupported (another live process holds the session).
     """
-    try:
-        recorded: int | None = int(spec.pid_path.read_text(encoding="utf-8").strip())
-    except (OSError, ValueError):
-        recorded = None
-    if reap_left_behind(spec.pid_path, "CLAUDE_CONFIG_DIR", str(config_dir)) and recorded is not None:
-        log.warning("ended the Claude Code process a previous app left running for %s", spec.name)
-        homes.wait_gone(recorded)
+    recovery.end_recorded(spec.name, spec.pid_path, config_dir)
     if spec.thread_id is None:
         return
     holder = homes.holder_of(config_dir, spec.thread_id)
