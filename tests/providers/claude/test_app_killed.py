@@ -18,6 +18,7 @@ from tests.conftest import start_app
 from tests.providers.claude.conftest import ClaudeApp, records_for, settle, state_of
 from tests.providers.claude.test_app_lost_result import blocking_stop_hook, wait_for, wait_for_answer
 from wardian.app import outcomes
+from wardian.providers.claude import transcript
 from wardian_harness.claude_home import find_transcript
 from wardian_harness.scripted_model import Hold, Message
 
@@ -99,6 +100,13 @@ def test_a_task_taken_but_unanswered_when_the_app_was_killed_stays_uncertain_and
     script.add(hold, Message("fresh answer"))
     first = world.app.call("task/followup", {"session": lead, "target": "worker", "message": "doomed"})["request_id"]
     hold.wait_started(120)
+    # Claude Code writes its transcript lazily: wait (bounded) until the message is there, so it was taken.
+    facts = task_of(world, first)["facts"]
+    claude_dir = world.app.home.agent_dir(agent["uuid"]) / "claude"
+    for _ in range(2400):
+        if transcript.look_up(find_transcript(claude_dir, facts["thread_id"]), facts["turn_id"]) is not None:
+            break
+        settle()
     kill_app(world, agent, orphan=False)
     restart(world)
     wait_state(world, first, "uncertain")
