@@ -8,11 +8,14 @@ import argparse
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from tests.conftest import AppHandle, short_home
 from wardian import cli
+from wardian.model import PROVIDERS
+from wardian.team.init import team_file
 
 pytestmark = pytest.mark.fast
 
@@ -36,8 +39,8 @@ print(code, ",".join(heavy))
 """
 
 
-def loaded(env: dict[str, str], *argv: str) -> tuple[str, list[str]]:
-    proc = subprocess.run([sys.executable, "-c", PROBE.format(heavy=HEAVY), *argv], env=env, capture_output=True,
+def loaded(env: dict[str, str], *argv: str, heavy: tuple[str, ...] = HEAVY) -> tuple[str, list[str]]:
+    proc = subprocess.run([sys.executable, "-c", PROBE.format(heavy=heavy), *argv], env=env, capture_output=True,
                           text=True, timeout=60, check=True)
     code, _, mods = proc.stdout.strip().rpartition("\n")[2].partition(" ")
     return code, [m for m in mods.split(",") if m]
@@ -62,6 +65,21 @@ def test_message_wait_and_send_against_a_running_app_import_nothing_heavy(app: A
     env = app.env(token)
     assert loaded(env, "message", "wait", "--timeout-ms", "0") == ("8", [])  # 8: timed out, the mailbox is empty
     assert loaded(env, "message", "send", "--to", "coldpeer", "hello") == ("0", [])
+
+
+# `wardian init` reads what each provider can do (an attached mode, tool grants) from the providers' version gates
+# alone: not their runtimes, the provider boundary (anyio) or the registry of implementations.
+INIT_HEAVY = ("anyio", "pydantic", "psutil", "keyring", "mcp", "httpx", "wardian.app", "wardian.auth",
+              "wardian.providers.base", "wardian.providers.registry", "wardian.providers.codex.runtime",
+              "wardian.providers.opencode.runtime", "wardian.providers.claude.runtime")
+
+
+def test_init_with_every_provider_imports_no_runtime(tmp_path: Path) -> None:
+    target = tmp_path / "wardian.toml"
+    env = plain_env(WARDIAN_HOME=str(short_home("coldinit")))
+    code, heavy = loaded(env, "init", "--providers", ",".join(PROVIDERS), str(target), heavy=INIT_HEAVY)
+    assert (code, heavy) == ("0", [])
+    assert target.read_text(encoding="utf-8") == team_file(PROVIDERS)  # the capabilities were read, as in-process
 
 
 def test_the_groups_table_names_every_command_in_the_order_help_lists_them() -> None:

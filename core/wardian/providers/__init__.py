@@ -2,24 +2,27 @@
 
 `wardian.providers.registry.PROVIDERS` maps each provider name of `wardian.model.PROVIDERS` to its implementation;
 the app picks one by an agent's provider and from then on reads only its `Capabilities`. Importing this package
-loads no concrete provider: `PROVIDERS` here is resolved from the registry on first use.
+loads no concrete provider, nor the boundary's stack (anyio): `PROVIDERS` here is resolved from the registry, and
+the boundary's names from `wardian.providers.base`, on first use, so a command that only reads a provider's
+capabilities (`wardian.providers.capabilities` and the provider's `compat`) stays light.
 """
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from wardian.providers.base import (
-    Capabilities,
-    LaunchSpec,
-    OutcomeStatus,
-    Provider,
-    ProviderEvent,
-    ProviderInfo,
-    ProviderRuntime,
-    Started,
-    StateChange,
-    TaskDelivery,
-    TurnOutcome,
-)
+if TYPE_CHECKING:
+    from wardian.providers.base import (
+        Capabilities,
+        LaunchSpec,
+        OutcomeStatus,
+        Provider,
+        ProviderEvent,
+        ProviderInfo,
+        ProviderRuntime,
+        Started,
+        StateChange,
+        TaskDelivery,
+        TurnOutcome,
+    )
 
 __all__ = [
     "Capabilities",
@@ -41,4 +44,8 @@ def __getattr__(name: str) -> Any:
         from wardian.providers.registry import PROVIDERS
 
         return PROVIDERS
+    if name in __all__:
+        from wardian.providers import base
+
+        return getattr(base, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

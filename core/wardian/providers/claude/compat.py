@@ -19,7 +19,7 @@
 from __future__ import annotations
 
 from wardian import errors
-from wardian.providers.base import Capabilities
+from wardian.providers.capabilities import Capabilities
 from wardian.providers.version import Version
 
 ENV_CLAUDE = "WARDIAN_CLAUDE"

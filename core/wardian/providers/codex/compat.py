@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from wardian import errors
-from wardian.providers.base import Capabilities
+from wardian.providers.capabilities import Capabilities
 from wardian.providers.version import Version
 
 CodexVersion = Version  # Codex's CLI versions are semantic versions; the harness reads them with this too
