@@ -20,47 +20,24 @@ the home private (0700) when it does not exist yet, and refuses one others may e
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
-import json
 import logging
 import os
-import stat
-import tempfile
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from wardian import errors
 from wardian.auth.checks import check_credential, check_name, check_provider
+from wardian.auth.index import CredentialEntry, Stored, entry_of, locked, raw_of, read_index, same, write_index
 from wardian.auth.keyrings import KeyringAccess, open_keyring
 from wardian.auth.model import DEFAULT_NAME, Credential, CredentialKind
-from wardian.home import Home, make_private_dir
+from wardian.home import Home
 
 log = logging.getLogger("wardian.auth")
 
 ENV_BACKEND = "WARDIAN_CREDENTIAL_STORE"
 BACKENDS = ("auto", "file", "keyring")
-INDEX_VERSION = 1
-Stored = Literal["file", "keyring"]
-
-
-@dataclass(frozen=True, slots=True)
-class CredentialEntry:
-    """What may be shown of a stored credential: everything but its secret."""
-
-    provider: str
-    name: str
-    kind: CredentialKind
-    provider_id: str | None
-    mask: str
-    stored: Stored
-    """Where its secret is: the OS keyring, or the home's credential file."""
-    updated_at: int
-    """When it was saved (milliseconds since the epoch)."""
 
 
 def backend_choice() -> str:
@@ -105,17 +82,17 @@ class CredentialStore:
         check_provider(provider)
         check_name(name)
         found: list[Credential] = []
-        for raw in self._read_index():
+        for raw in read_index(self.path):
             if raw["provider"] != provider or raw["name"] != name:
                 continue
-            entry = _entry_of(raw)
+            entry = entry_of(raw)
             secret = raw.get("secret", "") if entry.stored == "file" else self._keyring_secret(entry)
             found.append(Credential(entry.provider, entry.name, entry.kind, secret, entry.provider_id))
         return tuple(sorted(found, key=lambda c: c.provider_id or ""))
 
     def entries(self) -> list[CredentialEntry]:
         """Every stored credential's metadata and mask, never its secret; reads only the index (no keyring)."""
-        return sorted((_entry_of(raw) for raw in self._read_index()),
+        return sorted((entry_of(raw) for raw in read_index(self.path)),
                       key=lambda e: (e.provider, e.name, e.provider_id or ""))
 
     def has(self, provider: str, name: str) -> bool:
@@ -138,23 +115,23 @@ class CredentialStore:
         """
         check_credential(credential)
         backend_choice()  # an unknown backend name is refused before the home is touched
-        with self._locked():
-            index = self._read_index()
+        with locked(self.home.root, self.lock_path):
+            index = read_index(self.path)
             access = self._usable_keyring() if credential.kind is not CredentialKind.CHATGPT else None
             stored: Stored = "keyring" if access is not None else "file"
             entry = CredentialEntry(credential.provider, credential.name, credential.kind, credential.provider_id,
                                     credential.mask(), stored, int(time.time() * 1000))
-            raw: dict[str, Any] = _raw_of(entry)
+            raw: dict[str, Any] = raw_of(entry)
             if access is not None:
                 access.set(self.service, _account(entry), credential.secret)
             else:
                 raw["secret"] = credential.secret
-            kept = [r for r in index if not _same(r, entry)]
-            replaced = [r for r in index if _same(r, entry)]
-            self._write_index([*kept, raw])
+            kept = [r for r in index if not same(r, entry)]
+            replaced = [r for r in index if same(r, entry)]
+            write_index(self.home.root, self.path, [*kept, raw])
             for old in replaced:
                 if old.get("stored") == "keyring" and stored != "keyring":
-                    self._forget_old_copy(_entry_of(old))
+                    self._forget_old_copy(entry_of(old))
         return entry
 
     def remove(self, provider: str, name: str, provider_id: str | None = None) -> int:
@@ -166,16 +143,16 @@ class CredentialStore:
         check_name(name)
         if not self.path.exists():
             return 0
-        with self._locked():
-            index = self._read_index()
+        with locked(self.home.root, self.lock_path):
+            index = read_index(self.path)
             gone = [r for r in index if r["provider"] == provider and r["name"] == name
                     and (provider_id is None or r.get("provider_id") == provider_id)]
             if not gone:
                 return 0
-            self._write_index([r for r in index if not any(r is g for g in gone)])
+            write_index(self.home.root, self.path, [r for r in index if not any(r is g for g in gone)])
         for raw in gone:
             if raw.get("stored") == "keyring":
-                self._keyring_delete(_entry_of(raw))
+                self._keyring_delete(entry_of(raw))
         return len(gone)
 
     # --- the keyring -----------------------------------------------------------------------------------
@@ -228,121 +205,9 @@ class CredentialStore:
             log.warning("the earlier OS keyring copy of the %s credential %r was not removed: %s", entry.provider,
                         entry.name, exc.message)
 
-    # --- the index file --------------------------------------------------------------------------------
-
-    def _read_index(self) -> list[dict[str, Any]]:
-        try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return []
-        except OSError as exc:
-            raise errors.StorageUnavailable(f"the credential file {self.path} cannot be read ({exc.strerror})",
-                                            field="credentials") from None
-        with os.fdopen(fd, "rb") as f:
-            st = os.fstat(f.fileno())
-            if st.st_mode & 0o077 or st.st_uid != os.geteuid():
-                raise errors.InsecureHome(
-                    f"{self.path} has mode {stat.S_IMODE(st.st_mode):o} (owner uid {st.st_uid}): others may read "
-                    f"the secrets in it. Run `chmod 600 {self.path}` if it is yours, then sign in again",
-                    field="credentials", allowed="a file only its owner may read (mode 600)")
-            data = f.read()
-        try:
-            doc = json.loads(data)
-            entries = doc["entries"]
-            if doc.get("version") != INDEX_VERSION or not isinstance(entries, list):
-                raise ValueError("unknown version")
-            for raw in entries:
-                _entry_of(raw)
-        except (ValueError, KeyError, TypeError, AttributeError):
-            raise errors.StorageUnavailable(
-                f"the credential file {self.path} is not one this wardian wrote (version {INDEX_VERSION}); move it "
-                "away and sign in again", field="credentials") from None
-        return list(entries)
-
-    def _write_index(self, entries: list[dict[str, Any]]) -> None:
-        """Replace the index whole: a 0600 temporary file in the home, fsync'd, renamed over it, the folder
-        fsync'd (a crash leaves the old index or the new one, never a torn one)."""
-        data = json.dumps({"version": INDEX_VERSION, "entries": entries}, indent=2, sort_keys=True).encode()
-        fd, tmp = tempfile.mkstemp(prefix=".credentials-", suffix=".tmp", dir=self.home.root)  # mode 0600
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise errors.StorageUnavailable(f"the credential file {self.path} cannot be written ({exc.strerror})",
-                                            field="credentials") from None
-        with contextlib.suppress(OSError):
-            dfd = os.open(self.home.root, os.O_RDONLY | os.O_DIRECTORY)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
-
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        """The home, private, with its credential lock held (one rewrite of the index at a time)."""
-        self._private_home()
-        try:
-            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        except OSError as exc:
-            raise errors.StorageUnavailable(f"the credential lock {self.lock_path} cannot be opened "
-                                            f"({exc.strerror})", field="credentials") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
-
-    def _private_home(self) -> None:
-        """Create the home 0700 when missing; refuse one that is not this user's or that others may enter.
-
-        Raises: InsecureHome; StorageUnavailable.
-        """
-        root = self.home.root
-        try:
-            if not root.exists():
-                make_private_dir(root)
-                os.chmod(root, 0o700)
-            st = os.stat(root)
-        except OSError as exc:
-            raise errors.StorageUnavailable(f"the home {root} cannot be created ({exc.strerror})",
-                                            field="home") from None
-        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
-            raise errors.InsecureHome(
-                f"{root} is not a directory only this user may enter (mode {stat.S_IMODE(st.st_mode):o}): a "
-                f"credential kept there could be read by others. Run `chmod 700 {root}`, then sign in again",
-                field="home", allowed="a home only its owner may enter (mode 700)")
-
-
 def _account(entry: CredentialEntry) -> str:
     """The keyring account (user name) of one credential within the home's service."""
     return f"{entry.provider}/{entry.name}/{entry.provider_id or ''}"
-
-
-def _same(raw: dict[str, Any], entry: CredentialEntry) -> bool:
-    return (raw["provider"], raw["name"], raw.get("provider_id")) == (entry.provider, entry.name, entry.provider_id)
-
-
-def _raw_of(entry: CredentialEntry) -> dict[str, Any]:
-    return {"provider": entry.provider, "name": entry.name, "kind": entry.kind.value,
-            "provider_id": entry.provider_id, "mask": entry.mask, "stored": entry.stored,
-            "updated_at": entry.updated_at}
-
-
-def _entry_of(raw: dict[str, Any]) -> CredentialEntry:
-    """Raises: KeyError, ValueError, TypeError (an entry this wardian did not write)."""
-    stored = raw["stored"]
-    if stored not in ("file", "keyring"):
-        raise ValueError(stored)
-    provider_id = raw.get("provider_id")
-    if provider_id is not None and not isinstance(provider_id, str):
-        raise TypeError(provider_id)
-    return CredentialEntry(str(raw["provider"]), str(raw["name"]), CredentialKind(raw["kind"]), provider_id,
-                           str(raw["mask"]), stored, int(raw["updated_at"]))
 
 
 def credential_file(home: Home) -> Path:
