@@ -80,10 +80,12 @@ class StoreWriter:
         # Called after every batch whose COMMIT made a change durable (the app's `ChangeFeed`, for live views).
         self.on_commit: Callable[[], None] | None = None
 
-    async def call(self, fn: Callable[[Store], T], *, bare: bool = False) -> T:
+    async def call(self, fn: Callable[[Store], T], *, bare: bool = False, urgent: bool = False) -> T:
         """Run `fn(store)` inside the next batch's transaction and return its result after COMMIT.
 
-        `bare`: run it without a savepoint of its own (see `Store.begin_batch`).
+        `bare`: run it without a savepoint of its own (see `Store.begin_batch`). `urgent`: a write a delivery waits
+        on (the dispatch claim): it goes to the front of the queue, and alone it commits on the loop with no yield
+        after its COMMIT (its caller writes to a provider next and then waits anyway).
         """
         if self._closed:
             raise errors.StorageUnavailable("the app is shutting down; nothing was admitted")
@@ -92,14 +94,17 @@ class StoreWriter:
             # the hand-over to the writer task and back (and, for a read, every await).
             self._busy = True
             try:
-                return _outcome((await self._execute([fn], [bare]))[0])
+                return _outcome((await self._execute([fn], [bare], inline=urgent))[0])
             finally:
                 self._busy = False
                 if self._pending:
                     self._wakeup.set()
         # A bare future, not an anyio.Event: one is made per call and the event costs 5x more here.
         done: asyncio.Future[BatchResult] = asyncio.get_running_loop().create_future()
-        self._pending.append((fn, bare, done))
+        if urgent:
+            self._pending.insert(0, (fn, bare, done))
+        else:
+            self._pending.append((fn, bare, done))
         self._wakeup.set()
         with anyio.CancelScope(shield=True):
             # Shielded: the operation runs whatever happens to the caller; the caller may still be
@@ -126,7 +131,8 @@ class StoreWriter:
             if self._closed and not self._pending:
                 return
 
-    async def _execute(self, fns: list[Callable[[Store], Any]], bare: list[bool]) -> list[BatchResult]:
+    async def _execute(self, fns: list[Callable[[Store], Any]], bare: list[bool], *,
+                       inline: bool = False) -> list[BatchResult]:
         """One batch, run again whole while another process holds the store's write lock, up to the bound (see the
         module docstring). Shielded: once begun, the batch ends, and its callers learn its final outcome."""
         with anyio.CancelScope(shield=True):
@@ -134,7 +140,7 @@ class StoreWriter:
             pause = BUSY_FIRST_PAUSE_S
             while True:
                 try:
-                    return await self._attempt(fns, bare)
+                    return await self._attempt(fns, bare, inline=inline)
                 except StoreBusy:
                     if anyio.current_time() >= give_up:
                         break
@@ -146,7 +152,8 @@ class StoreWriter:
             "admitted. Stop whatever else has wardian.db open (a shell, a backup), then try again")
         return self._finish(fns, [BatchResult(None, refused) for _ in fns], wrote=False)
 
-    async def _attempt(self, fns: list[Callable[[Store], Any]], bare: list[bool]) -> list[BatchResult]:
+    async def _attempt(self, fns: list[Callable[[Store], Any]], bare: list[bool], *,
+                       inline: bool = False) -> list[BatchResult]:
         """One try of a batch: statements here on the loop; a COMMIT that wrote on the worker thread (shielded), unless
         it is a lone write with nothing waiting, which commits here (see the module docstring).
 
@@ -179,8 +186,10 @@ class StoreWriter:
             # A lone write committed without leaving the loop; let whatever became ready meanwhile (a
             # notification, another request) run before the caller goes on, so a chain of writes (the
             # dispatcher's, the completion observer's) never starves the loop. Shielded: the outcome is final.
-            with anyio.CancelScope(shield=True):
-                await anyio.lowlevel.checkpoint()
+            # Not after an urgent write: its caller writes to a provider next and then waits anyway.
+            if not inline:
+                with anyio.CancelScope(shield=True):
+                    await anyio.lowlevel.checkpoint()
         return self._finish(fns, results, wrote=wrote)
 
     def _finish(

@@ -6,6 +6,11 @@ steer fenced by the exact turn id where the provider can, else wait for the turn
 runtime's submit lock -> persist the binding -> release the lock. A rejection (`Rejected`: a stale turn, nothing
 written) releases the claim and reads the activity again; anything else marks the task uncertain, never
 resubmitted. The dispatcher is woken by admissions, readiness and turn ends (`AgentHandle.kick`).
+
+Latency of an idle delivery (docs/benchmarks.md, `claude_admitted_to_message_queued`): the read of the pending tasks
+and the first one's claim are one transaction, an urgent writer call (ahead of the queue, committed on the loop, no
+yield after it), and the runtime's submit lock is taken without a yield, so nothing else runs between the claim's
+COMMIT and the first byte written. The claim is still durable (fsynced) before that byte leaves.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from wardian.app.writer import StoreWriter
 from wardian.faults import crashpoint
 from wardian.model import ClaimKind, ManagedAgent, PendingTask
 from wardian.providers import TaskDelivery
+from wardian.store import Store
 
 log = logging.getLogger("wardian.app.runtime")
 
@@ -35,6 +41,19 @@ BUSY_PAUSE_S = 0.5  # after an overloaded provider refused a submission, before 
 STALE_SETTLE_S = 2.0  # after a stale-turn rejection, how long to wait for that turn's end before trying again
 
 Submitted = Literal["accepted", "stale", "busy", "rejected", "uncertain"]
+
+
+def _read_pending(s: Store, handle: AgentHandle,
+                  plan: tuple[str, str | None] | None) -> tuple[list[PendingTask], tuple[str, str] | None]:
+    """The agent's pending tasks and, with `plan` (message id, conversation), the first one's dispatch claim taken in
+    the same transaction: (its request id, the message id) when won."""
+    tasks = s.pending_tasks(handle.agent_id)
+    if plan is None or not tasks:
+        return tasks, None
+    message_id, thread = plan
+    rid = tasks[0].request_id
+    won = s.claim_task(rid, ClaimKind.DISPATCH, handle.generation, provider_message_id=message_id, thread_id=thread)
+    return (tasks, (rid, message_id)) if won else (tasks[1:], None)
 
 
 class Dispatcher:
@@ -55,24 +74,45 @@ class Dispatcher:
     async def _dispatch_pending(self, handle: AgentHandle) -> None:
         runtime = handle.runtime
         for _ in range(MAX_DISPATCH_ROUNDS):
-            tasks = await self.writer.call(lambda s: s.pending_tasks(handle.agent_id))
-            if not tasks or not runtime.ready or not await self._dispatch_round(handle, tasks):
+            if not runtime.ready:
+                return
+            # Idle, with a client-chosen message id: the read of the pending tasks also takes the first one's claim
+            # (one transaction, committed ahead of the queue and on the loop), so its bytes leave one COMMIT after
+            # the dispatcher woke. Busy: the tasks are read, and each claimed when it is offered.
+            plan = self._first_claim(handle)
+            tasks, first = await self.writer.call(lambda s, p=plan: _read_pending(s, handle, p),
+                                                  urgent=plan is not None)
+            if not tasks or not await self._dispatch_round(handle, tasks, first):
                 return
 
-    async def _dispatch_round(self, handle: AgentHandle, tasks: list[PendingTask]) -> bool:
-        """Offer each task in turn; True when the round stopped early and the tasks are to be read again."""
+    @staticmethod
+    def _first_claim(handle: AgentHandle) -> tuple[str, str | None] | None:
+        runtime = handle.runtime
+        if runtime.active_turn_id is not None:
+            return None
+        message_id = runtime.plan_message_id()
+        return None if message_id is None else (message_id, runtime.thread_id)
+
+    async def _dispatch_round(self, handle: AgentHandle, tasks: list[PendingTask],
+                              first: tuple[str, str] | None = None) -> bool:
+        """Offer each task in turn (`first`: a task already claimed with its message id, by `_read_pending`); True
+        when the round stopped early and the tasks are to be read again."""
         runtime = handle.runtime
         for task in tasks:
-            active = runtime.active_turn_id
-            if active is not None and not handle.caps.steer:
-                return False  # no fenced steer: wait for the turn to end (the observer kicks us)
-            # A provider that takes a client-chosen message id gets one now; it is persisted with the claim.
-            message_id = runtime.plan_message_id() if active is None else None
-            thread = runtime.thread_id if message_id is not None else None
-            won = await self.writer.call(lambda s, t=task, m=message_id, th=thread: s.claim_task(
-                t.request_id, ClaimKind.DISPATCH, handle.generation, provider_message_id=m, thread_id=th))
-            if not won:
-                continue
+            if first is not None and first[0] == task.request_id:
+                active, message_id = None, first[1]
+            else:
+                active = runtime.active_turn_id
+                if active is not None and not handle.caps.steer:
+                    return False  # no fenced steer: wait for the turn to end (the observer kicks us)
+                # A provider that takes a client-chosen message id gets one now; it is persisted with the claim.
+                message_id = runtime.plan_message_id() if active is None else None
+                thread = runtime.thread_id if message_id is not None else None
+                won = await self.writer.call(lambda s, t=task, m=message_id, th=thread: s.claim_task(
+                    t.request_id, ClaimKind.DISPATCH, handle.generation, provider_message_id=m, thread_id=th),
+                    urgent=True)
+                if not won:
+                    continue
             crashpoint("after_claim_before_provider_submit")
             async with runtime.submit_lock:
                 outcome = await self._submit(handle, task, active, message_id)

@@ -62,7 +62,7 @@ class OpenCodeRuntime:
         self.thread_id: str | None = spec.session_id
         self.active_turn_id: str | None = None
         self.ready = False
-        self.submit_lock = anyio.Lock()
+        self.submit_lock = anyio.Lock(fast_acquire=True)  # uncontended: no yield between claim and write
         self._events = EventStream(f"opencode:{spec.name}")
         self.events: MemoryObjectReceiveStream[ProviderEvent] = self._events.receive
         self._idle = anyio.Event()
