@@ -53,11 +53,13 @@ def started_pair(root: Path) -> tuple[AppHandle, str]:
 def fill(root: Path) -> Path:
     """Take every free block of the filesystem with one file."""
     filler = root / "filler"
-    with filler.open("wb") as f:
+    # Unbuffered: a buffered file keeps the bytes of a short write and raises ENOSPC again when it is closed, which
+    # depends on how the free space happens to align with the chunks.
+    with filler.open("wb", buffering=0) as f:
+        chunk = b"\0" * 65536
         try:
-            while True:
-                f.write(b"\0" * 65536)
-                f.flush()
+            while f.write(chunk):
+                pass
         except OSError:
             pass
     return filler
