@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from tests.providers.claude.test_app_lost_result import blocking_stop_hook, wait
 from wardian.app import outcomes
 from wardian.providers.claude import transcript
 from wardian_harness.claude_home import find_transcript
-from wardian_harness.scripted_model import Hold, Message
+from wardian_harness.scripted_model import AgentScript, Hold, Message
 
 ANSWER = "recovered ☃ answer\nline two"
 
@@ -52,6 +53,34 @@ def wait_state(world: ClaudeApp, rid: str, state: str) -> None:
     raise AssertionError(f"task {rid} never became {state} (it is {state_of(world, rid)})")
 
 
+@dataclass
+class Held:
+    """A worker's task whose answer is in the session transcript while a blocking Stop hook holds its turn open."""
+
+    lead: str
+    agent: dict[str, Any]
+    script: AgentScript
+    first: str
+    facts: dict[str, Any]
+    claude_dir: Path
+    gate: Path
+
+
+def held_answer(world: ClaudeApp) -> Held:
+    gate = world.app.home.root / "gate"
+    gate.mkdir()
+    (gate / "block").touch()
+    _, lead, _ = world.agent("lead", start=False)
+    agent, _, script = world.agent("worker", config=[blocking_stop_hook(gate)])
+    script.add(Message(ANSWER), Message("fresh answer"))
+    first = world.app.call("task/followup", {"session": lead, "target": "worker", "message": "q"})["request_id"]
+    wait_for(gate / "reached")
+    facts = task_of(world, first)["facts"]
+    claude_dir = world.app.home.agent_dir(agent["uuid"]) / "claude"
+    wait_for_answer(claude_dir, facts["thread_id"], ANSWER)
+    return Held(lead, agent, script, first, facts, claude_dir, gate)
+
+
 def gone(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -64,16 +93,8 @@ def gone(pid: int) -> bool:
 def test_an_answer_in_the_transcript_when_the_app_was_killed_is_the_tasks_reply_once(
         claude_app: ClaudeApp, orphan: bool) -> None:
     world = claude_app
-    gate = world.app.home.root / "gate"
-    gate.mkdir()
-    (gate / "block").touch()
-    _, lead, _ = world.agent("lead", start=False)
-    agent, _, script = world.agent("worker", config=[blocking_stop_hook(gate)])
-    script.add(Message(ANSWER), Message("fresh answer"))
-    first = world.app.call("task/followup", {"session": lead, "target": "worker", "message": "q"})["request_id"]
-    wait_for(gate / "reached")
-    facts = task_of(world, first)["facts"]
-    wait_for_answer(world.app.home.agent_dir(agent["uuid"]) / "claude", facts["thread_id"], ANSWER)
+    held = held_answer(world)
+    lead, agent, script, first, facts, gate = held.lead, held.agent, held.script, held.first, held.facts, held.gate
     assert state_of(world, first) == "submitted"
     pid = kill_app(world, agent, orphan=orphan)
     (gate / "block").unlink()  # the hook lets later turns end
@@ -122,17 +143,9 @@ def test_a_task_taken_but_unanswered_when_the_app_was_killed_stays_uncertain_and
 def test_a_lost_delivery_whose_transcript_is_missing_or_corrupt_stays_uncertain_and_the_app_starts(
         claude_app: ClaudeApp, damage: str) -> None:
     world = claude_app
-    gate = world.app.home.root / "gate"
-    gate.mkdir()
-    (gate / "block").touch()
-    _, lead, _ = world.agent("lead", start=False)
-    agent, _, script = world.agent("worker", config=[blocking_stop_hook(gate)])
-    script.add(Message(ANSWER), Message("fresh answer"))
-    first = world.app.call("task/followup", {"session": lead, "target": "worker", "message": "q"})["request_id"]
-    wait_for(gate / "reached")
-    facts = task_of(world, first)["facts"]
-    claude_dir = world.app.home.agent_dir(agent["uuid"]) / "claude"
-    wait_for_answer(claude_dir, facts["thread_id"], ANSWER)
+    held = held_answer(world)
+    lead, agent, script, first, facts, gate = held.lead, held.agent, held.script, held.first, held.facts, held.gate
+    claude_dir = held.claude_dir
     kill_app(world, agent, orphan=False)
     (gate / "block").unlink()
     transcript = find_transcript(claude_dir, facts["thread_id"])
