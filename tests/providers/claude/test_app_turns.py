@@ -14,7 +14,7 @@ import pytest
 from tests.providers.claude.conftest import ClaudeApp, records_for, settle
 from wardian import errors
 from wardian.model import MAX_MESSAGE_BYTES
-from wardian_harness.scripted_model import Hold, Message, Step, ToolCall
+from wardian_harness.scripted_model import AgentScript, Hold, Message, Step, ToolCall
 
 JsonDict = dict[str, Any]
 
@@ -70,6 +70,15 @@ def wait_active(world: ClaudeApp, name: str) -> str:
             return str(agent["active_turn_id"])
         settle()
     raise AssertionError(f"{name} never became active")
+
+
+def wait_idle(world: ClaudeApp, name: str, script: AgentScript, served: int) -> None:
+    """Until the model has answered `served` requests and the agent's turn ended (the app read its result)."""
+    for _ in range(2400):
+        if len(script.requests) >= served and row(world, name)["status"] != "active":
+            return
+        settle()
+    raise AssertionError(f"{name} never went idle after {served} model requests")
 
 
 def test_after_an_app_restart_the_agent_resumes_its_session_and_the_model_sees_the_history(
@@ -222,6 +231,9 @@ def test_an_explicit_reply_committed_first_wins_over_the_turns_result(claude_app
     (reply,) = records_for(world, lead)
     assert (reply["kind"], reply["status"], reply["request_id"], reply["text"]) == (
         "reply", "blocked", task["request_id"], "explicit: need the key")
+    # The next task goes in only once the first turn ended: sent while it still runs, Claude folds it into that
+    # turn, whose result then rightly answers it (docs/providers/claude.md).
+    wait_idle(world, "worker", script, served=2)
     # The app observes the agent's turns in order: once the next task is answered, the first turn's own result
     # was read too, and it published nothing.
     later = world.app.call("task/followup", {"session": lead, "target": "worker", "message": "next"})
