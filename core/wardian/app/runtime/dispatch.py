@@ -80,7 +80,8 @@ class Dispatcher:
             # (one transaction, committed ahead of the queue and on the loop), so its bytes leave one COMMIT after
             # the dispatcher woke. Busy: the tasks are read, and each claimed when it is offered.
             plan = self._first_claim(handle)
-            tasks, first = await self.writer.call(lambda s, p=plan: _read_pending(s, handle, p),
+            # Bare (no savepoint of its own): its one write, the claim, comes after its reads.
+            tasks, first = await self.writer.call(lambda s, p=plan: _read_pending(s, handle, p), bare=True,
                                                   urgent=plan is not None)
             if not tasks or not await self._dispatch_round(handle, tasks, first):
                 return
@@ -110,7 +111,7 @@ class Dispatcher:
                 thread = runtime.thread_id if message_id is not None else None
                 won = await self.writer.call(lambda s, t=task, m=message_id, th=thread: s.claim_task(
                     t.request_id, ClaimKind.DISPATCH, handle.generation, provider_message_id=m, thread_id=th),
-                    urgent=True)
+                    bare=True, urgent=True)
                 if not won:
                     continue
             crashpoint("after_claim_before_provider_submit")

@@ -108,7 +108,9 @@ class StdinWriter:
 
     def __init__(self, stdin: anyio.abc.ByteSendStream) -> None:
         self._stdin = stdin
-        self._lock = anyio.Lock()
+        # Uncontended, taking it yields nothing: a task's line leaves in the same loop step as its claim's COMMIT
+        # (docs/benchmarks.md, `claude_admitted_to_message_queued`); contended, writers still queue in order.
+        self._lock = anyio.Lock(fast_acquire=True)
         self.closed = False
 
     async def send(self, line: bytes) -> None:
