@@ -8,6 +8,7 @@ import sqlite3
 import psycopg
 
 from tests.store.conftest import Backend
+from tests.store.test_receipts import undo_receipts
 from wardian.store import Store
 
 
@@ -31,15 +32,17 @@ def test_an_agent_of_an_older_store_has_no_grants_after_the_migration(backend: B
     a = store.add_agent("a", "codex", None)
     store.set_desired(a.id, "on", "background", ['model="m"'])
     backend.close_all()
-    # Undo the migration that added the column: the store as the previous wardian left it.
+    # Undo the migration that added the column, and the later ones: the store as the previous wardian left it.
     if backend.cluster is None:
         with sqlite3.connect(backend.tmp_path / "wardian.db") as db:
+            undo_receipts(db, postgresql=backend.cluster is not None)
             db.execute("ALTER TABLE agents DROP COLUMN approve_tools")
             db.execute("PRAGMA user_version = 10")
     else:
         with psycopg.connect(backend.url, autocommit=True) as db:
+            undo_receipts(db, postgresql=backend.cluster is not None)
             db.execute("ALTER TABLE agents DROP COLUMN approve_tools")
-            db.execute("DELETE FROM wardian_schema WHERE version = 5")
+            db.execute("DELETE FROM wardian_schema WHERE version >= 5")
     again = backend.open()
     migrated = again.managed_agent(a.id)
     assert (migrated.desired, migrated.overrides, migrated.approve_tools) == ("on", ('model="m"',), ())

@@ -63,7 +63,9 @@ class SqlHistory:
         """Raises: UnknownRequest (no record has that id)."""
         r = self._tx.db.execute(
             "SELECT id, public_id, kind, sender_id, recipient_id, body, created_at, request_id, status, acked_at, "
-            "received_at, push_state, provider_delivered_at, push_note FROM interactions WHERE public_id = ?",
+            "(SELECT r.received_at FROM receipts r WHERE r.recipient_id = interactions.recipient_id "
+            "AND r.interaction_id = interactions.id), push_state, provider_delivered_at, push_note "
+            "FROM interactions WHERE public_id = ?",
             (public_id,),
         ).fetchone()
         if r is None:
@@ -147,7 +149,9 @@ class SqlHistory:
         ids = " UNION ".join(f"SELECT id FROM ({arm}) AS arm{n}" for n, arm in enumerate(arms))
         rows = db.execute(
             "SELECT i.id, i.public_id, i.kind, i.sender_id, i.recipient_id, substr(i.body, 1, ?), length(i.body), "
-            "i.created_at, i.request_id, i.status, i.acked_at, i.received_at, i.push_state, i.provider_delivered_at, "
+            "i.created_at, i.request_id, i.status, i.acked_at, (SELECT r.received_at FROM receipts r "
+            "WHERE r.recipient_id = i.recipient_id AND r.interaction_id = i.id), i.push_state, "
+            "i.provider_delivered_at, "
             f"i.push_note, t.uncertain_reason, {_T_FACT_COLS} "
             f"FROM interactions i LEFT JOIN tasks t ON t.interaction_id = i.id WHERE i.id IN ({ids}) "
             "ORDER BY i.id DESC LIMIT ?", (EXCHANGE_PREVIEW_CHARS, *args, limit + 1)).fetchall()

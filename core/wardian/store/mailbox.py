@@ -31,6 +31,16 @@ from wardian.store._sql import KINDS, STATUSES, Tx, new_public_id, now_ms, of_th
 INSERT_INTERACTION = ("INSERT INTO interactions (public_id, kind, sender_id, recipient_id, body, request_id, "
                       "created_at, push_state) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
 INSERT_INTERACTION_ID = INSERT_INTERACTION + " RETURNING id"
+# Whether a receive has returned the record of the statement's `interactions` row: its receipt, kept beside the
+# records (migration 12) so that the first read of a page writes one recipient's contiguous receipts, not a mark
+# on each record's own table page (docs/decisions/0023-receipts-beside-the-records.md).
+# A scalar subquery rather than EXISTS: PostgreSQL turns an EXISTS in WHERE into a join, which it may plan as a
+# scan of every receipt (and a prepared statement keeps the plan made while the table was empty); this stays one
+# primary-key probe per record on both backends.
+_RECEIPT = ("(SELECT 1 FROM receipts r WHERE r.recipient_id = interactions.recipient_id "
+            "AND r.interaction_id = interactions.id)")
+RECEIVED = f"{_RECEIPT} IS NOT NULL"
+NOT_RECEIVED = f"{_RECEIPT} IS NULL"
 # A record admitted for a push is hidden from receive from its first commit: it reaches its recipient through
 # exactly one path.
 PUSH_SENDING = "sending"
@@ -126,18 +136,20 @@ class SqlMailbox:
                 # after that page was read lies in its range unseen, and stays unacknowledged.
                 acked = db.write(
                     "UPDATE interactions SET acked_at = ? WHERE recipient_id = ? AND id > ? AND id <= ? "
-                    "AND acked_at IS NULL AND provider_delivered_at IS NULL AND received_at IS NOT NULL",
+                    f"AND acked_at IS NULL AND provider_delivered_at IS NULL AND {RECEIVED}",
                     (now, me, ack_range[0], ack_range[1])).rowcount
             rows = db.execute(
-                "SELECT id, public_id, kind, sender_id, body, request_id, status, created_at, received_at "
+                f"SELECT id, public_id, kind, sender_id, body, request_id, status, created_at, {RECEIVED} "
                 "FROM interactions WHERE recipient_id = ? AND acked_at IS NULL AND provider_delivered_at IS NULL "
                 "AND push_state IS NULL AND id > ? ORDER BY id LIMIT ?", (me, after, limit + 1)).fetchall()
             page, more = _page_of(rows, limit)
-            if page and any(row[8] is None for row in page):
+            if page and not all(row[8] for row in page):
                 # Returned now: from here on this record travels the receive path only (never pushed as well).
-                db.write("UPDATE interactions SET received_at = ? WHERE recipient_id = ? AND id > ? AND id <= ? "
-                         "AND received_at IS NULL AND acked_at IS NULL AND provider_delivered_at IS NULL "
-                         "AND push_state IS NULL", (now, me, after, page[-1][0]))
+                # A receipt already there (a concurrent receive of the same page) is left as it is.
+                db.write("INSERT INTO receipts (recipient_id, interaction_id, received_at) "
+                         "SELECT recipient_id, id, ? FROM interactions WHERE recipient_id = ? AND id > ? AND id <= ? "
+                         "AND acked_at IS NULL AND provider_delivered_at IS NULL AND push_state IS NULL "
+                         "ON CONFLICT DO NOTHING", (now, me, after, page[-1][0]))
             parties: dict[int, Party] = {me: party_of(caller.agent)}
             records = [self._received(caller, row, now, parties) for row in page]
         next_cursor = self._cursors.encode_cursor(me, after, page[-1][0]) if page else None
@@ -187,7 +199,7 @@ class SqlMailbox:
             return (
                 self._tx.db.write(
                     "UPDATE interactions SET push_state = 'sending' WHERE public_id = ? AND push_state IS NULL "
-                    "AND received_at IS NULL AND acked_at IS NULL AND provider_delivered_at IS NULL AND kind != 'task'",
+                    f"AND {NOT_RECEIVED} AND acked_at IS NULL AND provider_delivered_at IS NULL AND kind != 'task'",
                     (public_id,),
                 ).rowcount
                 == 1

@@ -227,6 +227,19 @@ PG_MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE agents ADD COLUMN approve_tools TEXT;
     """,
+    # 6: the embedded store's migration 12: receipts beside the records, keyed by recipient then record, so a
+    # page's first read inserts into one index range instead of updating a row version of each record.
+    """
+    CREATE TABLE receipts (
+        recipient_id BIGINT NOT NULL,
+        interaction_id BIGINT NOT NULL,
+        received_at BIGINT NOT NULL,
+        PRIMARY KEY (recipient_id, interaction_id)
+    );
+    INSERT INTO receipts (recipient_id, interaction_id, received_at)
+        SELECT recipient_id, id, received_at FROM interactions WHERE received_at IS NOT NULL;
+    ALTER TABLE interactions DROP COLUMN received_at;
+    """,
 )
 
 

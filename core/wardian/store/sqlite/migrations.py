@@ -210,6 +210,23 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE agents ADD COLUMN approve_tools TEXT;
     """,
+    # 12: a record's receipt (the first time a receive returned it) moves out of the record into a table of its
+    # own, keyed by recipient then record, so the first read of a page of 100 writes 100 short rows on one or two
+    # leaves instead of a mark on each record's table page (interleaved recipients put every record of a page on
+    # a page of its own: about 100 WAL frames and a checkpoint every tenth page). What it means is unchanged: only
+    # a received record can be acknowledged, and a received record is never pushed
+    # (docs/decisions/0023-receipts-beside-the-records.md). Dropping the column rewrites the records once.
+    """
+    CREATE TABLE receipts (
+        recipient_id INTEGER NOT NULL,
+        interaction_id INTEGER NOT NULL,
+        received_at INTEGER NOT NULL,
+        PRIMARY KEY (recipient_id, interaction_id)
+    ) STRICT, WITHOUT ROWID;
+    INSERT INTO receipts (recipient_id, interaction_id, received_at)
+        SELECT recipient_id, id, received_at FROM interactions WHERE received_at IS NOT NULL;
+    ALTER TABLE interactions DROP COLUMN received_at;
+    """,
 )
 
 
