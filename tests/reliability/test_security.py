@@ -21,6 +21,7 @@ from tests.reliability.world import AppHandle, app_stderr, db_rows, report, size
 from wardian import errors
 from wardian.client import AppClient
 from wardian.store import roster as store_roster
+from wardian.store import sessions as store_sessions
 
 BOTH_STORES = True  # session forgery and secret hygiene on both stores
 ACCEPTCON = 0x10000  # __SO_ACCEPTCON in /proc/net/unix flags: a listening socket
@@ -104,7 +105,9 @@ def test_s5_no_forged_session_is_accepted_and_attribution_is_the_servers(drained
     senders = db_rows(drained_app.home.root, "SELECT a.uuid FROM interactions i JOIN agents a ON a.id = i.sender_id "
                       "WHERE i.public_id = ?", (receipt["interaction_id"],))
     assert senders == [(a_agent["uuid"],)]
-    assert "hmac.compare_digest" in inspect.getsource(store_roster.SqlRoster.authenticate)
+    # Every authentication (the writer's and the shared store's wait reader's) checks the secret in one place.
+    assert "hmac.compare_digest" in inspect.getsource(store_sessions.session_caller)
+    assert "session_caller(" in inspect.getsource(store_roster.SqlRoster.authenticate)
 
 
 def _cli(app: AppHandle, token: str | None, *args: str) -> subprocess.CompletedProcess[bytes]:

@@ -34,6 +34,7 @@ from wardian.app.signals import ChangeFeed, MailboxSignals
 from wardian.app.writer import StoreWriter
 from wardian.home import Home, prepare_home
 from wardian.store import SqliteStore, Store
+from wardian.store.api import WaitReader
 from wardian.store.url import check_store_url, redact_url
 
 if TYPE_CHECKING:
@@ -48,6 +49,8 @@ EMBEDDED_LEASE_MS = 100 * 365 * 24 * 3600 * 1000
 # taken over from elsewhere) once HOST_LEASE_MS passed.
 HOST_LEASE_MS = 10_000
 HEARTBEAT_S = 2.0
+# How long the app's stop waits for the wait reader's connection to close (it makes no round trip).
+WAIT_READER_CLOSE_S = 2.0
 
 
 class HomeLock:
@@ -292,6 +295,9 @@ async def _serve_until_stopped(
     async with anyio.create_task_group() as outer:
         await outer.start(writer.run)
         async with anyio.create_task_group() as providers:
+            reader = writer.wait_reader()
+            if reader is not None:
+                await providers.start(_keep_wait_reader, reader)
             # Recovery (lost bindings -> uncertain, captured outcomes -> published) runs before readiness.
             await providers.start(runtime.run)
             if announcements is not None:
@@ -339,6 +345,18 @@ async def _heartbeat(writer: StoreWriter, stopping: anyio.Event) -> None:
             )
             stopping.set()
             return
+
+
+async def _keep_wait_reader(reader: WaitReader, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+                            ) -> None:
+    """The shared store's first look of waits (`Store.wait_reader`): its connection opened before readiness (its
+    first attempt bounded by the store's connect timeout; until it is open waits look through the writer), kept
+    while the app runs, and closed, shielded and bounded, when the app stops (after the clients were served)."""
+    try:
+        await reader.keep(task_status.started)
+    finally:
+        with anyio.CancelScope(shield=True), anyio.move_on_after(WAIT_READER_CLOSE_S):
+            await reader.close()
 
 
 async def _follow_announcements(announcements: Announcements, runtime: Runtime) -> None:

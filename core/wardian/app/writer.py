@@ -8,7 +8,8 @@ Cancelling a caller never cancels its operation: once submitted, it runs and com
 cancels the client's wait, never admitted work).
 
 Where the work runs (measured with scripts/bench.py, docs/benchmarks.md; a store behind a network round trip runs
-whole batches on the worker thread instead): a batch's operations run on the event loop, and
+whole batches on the worker thread instead, and answers the first look of a wait, when it needs no write, from its
+read-only wait reader on the loop, beside the writer: `wait_reader`): a batch's operations run on the event loop, and
 only a COMMIT that has something to make durable runs on a worker thread. A thread hop costs ~0.2 ms on
 this 2-core VM (anyio.to_thread round trip, median), more than the statements of a typical operation
 (10-100 µs), and `mailbox/wait` makes two store calls: running everything on the worker made its round
@@ -41,6 +42,7 @@ import anyio
 
 from wardian import errors
 from wardian.store import BatchResult, Store, StoreBusy
+from wardian.store.api import WaitReader
 
 T = TypeVar("T")
 log = logging.getLogger("wardian.app.writer")
@@ -205,6 +207,11 @@ class StoreWriter:
                 results[i] = BatchResult(None, errors.InternalError(
                     f"internal store error: {type(result.error).__name__}"))
         return results
+
+    def wait_reader(self) -> WaitReader | None:
+        """The store's read-only first look of waits, beside this writer (None: every look is the writer's; see
+        `Store.wait_reader`)."""
+        return self._store.wait_reader()
 
     def close(self) -> None:
         self._closed = True

@@ -20,9 +20,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from wardian import errors
+from wardian.model import Caller
 from wardian.store.contracts import History, Hosts, LostTasks, Mailbox, Pushable, Roster, SessionKind, TaskLedger
 from wardian.store.events import InterruptAnnounced, RecordAnnounced, Resynced, StoreEvent
 
@@ -41,6 +42,8 @@ __all__ = [
     "StoreBusy",
     "StoreEvent",
     "TaskLedger",
+    "WaitLook",
+    "WaitReader",
 ]
 
 
@@ -56,6 +59,29 @@ class BatchResult:
 
     value: Any
     error: BaseException | None
+
+
+class WaitLook(NamedTuple):
+    """What a wait's first look found: the caller its session speaks for, and whether a record waits to be received."""
+
+    caller: Caller
+    pending: bool
+
+
+class WaitReader(Protocol):
+    """A shared store's fast path for the first look of a `mailbox/wait`, on the event loop beside the writer
+    (`wardian.store.postgres.wait_reader`): it only reads, and answers only what the writer's look would answer
+    without writing; None means the writer must look."""
+
+    async def keep(self, ready: Callable[[], None]) -> None:
+        """Keep its connection open until cancelled; `ready()` once the first attempt to open it ended."""
+        ...
+
+    async def look(self, token: str) -> WaitLook | None:
+        """Raises: what `Store.authenticate(token)` raises."""
+        ...
+
+    async def close(self) -> None: ...
 
 
 class Store(Hosts, Roster, Mailbox, History, TaskLedger, LostTasks, Protocol):
@@ -95,6 +121,11 @@ class Store(Hosts, Roster, Mailbox, History, TaskLedger, LostTasks, Protocol):
         ...
 
     def close(self) -> None: ...
+
+    def wait_reader(self) -> WaitReader | None:
+        """The store's reader for the first look of waits, used by the app on its event loop (None: the writer looks,
+        as on the embedded store, whose statements run on the loop anyway)."""
+        ...
 
     def atomic(self) -> AbstractContextManager[None]:
         """One transaction or, nested, one savepoint, around several operations."""

@@ -38,7 +38,7 @@ from wardian.model import (
     TaskFacts,
 )
 from wardian.store import lost
-from wardian.store.api import BatchResult, Store
+from wardian.store.api import BatchResult, Store, WaitReader
 from wardian.store.contracts import Pushable, SessionKind
 from wardian.store.cursors import CursorCodec
 from wardian.store.engine import Engine
@@ -73,6 +73,9 @@ class SqlStore:
 
     def close(self) -> None:
         raise NotImplementedError  # the backend's
+
+    def wait_reader(self) -> WaitReader | None:
+        return None  # a backend with a faster look for waits than its writer's provides one
 
     def integrity_check(self) -> str:
         raise NotImplementedError  # the backend's

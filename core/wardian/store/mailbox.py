@@ -44,6 +44,12 @@ NOT_RECEIVED = f"{_RECEIPT} IS NULL"
 # A record admitted for a push is hidden from receive from its first commit: it reaches its recipient through
 # exactly one path.
 PUSH_SENDING = "sending"
+# A record a receive would return (of `interactions`, its recipient's: `has_unacked`, and the shared store's wait
+# reader through `sessions.WAIT_LOOK_SQL`).
+UNACKED = "acked_at IS NULL AND provider_delivered_at IS NULL AND push_state IS NULL"
+# A record of recipient `a` pushed into its live conversation that no wait has reported yet (`interactions i`, `agents
+# a`: `take_unseen_context`, and `sessions.WAIT_LOOK_SQL`).
+UNSEEN_CONTEXT = "i.provider_delivered_at IS NOT NULL AND i.kind != 'task' AND i.id > a.context_seen_id"
 
 
 class Cursors(Protocol):
@@ -117,8 +123,7 @@ class SqlMailbox:
 
     def has_unacked(self, agent_id: int) -> bool:
         row = self._tx.db.execute(
-            "SELECT 1 FROM interactions WHERE recipient_id = ? AND acked_at IS NULL "
-            "AND provider_delivered_at IS NULL AND push_state IS NULL LIMIT 1",
+            f"SELECT 1 FROM interactions WHERE recipient_id = ? AND {UNACKED} LIMIT 1",
             (agent_id,),
         ).fetchone()
         return row is not None
@@ -247,7 +252,7 @@ class SqlMailbox:
         with self._tx.atomic():
             row = self._tx.db.execute(
                 "SELECT max(i.id) FROM interactions i JOIN agents a ON a.id = i.recipient_id WHERE i.recipient_id = ? "
-                "AND i.provider_delivered_at IS NOT NULL AND i.kind != 'task' AND i.id > a.context_seen_id",
+                f"AND {UNSEEN_CONTEXT}",
                 (agent_id,)).fetchone()
             if row[0] is None:
                 return False

@@ -1,7 +1,7 @@
 """Agents, their observed runtime state and their sessions (the roster half of the store).
 
 Sessions are capabilities: a token is `wsn1_<home tag>_<session id>_<secret>`; only a SHA-256 of the 256-bit
-secret is kept, compared in constant time on every call, cached or not.
+secret is kept, compared in constant time on every call, cached or not (`wardian.store.sessions`).
 
 The operator is a row of `agents` of kind `operator` (migration 6): a participant records can come from and go
 to, never an agent. No listing, target, name or UUID resolution returns it, and no session can be minted for it; the
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import hmac
 import json
 import secrets
 import uuid as uuidlib
@@ -21,15 +20,9 @@ from typing import Any
 
 from wardian import errors
 from wardian.model import OPERATOR_UUID, Agent, AgentOverview, AgentStatus, Caller, ManagedAgent
-from wardian.store._sql import AGENT_COL_NAMES, AGENT_COLS, Tx, agent_of, now_ms, of_this_host
-from wardian.store.cache import SessionHit
+from wardian.store._sql import AGENT_COLS, Tx, agent_of, now_ms, of_this_host
 from wardian.store.contracts import SessionKind
-
-SESSION_PREFIX = "wsn1"
-_MAX_REMEMBERED_TOKENS = 1024
-_SESSION_SQL = ("SELECT s.generation, s.secret_hash, s.revoked_at, a.removed_at, s.kind, "
-                + ", ".join(f"a.{c}" for c in AGENT_COL_NAMES)
-                + " FROM sessions s JOIN agents a ON a.id = s.agent_id WHERE s.id = ?")
+from wardian.store.sessions import SESSION_PREFIX, SESSION_SQL, TokenDigests, session_caller, session_hit
 
 
 class SqlRoster:
@@ -38,7 +31,7 @@ class SqlRoster:
     def __init__(self, tx: Tx, home_tag: str) -> None:
         self._tx = tx
         self._home_tag = home_tag
-        self._digests: dict[str, tuple[int, bytes]] = {}
+        self._digests = TokenDigests(home_tag)
 
     # --- agents ---------------------------------------------------------------------------------------
 
@@ -138,62 +131,17 @@ class SqlRoster:
         secret_text = base64.urlsafe_b64encode(secret).rstrip(b"=").decode("ascii")
         return f"{SESSION_PREFIX}_{self._home_tag}_{session_id}_{secret_text}"
 
-    def _token_digest(self, token: str) -> tuple[int, bytes]:
-        """The session id a token names and the SHA-256 of its secret, after its form and home are checked.
-
-        A pure function of the token, so it is remembered per exact token (its digest is still compared with the
-        session's hash on every call, in constant time, and the session looked up as the roster has it now): the
-        split, base64 and SHA-256 were a few µs of every send.
-        """
-        known = self._digests.get(token)
-        if known is not None:
-            return known
-        parts = token.split("_")
-        if len(parts) < 3 or parts[0] != SESSION_PREFIX or not parts[2].isdigit():
-            raise errors.UnknownSession(
-                "WARDIAN_SESSION_ID is not a wardian session of this home; print a valid one with "
-                "`wardian agent env NAME`")
-        if not hmac.compare_digest(parts[1], self._home_tag):
-            raise errors.SessionHomeMismatch(
-                "WARDIAN_SESSION_ID belongs to another WARDIAN_HOME; set the matching WARDIAN_HOME or "
-                "print this home's session with `wardian agent env NAME`")
-        secret_text = "_".join(parts[3:])
-        try:
-            secret = base64.urlsafe_b64decode(secret_text + "=" * (-len(secret_text) % 4))
-        except (ValueError, TypeError):
-            secret = b""
-        known = (int(parts[2]), hashlib.sha256(secret).digest())
-        if len(self._digests) >= _MAX_REMEMBERED_TOKENS:
-            self._digests.clear()  # tokens that match nothing must not grow it without bound
-        self._digests[token] = known
-        return known
-
     def authenticate(self, token: str) -> Caller:
-        session_id, digest = self._token_digest(token)
+        session_id, digest = self._digests.of(token)
         hit = self._tx.cache.session(session_id)
         if hit is None:
             # One statement for the session and its agent, then kept until the roster changes.
-            row = self._tx.db.execute(_SESSION_SQL, (session_id,)).fetchone()
-            if row is None or row[2] is not None or row[3] is not None:
-                raise errors.UnknownSession(
-                    "WARDIAN_SESSION_ID names no live session of this home; print a valid one with "
-                    "`wardian agent env NAME`")
-            hit = SessionHit(bytes(row[1]), Caller(agent=agent_of(row[5:]), session_id=session_id,
-                                                   generation=row[0]), row[4])
+            hit = session_hit(session_id, self._tx.db.execute(SESSION_SQL, (session_id,)).fetchone())
             self._tx.cache.keep_session(session_id, hit)
-        # The secret is checked on every call, cached or not, in constant time; revocation and a newer generation
-        # come from the session as the roster (or its cache, cleared by every roster change) has it now.
-        if not hmac.compare_digest(digest, hit.secret_hash):
-            raise errors.Unauthenticated("the session could not be authenticated")
-        caller = hit.caller
-        if hit.kind == "managed" and caller.generation < caller.agent.generation:
-            # A newer generation of this agent started and was given its own session: this one speaks for a runtime
-            # that is gone (an old MCP server, say), so it may no longer act for the agent.
-            raise errors.StaleSession(
-                f"this session of agent {caller.agent.name!r} belongs to its runtime generation {caller.generation}; "
-                f"the agent now runs generation {caller.agent.generation}, whose MCP server has its own session",
-                agent=caller.agent.name, generation=caller.generation, current_generation=caller.agent.generation)
-        return caller
+        # The secret is checked on every call, cached or not, in constant time (`session_caller`); revocation and a
+        # newer generation come from the session as the roster (or its cache, cleared by every roster change) has it
+        # now.
+        return session_caller(hit, digest)
 
     def revoke_sessions(self, agent_id: int, *, managed_too: bool) -> int:
         """Revoke the agent's operator-minted sessions (and with `managed_too` its managed ones); returns how many."""

@@ -126,9 +126,18 @@ async def wait(app: AppService, p: MailboxWaitParams) -> WaitResult:
 
     # One store operation learns the caller and looks; a signal sent between that look and the subscription is
     # caught by `signals.sent` (then it looks again, subscribed). 100 waits on one mailbox arm in one round trip
-    # each instead of two.
+    # each instead of two. On a shared store the look is first read on the loop (`Store.wait_reader`), which answers
+    # alone when nothing needs a write; otherwise the writer looks, as if the reader had not been asked.
     sent_before = app.signals.sent
-    caller, found = await app.writer.call(authenticate_and_look)
+    looked = None
+    reader = app.writer.wait_reader()
+    if reader is not None:
+        looked = await reader.look(p.session)
+    if looked is not None:
+        caller = looked.caller
+        found = MAILBOX_ACTIVITY if looked.pending and not (connection is not None and connection.gone) else None
+    else:
+        caller, found = await app.writer.call(authenticate_and_look)
     if found is not None:
         return {"woke": True, "timed_out": False, "wake_reason": found}
     me = caller.agent.id

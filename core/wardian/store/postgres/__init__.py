@@ -1,8 +1,8 @@
 """The shared backend: PostgreSQL (psycopg 3), for agents on several machines.
 
 The parts are the same modules as the embedded store's; this package provides the engine's hooks (`engine`), its
-pipelined batches (`pipeline`), the roster cache (`roster_cache`), the schema and its migrations (`schema`) and the
-announcements of other apps' commits (`announcements`).
+pipelined batches (`pipeline`), the roster cache (`roster_cache`), the schema and its migrations (`schema`), the
+announcements of other apps' commits (`announcements`) and the read-only first look of waits (`wait_reader`).
 
 Invariants:
 - Every change runs inside `atomic()` (BEGIN, SAVEPOINT when nested) or a batch (one BEGIN, one COMMIT: group
@@ -31,9 +31,10 @@ from wardian.store.base import SqlStore
 from wardian.store.postgres import schema
 from wardian.store.postgres.announcements import Announcements
 from wardian.store.postgres.engine import PgEngine, connect, map_pg_errors, storage_error
+from wardian.store.postgres.wait_reader import PgWaitReader
 from wardian.store.url import check_store_url, redact_url
 
-__all__ = ["Announcements", "PostgresStore", "migrate_store"]
+__all__ = ["Announcements", "PgWaitReader", "PostgresStore", "migrate_store"]
 
 
 class PostgresStore(SqlStore):
@@ -45,6 +46,7 @@ class PostgresStore(SqlStore):
         super().__init__(engine, epoch, cursor_key)
         self._pg = engine
         self._url = engine.url
+        self._wait_reader: PgWaitReader | None = None
 
     @classmethod
     def open(cls, url: str, *, migrate: bool = True) -> PostgresStore:
@@ -86,6 +88,13 @@ class PostgresStore(SqlStore):
     def announcements(self) -> Announcements:
         """The stream of what other apps commit (see `Announcements`)."""
         return Announcements(self._url, lambda: self.backend_pids)
+
+    def wait_reader(self) -> PgWaitReader:
+        """The first look of waits, read on the app's event loop from a connection of its own (see `PgWaitReader`):
+        one per store, opened by its `keep`."""
+        if self._wait_reader is None:
+            self._wait_reader = PgWaitReader(self._url, self.home_tag)
+        return self._wait_reader
 
     def integrity_check(self) -> str:
         with map_pg_errors():

@@ -1,0 +1,250 @@
+"""The shared store's wait reader (`wardian.store.postgres.wait_reader`): the first look of a `mailbox/wait`, read on
+the event loop from a read-only connection of its own. It answers alone only what the writer's look answers without
+writing, refuses a session exactly as the writer does (as the roster is committed now), and leaves everything else
+to the writer: pushed context to take, a broken or missing connection, an error. Against the private PostgreSQL
+server of the test process, and once through an app."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import psycopg
+import pytest
+
+from tests.conftest import app_on_a_fresh_home
+from tests.store.conftest import Backend
+from wardian import errors
+from wardian.app.writer import StoreWriter
+from wardian.model import InteractionKind, ReceivePage
+from wardian.store import SqliteStore, Store
+from wardian.store.api import WaitLook
+from wardian.store.postgres import PgWaitReader, PostgresStore
+from wardian_harness.postgres import PrivateCluster
+
+
+@asynccontextmanager
+async def kept(store: PostgresStore) -> AsyncIterator[PgWaitReader]:
+    """The store's wait reader with its connection kept open (as the app keeps it), closed after."""
+    reader = store.wait_reader()
+    async with anyio.create_task_group() as tg:
+        await tg.start(lambda task_status: reader.keep(task_status.started))
+        try:
+            yield reader
+        finally:
+            tg.cancel_scope.cancel()
+            await reader.close()
+
+
+def writer_look(store: Store, token: str) -> tuple[str, Any]:
+    """What the writer's look answers (the mailbox wait handler's `authenticate_and_look`), as comparable values: the
+    caller's agent and whether a record waits, or the error's code. It may take pushed context (a write)."""
+    try:
+        caller = store.authenticate(token)
+    except errors.WardianError as exc:
+        return "refused", exc.code
+    return caller.agent.uuid, store.has_unacked(caller.agent.id) or ("context" if store.take_unseen_context(
+        caller.agent.id) else False)
+
+
+async def reader_look(reader: PgWaitReader, token: str) -> tuple[str, Any] | None:
+    try:
+        looked = await reader.look(token)
+    except errors.WardianError as exc:
+        return "refused", exc.code
+    return None if looked is None else (looked.caller.agent.uuid, looked.pending)
+
+
+def run(pg_cluster: PrivateCluster, tmp_path: Path, body: Callable[[PostgresStore, PgWaitReader],
+                                                                   Awaitable[None]]) -> None:
+    backend = Backend("postgresql", tmp_path, pg_cluster)
+    store = backend.open()
+    assert isinstance(store, PostgresStore)
+
+    async def main() -> None:
+        async with kept(store) as reader:
+            await body(store, reader)
+
+    try:
+        anyio.run(main)
+    finally:
+        backend.close_all()
+
+
+def test_an_empty_wait_is_answered_by_the_reader_alone(pg_cluster: PrivateCluster, tmp_path: Path) -> None:
+    async def body(store: PostgresStore, reader: PgWaitReader) -> None:
+        agent = store.add_agent("a", "codex", None)
+        token = store.create_session(agent.id)
+        looked = await reader.look(token)
+        assert looked == WaitLook(store.authenticate(token), False)
+        assert (reader.answered, reader.passed) == (1, 0)
+        assert writer_look(store, token) == (agent.uuid, False)  # the same answer
+
+    run(pg_cluster, tmp_path, body)
+
+
+def test_a_pending_record_is_reported_and_still_received_through_the_writer(
+        pg_cluster: PrivateCluster, tmp_path: Path) -> None:
+    """A record waiting wakes the wait (read only: the writer's look writes nothing either); receiving it is the
+    writer's, and returns it."""
+    async def body(store: PostgresStore, reader: PgWaitReader) -> None:
+        me = store.authenticate(store.create_session(store.add_agent("me", "codex", None).id))
+        agent = store.add_agent("a", "codex", None)
+        token = store.create_session(agent.id)
+        receipt = store.admit(me, agent, InteractionKind.INFORMATION, "hello")
+        assert await reader_look(reader, token) == writer_look(store, token) == (agent.uuid, True)
+        writer = StoreWriter(store)
+        pages: list[ReceivePage] = []
+        async with anyio.create_task_group() as tg:
+            await tg.start(writer.run)
+            pages.append(await writer.call(lambda s: s.receive(s.authenticate(token), cursor=None, ack_cursor=None,
+                                                               limit=10)))
+            writer.close()
+        assert [r.interaction.id for r in pages[0].records] == [receipt.interaction_id]
+        store.receive(store.authenticate(token), cursor=None, ack_cursor=pages[0].cursor, limit=10)
+        assert await reader_look(reader, token) == writer_look(store, token) == (agent.uuid, False)
+
+    run(pg_cluster, tmp_path, body)
+
+
+def test_a_revoked_session_or_removed_agent_is_refused_by_the_reader(pg_cluster: PrivateCluster,
+                                                                     tmp_path: Path) -> None:
+    """Read as the roster is committed now: a session the reader just answered is refused once revoked (here, or by
+    another app of the store: another connection), with the writer's error; so are forgeries and another home's."""
+    async def body(store: PostgresStore, reader: PgWaitReader) -> None:
+        agent = store.add_agent("a", "codex", None)
+        token = store.create_session(agent.id)
+        assert await reader_look(reader, token) == (agent.uuid, False)
+        forged = token[:-4] + ("AAAA" if not token.endswith("AAAA") else "BBBB")
+        prefix, tag, session_id, secret = token.split("_", 3)
+        for bad in (forged, "wsn1_nope", "_".join((prefix, "x" * len(tag), session_id, secret)),
+                    "_".join((prefix, tag, str(int(session_id) + 1000), secret))):
+            refused = await reader_look(reader, bad)
+            assert refused == writer_look(store, bad)
+            assert refused is not None
+            assert refused[0] == "refused"
+        with psycopg.connect(store.test_backdoor().url, autocommit=True) as other_app:
+            other_app.execute("UPDATE sessions SET revoked_at = 1 WHERE id = %s", (int(session_id),))
+        assert await reader_look(reader, token) == ("refused", "unknown_session") == writer_look(store, token)
+        second = store.add_agent("b", "codex", None)
+        token = store.create_session(second.id)
+        assert await reader_look(reader, token) == (second.uuid, False)
+        store.remove_agent(second.id)
+        assert await reader_look(reader, token) == ("refused", "unknown_session") == writer_look(store, token)
+        assert reader.passed == 0
+
+    run(pg_cluster, tmp_path, body)
+
+
+def test_pushed_context_is_left_to_the_writer_which_takes_it(pg_cluster: PrivateCluster, tmp_path: Path) -> None:
+    async def body(store: PostgresStore, reader: PgWaitReader) -> None:
+        me = store.authenticate(store.create_session(store.add_agent("me", "codex", None).id))
+        agent = store.add_agent("a", "codex", None)
+        token = store.create_session(agent.id)
+        pushed = store.admit(me, agent, InteractionKind.INFORMATION, "into the conversation", push=True)
+        store.push_done(pushed.interaction_id)
+        assert await reader.look(token) is None
+        assert reader.passed == 1
+        assert writer_look(store, token) == (agent.uuid, "context")  # taken: a write
+        assert await reader_look(reader, token) == writer_look(store, token) == (agent.uuid, False)
+
+    run(pg_cluster, tmp_path, body)
+
+
+def test_a_terminated_reader_connection_falls_back_then_is_replaced(pg_cluster: PrivateCluster,
+                                                                     tmp_path: Path) -> None:
+    async def body(store: PostgresStore, reader: PgWaitReader) -> None:
+        agent = store.add_agent("a", "codex", None)
+        token = store.create_session(agent.id)
+        assert await reader_look(reader, token) == (agent.uuid, False)
+        killed = reader.backend_pid
+        assert killed is not None
+        with psycopg.connect(store.test_backdoor().url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (killed,))
+        assert await reader.look(token) is None  # the broken connection is noticed: this wait is the writer's
+        assert writer_look(store, token) == (agent.uuid, False)
+        for _ in range(1000):  # `keep` connects again, after its first backoff (0.1 s)
+            if reader.backend_pid is not None:
+                break
+            await anyio.sleep(0.01)
+        assert reader.backend_pid != killed
+        assert await reader_look(reader, token) == (agent.uuid, False)
+        assert (reader.answered, reader.passed) == (2, 1)
+
+    run(pg_cluster, tmp_path, body)
+
+
+def test_a_look_while_another_holds_the_connection_is_the_writers(pg_cluster: PrivateCluster,
+                                                                   tmp_path: Path) -> None:
+    async def body(store: PostgresStore, reader: PgWaitReader) -> None:
+        agent = store.add_agent("a", "codex", None)
+        token = store.create_session(agent.id)
+        found: list[tuple[str, Any] | None] = []
+
+        async def one() -> None:
+            found.append(await reader_look(reader, token))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(one)
+            tg.start_soon(one)
+        assert sorted(found, key=repr) == sorted([(agent.uuid, False), None], key=repr)
+        assert (reader.answered, reader.passed) == (1, 1)
+
+    run(pg_cluster, tmp_path, body)
+
+
+def test_a_reader_without_a_connection_leaves_every_look_to_the_writer(pg_cluster: PrivateCluster,
+                                                                        tmp_path: Path) -> None:
+    """Not kept (no connection yet, or the app stopping); the embedded store has no reader."""
+    backend = Backend("postgresql", tmp_path, pg_cluster)
+    store = backend.open()
+    assert isinstance(store, PostgresStore)
+    token = store.create_session(store.add_agent("a", "codex", None).id)
+    try:
+        assert anyio.run(store.wait_reader().look, token) is None
+        assert store.wait_reader() is store.wait_reader()
+    finally:
+        backend.close_all()
+    sqlite = SqliteStore.open(tmp_path / "wardian.db")
+    try:
+        assert sqlite.wait_reader() is None
+    finally:
+        sqlite.close()
+
+
+def test_an_app_waits_through_its_reader_and_survives_its_loss(pg_cluster: PrivateCluster) -> None:
+    """The app keeps one reader connection (`wardian wait`); its waits answer as before while it is terminated and
+    replaced, and a revoked session is refused."""
+    store_url = pg_cluster.database()
+    with app_on_a_fresh_home(store_url=store_url) as app, psycopg.connect(store_url, autocommit=True) as admin:
+        def readers() -> list[int]:
+            return [r[0] for r in admin.execute(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = 'wardian wait' AND datname = "
+                "current_database()").fetchall()]
+
+        _, lead_token = app.add_agent()
+        worker, token = app.add_agent()
+        empty = {"woke": False, "timed_out": True, "wake_reason": None}
+        assert app.call("mailbox/wait", {"session": token, "timeout_ms": 0}) == empty
+        first = readers()
+        assert len(first) == 1
+        app.call("message/send", {"session": lead_token, "target": worker["uuid"], "message": "hi"})
+        woke = {"woke": True, "timed_out": False, "wake_reason": "mailbox_activity"}
+        assert app.call("mailbox/wait", {"session": token, "timeout_ms": 0}) == woke
+        admin.execute("SELECT pg_terminate_backend(%s)", (first[0],))
+        for _ in range(3):
+            assert app.call("mailbox/wait", {"session": token, "timeout_ms": 0}) == woke
+        for _ in range(500):
+            if readers() and readers() != first:
+                break
+            time.sleep(0.02)
+        assert len(readers()) == 1
+        assert readers() != first
+        assert app.call("mailbox/wait", {"session": lead_token, "timeout_ms": 0}) == empty
+        app.call("agent/revoke", {"agent": worker["uuid"]})
+        with pytest.raises(errors.UnknownSession):
+            app.call("mailbox/wait", {"session": token, "timeout_ms": 0})
