@@ -23,7 +23,7 @@ from wardian.app.writer import StoreWriter
 from wardian.model import InteractionKind, ReceivePage
 from wardian.store import SqliteStore, Store
 from wardian.store.api import WaitLook
-from wardian.store.postgres import PgWaitReader, PostgresStore
+from wardian.store.postgres import PgWaitReader, PostgresStore, wait_reader
 from wardian_harness.postgres import PrivateCluster
 
 
@@ -174,6 +174,30 @@ def test_a_terminated_reader_connection_falls_back_then_is_replaced(pg_cluster: 
         assert reader.backend_pid != killed
         assert await reader_look(reader, token) == (agent.uuid, False)
         assert (reader.answered, reader.passed) == (2, 1)
+
+    run(pg_cluster, tmp_path, body)
+
+
+def test_a_slow_look_is_left_to_the_writer(pg_cluster: PrivateCluster, tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A look held up (here by a lock another connection holds on `sessions`) past its bound answers nothing; once the
+    lock is gone the reader answers again."""
+    monkeypatch.setattr(wait_reader, "LOOK_TIMEOUT_S", 0.3)
+
+    async def body(store: PostgresStore, reader: PgWaitReader) -> None:
+        agent = store.add_agent("a", "codex", None)
+        token = store.create_session(agent.id)
+        with psycopg.connect(store.test_backdoor().url) as other:
+            other.execute("LOCK TABLE sessions IN ACCESS EXCLUSIVE MODE")
+            with anyio.fail_after(15):
+                assert await reader.look(token) is None
+            other.rollback()
+        assert reader.passed == 1
+        for _ in range(1000):  # if the client gave up first, `keep` connects again
+            if reader.backend_pid is not None:
+                break
+            await anyio.sleep(0.01)
+        assert await reader_look(reader, token) == (agent.uuid, False)
 
     run(pg_cluster, tmp_path, body)
 

@@ -163,6 +163,10 @@ class PgWaitReader:
                 log.warning("the wait reader's look failed (%s); this wait looks through the writer",
                             type(exc).__name__)
             return False, None
+        except Exception as exc:
+            # Nothing a look should meet: this wait is the writer's, and the connection, in an unknown state, replaced.
+            await self._replace(conn, f"a look failed: {type(exc).__name__}")
+            return False, None
         except BaseException:
             # Cancelled half-way (the caller went): the connection's state is not known; another replaces it.
             await self._replace(conn, "a look was cancelled")
