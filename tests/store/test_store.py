@@ -233,6 +233,11 @@ def test_a_session_token_is_bound_to_its_store_and_secret(backend: Backend, stor
         store.authenticate(f"{prefix}_{tag}_99999_{secret}")
     with pytest.raises(errors.UnknownSession):
         store.authenticate("not-a-session")
+    for forged_id in ("\u00b2", "\u0663", "9" * 40, "-1", ""):  # a superscript two, an Arabic-Indic three, no BIGINT
+        with pytest.raises(errors.UnknownSession):
+            store.authenticate(f"{prefix}_{tag}_{forged_id}_{secret}")
+    with pytest.raises(errors.SessionHomeMismatch):
+        store.authenticate(f"{prefix}_t\u00e4g_{sid}_{secret}")
     other = backend.other()
     with pytest.raises(errors.SessionHomeMismatch):
         other.authenticate(token)

@@ -21,6 +21,7 @@ from wardian.store.cache import SessionHit
 from wardian.store.mailbox import UNACKED, UNSEEN_CONTEXT
 
 SESSION_PREFIX = "wsn1"
+_MAX_ID_DIGITS = 18  # a session id is a BIGINT (at most 19 digits); 18 never overflows it
 _MAX_REMEMBERED_TOKENS = 1024
 _SESSION_COLS = ("s.generation, s.secret_hash, s.revoked_at, a.removed_at, s.kind, "
                  + ", ".join(f"a.{c}" for c in AGENT_COL_NAMES))
@@ -55,11 +56,13 @@ class TokenDigests:
         if known is not None:
             return known
         parts = token.split("_")
-        if len(parts) < 3 or parts[0] != SESSION_PREFIX or not parts[2].isdigit():
+        # ASCII digits only (`str.isdigit` also takes "²", which `int` refuses), and no more than a BIGINT holds.
+        if (len(parts) < 3 or parts[0] != SESSION_PREFIX or not parts[2].isascii() or not parts[2].isdigit()
+                or len(parts[2]) > _MAX_ID_DIGITS):
             raise errors.UnknownSession(
                 "WARDIAN_SESSION_ID is not a wardian session of this home; print a valid one with "
                 "`wardian agent env NAME`")
-        if not hmac.compare_digest(parts[1], self._home_tag):
+        if not parts[1].isascii() or not hmac.compare_digest(parts[1], self._home_tag):  # it refuses other text
             raise errors.SessionHomeMismatch(
                 "WARDIAN_SESSION_ID belongs to another WARDIAN_HOME; set the matching WARDIAN_HOME or "
                 "print this home's session with `wardian agent env NAME`")
