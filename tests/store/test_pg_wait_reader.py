@@ -155,6 +155,14 @@ def test_pushed_context_is_left_to_the_writer_which_takes_it(pg_cluster: Private
     run(pg_cluster, tmp_path, body)
 
 
+async def reconnected(reader: PgWaitReader) -> None:
+    """Until the reader has a connection again, for at most about 10 s (`keep` retries from 0.1 s)."""
+    for _ in range(1000):
+        if reader.backend_pid is not None:
+            return
+        await anyio.sleep(0.01)
+
+
 def test_a_terminated_reader_connection_falls_back_then_is_replaced(pg_cluster: PrivateCluster,
                                                                      tmp_path: Path) -> None:
     async def body(store: PostgresStore, reader: PgWaitReader) -> None:
@@ -167,10 +175,7 @@ def test_a_terminated_reader_connection_falls_back_then_is_replaced(pg_cluster: 
             admin.execute("SELECT pg_terminate_backend(%s)", (killed,))
         assert await reader.look(token) is None  # the broken connection is noticed: this wait is the writer's
         assert writer_look(store, token) == (agent.uuid, False)
-        for _ in range(1000):  # `keep` connects again, after its first backoff (0.1 s)
-            if reader.backend_pid is not None:
-                break
-            await anyio.sleep(0.01)
+        await reconnected(reader)  # `keep` connects again, after its first backoff (0.1 s)
         assert reader.backend_pid != killed
         assert await reader_look(reader, token) == (agent.uuid, False)
         assert (reader.answered, reader.passed) == (2, 1)
@@ -193,10 +198,7 @@ def test_a_slow_look_is_left_to_the_writer(pg_cluster: PrivateCluster, tmp_path:
                 assert await reader.look(token) is None
             other.rollback()
         assert reader.passed == 1
-        for _ in range(1000):  # if the client gave up first, `keep` connects again
-            if reader.backend_pid is not None:
-                break
-            await anyio.sleep(0.01)
+        await reconnected(reader)  # if the client gave up first, `keep` connects again
         assert await reader_look(reader, token) == (agent.uuid, False)
 
     run(pg_cluster, tmp_path, body)
