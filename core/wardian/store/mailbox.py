@@ -44,8 +44,8 @@ NOT_RECEIVED = f"{_RECEIPT} IS NULL"
 # A record admitted for a push is hidden from receive from its first commit: it reaches its recipient through
 # exactly one path.
 PUSH_SENDING = "sending"
-# A record a receive would return (of `interactions`, its recipient's: `has_unacked`, and the shared store's wait
-# reader through `sessions.WAIT_LOOK_SQL`).
+# A record a receive would return (of `interactions`, its recipient's: `receive`, its receipts, `has_unacked`, and
+# the shared store's wait reader through `sessions.WAIT_LOOK_SQL`).
 UNACKED = "acked_at IS NULL AND provider_delivered_at IS NULL AND push_state IS NULL"
 # A record of recipient `a` pushed into its live conversation that no wait has reported yet (`interactions i`, `agents
 # a`: `take_unseen_context`, and `sessions.WAIT_LOOK_SQL`).
@@ -145,16 +145,15 @@ class SqlMailbox:
                     (now, me, ack_range[0], ack_range[1])).rowcount
             rows = db.execute(
                 f"SELECT id, public_id, kind, sender_id, body, request_id, status, created_at, {RECEIVED} "
-                "FROM interactions WHERE recipient_id = ? AND acked_at IS NULL AND provider_delivered_at IS NULL "
-                "AND push_state IS NULL AND id > ? ORDER BY id LIMIT ?", (me, after, limit + 1)).fetchall()
+                f"FROM interactions WHERE recipient_id = ? AND {UNACKED} AND id > ? ORDER BY id LIMIT ?",
+                (me, after, limit + 1)).fetchall()
             page, more = _page_of(rows, limit)
             if page and not all(row[8] for row in page):
                 # Returned now: from here on this record travels the receive path only (never pushed as well).
                 # A receipt already there (a concurrent receive of the same page) is left as it is.
                 db.write("INSERT INTO receipts (recipient_id, interaction_id, received_at) "
                          "SELECT recipient_id, id, ? FROM interactions WHERE recipient_id = ? AND id > ? AND id <= ? "
-                         "AND acked_at IS NULL AND provider_delivered_at IS NULL AND push_state IS NULL "
-                         "ON CONFLICT DO NOTHING", (now, me, after, page[-1][0]))
+                         f"AND {UNACKED} ON CONFLICT DO NOTHING", (now, me, after, page[-1][0]))
             parties: dict[int, Party] = {me: party_of(caller.agent)}
             records = [self._received(caller, row, now, parties) for row in page]
         next_cursor = self._cursors.encode_cursor(me, after, page[-1][0]) if page else None
