@@ -5,20 +5,25 @@ over two apps of one PostgreSQL database."""
 from __future__ import annotations
 
 import os
+import shutil
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchmarks.apps import RunningApp, add_agents, cpu_seconds, fresh_app
+from benchmarks.apps import RunningApp, add_agents, cpu_seconds, fresh_app, new_home, plain_env
 from benchmarks.clients import drive_connections, drive_senders, frame
-from benchmarks.config import TEXT, Config
+from benchmarks.config import REPO, TEXT, Config
 from benchmarks.figures import emit, log, ms, pct
 from benchmarks.postgres import pg_raw_ceiling
 from benchmarks.store import fdatasync_p50, store_ceiling
 from wardian.client import AppClient
+from wardian.home import Home
+from wardian.store import SqliteStore
 
 if TYPE_CHECKING:
     from wardian_harness.postgres import PrivateCluster
@@ -62,7 +67,10 @@ class SendLoad:
         label = f"{self.tag['store']} " if self.tag else ""
         log(f"{label}sends: {answers / elapsed:,.0f}/s over {elapsed:.1f} s, app CPU {used / elapsed:.2f} cores")
 
-    def emit(self, agents: int, ceiling: int, client: str, **extra: Any) -> None:
+    def emit(self, agents: int, ceiling: int, client: str, minimal: int | None = None, **extra: Any) -> None:
+        if minimal is not None:
+            extra |= {"minimal_server_sends_per_s": minimal,
+                      "ratio_to_minimal_server": round(statistics.median(self.rates) / minimal, 3)}
         emit("durable_sends_per_s_32_senders", value=round(statistics.median(self.rates)),
              range=[round(min(self.rates)), round(max(self.rates))], n=self.total, rounds=len(self.rates),
              senders=len(self.targets), latency_p50_ms=ms(statistics.median(self.p50s)),
@@ -104,6 +112,99 @@ def app_floor(cfg: Config, app: RunningApp, tag: dict[str, Any], n: int = 32) ->
 ONE_APP_CLIENT = "32 connections on one epoll loop in the bench process, one request in flight each"
 
 
+@dataclass
+class MinimalServerRun:
+    """What `minimal_server_rate` measured of one shape, emitted once the store's ceiling of the same run is known."""
+
+    shape: str
+    rates: list[float]
+    cpu_us: list[float]
+    total: int = 0
+    mean_batch: float = 0.0
+
+    @property
+    def value(self) -> int:
+        return round(statistics.median(self.rates))
+
+
+def emit_minimal(runs: dict[str, MinimalServerRun], ceiling: int, tag: dict[str, Any]) -> int:
+    """One line for the `fill` shape (the faster here), the `overlap` shape's figures beside it; returns its rate."""
+    fill, overlap = runs["fill"], runs["overlap"]
+    emit("minimal_server_sends_per_s_32_senders", value=fill.value,
+         range=[round(min(fill.rates)), round(max(fill.rates))], n=fill.total, rounds=len(fill.rates), senders=32,
+         server_cpu_us_per_send=round(statistics.median(fill.cpu_us), 1), mean_batch=round(fill.mean_batch, 1),
+         unit="sends/s", store_ceiling_sends_per_s=ceiling, ratio_to_ceiling=round(fill.value / ceiling, 3),
+         shape="fill", overlap_shape_sends_per_s=overlap.value,
+         overlap_shape_ratio_to_ceiling=round(overlap.value / ceiling, 3),
+         overlap_shape_server_cpu_us_per_send=round(statistics.median(overlap.cpu_us), 1),
+         overlap_shape_mean_batch=round(overlap.mean_batch, 1), client=ONE_APP_CLIENT,
+         note="benchmarks/minimal_server.py: the app's send operation and store behind the least server (NDJSON on a "
+         "Unix socket, no validation, tasks, futures or wake-ups), the same 32 senders; shape fill: a batch waits "
+         "for as many requests as the last one held (at most 0.5 ms), statements and COMMIT on the loop; "
+         "overlap_shape_*: the app's group commit (statements on the loop, COMMIT on a worker)", **tag)
+    return fill.value
+
+
+def minimal_server_rate(cfg: Config) -> dict[str, MinimalServerRun]:
+    """The same 32 senders in a ring against `benchmarks.minimal_server` in each shape, each on a fresh SQLite
+    store, rounds alternating between the shapes as the app's rounds do."""
+    from benchmarks.minimal_server import SHAPES
+
+    roots, procs, targets = [], {}, {}
+    try:
+        for shape in SHAPES:
+            root = new_home()
+            roots.append(root)
+            store = SqliteStore.open(Home(root).db_path)
+            try:
+                agents = [store.add_agent(f"min{i}", "codex", None) for i in range(32)]
+                tokens = [store.create_session(a.id) for a in agents]
+            finally:
+                store.close()
+            socket_path = str(root / "minimal.sock")
+            proc = subprocess.Popen([sys.executable, "-m", "benchmarks.minimal_server", shape, socket_path,
+                                     str(Home(root).db_path)], cwd=REPO, env=plain_env(), stdout=subprocess.PIPE,
+                                    text=True)
+            procs[shape] = proc
+            assert proc.stdout is not None
+            if proc.stdout.readline().strip() != "ready":
+                raise RuntimeError(f"benchmarks.minimal_server {shape} did not start")
+            targets[shape] = [(socket_path, frame("message/send", {
+                "session": tokens[i], "target": agents[(i + 1) % 32].uuid, "message": TEXT})) for i in range(32)]
+            drive_connections(targets[shape], 0.5)  # warm-up
+        runs = {shape: MinimalServerRun(shape, [], []) for shape in SHAPES}
+        for _ in range(cfg.rounds):
+            for shape, run in runs.items():
+                pid = procs[shape].pid
+                cpu0, t0 = _pid_cpu_seconds(pid), time.perf_counter()
+                answers, errs, _ = drive_connections(targets[shape], cfg.send_seconds)
+                elapsed = time.perf_counter() - t0
+                if errs:
+                    raise RuntimeError(f"{errs} of {answers} sends to the minimal server ({shape}) failed")
+                run.rates.append(answers / elapsed)
+                run.cpu_us.append((_pid_cpu_seconds(pid) - cpu0) / answers * 1e6)
+                run.total += answers
+                log(f"minimal server ({shape}) sends: {answers / elapsed:,.0f}/s over {elapsed:.1f} s")
+        for shape, proc in procs.items():
+            proc.terminate()
+            out, _ = proc.communicate(timeout=30)
+            batches, sends = (int(x) for x in out.split())
+            runs[shape].mean_batch = sends / batches
+        return runs
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        for root in roots:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _pid_cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def bench_throughput(cfg: Config) -> None:
     with fresh_app() as app, AppClient(app.home) as client:
         load = ring_load({}, [(app, client)])
@@ -112,8 +213,9 @@ def bench_throughput(cfg: Config) -> None:
             load.round(cfg.send_seconds)
         status = client.call("app/status")
         app_floor(cfg, app, {})
-        ceiling = store_ceiling(cfg)
-        load.emit(status["agents"], ceiling, ONE_APP_CLIENT)
+    minimal = minimal_server_rate(cfg)
+    ceiling = store_ceiling(cfg)
+    load.emit(status["agents"], ceiling, ONE_APP_CLIENT, emit_minimal(minimal, ceiling, {}))
 
 
 def bench_throughput_compare(cfg: Config, cluster: PrivateCluster) -> None:
@@ -133,10 +235,11 @@ def bench_throughput_compare(cfg: Config, cluster: PrivateCluster) -> None:
                 load.round(cfg.send_seconds)
         sq_agents, pg_agents = sq_client.call("app/status")["agents"], a_client.call("app/status")["agents"]
         app_floor(cfg, sq, {"store": "sqlite"})
+    minimal = minimal_server_rate(cfg)
     sq_ceiling = store_ceiling(cfg, tag={"store": "sqlite"})
     pg_ceiling = store_ceiling(cfg, url=cluster.database(), tag={"store": "postgresql"})
     raw = pg_raw_ceiling(cfg, url)
-    sq_load.emit(sq_agents, sq_ceiling, ONE_APP_CLIENT)
+    sq_load.emit(sq_agents, sq_ceiling, ONE_APP_CLIENT, emit_minimal(minimal, sq_ceiling, {"store": "sqlite"}))
     sq_rate, pg_rate = statistics.median(sq_load.rates), statistics.median(pg_load.rates)
     pg_load.emit(pg_agents, pg_ceiling, "32 connections (16 to each of the apps alpha and beta, one database) on one "
                  "epoll loop in the bench process, one request in flight each; sender i -> agent i+1 on the other host",

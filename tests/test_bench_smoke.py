@@ -24,6 +24,7 @@ EXPECTED = {
     "durable_sends_per_s_32_senders",
     "app_floor_requests_per_s_32_senders",
     "store_ceiling_sends_per_s_batches_of_32",
+    "minimal_server_sends_per_s_32_senders",
     "receive_100_at_1m",
     "receive_100_at_1m_cursor",
     "cli_cold_start_message_wait",
@@ -61,6 +62,12 @@ def test_bench_quick_prints_one_json_object_per_line_for_every_metric():
     # The cold start carries its ratio to the interpreter's start-up in the same run, so no arithmetic is needed.
     cold, floor = by_metric["cli_cold_start_message_wait"], by_metric["python_start_floor"]
     assert cold["ratio_to_python"] == pytest.approx(cold["value"] / floor["value"], rel=0.01)
+    # The sends carry their ratios to the store's ceiling and to the least server of the same run.
+    durable, minimal = by_metric["durable_sends_per_s_32_senders"], by_metric["minimal_server_sends_per_s_32_senders"]
+    assert minimal["ratio_to_ceiling"] == pytest.approx(minimal["value"] / minimal["store_ceiling_sends_per_s"],
+                                                        rel=0.01)
+    assert durable["ratio_to_minimal_server"] == pytest.approx(durable["value"] / minimal["value"], rel=0.02)
+    assert minimal["overlap_shape_sends_per_s"] > 0
 
 
 # `--store postgresql`: each store-bound figure on both backends, tagged, plus the PostgreSQL-only ones.
@@ -68,7 +75,7 @@ EXPECTED_BOTH_STORES = {
     ("roundtrip_mailbox_wait", "sqlite"), ("roundtrip_mailbox_wait", "postgresql"),
     ("roundtrip_agent_list", "sqlite"), ("roundtrip_agent_list", "postgresql"),
     ("wake_1_waiter", "sqlite"), ("wake_1_waiter", "postgresql"), ("wake_1_waiter_cross_host", "postgresql"),
-    ("app_floor_requests_per_s_32_senders", "sqlite"),
+    ("app_floor_requests_per_s_32_senders", "sqlite"), ("minimal_server_sends_per_s_32_senders", "sqlite"),
     ("store_ceiling_sends_per_s_batches_of_32", "sqlite"), ("store_ceiling_sends_per_s_batches_of_32", "postgresql"),
     ("pg_raw_insert_commit_per_s_32_connections", "postgresql"),
     ("durable_sends_per_s_32_senders", "sqlite"), ("durable_sends_per_s_32_senders", "postgresql"),
