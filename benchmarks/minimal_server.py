@@ -2,9 +2,10 @@
 
 Run as `python -m benchmarks.minimal_server SHAPE SOCKET DB` (the bench spawns it, `minimal_server_rate`): NDJSON
 over a Unix socket, the app's own send operation on the app's own store (`admit_op`, as the store's ceiling runs it)
-and the app's own answer (`send_result`, encoded by orjson). Nothing else: no validation beyond the JSON parse, no
-task per connection, no future per request, no cancel scopes, no wake-ups, no runtime. Frames are split and batches
-started in the protocol's callbacks. Two shapes of group commit:
+and the app's own answer (`send_result`, encoded by orjson), with the request's params validated by the app's own
+model (`parse_params`), as every input must be. Nothing else: no task per connection, no future per request, no
+cancel scopes, no wake-ups, no runtime. Frames are split and batches started in the protocol's callbacks. Two shapes
+of group commit:
 
 - `overlap`, the app's: a batch's statements on the event loop, its COMMIT on one worker thread while the loop reads
   the next requests, the next batch begun as soon as the COMMIT returned. With 32 senders that each wait for their
@@ -13,7 +14,8 @@ started in the protocol's callbacks. Two shapes of group commit:
   and back.
 - `fill`: a batch waits until as many requests are pending as the previous batch held, at most `FILL_WAIT_S`, then
   runs its statements and its COMMIT on the loop. Batches stay at the number of senders, with no thread hop; a lone
-  caller never waits (its previous batch held one).
+  caller never waits (its previous batch held one). `fill_unvalidated` is the same without the validation: what the
+  validation alone costs.
 
 docs/benchmarks.md, "Where a durable send's time goes", reads the app's figure against both.
 """
@@ -31,11 +33,11 @@ import orjson
 
 from wardian.app.service import admit_op
 from wardian.model import InteractionKind, Receipt
-from wardian.protocol.methods import send_result
+from wardian.protocol.methods import MessageSendParams, parse_params, send_result
 from wardian.store import BatchResult, SqliteStore, Store
 
 _Pending = tuple[asyncio.Transport, Any, Callable[[Store], Receipt]]
-SHAPES = ("overlap", "fill")
+SHAPES = ("fill", "overlap", "fill_unvalidated")
 # How long a `fill` batch waits at most for as many requests as its predecessor held.
 FILL_WAIT_S = 0.0005
 
@@ -45,7 +47,8 @@ class MinimalServer:
 
     def __init__(self, store: SqliteStore, loop: asyncio.AbstractEventLoop, shape: str) -> None:
         self.store = store
-        self.fill = shape == "fill"
+        self.fill = shape.startswith("fill")
+        self.validate = not shape.endswith("_unvalidated")
         self.last = 0  # the size of the previous batch (`fill`)
         self.timer: asyncio.TimerHandle | None = None
         self.kick_due = False
@@ -57,8 +60,13 @@ class MinimalServer:
         self.sends = 0
 
     def submit(self, transport: asyncio.Transport, id_: Any, params: dict[str, Any]) -> None:
-        self.pending.append((transport, id_, admit_op(params["session"], params["target"],
-                                                      InteractionKind.INFORMATION, params["message"])))
+        if self.validate:
+            p = parse_params("message/send", params)
+            assert isinstance(p, MessageSendParams)
+            session, target, message = p.session, p.target, p.message
+        else:
+            session, target, message = params["session"], params["target"], params["message"]
+        self.pending.append((transport, id_, admit_op(session, target, InteractionKind.INFORMATION, message)))
 
     def kick(self, *, waited: bool = False) -> None:
         """Begin the next batch unless one is committing (or, `fill`, it is still waiting for requests)."""

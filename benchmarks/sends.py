@@ -128,20 +128,25 @@ class MinimalServerRun:
 
 
 def emit_minimal(runs: dict[str, MinimalServerRun], ceiling: int, tag: dict[str, Any]) -> int:
-    """One line for the `fill` shape (the faster here), the `overlap` shape's figures beside it; returns its rate."""
-    fill, overlap = runs["fill"], runs["overlap"]
+    """One line for the `fill` shape (the faster here), the other shapes' figures beside it; returns its rate."""
+    fill = runs["fill"]
+    beside: dict[str, Any] = {}
+    for shape in ("overlap", "fill_unvalidated"):
+        run = runs[shape]
+        beside |= {f"{shape}_shape_sends_per_s": run.value,
+                   f"{shape}_shape_ratio_to_ceiling": round(run.value / ceiling, 3),
+                   f"{shape}_shape_server_cpu_us_per_send": round(statistics.median(run.cpu_us), 1),
+                   f"{shape}_shape_mean_batch": round(run.mean_batch, 1)}
     emit("minimal_server_sends_per_s_32_senders", value=fill.value,
          range=[round(min(fill.rates)), round(max(fill.rates))], n=fill.total, rounds=len(fill.rates), senders=32,
          server_cpu_us_per_send=round(statistics.median(fill.cpu_us), 1), mean_batch=round(fill.mean_batch, 1),
          unit="sends/s", store_ceiling_sends_per_s=ceiling, ratio_to_ceiling=round(fill.value / ceiling, 3),
-         shape="fill", overlap_shape_sends_per_s=overlap.value,
-         overlap_shape_ratio_to_ceiling=round(overlap.value / ceiling, 3),
-         overlap_shape_server_cpu_us_per_send=round(statistics.median(overlap.cpu_us), 1),
-         overlap_shape_mean_batch=round(overlap.mean_batch, 1), client=ONE_APP_CLIENT,
-         note="benchmarks/minimal_server.py: the app's send operation and store behind the least server (NDJSON on a "
-         "Unix socket, no validation, tasks, futures or wake-ups), the same 32 senders; shape fill: a batch waits "
-         "for as many requests as the last one held (at most 0.5 ms), statements and COMMIT on the loop; "
-         "overlap_shape_*: the app's group commit (statements on the loop, COMMIT on a worker)", **tag)
+         shape="fill", **beside, client=ONE_APP_CLIENT,
+         note="benchmarks/minimal_server.py: the app's send operation, store, params model and answer behind the "
+         "least server (NDJSON on a Unix socket, no tasks, futures or wake-ups), the same 32 senders; shape fill: a "
+         "batch waits for as many requests as the last one held (at most 0.5 ms), statements and COMMIT on the loop; "
+         "overlap_shape_*: the app's group commit (statements on the loop, COMMIT on a worker); "
+         "fill_unvalidated_shape_*: fill without validating the params", **tag)
     return fill.value
 
 
