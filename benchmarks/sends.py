@@ -47,9 +47,22 @@ class SendLoad:
         self.client_cpu: list[float] = []
         self.server_us: list[float] = []
         self.syncs: list[float] = []
+        self.batches = 0  # the apps' writer transactions and operations over the rounds (`app/status`)
+        self.operations = 0
+
+    def writer_counts(self) -> tuple[int, int]:
+        """The apps' store writers' transactions and operations so far, summed."""
+        batches = operations = 0
+        for app in self.apps:
+            with AppClient(app.home) as client:
+                status = client.call("app/status")
+            batches += status["store_batches"]
+            operations += status["store_operations"]
+        return batches, operations
 
     def round(self, seconds: float) -> None:
         self.syncs.append(fdatasync_p50(self.apps[0].home.root))  # the disk's state right now: it bounds group commit
+        batches0, operations0 = self.writer_counts()
         server0 = self.server_cpu() if self.server_cpu else 0.0
         cpu0, own0, t0 = sum(cpu_seconds(a) for a in self.apps), time.process_time(), time.perf_counter()
         answers, errs, lat = drive_connections(self.targets, seconds)
@@ -59,6 +72,9 @@ class SendLoad:
             self.server_us.append((self.server_cpu() - server0) / answers * 1e6)
         if errs:
             raise RuntimeError(f"{errs} of {answers} sends failed")
+        batches1, operations1 = self.writer_counts()
+        self.batches += batches1 - batches0
+        self.operations += operations1 - operations0
         self.total += answers
         self.rates.append(answers / elapsed)
         self.p50s.append(pct(lat, 0.5))
@@ -77,6 +93,7 @@ class SendLoad:
              latency_p99_ms=ms(statistics.median(self.p99s)), app_cpu_us_per_send=round(statistics.median(self.cpu), 1),
              client_cpu_us_per_send=round(statistics.median(self.client_cpu), 1),
              disk_fdatasync_p50_ms=ms(statistics.median(self.syncs)), agents=agents,
+             app_mean_batch=round(self.operations / self.batches, 1) if self.batches else None,
              unit="sends/s", target=">= 20000", met=statistics.median(self.rates) >= 20_000, client=client,
              store_ceiling_sends_per_s=ceiling, ratio_to_ceiling=round(statistics.median(self.rates) / ceiling, 3),
              **extra, **self.tag)

@@ -68,6 +68,7 @@ def test_bench_quick_prints_one_json_object_per_line_for_every_metric():
                                                         rel=0.01)
     assert durable["ratio_to_minimal_server"] == pytest.approx(durable["value"] / minimal["value"], rel=0.02)
     assert minimal["overlap_shape_sends_per_s"] > 0
+    assert durable["app_mean_batch"] >= 1
     assert minimal["fill_unvalidated_shape_sends_per_s"] > 0
 
 

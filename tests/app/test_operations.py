@@ -32,6 +32,23 @@ def pair(shared_app: AppHandle) -> tuple[AppHandle, dict[str, Any], str, dict[st
     return shared_app, a, ta, b, tb
 
 
+def test_app_status_counts_the_writers_batches_and_operations(pair) -> None:
+    """`app/status` carries the store writer's transactions and the operations they ran since the app started (their
+    ratio is the mean group-commit batch, docs/benchmarks.md): each send is at least one more operation."""
+    app, _, ta, b, _ = pair
+    before = app.call("app/status")
+    proto.validate_result("app/status", before)
+    for _ in range(3):
+        app.call("message/send", {"session": ta, "target": b["name"], "message": "hi"})
+    after = app.call("app/status")
+    proto.validate_result("app/status", after)
+    operations = after["store_operations"] - before["store_operations"]
+    batches = after["store_batches"] - before["store_batches"]
+    # The three sends and the second status's own count of agents; the app's own work (a host's heartbeat) may add.
+    assert operations >= 4
+    assert 1 <= batches <= operations
+
+
 # --- send / followup -----------------------------------------------------------------------------------------
 
 

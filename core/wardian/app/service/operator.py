@@ -82,7 +82,8 @@ async def status(app: AppService, p: EmptyParams) -> AppStatusResult:
     agents = await app.writer.call(lambda s: len(s.list_agents()))
     return {"running": True, "version": __version__, "protocol": PROTOCOL_VERSION, "pid": os.getpid(),
             "home": str(app.home.root), "started_at": app.started_at, "agents": agents,
-            "waiting": app.signals.waiting(), "console": app.console.address if app.console else None}
+            "waiting": app.signals.waiting(), "console": app.console.address if app.console else None,
+            "store_batches": app.writer.batches, "store_operations": app.writer.operations}
 
 
 @handlers.serves("app/stop")

@@ -103,3 +103,7 @@ class AppStatusResult(TypedDict):
     agents: int
     waiting: int  # waits (`mailbox/wait`, receives with a timeout) subscribed right now
     console: str | None  # the web console's address (`--console`), without any login secret; None when not served
+    # The store writer's transactions since the app started, and the operations they ran: their ratio is the mean
+    # group-commit batch (docs/benchmarks.md).
+    store_batches: int
+    store_operations: int
