@@ -14,7 +14,7 @@ from wardian.client import AppClient
 from wardian_harness.apps import RunningApp, app_env, fresh_home, running_app
 
 __all__ = ["RunningApp", "add_agents", "bench_app", "console_script", "cpu_seconds", "drain_mailbox", "fresh_app",
-           "new_home", "plain_env"]
+           "new_home", "pid_cpu_seconds", "plain_env"]
 
 
 def new_home() -> Path:
@@ -29,7 +29,12 @@ def plain_env() -> dict[str, str]:
 
 def cpu_seconds(app: RunningApp) -> float:
     """User + system CPU time the app process has used so far (Linux /proc)."""
-    fields = Path(f"/proc/{app.proc.pid}/stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()
+    return pid_cpu_seconds(app.proc.pid)
+
+
+def pid_cpu_seconds(pid: int) -> float:
+    """User + system CPU time process `pid` has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 

@@ -17,7 +17,7 @@ of group commit:
   caller never waits (its previous batch held one). `fill_unvalidated` is the same without the validation: what the
   validation alone costs.
 
-docs/benchmarks.md, "Where a durable send's time goes", reads the app's figure against both.
+docs/benchmarks.md, "Against the least server", reads the app's figure against these.
 """
 
 from __future__ import annotations

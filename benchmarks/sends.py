@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchmarks.apps import RunningApp, add_agents, cpu_seconds, fresh_app, new_home, plain_env
+from benchmarks.apps import RunningApp, add_agents, cpu_seconds, fresh_app, new_home, pid_cpu_seconds, plain_env
 from benchmarks.clients import drive_connections, drive_senders, frame
 from benchmarks.config import REPO, TEXT, Config
 from benchmarks.figures import emit, log, ms, pct
@@ -133,7 +133,6 @@ ONE_APP_CLIENT = "32 connections on one epoll loop in the bench process, one req
 class MinimalServerRun:
     """What `minimal_server_rate` measured of one shape, emitted once the store's ceiling of the same run is known."""
 
-    shape: str
     rates: list[float]
     cpu_us: list[float]
     total: int = 0
@@ -194,17 +193,17 @@ def minimal_server_rate(cfg: Config) -> dict[str, MinimalServerRun]:
             targets[shape] = [(socket_path, frame("message/send", {
                 "session": tokens[i], "target": agents[(i + 1) % 32].uuid, "message": TEXT})) for i in range(32)]
             drive_connections(targets[shape], 0.5)  # warm-up
-        runs = {shape: MinimalServerRun(shape, [], []) for shape in SHAPES}
+        runs = {shape: MinimalServerRun([], []) for shape in SHAPES}
         for _ in range(cfg.rounds):
             for shape, run in runs.items():
                 pid = procs[shape].pid
-                cpu0, t0 = _pid_cpu_seconds(pid), time.perf_counter()
+                cpu0, t0 = pid_cpu_seconds(pid), time.perf_counter()
                 answers, errs, _ = drive_connections(targets[shape], cfg.send_seconds)
                 elapsed = time.perf_counter() - t0
                 if errs:
                     raise RuntimeError(f"{errs} of {answers} sends to the minimal server ({shape}) failed")
                 run.rates.append(answers / elapsed)
-                run.cpu_us.append((_pid_cpu_seconds(pid) - cpu0) / answers * 1e6)
+                run.cpu_us.append((pid_cpu_seconds(pid) - cpu0) / answers * 1e6)
                 run.total += answers
                 log(f"minimal server ({shape}) sends: {answers / elapsed:,.0f}/s over {elapsed:.1f} s")
         for shape, proc in procs.items():
@@ -220,11 +219,6 @@ def minimal_server_rate(cfg: Config) -> dict[str, MinimalServerRun]:
                 proc.wait()
         for root in roots:
             shutil.rmtree(root, ignore_errors=True)
-
-
-def _pid_cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def bench_throughput(cfg: Config) -> None:
