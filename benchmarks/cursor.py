@@ -1,20 +1,26 @@
 """`mailbox/receive` at a million stored records: the first page of 100 (nothing acked) and a cursor walk of one
-backlog, page after page; with `--store postgresql` on both backends, rounds alternating."""
+backlog, page after page; with `--store postgresql` on both backends, rounds alternating. In the default run the same
+rounds then run against the least server (`benchmarks.minimal_server`) on the same home, the floor under the app's
+cursor walk (`minimal_server_receive_100_at_1m_cursor`)."""
 
 from __future__ import annotations
 
 import contextlib
 import shutil
+import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchmarks.apps import bench_app, fresh_app, new_home
-from benchmarks.config import Config
+from benchmarks.apps import bench_app, fresh_app, new_home, plain_env
+from benchmarks.config import REPO, Config
 from benchmarks.figures import emit, latency_fields, log, median_pct, ms, pct
 from benchmarks.postgres import seed_pg
 from benchmarks.store import seed_store
 from wardian.client import AppClient
+from wardian.home import Home
 
 if TYPE_CHECKING:
     from wardian_harness.postgres import PrivateCluster
@@ -32,6 +38,7 @@ class ReceiveCase:
     walk: list[list[float]]
     first_reads: list[float] = field(default_factory=list)  # walk pages read for the first time (a durable write)
     rereads: list[float] = field(default_factory=list)  # walk pages read again (read-only)
+    walk_offset: int = 0  # which recipients' backlogs the walks take (another case on the same home takes others)
 
 
 def bench_receive(cfg: Config) -> None:
@@ -41,21 +48,67 @@ def bench_receive(cfg: Config) -> None:
         tokens = seed_store(root, recipients, per)
         log(f"store size {(root / 'wardian.db').stat().st_size / 1e6:.0f} MB")
         with bench_app(root) as app, AppClient(app.home) as client:
-            _receive_rounds(cfg, [ReceiveCase({}, client, tokens, 2, [], [])], recipients * per)
+            case = ReceiveCase({}, client, tokens, 2, [], [])
+            _measure_rounds(cfg, [case])
+        floor = _least_server_rounds(cfg, root, tokens)
+        _emit_rounds([case], recipients * per, floor)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def _least_server_rounds(cfg: Config, root: Path, tokens: list[str]) -> ReceiveCase:
+    """The same rounds against the least server on the app's home, once the app has stopped: the app's params model,
+    store receive and answer with nothing else around them (`benchmarks.minimal_server`); its walks take backlogs
+    the app's walks did not, so their first reads are first reads too."""
+    home = Home(root)
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.minimal_server", "fill", str(home.socket_path),
+                             str(home.db_path)], cwd=REPO, env=plain_env(), stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        if proc.stdout.readline().strip() != "ready":
+            raise RuntimeError("benchmarks.minimal_server did not start")
+        with AppClient(home) as client:
+            case = ReceiveCase({}, client, tokens, 2, [], [], walk_offset=len(tokens) // 2)
+            _measure_rounds(cfg, [case])
+        proc.terminate()
+        proc.communicate(timeout=30)
+        return case
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def _receive_rounds(cfg: Config, cases: list[ReceiveCase], stored: int) -> None:
+    _measure_rounds(cfg, cases)
+    _emit_rounds(cases, stored)
+
+
+def _measure_rounds(cfg: Config, cases: list[ReceiveCase]) -> None:
     """The first page of 100 (nothing acked) and a cursor walk of one backlog, on each case's app, the cases in
-    turn round by round so all meet the same background load; each figure is emitted with its case's tag."""
+    turn round by round so all meet the same background load."""
     for case in cases:
         for token in case.tokens[:10]:  # warm-up
             case.client.call("mailbox/receive", {"session": token, "limit": 100})
     for r in range(cfg.rounds):
         for case in cases:
             case.first.append(_first_pages(cfg, case))
-            case.walk.append(_cursor_walk(cfg, case, case.tokens[(r * 7 + 3) % len(case.tokens)]))
+            case.walk.append(_cursor_walk(cfg, case, case.tokens[(r * 7 + 3 + case.walk_offset) % len(case.tokens)]))
+
+
+def _walk_split(case: ReceiveCase) -> dict[str, float | int]:
+    """A walk's first reads and re-reads apart (a first read is a re-read plus one durable COMMIT)."""
+    if not (case.first_reads and case.rereads):
+        return {}
+    return {"first_read_p50_ms": ms(pct(case.first_reads, 0.5)), "first_read_p99_ms": ms(pct(case.first_reads, 0.99)),
+            "first_reads": len(case.first_reads), "reread_p50_ms": ms(pct(case.rereads, 0.5)),
+            "reread_p99_ms": ms(pct(case.rereads, 0.99))}
+
+
+def _emit_rounds(cases: list[ReceiveCase], stored: int, floor: ReceiveCase | None = None) -> None:
+    """Each case's figures with its tag (PostgreSQL's with its ratio to SQLite's), and the least server's walk with
+    the app's ratio to it when it ran."""
+    floor_p99 = median_pct(floor.walk, 0.99) if floor is not None else None
     sqlite_p99: dict[str, float] = {}  # the SQLite case's p99 of each metric, for the other store's same-run ratio
     for case in cases:
         for metric, rounds, how in (("receive_100_at_1m", case.first, "the same first page, nothing acked"),
@@ -66,13 +119,20 @@ def _receive_rounds(cfg: Config, cases: list[ReceiveCase], stored: int) -> None:
                 sqlite_p99[metric] = p99
             elif metric in sqlite_p99 and sqlite_p99[metric] > 0:
                 ratio = {"ratio_to_sqlite": round(p99 / sqlite_p99[metric], 3)}  # of p99, the target's figure
-            if metric.endswith("_cursor") and case.first_reads and case.rereads:
-                ratio |= {"first_read_p50_ms": ms(pct(case.first_reads, 0.5)),
-                          "first_read_p99_ms": ms(pct(case.first_reads, 0.99)), "first_reads": len(case.first_reads),
-                          "reread_p50_ms": ms(pct(case.rereads, 0.5)), "reread_p99_ms": ms(pct(case.rereads, 0.99))}
+            if metric.endswith("_cursor"):
+                ratio |= _walk_split(case)
+                if floor_p99 and not case.tag:
+                    ratio |= {"minimal_server_p99_ms": floor_p99,
+                              "ratio_to_minimal_server": round(p99 / floor_p99, 3)}  # of p99, the target's figure
             emit(metric, **latency_fields(rounds), stored=stored, recipients=len(case.tokens),
                  limit=100, how=how, unit="ms", target=f"p99_ms <= {case.target:g}", met=p99 <= case.target,
                  **ratio, **case.tag)
+    if floor is not None:
+        emit("minimal_server_receive_100_at_1m_cursor", **latency_fields(floor.walk), **_walk_split(floor),
+             stored=stored, recipients=len(floor.tokens), limit=100, how="successive pages via cursor", unit="ms",
+             note="benchmarks/minimal_server.py on the same home once the app stopped: the app's params model, "
+                  "store receive (a first read's durable COMMIT on the loop) and answer, NDJSON on a Unix socket, "
+                  "nothing else; the same client and rounds, other recipients' backlogs")
 
 
 def _first_pages(cfg: Config, case: ReceiveCase) -> list[float]:

@@ -17,6 +17,12 @@ of group commit:
   caller never waits (its previous batch held one). `fill_unvalidated` is the same without the validation: what the
   validation alone costs.
 
+It answers `mailbox/receive` too, the floor under `receive_100_at_1m_cursor` (`benchmarks.cursor`): the app's params
+model, the store's own receive on the app's store (marking what a page returns for the first time received, a
+durable COMMIT), and the app's own answer (`receive_result`). A receive joins the batches as a send does; a lone
+reader's batch holds one, so it never waits in `fill`, and its COMMIT runs on the loop as the app's writer runs a
+call that finds it idle.
+
 docs/benchmarks.md, "Against the least server", reads the app's figure against these.
 """
 
@@ -32,11 +38,18 @@ from typing import Any
 import orjson
 
 from wardian.app.service import admit_op
-from wardian.model import InteractionKind, Receipt
-from wardian.protocol.methods import MessageSendParams, parse_params, send_result
+from wardian.model import DEFAULT_RECEIVE_LIMIT, InteractionKind, Receipt, ReceivePage
+from wardian.protocol.methods import (
+    MailboxReceiveParams,
+    MessageSendParams,
+    parse_params,
+    receive_result,
+    send_result,
+)
 from wardian.store import BatchResult, SqliteStore, Store
 
-_Pending = tuple[asyncio.Transport, Any, Callable[[Store], Receipt]]
+# A request waiting for its batch: where to answer, its id, its operation, and how its value becomes the answer.
+_Pending = tuple[asyncio.Transport, Any, Callable[[Store], Any], Callable[[Any], Any]]
 SHAPES = ("fill", "overlap", "fill_unvalidated")
 # How long a `fill` batch waits at most for as many requests as its predecessor held.
 FILL_WAIT_S = 0.0005
@@ -59,14 +72,18 @@ class MinimalServer:
         self.batches = 0
         self.sends = 0
 
-    def submit(self, transport: asyncio.Transport, id_: Any, params: dict[str, Any]) -> None:
+    def submit(self, transport: asyncio.Transport, id_: Any, method: str, params: dict[str, Any]) -> None:
+        if method == "mailbox/receive":
+            self.pending.append((transport, id_, *_receive_op(params)))
+            return
         if self.validate:
             p = parse_params("message/send", params)
             assert isinstance(p, MessageSendParams)
             session, target, message = p.session, p.target, p.message
         else:
             session, target, message = params["session"], params["target"], params["message"]
-        self.pending.append((transport, id_, admit_op(session, target, InteractionKind.INFORMATION, message)))
+        self.pending.append((transport, id_, admit_op(session, target, InteractionKind.INFORMATION, message),
+                             _sent))
 
     def kick(self, *, waited: bool = False) -> None:
         """Begin the next batch unless one is committing (or, `fill`, it is still waiting for requests)."""
@@ -81,7 +98,7 @@ class MinimalServer:
             self.timer = None
         self.busy = True
         batch, self.pending = self.pending, []
-        begun = self.store.begin_batch([op for _, _, op in batch], [True] * len(batch))
+        begun = self.store.begin_batch([op for _, _, op, _ in batch], [True] * len(batch))
         if self.fill:
             self.last = len(batch)
             self.answer(batch, self.store.commit_batch(begun))
@@ -106,15 +123,35 @@ class MinimalServer:
     def answer(self, batch: list[_Pending], results: list[BatchResult]) -> None:
         self.batches += 1
         self.sends += len(batch)
-        for (transport, id_, _), result in zip(batch, results, strict=True):
+        for (transport, id_, _, answer), result in zip(batch, results, strict=True):
             if result.error is None:
-                message = {"jsonrpc": "2.0", "id": id_, "result": send_result(result.value, "admitted")}
+                message = {"jsonrpc": "2.0", "id": id_, "result": answer(result.value)}
             else:
                 message = {"jsonrpc": "2.0", "id": id_, "error": {"code": -32000, "message": str(result.error)}}
             if not transport.is_closing():
                 transport.write(orjson.dumps(message) + b"\n")
         self.busy = False
         self.kick()
+
+
+def _sent(receipt: Receipt) -> Any:
+    return send_result(receipt, "admitted")
+
+
+def _receive_op(params: dict[str, Any]) -> tuple[Callable[[Store], ReceivePage], Callable[[ReceivePage], Any]]:
+    """A receive as the app's handler runs it with no wait (`wardian.app.service.mailbox`), and its answer."""
+    p = parse_params("mailbox/receive", params)
+    assert isinstance(p, MailboxReceiveParams)
+    assert not p.timeout_ms, "the least server answers at once: it has no waits"
+    limit = p.limit if p.limit is not None else DEFAULT_RECEIVE_LIMIT
+
+    def op(s: Store) -> ReceivePage:
+        return s.receive(s.authenticate(p.session), cursor=p.cursor, ack_cursor=p.ack_cursor, limit=limit)
+
+    def answer(page: ReceivePage) -> Any:
+        return receive_result(page, cursor=page.cursor if page.cursor is not None else p.cursor, timed_out=False,
+                              wake_reason=None)
+    return op, answer
 
 
 class _Connection(asyncio.Protocol):
@@ -132,7 +169,7 @@ class _Connection(asyncio.Protocol):
         *lines, self.partial = (self.partial + data).split(b"\n")
         for line in lines:
             request = orjson.loads(line)
-            self.server.submit(self.transport, request["id"], request["params"])
+            self.server.submit(self.transport, request["id"], request["method"], request["params"])
         if self.server.fill:
             self.server.kick_soon()
         else:

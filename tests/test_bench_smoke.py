@@ -27,6 +27,7 @@ EXPECTED = {
     "minimal_server_sends_per_s_32_senders",
     "receive_100_at_1m",
     "receive_100_at_1m_cursor",
+    "minimal_server_receive_100_at_1m_cursor",
     "cli_cold_start_message_wait",
     "python_start_floor",
     "cli_import_time",
@@ -70,6 +71,12 @@ def test_bench_quick_prints_one_json_object_per_line_for_every_metric():
     assert minimal["overlap_shape_sends_per_s"] > 0
     assert durable["app_mean_batch"] >= 1
     assert minimal["fill_unvalidated_shape_sends_per_s"] > 0
+    # The cursor walk carries its ratio to the least server's walk on the same home, which reads the same pages.
+    walk, floor = by_metric["receive_100_at_1m_cursor"], by_metric["minimal_server_receive_100_at_1m_cursor"]
+    assert walk["minimal_server_p99_ms"] == floor["p99_ms"]
+    assert walk["ratio_to_minimal_server"] == pytest.approx(walk["p99_ms"] / floor["p99_ms"], rel=0.01)
+    assert floor["first_reads"] > 0
+    assert floor["reread_p50_ms"] > 0
 
 
 # `--store postgresql`: each store-bound figure on both backends, tagged, plus the PostgreSQL-only ones.
