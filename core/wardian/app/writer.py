@@ -22,6 +22,13 @@ when nothing else waits for the writer its COMMIT runs inline too: a lone write 
 The cost: the loop does not serve sockets while a batch's statements run (a 100-record page at 1M
 records: ~0.6 ms).
 
+A batch on a store behind a network round trip takes a millisecond or more, so there the idle fast path would split
+a steady load in two: the first caller back after a batch runs alone (nothing else is pending yet) while the others
+gather behind it, two transactions for every round of callers (docs/benchmarks.md, "One transaction per round of
+callers"). There, once more than one caller was active around the last batch, the next one waits at most
+`FILL_WAIT_S` until as many operations are pending (not when an urgent one is), and the fast path is taken only by a
+caller that was alone. A lone caller never waits.
+
 Only the app writes this database, but another process may take its write lock (an `sqlite3` shell, a backup, a
 `PRAGMA wal_checkpoint(TRUNCATE)`). SQLite's own busy handler would sleep on the loop, so the store gives up after a
 few ms (`StoreBusy`, the batch rolled back whole) and the writer waits here instead, off the loop, with backoff, and
@@ -56,6 +63,10 @@ BUSY_DEADLINE_S = 20.0
 BUSY_FIRST_PAUSE_S = 0.001
 BUSY_LONGEST_PAUSE_S = 0.05
 
+# A store behind a network round trip: how long a batch waits at most for as many operations as were active around
+# the last one (see the module docstring); below that store's round trip, far below its batch.
+FILL_WAIT_S = 0.0005
+
 _Op = tuple[Callable[[Store], Any], bool, "asyncio.Future[BatchResult]"]
 
 
@@ -77,6 +88,9 @@ class StoreWriter:
         self._closed = False
         self._busy = False  # a batch is between BEGIN and the end of its COMMIT
         self._limiter = anyio.CapacityLimiter(1)
+        self._fills = not store.inline_statements
+        self._active = 0  # the operations of the last batch and those that arrived while it ran
+        self._urgent = False  # an urgent operation waits in `_pending`
         self.batches = 0
         self.operations = 0
         # Called after every batch whose COMMIT made a change durable (the app's `ChangeFeed`, for live views).
@@ -91,7 +105,7 @@ class StoreWriter:
         """
         if self._closed:
             raise errors.StorageUnavailable("the app is shutting down; nothing was admitted")
-        if not self._busy and not self._pending:
+        if not self._busy and not self._pending and (not self._fills or self._active <= 1 or urgent):
             # The writer is idle: this call is a batch of one, run in the caller's own task, which saves
             # the hand-over to the writer task and back (and, for a read, every await).
             self._busy = True
@@ -99,12 +113,14 @@ class StoreWriter:
                 return _outcome((await self._execute([fn], [bare], inline=urgent))[0])
             finally:
                 self._busy = False
+                self._active = 1 + len(self._pending)
                 if self._pending:
                     self._wakeup.set()
         # A bare future, not an anyio.Event: one is made per call and the event costs 5x more here.
         done: asyncio.Future[BatchResult] = asyncio.get_running_loop().create_future()
         if urgent:
             self._pending.insert(0, (fn, bare, done))
+            self._urgent = True
         else:
             self._pending.append((fn, bare, done))
         self._wakeup.set()
@@ -121,17 +137,29 @@ class StoreWriter:
             await self._wakeup.wait()
             self._wakeup = anyio.Event()
             while self._pending and not self._busy:  # busy: a caller runs a batch of one; it wakes us after
-                batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
                 self._busy = True
                 try:
+                    if self._fills and len(self._pending) < self._active:
+                        await self._fill()
+                    batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
+                    self._urgent = False
                     results = await self._execute([op[0] for op in batch], [op[1] for op in batch])
                 finally:
                     self._busy = False
+                self._active = len(batch) + len(self._pending)
                 for (_, _, done), result in zip(batch, results, strict=True):
                     if not done.done():  # a caller cancelled natively (not through anyio) left no one to tell
                         done.set_result(result)
             if self._closed and not self._pending:
                 return
+
+    async def _fill(self) -> None:
+        """Wait, at most `FILL_WAIT_S`, until as many operations are pending as were active around the last batch (a
+        store behind a network round trip; see the module docstring), or an urgent one is, or the writer closes."""
+        with anyio.move_on_after(FILL_WAIT_S):
+            while len(self._pending) < self._active and not self._urgent and not self._closed:
+                await self._wakeup.wait()
+                self._wakeup = anyio.Event()
 
     async def _execute(self, fns: list[Callable[[Store], Any]], bare: list[bool], *,
                        inline: bool = False) -> list[BatchResult]:
