@@ -155,8 +155,9 @@ class StoreWriter:
 
     async def _fill(self) -> None:
         """Wait, at most `FILL_WAIT_S`, until as many operations are pending as were active around the last batch (a
-        store behind a network round trip; see the module docstring), or an urgent one is, or the writer closes."""
-        with anyio.move_on_after(FILL_WAIT_S):
+        store behind a network round trip; see the module docstring), or an urgent one is, or the writer closes.
+        Shielded, as the batch that follows is: operations already submitted run whatever happens to the writer."""
+        with anyio.CancelScope(shield=True), anyio.move_on_after(FILL_WAIT_S):
             while len(self._pending) < self._active and not self._urgent and not self._closed:
                 await self._wakeup.wait()
                 self._wakeup = anyio.Event()
