@@ -5,16 +5,18 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from benchmarks.config import REPO
 from wardian.client import AppClient
 from wardian_harness.apps import RunningApp, app_env, fresh_home, running_app
 
 __all__ = ["RunningApp", "add_agents", "bench_app", "console_script", "cpu_seconds", "drain_mailbox", "fresh_app",
-           "new_home", "pid_cpu_seconds", "plain_env"]
+           "new_home", "pid_cpu_seconds", "plain_env", "start_minimal_server"]
 
 
 def new_home() -> Path:
@@ -25,6 +27,19 @@ def new_home() -> Path:
 def plain_env() -> dict[str, str]:
     """This process's environment without `WARDIAN_*`: what every child of the bench starts from."""
     return app_env()
+
+
+def start_minimal_server(shape: str, socket_path: str, db_path: str) -> subprocess.Popen[str]:
+    """`benchmarks.minimal_server` in `shape` on the store at `db_path`, listening on `socket_path` once this returns;
+    the caller stops it (SIGTERM; its stdout then says its batches and operations)."""
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.minimal_server", shape, socket_path, db_path],
+                            cwd=REPO, env=plain_env(), stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    if proc.stdout.readline().strip() != "ready":
+        proc.kill()
+        proc.wait()
+        raise RuntimeError(f"benchmarks.minimal_server {shape} did not start")
+    return proc
 
 
 def cpu_seconds(app: RunningApp) -> float:

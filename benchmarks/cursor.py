@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchmarks.apps import bench_app, fresh_app, new_home, plain_env
-from benchmarks.config import REPO, Config
+from benchmarks.apps import bench_app, fresh_app, new_home, start_minimal_server
+from benchmarks.config import Config
 from benchmarks.figures import emit, latency_fields, log, median_pct, ms, pct
 from benchmarks.postgres import seed_pg
 from benchmarks.store import seed_store
@@ -61,12 +59,8 @@ def _least_server_rounds(cfg: Config, root: Path, tokens: list[str]) -> ReceiveC
     store receive and answer with nothing else around them (`benchmarks.minimal_server`); its walks take backlogs
     the app's walks did not, so their first reads are first reads too."""
     home = Home(root)
-    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.minimal_server", "fill", str(home.socket_path),
-                             str(home.db_path)], cwd=REPO, env=plain_env(), stdout=subprocess.PIPE, text=True)
+    proc = start_minimal_server("fill", str(home.socket_path), str(home.db_path))
     try:
-        assert proc.stdout is not None
-        if proc.stdout.readline().strip() != "ready":
-            raise RuntimeError("benchmarks.minimal_server did not start")
         with AppClient(home) as client:
             case = ReceiveCase({}, client, tokens, 2, [], [], walk_offset=len(tokens) // 2)
             _measure_rounds(cfg, [case])

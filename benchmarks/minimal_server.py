@@ -70,7 +70,7 @@ class MinimalServer:
         self.busy = False
         self.worker = concurrent.futures.ThreadPoolExecutor(1)
         self.batches = 0
-        self.sends = 0
+        self.operations = 0  # sends and receives
 
     def submit(self, transport: asyncio.Transport, id_: Any, method: str, params: dict[str, Any]) -> None:
         if method == "mailbox/receive":
@@ -122,7 +122,7 @@ class MinimalServer:
 
     def answer(self, batch: list[_Pending], results: list[BatchResult]) -> None:
         self.batches += 1
-        self.sends += len(batch)
+        self.operations += len(batch)
         for (transport, id_, _, answer), result in zip(batch, results, strict=True):
             if result.error is None:
                 message = {"jsonrpc": "2.0", "id": id_, "result": answer(result.value)}
@@ -189,7 +189,7 @@ async def serve(shape: str, socket_path: str, db_path: str) -> None:
     server.worker.shutdown()
     store.close()
     # The mean batch, for the bench's line: what the group commit settled at.
-    print(f"{server.batches} {server.sends}", flush=True)
+    print(f"{server.batches} {server.operations}", flush=True)
 
 
 if __name__ == "__main__":

@@ -7,17 +7,23 @@ from __future__ import annotations
 import os
 import shutil
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchmarks.apps import RunningApp, add_agents, cpu_seconds, fresh_app, new_home, pid_cpu_seconds, plain_env
+from benchmarks.apps import (
+    RunningApp,
+    add_agents,
+    cpu_seconds,
+    fresh_app,
+    new_home,
+    pid_cpu_seconds,
+    start_minimal_server,
+)
 from benchmarks.clients import drive_connections, drive_senders, frame
-from benchmarks.config import REPO, TEXT, Config
+from benchmarks.config import TEXT, Config
 from benchmarks.figures import emit, log, ms, pct
 from benchmarks.postgres import pg_raw_ceiling
 from benchmarks.store import fdatasync_p50, store_ceiling
@@ -183,13 +189,7 @@ def minimal_server_rate(cfg: Config) -> dict[str, MinimalServerRun]:
             finally:
                 store.close()
             socket_path = str(root / "minimal.sock")
-            proc = subprocess.Popen([sys.executable, "-m", "benchmarks.minimal_server", shape, socket_path,
-                                     str(Home(root).db_path)], cwd=REPO, env=plain_env(), stdout=subprocess.PIPE,
-                                    text=True)
-            procs[shape] = proc
-            assert proc.stdout is not None
-            if proc.stdout.readline().strip() != "ready":
-                raise RuntimeError(f"benchmarks.minimal_server {shape} did not start")
+            procs[shape] = start_minimal_server(shape, socket_path, str(Home(root).db_path))
             targets[shape] = [(socket_path, frame("message/send", {
                 "session": tokens[i], "target": agents[(i + 1) % 32].uuid, "message": TEXT})) for i in range(32)]
             drive_connections(targets[shape], 0.5)  # warm-up
