@@ -43,6 +43,7 @@ def modules(folder: str) -> list[Path]:
                   "wardian.client", "wardian.providers", "wardian.auth", "pydantic", "anyio", "sqlite3")),
     ("errors.py", ("wardian.", "pydantic", "anyio")),
     ("home.py", ("pydantic", "anyio", "wardian.store", "wardian.app", "wardian.providers", "wardian.protocol")),
+    ("home_setup.py", ("pydantic", "anyio", "wardian.store", "wardian.app", "wardian.providers", "wardian.protocol")),
     ("overrides.py", ("pydantic", "anyio", "wardian.store", "wardian.app", "wardian.providers", "wardian.protocol")),
     # Decision 0014: the store never imports pydantic or providers, and hands out no connection (see below).
     ("store", ("pydantic", "anyio", "wardian.protocol", "wardian.app", "wardian.client", "wardian.mcp",

@@ -361,6 +361,13 @@ class InsecureHome(HomeError):
     code = "insecure_home"
 
 
+class ForeignHome(InsecureHome):
+    """The home is a folder wardian did not make and that holds other files (`/`, `/etc`, a person's own home);
+    nothing in it was changed. The message names the path, some of what it holds, and the fix."""
+
+    code = "foreign_home"
+
+
 class HomePathTooLong(HomeError):
     code = "home_path_too_long"
 

@@ -2,6 +2,7 @@
 
 ```
 $WARDIAN_HOME/
+  wardian-home                  the marker: wardian made this folder (only such a folder is used, or tightened)
   wardian.db (+ -wal, -shm)     the interaction store; only the app opens it
   run/            0700          created by the app; refused when another uid owns it or others may enter
     app.v1.sock   0600          the control socket (the version is the control protocol's)
@@ -20,8 +21,6 @@ from __future__ import annotations
 
 import os
 import re
-import stat
-from contextlib import suppress
 from pathlib import Path
 
 from wardian import errors
@@ -30,6 +29,9 @@ from wardian.limits import PROTOCOL_VERSION
 ENV_HOME = "WARDIAN_HOME"
 ENV_SESSION = "WARDIAN_SESSION_ID"
 ENV_STORE = "WARDIAN_STORE"  # the shared store an app serves, when --store is not given
+# The file that makes a folder a wardian home: wardian writes it when it creates the folder or takes an empty one, and
+# only a folder holding it is used as a home or has modes changed (`wardian.home_setup`).
+MARKER_NAME = "wardian-home"
 # sockaddr_un.sun_path holds 108 bytes on Linux (104 on macOS) including the terminating NUL.
 MAX_SOCKET_PATH_BYTES = 103
 # Where Linux lists the mounts this process sees; absent elsewhere (the check is then skipped).
@@ -77,6 +79,11 @@ class Home:
         """Which shared store this home's app serves (docs/guide/several-machines.md): the URL, without a password,
         written at its first start."""
         return self.root / "store.url"
+
+    @property
+    def marker_path(self) -> Path:
+        """The file that makes a folder a wardian home (see `adopt_home`)."""
+        return self.root / MARKER_NAME
 
     @property
     def run_dir(self) -> Path:
@@ -176,131 +183,3 @@ def check_local_filesystem(path: Path, mountinfo_path: Path | None = None) -> No
             f"{path} is on a {fstype} filesystem; the store needs a local disk (SQLite WAL does not work over "
             "a network filesystem): choose a WARDIAN_HOME on a local filesystem", field="home",
             allowed="a home on a local filesystem", filesystem=fstype)
-
-
-# What the app creates in a home (beside `run/` and `logs/`): tightened to owner-only when found open
-# (contract rule HOME-2).
-_APP_FILES = ("wardian.db", "wardian.db-wal", "wardian.db-shm", "app.out")
-
-
-def make_private_dir(path: Path) -> None:
-    """Create `path` (and missing parents) with the leaf 0700 whatever the umask; an existing one is left as it is."""
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-
-
-def _is_app_made(home: Home) -> bool:
-    """A home an app has used (its store or its `run/` exists): the app made what is in it, so it may fix modes."""
-    return home.db_path.exists() or home.run_dir.is_dir()
-
-
-def _tighten(path: Path, mode: int) -> bool:
-    """chmod `path` (not following a link) to `mode` when group or others have any access; True when changed."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return False
-    if stat.S_ISLNK(st.st_mode) or st.st_uid != os.geteuid() or not st.st_mode & 0o077:
-        return False
-    os.chmod(path, mode)
-    return True
-
-
-def prepare_home(home: Home) -> list[Path]:
-    """Create the home, private (0700 directories, 0600 files whatever the umask), with its private `run/`, or
-    refuse an insecure one. An existing home the app made is tightened where it is open to others (an older wardian
-    created it with the umask's modes); any other existing home open to others is refused, as ssh refuses a key
-    others may read. Returns the paths it tightened.
-
-    Raises:
-        InsecureHome: the home is not a directory of this user's, or others may enter it and no app made it.
-        InsecureRuntimeDir: `run/` is a symlink, not a directory, owned by another uid, or writable by others.
-        HomePathTooLong: the socket path would not fit in a sockaddr_un.
-        UnsupportedFilesystem: the home is on a network filesystem; nothing was created.
-        StorageUnavailable: the home cannot be created or written.
-    """
-    if len(os.fsencode(home.socket_path)) > MAX_SOCKET_PATH_BYTES:
-        raise errors.HomePathTooLong(
-            f"the control socket path {str(home.socket_path)!r} is longer than {MAX_SOCKET_PATH_BYTES} "
-            "bytes, the limit of a Unix socket address; choose a shorter WARDIAN_HOME", field="home")
-    check_local_filesystem(home.root)
-    tightened: list[Path] = []
-    try:
-        if _secure_root(home):
-            tightened.append(home.root)
-        with suppress(FileExistsError):
-            os.mkdir(home.run_dir, 0o700)
-        rst = os.lstat(home.run_dir)
-    except OSError as exc:
-        raise errors.StorageUnavailable(
-            f"the home {home.root} cannot be prepared ({exc.strerror}); an app needs a writable local home",
-            field="home") from None
-    _secure_run_dir(home, rst)
-    try:
-        home.log_dir.mkdir(mode=0o700, exist_ok=True)
-        tightened += _tighten_contents(home)
-    except OSError as exc:
-        raise errors.StorageUnavailable(f"the home {home.root} cannot be written ({exc.strerror})",
-                                        field="home") from None
-    return tightened
-
-
-def _secure_root(home: Home) -> bool:
-    """Create the home's folder private, or check an existing one; True when an open one the app made was tightened.
-
-    Raises: InsecureHome; OSError.
-    """
-    if not home.root.exists():
-        make_private_dir(home.root)
-        os.chmod(home.root, 0o700)
-    st = os.stat(home.root)
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
-        raise errors.InsecureHome(
-            f"{home.root} is not a directory owned by this user (uid {os.geteuid()}); choose another "
-            "WARDIAN_HOME", field="home")
-    if not st.st_mode & 0o077:
-        return False
-    if not _is_app_made(home):
-        raise errors.InsecureHome(
-            f"{home.root} has mode {stat.S_IMODE(st.st_mode):o}: other users may read the messages, tasks "
-            f"and replies stored there. Run `chmod 700 {home.root}` (or choose a new WARDIAN_HOME, which the "
-            "app creates private), then start again", field="home",
-            allowed="a home only its owner may enter (mode 700)", mode=f"{stat.S_IMODE(st.st_mode):o}")
-    os.chmod(home.root, 0o700)
-    return True
-
-
-def _secure_run_dir(home: Home, rst: os.stat_result) -> None:
-    """Refuse a `run/` (its stat `rst`) another user could use to hijack the socket; tighten one only readable.
-
-    Raises: InsecureRuntimeDir.
-    """
-    if stat.S_ISLNK(rst.st_mode) or not stat.S_ISDIR(rst.st_mode):
-        raise errors.InsecureRuntimeDir(f"{home.run_dir} is not a plain directory (a symlink?); remove it")
-    if rst.st_uid != os.geteuid():
-        raise errors.InsecureRuntimeDir(
-            f"{home.run_dir} is owned by uid {rst.st_uid}, not by this user ({os.geteuid()}); remove it")
-    if rst.st_mode & 0o077:
-        if rst.st_mode & 0o022:
-            raise errors.InsecureRuntimeDir(
-                f"{home.run_dir} has mode {stat.S_IMODE(rst.st_mode):o}: others may write in it; remove it "
-                "or make it 0700")
-        os.chmod(home.run_dir, 0o700)
-
-
-def _tighten_contents(home: Home) -> list[Path]:
-    """Make what the app created in the home owner-only where it is open to others; the paths it changed.
-
-    Raises: OSError.
-    """
-    tightened: list[Path] = []
-    for directory in (home.log_dir, home.root / "agents"):
-        if _tighten(directory, 0o700):
-            tightened.append(directory)
-    for path in [*(home.root / name for name in _APP_FILES), *home.log_dir.glob("*"), *home.run_dir.glob("*")]:
-        if _tighten(path, 0o700 if path.is_dir() else 0o600):
-            tightened.append(path)
-    agents = home.root / "agents"
-    for agent_dir in agents.iterdir() if agents.is_dir() else ():
-        if _tighten(agent_dir, 0o700):
-            tightened.append(agent_dir)
-    return tightened

@@ -19,6 +19,7 @@ from tests.conftest import AppHandle, short_home, start_app, stop_app, wardian_c
 from wardian import errors
 from wardian.client import AppClient
 from wardian.home import Home
+from wardian.home_setup import adopt_home
 
 pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
 
@@ -62,9 +63,10 @@ def test_runtime_dir_and_socket_are_private_even_with_umask_000() -> None:
 
 @pytest.mark.parametrize("kind", ["world_writable", "symlink", "not_a_dir"])
 def test_an_insecure_runtime_dir_is_refused(kind: str, tmp_path: Path) -> None:
-    """S2 (a, b): a pre-created run/ open to others, or a symlink, refuses to start."""
+    """S2 (a, b): a wardian home whose run/ was pre-created open to others, or as a symlink, refuses to start."""
     root = short_home()
     try:
+        adopt_home(Home(root))
         run_dir = root / "run"
         if kind == "world_writable":
             run_dir.mkdir()
@@ -84,9 +86,10 @@ def test_an_insecure_runtime_dir_is_refused(kind: str, tmp_path: Path) -> None:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to chown the directory to another uid")
 def test_a_runtime_dir_owned_by_another_uid_is_refused() -> None:
-    """S2 (a): run/ pre-created by another uid refuses to start."""
+    """S2 (a): a wardian home whose run/ was pre-created by another uid refuses to start."""
     root = short_home()
     try:
+        adopt_home(Home(root))
         (root / "run").mkdir(mode=0o700)
         os.chown(root / "run", 65534, 65534)
         r = run_cli("app", "run", home=root)

@@ -19,6 +19,7 @@ from tests.conftest import wardian_cmd
 from tests.providers.codex.conftest import codex_or_skip
 from wardian.auth.chatgpt import owner_home
 from wardian.home import Home
+from wardian.home_setup import adopt_home
 from wardian_harness.chatgpt_backend import EMAIL, PLAN_TYPE, ChatGPTBackend
 from wardian_harness.scripted_model import ScriptedModel
 
@@ -76,7 +77,7 @@ class Cli:
 def cli(tmp_path: Path) -> Iterator[Cli]:
     with ScriptedModel() as model, ChatGPTBackend(tmp_path / "chatgpt", model) as backend:
         home = Home(tmp_path / "home")
-        home.root.mkdir(mode=0o700)
+        adopt_home(home)  # a wardian home, as the CLI makes one
         owner_home(home).mkdir(mode=0o700)
         (owner_home(home) / "config.toml").write_text("\n".join(backend.codex_overrides()) + "\n", encoding="utf-8")
         yield Cli(home, backend)

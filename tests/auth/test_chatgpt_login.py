@@ -28,6 +28,7 @@ from wardian.auth.chatgpt_login import BROWSER_PORT, SignedIn, login, logout
 from wardian.auth.model import CredentialKind
 from wardian.auth.store import CredentialStore
 from wardian.home import Home
+from wardian.home_setup import adopt_home
 from wardian_harness.chatgpt_backend import EMAIL, PLAN_TYPE, ChatGPTBackend
 from wardian_harness.scripted_model import ScriptedModel
 
@@ -50,7 +51,7 @@ def backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ChatGPT
 
 
 def point_owner(home: Home, backend: ChatGPTBackend) -> Path:
-    home.root.mkdir(mode=0o700)
+    adopt_home(home)  # a wardian home, as the CLI makes one
     owner = owner_home(home)
     owner.mkdir(mode=0o700)
     (owner / "config.toml").write_text("\n".join(backend.codex_overrides()) + "\n", encoding="utf-8")

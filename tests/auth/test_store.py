@@ -47,7 +47,7 @@ def test_file_backend_round_trip_private_and_atomic(home: Home) -> None:
     # Replacing keeps one entry; no temporary file is left behind.
     store.put(api_key(secret=KEY2))
     assert [c.secret for c in store.get("codex")] == [KEY2]
-    assert sorted(p.name for p in home.root.iterdir()) == ["credentials.json", "credentials.lock"]
+    assert sorted(p.name for p in home.root.iterdir()) == ["credentials.json", "credentials.lock", "wardian-home"]
 
 
 @pytest.mark.usefixtures("file_backend")

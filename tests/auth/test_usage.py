@@ -29,7 +29,7 @@ def test_without_an_app_the_store_is_read_read_only(tmp_path: Path) -> None:
     removed = store.add_agent("gone", "codex", None)
     store.remove_agent(removed.id)
     store.close()
-    home.db_path.chmod(0o600)  # as the app keeps it (wardian.home.prepare_home)
+    home.db_path.chmod(0o600)  # as the app keeps it (wardian.home_setup.prepare_home)
     before = home.db_path.read_bytes()
     assert agents_using(home) == {("codex", "work"): ["lead"], ("opencode", "default"): ["oc"]}
     assert home.db_path.read_bytes() == before

@@ -18,7 +18,8 @@ import pytest
 from tests.conftest import short_home, wardian_cmd
 from tests.reliability.world import AppHandle, call_outcome, db_rows, integrity_ok, report, start_with, stop
 from wardian import errors
-from wardian.home import Home, check_local_filesystem, filesystem_type, prepare_home
+from wardian.home import Home, check_local_filesystem, filesystem_type
+from wardian.home_setup import prepare_home
 
 FAILING_SENDS = 5
 

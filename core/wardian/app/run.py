@@ -32,7 +32,8 @@ from wardian.app.server import ControlServer
 from wardian.app.service import AppService
 from wardian.app.signals import ChangeFeed, MailboxSignals
 from wardian.app.writer import StoreWriter
-from wardian.home import Home, prepare_home
+from wardian.home import Home
+from wardian.home_setup import prepare_home
 from wardian.store import SqliteStore, Store
 from wardian.store.api import WaitReader
 from wardian.store.url import check_store_url, redact_url

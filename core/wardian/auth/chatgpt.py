@@ -29,7 +29,8 @@ import tomlkit
 
 from wardian import __version__, errors
 from wardian.auth.model import ChatGPTTokens
-from wardian.home import Home, make_private_dir
+from wardian.home import Home
+from wardian.home_setup import adopt_home
 from wardian.providers.codex.app_server import AppServerClient, Notification
 from wardian.providers.codex.launch import codex_version
 from wardian.providers.codex.provider import resolve_codex
@@ -58,8 +59,7 @@ def owner_home(home: Home) -> Path:
 
 def _prepare(home: Home) -> Path:
     """Create the owner's home (0700) and make sure its config keeps the session in the file store there."""
-    if not home.root.exists():
-        make_private_dir(home.root)  # as the credential store and the app make a home: only its owner may enter
+    adopt_home(home)  # as the credential store and the app make a home: only its owner may enter
     path = owner_home(home)
     path.mkdir(mode=0o700, exist_ok=True)
     os.chmod(path, 0o700)

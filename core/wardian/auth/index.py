@@ -18,7 +18,8 @@ from typing import Any, Literal
 
 from wardian import errors
 from wardian.auth.model import CredentialKind
-from wardian.home import make_private_dir
+from wardian.home import Home
+from wardian.home_setup import adopt_home
 
 INDEX_VERSION = 1
 Stored = Literal["file", "keyring"]
@@ -114,19 +115,18 @@ def locked(root: Path, lock_path: Path) -> Iterator[None]:
 
 
 def private_home(root: Path) -> None:
-    """Create the home 0700 when missing; refuse one that is not this user's or that others may enter.
+    """Create the home 0700 when missing (a wardian home: `wardian.home_setup.adopt_home`); refuse one that is not a
+    wardian home of this user's, or that others may enter, having written nothing.
 
-    Raises: InsecureHome; StorageUnavailable.
+    Raises: InsecureHome (ForeignHome among them); StorageUnavailable.
     """
+    adopt_home(Home(root))
     try:
-        if not root.exists():
-            make_private_dir(root)
-            os.chmod(root, 0o700)
         st = os.stat(root)
     except OSError as exc:
         raise errors.StorageUnavailable(f"the home {root} cannot be created ({exc.strerror})",
                                         field="home") from None
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
+    if st.st_mode & 0o077:
         raise errors.InsecureHome(
             f"{root} is not a directory only this user may enter (mode {stat.S_IMODE(st.st_mode):o}): a "
             f"credential kept there could be read by others. Run `chmod 700 {root}`, then sign in again",

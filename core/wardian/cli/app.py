@@ -11,7 +11,7 @@ from wardian import errors
 from wardian.cli.common import Commands, client, store_arg
 from wardian.cli.exits import EXIT_APP, EXIT_OK
 from wardian.cli.output import dump, out
-from wardian.home import ENV_STORE, Home, resolve_home
+from wardian.home import ENV_STORE, resolve_home
 
 if TYPE_CHECKING:
     import psutil
@@ -88,23 +88,17 @@ def _start_args(args: argparse.Namespace) -> list[str]:
     return extra
 
 
-def _make_home(home: Home) -> None:
-    from wardian.home import make_private_dir
-
-    created = not home.root.exists()
-    make_private_dir(home.root)  # private whatever the umask; the app itself refuses an open home it did not make
-    if created:
-        os.chmod(home.root, 0o700)
-
-
 def cmd_app_start(args: argparse.Namespace) -> int:
     from wardian.app.spawn import start_app
 
     home = resolve_home(args.home)
     extra = _start_args(args)
-    _make_home(home)
+    from wardian.home_setup import adopt_home
+
+    adopt_home(home)  # created private, or refused having written nothing (not even app.out)
     log_path = home.app_out_path
-    with open(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as log_file:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+    with open(os.open(log_path, flags, 0o600), "ab") as log_file:
         try:
             proc = start_app(home.root, stdout=log_file, stderr=log_file, timeout_s=args.timeout, extra_args=extra)
         except errors.InternalError as exc:

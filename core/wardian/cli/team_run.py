@@ -67,7 +67,7 @@ def ensure_app(home: Home, console: str | None) -> AppMark | None:
     """Start the home's app in the background unless one runs (as `wardian app start` does; it outlives this
     command); the mark of the app started, None when one ran already."""
     from wardian.app.spawn import start_app
-    from wardian.home import make_private_dir
+    from wardian.home_setup import adopt_home
     from wardian.team.state import AppMark
 
     if app_status(home) is not None:
@@ -78,12 +78,10 @@ def ensure_app(home: Home, console: str | None) -> AppMark | None:
 
         parse_console_address(console)
         extra = ["--console", console]
-    created = not home.root.exists()
-    make_private_dir(home.root)
-    if created:
-        os.chmod(home.root, 0o700)
+    adopt_home(home)  # created private, or refused having written nothing (not even app.out)
     log_path = home.app_out_path
-    with open(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as log_file:
+    with open(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600),
+               "ab") as log_file:
         try:
             start_app(home.root, stdout=log_file, stderr=log_file, timeout_s=APP_START_TIMEOUT_S, extra_args=extra)
         except errors.InternalError as exc:
