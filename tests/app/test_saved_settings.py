@@ -4,9 +4,14 @@ Through the app's real service and provider-neutral runtime, with the non-Codex 
 
 from __future__ import annotations
 
+from dataclasses import replace
+from functools import partial
+
+import anyio
 import pytest
 
 from tests.app.inprocess import world
+from tests.providers.fake_provider import FAKE_CAPABILITIES
 from wardian import errors
 from wardian.overrides import MASK
 
@@ -86,3 +91,25 @@ async def test_the_operator_sees_the_saved_settings_with_secrets_masked_and_peer
             assert secret not in text
         peer = await w.call("agent/list", session=w.lead)
         assert "managed" not in peer
+
+
+@pytest.mark.anyio
+async def test_a_start_refused_as_already_starting_saves_nothing_it_was_given() -> None:
+    """A second `agent start` while the first still runs was refused ("already starting") only after it had saved its
+    `-c` settings and tool grants over the first's: the agent then ran with one start's settings and kept the other's.
+    Now it is refused before anything is saved."""
+    capabilities = replace(FAKE_CAPABILITIES, tool_grants=True)
+    async with world(capabilities) as w:
+        w.provider.start_gate = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(partial(w.call, "agent/start", agent="worker", config=SETTINGS,
+                                  approve_tools=["send_message"]))
+            await w.provider.preparing.wait()
+            with pytest.raises(errors.Unsupported) as refused:
+                await w.call("agent/start", agent="worker", config=['model="other"'], approve_tools=["reply"])
+            assert "already starting" in refused.value.message
+            w.provider.start_gate.set()
+        managed = (await w.call("agent/list"))["managed"][w.worker_uuid]
+        assert managed["approve_tools"] == ["send_message"]
+        assert managed["settings"][0] == 'model="scripted"'
+        assert w.worker().spec.overrides == tuple(SETTINGS)

@@ -133,11 +133,17 @@ class FakeProvider:
     capabilities: Capabilities = FAKE_CAPABILITIES
     settings_syntax: ValueSyntax = ValueSyntax.TOML_OR_STRING
     runtimes: list[FakeRuntime] = field(default_factory=list)
+    # When set, a start waits in `prepare` until the test sets it (`preparing` tells the test it is waiting there).
+    start_gate: anyio.Event | None = None
+    preparing: anyio.Event = field(default_factory=anyio.Event)
 
     async def probe(self) -> ProviderInfo:
         return ProviderInfo(executable="fake", version="1.0.0", capabilities=self.capabilities)
 
     async def prepare(self, spec: LaunchSpec, info: ProviderInfo) -> FakeRuntime:
+        self.preparing.set()
+        if self.start_gate is not None:
+            await self.start_gate.wait()
         runtime = FakeRuntime(spec, info.capabilities)
         self.runtimes.append(runtime)
         return runtime

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 import anyio
@@ -100,13 +101,19 @@ class Runtime:
 
     # --- agent start/stop ----------------------------------------------------------------------------
 
+    def starting(self, agent_uuid: str, name: str) -> AbstractContextManager[None]:
+        """The agent's one start at a time (`Launcher.starting`). Raises: Unsupported (already starting)."""
+        return self.launcher.starting(agent_uuid, name)
+
+    async def check_start(self, agent_id: int, mode: str, overrides: Sequence[str],
+                          approve_tools: Sequence[str] = ()) -> None:
+        """Refuse a start this app cannot make, before anything of it is saved (`Launcher.check_start`)."""
+        await self.launcher.check_start(agent_id, mode, overrides, approve_tools)
+
     async def start_agent(self, agent_id: int, mode: str, overrides: Sequence[str],
                           approve_tools: Sequence[str] = ()) -> dict[str, Any]:
-        """Start (or restart with new settings) the agent's runtime; returns once its conversation is ready.
-
-        Raises:
-            Unsupported: the provider has no such mode, or takes no tool grants (checked before anything is saved).
-        """
+        """Start (or restart with new settings) the agent's runtime; returns once its conversation is ready. Call it
+        inside `starting`, after `check_start`."""
         return await self.launcher.start_agent(agent_id, mode, overrides, approve_tools)
 
     async def stop_agent(self, agent_id: int) -> bool:

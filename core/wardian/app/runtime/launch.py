@@ -11,7 +11,8 @@ their tasks are marked uncertain, never guessed and never replayed.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -67,24 +68,43 @@ class Launcher:
 
     # --- what the service asks ------------------------------------------------------------------------
 
-    async def start_agent(self, agent_id: int, mode: str, overrides: Sequence[str],
-                          approve_tools: Sequence[str] = ()) -> dict[str, Any]:
-        """Start (or restart with new settings) the agent's runtime; returns once its conversation is ready.
+    @contextmanager
+    def starting(self, agent_uuid: str, name: str) -> Iterator[None]:
+        """Hold the agent's one start at a time: a second start meanwhile is refused (`unsupported`, "already
+        starting") before it saves anything, and nothing starts the agent for new work while it is held.
 
-        Raises:
-            Unsupported: the provider has no such mode, or takes no tool grants (checked before anything is saved).
-        """
+        Raises: Unsupported."""
+        if agent_uuid in self._starting:
+            raise errors.Unsupported(f"agent {name!r} is already starting", field="agent")
+        self._starting.add(agent_uuid)
+        try:
+            yield
+        finally:
+            self._starting.discard(agent_uuid)
+
+    async def check_start(self, agent_id: int, mode: str, overrides: Sequence[str],
+                          approve_tools: Sequence[str] = ()) -> None:
+        """Refuse a start this app cannot make, before anything of it is saved.
+
+        Raises: NotMine (another host's agent); Unsupported (no such mode, no tool grants); InvalidArguments (a bad
+            setting)."""
         await self.hosts.check_mine(self.writer, agent_id)
         saved = await self.writer.call(lambda s: s.managed_agent(agent_id))
         provider = self._provider(saved)
         try:
             caps: Capabilities | None = (await provider.probe()).capabilities
         except errors.WardianError:
-            caps = None  # the launch below reports it (and marks the agent errored)
+            caps = None  # the launch reports it (and marks the agent errored)
         if caps is not None:
             check_launch(provider.name, caps, mode, approve_tools)
         for override in overrides:
             check_override(override, provider.settings_syntax)  # each provider's value syntax, before any is saved
+
+    async def start_agent(self, agent_id: int, mode: str, overrides: Sequence[str],
+                          approve_tools: Sequence[str] = ()) -> dict[str, Any]:
+        """Start (or restart with new settings) the agent's runtime; returns once its conversation is ready. The
+        caller holds `starting` for the agent and has passed `check_start`.
+        """
         # The grants are kept with the agent like its settings (the same rule: this start's replace the last's), so
         # an app restart and a relaunch for new work grant them again.
         await self.writer.call(lambda s: s.set_desired(agent_id, "on", mode, list(overrides), list(approve_tools)))
@@ -92,7 +112,7 @@ class Launcher:
         existing = self.owners.get(agent.uuid)
         if existing is not None:
             await self._stop(existing)
-        handle = await self._launch(agent)
+        handle = await self._launch_held(agent)
         return {"thread_id": handle.runtime.thread_id, "generation": handle.generation,
                 "provider_version": handle.info.version, "warnings": start_warnings(handle.runtime)}
 
@@ -151,9 +171,11 @@ class Launcher:
 
     async def _launch(self, agent: ManagedAgent) -> AgentHandle:
         """Start the agent's runtime with what the store keeps for it: mode, settings and tool grants."""
-        if agent.uuid in self._starting:
-            raise errors.Unsupported(f"agent {agent.name!r} is already starting", field="agent")
-        self._starting.add(agent.uuid)
+        with self.starting(agent.uuid, agent.name):
+            return await self._launch_held(agent)
+
+    async def _launch_held(self, agent: ManagedAgent) -> AgentHandle:
+        """`_launch`, for a caller that holds `starting` for the agent."""
         try:
             return await self._launch_once(agent, agent.approve_tools)
         except errors.NotSignedIn as exc:
@@ -164,8 +186,6 @@ class Launcher:
         except errors.WardianError:
             await self.writer.call(lambda s: s.mark_errored(agent.id))
             raise
-        finally:
-            self._starting.discard(agent.uuid)
 
     def _provider(self, agent: ManagedAgent) -> Provider:
         provider = self.providers.get(agent.provider)

@@ -89,18 +89,24 @@ async def start_agent(app: AppService, p: AgentStartParams) -> AgentStartResult:
                                       "saved settings give config alone", field="reset_settings",
                                       allowed="reset_settings, or config, not both")
     agent = await app.writer.call(lambda s: s.resolve_agent(p.agent))
-    if p.auth is not None:
-        auth = await _auth_choice(app, agent.provider, agent.name, p.auth)
-        await app.writer.call(lambda s: s.set_auth(agent.id, auth))
-    # A plain start keeps what the last start was given: its mode and its -c settings (the agent's settings
-    # travel with it, as a service's do in `docker compose`); `config` replaces them, `reset_settings` drops them.
-    saved = await app.writer.call(lambda s: s.managed_agent(agent.id))
-    mode = p.mode or saved.mode or "background"
-    config = [] if p.reset_settings else list(saved.overrides) if p.config is None else list(p.config)
-    # Grants are kept with the agent too, but an explicit start grants only what it names (no --approve-tools: no
-    # grants), so a person never grants a tool by omission; keep_settings (the saved start as a whole) keeps them.
-    grants = list(saved.approve_tools) if p.keep_settings and not p.approve_tools else list(p.approve_tools)
-    started = await app.runtime.start_agent(agent.id, mode, config, grants)
+    # Everything a start is given is checked before any of it is saved, and a second start of the agent while this
+    # one runs is refused with nothing saved: a refused start leaves the agent's settings, grants and sign-in as
+    # they were.
+    with app.runtime.starting(agent.uuid, agent.name):
+        auth = await _auth_choice(app, agent.provider, agent.name, p.auth) if p.auth is not None else None
+        # A plain start keeps what the last start was given: its mode and its -c settings (the agent's settings
+        # travel with it, as a service's do in `docker compose`); `config` replaces them, `reset_settings` drops them.
+        saved = await app.writer.call(lambda s: s.managed_agent(agent.id))
+        mode = p.mode or saved.mode or "background"
+        config = [] if p.reset_settings else list(saved.overrides) if p.config is None else list(p.config)
+        # Grants are kept with the agent too, but an explicit start grants only what it names (no --approve-tools:
+        # no grants), so a person never grants a tool by omission; keep_settings (the saved start as a whole) keeps
+        # them.
+        grants = list(saved.approve_tools) if p.keep_settings and not p.approve_tools else list(p.approve_tools)
+        await app.runtime.check_start(agent.id, mode, config, grants)
+        if p.auth is not None:
+            await app.writer.call(lambda s: s.set_auth(agent.id, auth))
+        started = await app.runtime.start_agent(agent.id, mode, config, grants)
     current = await app.writer.call(lambda s: s.agent(agent.id))
     return {"agent": agent_result(current), "thread_id": started["thread_id"],
             "generation": started["generation"], "provider_version": started["provider_version"],
