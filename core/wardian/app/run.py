@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import fcntl
 import logging
+import logging.handlers
 import os
 import secrets
 import signal
@@ -44,6 +45,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("wardian.app")
 
 MAX_HOST_NAME = 64
+# logs/app.log is rotated at this size, and this many older files are kept: at most 60 MiB of app log in a home.
+APP_LOG_MAX_BYTES = 10 * 1024 * 1024
+APP_LOG_BACKUPS = 5
 # The embedded store's lease never needs renewing: its home lock, not the lease, keeps a second app out.
 EMBEDDED_LEASE_MS = 100 * 365 * 24 * 3600 * 1000
 # A shared store's host lease: renewed every HEARTBEAT_S; a host whose app stopped renewing shows offline (and may be
@@ -87,10 +91,14 @@ class HomeLock:
 
 
 def configure_logging(home: Home, stream: IO[str] | None) -> None:
+    """The app's log: `logs/app.log`, rotated at APP_LOG_MAX_BYTES with APP_LOG_BACKUPS older files kept
+    (`app.log.1` … newest first), so a long-running or chatty app (a refused connection logs a line) never fills the
+    disk; and `stream` (the terminal of `app run`) when given."""
     root = logging.getLogger("wardian")
     root.setLevel(logging.INFO)
     fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
-    handler = logging.FileHandler(home.log_dir / "app.log", encoding="utf-8")
+    handler = logging.handlers.RotatingFileHandler(
+        home.log_dir / "app.log", maxBytes=APP_LOG_MAX_BYTES, backupCount=APP_LOG_BACKUPS, encoding="utf-8")
     handler.setFormatter(fmt)
     root.addHandler(handler)
     if stream is not None:
