@@ -14,6 +14,7 @@ import tempfile
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import Future
 from contextlib import asynccontextmanager, contextmanager
+from functools import partial
 from typing import Any
 
 import mcp_types as types
@@ -56,8 +57,10 @@ class McpConnection:
     def ping(self) -> types.EmptyResult:
         return self._portal.call(self.session.send_ping)
 
-    def call(self, name: str, arguments: dict[str, Any] | None = None) -> types.CallToolResult:
-        return self._portal.call(self.session.call_tool, name, arguments)
+    def call(self, name: str, arguments: dict[str, Any] | None = None, *,
+             read_timeout_s: float | None = None) -> types.CallToolResult:
+        return self._portal.call(partial(self.session.call_tool, name, arguments,
+                                         read_timeout_seconds=read_timeout_s))
 
     def start(self, name: str, arguments: dict[str, Any] | None = None) -> Future[types.CallToolResult]:
         """Start a call without waiting for it (for waits that another call should end)."""

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wardian.mcp import _stdio
+from wardian.mcp._frames import leading_id
 from wardian.mcp._stdio import LineSplitter
 from wardian.mcp.server import StdioServer
 
@@ -92,3 +93,21 @@ def test_a_connection_leaves_no_stream_open(monkeypatch: pytest.MonkeyPatch, lin
     connection = None  # the last reference: its objects are freed (and any leak reported) by this collection
     gc.collect()
     assert [str(u.exc_value) for u in unraisable] == []
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    (b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x"', 7),
+    (b' { "jsonrpc" : "2.0" , "id" : "req-\\u00e9" , "params"', "req-\u00e9"),
+    (b'{"method":"ping","jsonrpc":"2.0","id":-3}', -3),
+    (b'{"jsonrpc":"2.0","method":"ping","params":{"x":1},"id":7}', None),  # a nested value first: not read past it
+    (b'{"jsonrpc":"2.0","id":1.5,"method":"ping"}', None),
+    (b'{"jsonrpc":"2.0","id":true,"method":"ping"}', None),
+    (b'{"jsonrpc":"2.0","id":null,"method":"ping"}', None),
+    (b'{"jsonrpc":"2.0","method":"ping"', None),
+    (b'[{"jsonrpc":"2.0","id":1}]', None),
+    (b'{"jsonrpc":"2.0" "id":1}', None),
+    (b"\xff\xfe", None),
+])
+def test_the_leading_id_is_read_only_from_plain_members_at_the_line_s_start(line: bytes, expected: object) -> None:
+    """An oversize line is answered with its request's id when the members before the id are plain scalars."""
+    assert leading_id(line) == expected

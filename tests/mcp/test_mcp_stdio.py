@@ -19,11 +19,12 @@ from typing import Any
 import orjson
 import psutil
 import pytest
+from mcp.shared.exceptions import MCPError
 
 from tests.conftest import AppHandle
 from tests.mcp.conftest import Peers
-from tests.mcp.mcp_harness import RawServer, raw_server, serve_command, server_env
-from wardian.protocol.tools import TOOL_NAMES
+from tests.mcp.mcp_harness import RawServer, mcp_server, raw_server, serve_command, server_env
+from wardian.protocol.tools import MAX_MCP_FRAME_BYTES, TOOL_NAMES
 
 pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
 
@@ -53,7 +54,7 @@ MALFORMED: list[tuple[str, bytes, int | None, Any]] = [
     ("infinity", (CALL % (5, '{"name":"wait_agent","arguments":{"timeout_ms":Infinity}}')).encode(), PARSE_ERROR,
      None),
     ("deep-nesting", b'{"jsonrpc":"2.0","id":6,"method":"ping","params":{"x":' + b"[" * 10_000 + b"]" * 10_000
-     + b"}}", PARSE_ERROR, None),
+     + b"}}", PARSE_ERROR, 6),
     ("batch", b'[{"jsonrpc":"2.0","id":7,"method":"ping"}]', INVALID_REQUEST, None),
     ("missing-jsonrpc", b'{"id":8,"method":"ping"}', INVALID_REQUEST, 8),
     ("object-id", b'{"jsonrpc":"2.0","id":{},"method":"ping"}', INVALID_REQUEST, None),
@@ -69,7 +70,9 @@ MALFORMED: list[tuple[str, bytes, int | None, Any]] = [
     ("malformed-response", b'{"jsonrpc":"2.0","id":16,"result":1}', None, None),
     ("crlf", b'{"jsonrpc":"2.0","id":13,"method":"tools/list"}\r', None, None),
     ("over-the-line-cap", b'{"jsonrpc":"2.0","id":14,"method":"ping","params":{"x":"' + b"a" * (2 * 1024 * 1024)
-     + b'"}}', INVALID_REQUEST, None),
+     + b'"}}', INVALID_REQUEST, 14),
+    ("over-the-line-cap-id-after-params", b'{"jsonrpc":"2.0","method":"ping","params":{"x":"' + b"a" * (2 * 1024 * 1024)
+     + b'"},"id":17}', INVALID_REQUEST, None),
 ]
 
 
@@ -96,6 +99,23 @@ def test_a_malformed_line_gets_its_json_rpc_error_and_the_next_ping_is_answered(
     assert len(errors) == 1, before
     assert errors[0]["error"]["code"] == code
     assert errors[0]["id"] == id_
+    if len(line) > MAX_MCP_FRAME_BYTES:
+        assert errors[0]["error"]["data"] == {"code": "message_too_large", "limit_bytes": MAX_MCP_FRAME_BYTES}
+
+
+def test_a_call_over_the_line_cap_through_the_official_client_fails_at_once_with_message_too_large(
+        peers: Peers) -> None:
+    """A tools/call line over 1 MiB was answered with `id: null`, so the official client's call waited for its own
+    timeout. Now the answer carries the request's id (read from the line's start) and the call fails with
+    `message_too_large`; the client's read timeout is 5 s, so an unanswered call fails this test."""
+    _, token = peers.app.add_agent()
+    with mcp_server(server_env(str(peers.app.home.root), token)) as mcp:
+        with pytest.raises(MCPError) as failed:
+            mcp.call("send_message", {"target": peers.bob.name, "message": "a" * (2 * MAX_MCP_FRAME_BYTES)},
+                     read_timeout_s=5)
+        assert failed.value.code == INVALID_REQUEST
+        assert failed.value.data == {"code": "message_too_large", "limit_bytes": MAX_MCP_FRAME_BYTES}
+        assert mcp.ok("list_agents")["agents"]  # and the server keeps serving
 
 
 def test_a_crlf_terminated_request_is_answered_normally(bare_server: RawServer) -> None:

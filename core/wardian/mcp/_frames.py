@@ -7,9 +7,11 @@ row M2, docs/reliability.md).
 
 Invariants:
 - A line is one message of at most MAX_MCP_FRAME_BYTES; a longer line is discarded up to its newline and
-  answered with INVALID_REQUEST.
-- Not JSON, invalid UTF-8, a byte order mark, NaN/Infinity or nesting deeper than MAX_MCP_JSON_DEPTH ->
-  PARSE_ERROR with `id: null`.
+  answered with INVALID_REQUEST, `data.code` `message_too_large`, and the request's id when the line's start shows
+  it (a request's `jsonrpc` and `id` come before its params, as the official SDKs write them), so a host's call fails
+  at once instead of waiting out its own timeout.
+- Not JSON, invalid UTF-8, a byte order mark or NaN/Infinity -> PARSE_ERROR with `id: null`; nesting deeper than
+  MAX_MCP_JSON_DEPTH -> PARSE_ERROR with the request's id (the line parsed, so its id is known).
 - Valid JSON that is not one JSON-RPC 2.0 message (a batch array, no `"jsonrpc": "2.0"`, an id that is not
   a string or integer, a non-string method, params that are neither an object nor null: MCP's params are
   objects) -> INVALID_REQUEST, with the id when it can be recovered. A notification is answered too, with id
@@ -33,14 +35,19 @@ JsonId = str | int
 class FrameError(Exception):
     """A line that cannot be handed to the MCP session; `response()` is what the host gets instead."""
 
-    def __init__(self, code: int, message: str, id_: JsonId | None = None) -> None:
+    def __init__(self, code: int, message: str, id_: JsonId | None = None,
+                 data: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.id = id_
+        self.data = data
 
     def response(self) -> dict[str, Any]:
-        return {"jsonrpc": "2.0", "id": self.id, "error": {"code": self.code, "message": self.message}}
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return {"jsonrpc": "2.0", "id": self.id, "error": error}
 
 
 def _reject_constant(name: str) -> Any:
@@ -63,8 +70,9 @@ def _parse(line: bytes) -> Any:
         raise FrameError(PARSE_ERROR, "Parse error: a byte order mark is not allowed")
     try:
         return json.loads(text, parse_constant=_reject_constant)
-    except RecursionError:
-        raise FrameError(PARSE_ERROR, "Parse error: JSON nested too deeply") from None
+    except RecursionError:  # valid JSON past the parser's own depth: the id is still read from the line's start
+        raise FrameError(PARSE_ERROR, f"Parse error: JSON nested deeper than {MAX_MCP_JSON_DEPTH} levels",
+                         leading_id(line)) from None
     except ValueError as exc:
         raise FrameError(PARSE_ERROR, f"Parse error: {str(exc)[:120]}") from None
 
@@ -82,6 +90,47 @@ def _too_deep(value: Any) -> bool:
     return False
 
 
+_DECODER = json.JSONDecoder()
+_WHITESPACE = " \t\r\n"
+# How much of a line's start is read for its id: the members before it are `"jsonrpc":"2.0"` and perhaps a method.
+_ID_WINDOW = 4096
+
+
+def leading_id(line: bytes) -> JsonId | None:
+    """The `id` of the JSON-RPC object `line` starts, read from its first members alone: None unless every member up
+    to the id is a plain scalar (a line cut at the frame cap holds only its start, so nothing after the id is read).
+    """
+    text = line[:_ID_WINDOW].decode("utf-8", errors="replace")
+    try:
+        at = _skip(text, 0)
+        if text[at] != "{":
+            return None
+        at += 1
+        while True:
+            key, at = _DECODER.raw_decode(text, _skip(text, at))
+            at = _skip(text, at)
+            if not isinstance(key, str) or text[at] != ":":
+                return None
+            at = _skip(text, at + 1)
+            if text[at] in "{[":
+                return None  # a nested value (params) before any id: not read
+            value, at = _DECODER.raw_decode(text, at)
+            if key == "id":
+                return value if _valid_id(value) else None
+            at = _skip(text, at)
+            if text[at] != ",":
+                return None
+            at += 1
+    except (ValueError, IndexError):
+        return None
+
+
+def _skip(text: str, at: int) -> int:
+    while at < len(text) and text[at] in _WHITESPACE:
+        at += 1
+    return at
+
+
 def _valid_id(value: Any) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
@@ -95,10 +144,13 @@ def decode_line(line: bytes) -> dict[str, Any] | None:
     if not line.strip():
         return None
     if len(line) > MAX_MCP_FRAME_BYTES:
-        raise FrameError(INVALID_REQUEST, f"Invalid request: the line is longer than {MAX_MCP_FRAME_BYTES} bytes")
+        raise FrameError(INVALID_REQUEST, f"Invalid request: the line is longer than {MAX_MCP_FRAME_BYTES} bytes",
+                         leading_id(line), {"code": "message_too_large", "limit_bytes": MAX_MCP_FRAME_BYTES})
     message = _parse(line)
     if _too_deep(message):
-        raise FrameError(PARSE_ERROR, f"Parse error: JSON nested deeper than {MAX_MCP_JSON_DEPTH} levels")
+        raw_id = message.get("id") if isinstance(message, dict) else None
+        raise FrameError(PARSE_ERROR, f"Parse error: JSON nested deeper than {MAX_MCP_JSON_DEPTH} levels",
+                         raw_id if _valid_id(raw_id) else None)
     if isinstance(message, list):
         raise FrameError(INVALID_REQUEST, "Invalid request: JSON-RPC batches are not supported by MCP")
     if not isinstance(message, dict):
