@@ -258,6 +258,17 @@ def test_a_broadcast_or_list_target_fails_with_broadcast_not_allowed(peers: Peer
     assert (error["code"], error["field"]) == ("broadcast_not_allowed", "target")
 
 
+@pytest.mark.parametrize("target", ["worker' OR '1'='1", "bob'", "../bob", "<script>", "bob@host", "bob\u0000"])
+@pytest.mark.parametrize("tool", TARGET_TOOLS)
+def test_text_that_cannot_name_an_agent_fails_with_invalid_target_not_broadcast(peers: Peers, tool: str,
+                                                                                target: str) -> None:
+    """B10a: `worker' OR '1'='1` was reported as a broadcast (it holds spaces); it names no agent and no list of
+    agents, so it is invalid_target, saying what a target may be."""
+    error = _target_call(peers, tool, target)
+    assert (error["code"], error["field"]) == ("invalid_target", "target")
+    assert "agent name" in error["allowed"]
+
+
 @pytest.mark.parametrize("tool", TARGET_TOOLS)
 def test_targeting_the_caller_itself_fails_with_invalid_target(peers: Peers, tool: str) -> None:
     """B11 and B25: the target is the caller -> invalid_target (our choice: no self-messages)."""

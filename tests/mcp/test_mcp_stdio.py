@@ -140,6 +140,20 @@ def test_a_lone_surrogate_in_a_message_is_a_tool_error_invalid_text(peers: Peers
             assert result["structuredContent"]["error"]["code"] == "invalid_text"
 
 
+def test_a_lone_surrogate_in_a_target_is_invalid_text_naming_the_target(peers: Peers) -> None:
+    """B14: a lone surrogate in `target` was refused as invalid_text without a field, called "not valid UTF-8" (the
+    client's framing noticed it, not the target's check). Now the target's own check names the field."""
+    _, token = peers.app.add_agent()
+    with raw_server(server_env(str(peers.app.home.root), token)) as server:
+        server.initialize()
+        for tool in ("send_message", "followup_task", "interrupt_agent"):
+            server.send_raw(b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"%s","arguments":'
+                            b'{"target":"bo\\udc80b","message":"hi"}}}\n' % tool.encode())
+            error = server.read()["result"]["structuredContent"]["error"]
+            assert (error["code"], error["field"]) == ("invalid_text", "target")
+            assert "lone surrogate" in error["message"]
+
+
 def test_every_stdout_line_is_json_rpc_even_when_modules_print_and_logging_is_verbose(
         peers: Peers, tmp_path: Path) -> None:
     """M1: every tool and error path, DEBUG logging, a module that prints on import -> 0 non-JSON lines on

@@ -35,12 +35,27 @@ from wardian.model import (
 
 # Names that address everyone; a target must name exactly one agent, since broadcasts fail.
 BROADCAST_NAMES = frozenset({"*", "all", "@all", "everyone", "@everyone", "@here", "here", "broadcast"})
-_BROADCAST_CHARS = re.compile(r"[\s,;*?\[\]{}|]")
+_WILDCARD_CHARS = re.compile(r"[*?\[\]{}]")
+_LIST_SEPARATORS = re.compile(r"[\s,;|]+")
 AGENT_NAME_RE = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_AGENT_NAME_CHARS - 1}}}$")
 _UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+_TARGET_ALLOWED = "one agent name (A-Z a-z 0-9 . _ -, starting with a letter or digit) or UUID"
 
 
 # --- field checks (each raises the precise wardian error) -------------------------------------------------
+
+
+def _names_one(value: str) -> bool:
+    return bool(AGENT_NAME_RE.match(value) or _UUID_RE.match(value))
+
+
+def _addresses_many(value: str) -> bool:
+    """Whether `value` asks for more than one agent: a broadcast name, a wildcard, or a list of names or UUIDs. Text
+    that merely cannot be a name (`worker' OR '1'='1`) is not a broadcast: it is an invalid target."""
+    if value.lower() in BROADCAST_NAMES or _WILDCARD_CHARS.search(value):
+        return True
+    parts = [p for p in _LIST_SEPARATORS.split(value) if p]
+    return len(parts) > 1 and all(_names_one(p) or p.lower() in BROADCAST_NAMES for p in parts)
 
 
 def check_target(value: str) -> str:
@@ -50,14 +65,28 @@ def check_target(value: str) -> str:
     if len(value) > MAX_TARGET_CHARS:
         raise errors.InvalidTarget(f"target is longer than {MAX_TARGET_CHARS} characters", field="target",
                                    allowed=f"1..{MAX_TARGET_CHARS} characters")
-    if value.lower() in BROADCAST_NAMES or _BROADCAST_CHARS.search(value.strip()):
+    if not value.isascii() and _has_lone_surrogate(value):
+        raise errors.InvalidText("target contains a lone surrogate, which is not valid Unicode text", field="target",
+                                 allowed=_TARGET_ALLOWED)
+    if _addresses_many(value.strip()):
         raise errors.BroadcastNotAllowed(
             "target addresses more than one agent; broadcasts and lists are not allowed, address exactly "
             "one agent by name or UUID", field="target", allowed="one agent name or UUID")
     if value != value.strip():
         raise errors.InvalidTarget("target has leading or trailing whitespace", field="target",
                                    allowed="one agent name or UUID")
+    if not _names_one(value):
+        raise errors.InvalidTarget(f"target {value[:80]!r} is neither an agent name nor a UUID", field="target",
+                                   allowed=_TARGET_ALLOWED)
     return value
+
+
+def _has_lone_surrogate(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def check_text(value: str, field: str = "message") -> str:
