@@ -12,6 +12,8 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -31,6 +33,7 @@ CHROMIUM = Path(os.environ.get("WARDIAN_TEST_CHROMIUM", "/usr/bin/chromium"))
 EXPECT_TIMEOUT_MS = 60_000
 REPO = Path(__file__).resolve().parents[2]
 EVIDENCE = REPO / "dist" / "console-evidence"
+RECORDING_BROWSER = Path(__file__).with_name("recording_browser.py")
 
 
 def start_console_app(root: Path, extra_env: dict[str, str] | None = None,
@@ -93,6 +96,22 @@ class ConsoleApp:
         found = re.search(rb'name="csrf" value="([^"]+)"', body)
         assert found is not None
         return found.group(1).decode()
+
+
+def console_through_a_recording_browser(console: ConsoleApp, folder: Path, *,
+                                        log_in: bool) -> tuple[subprocess.CompletedProcess[bytes], dict[str, Any]]:
+    """`wardian console` with `BROWSER` set to tests/console/recording_browser.py (which logs in through what it was
+    given when `log_in`): what the command printed and what the browser recorded."""
+    program = folder / "browser"
+    program.write_text(f"#!{sys.executable}\n" + RECORDING_BROWSER.read_text(encoding="utf-8"), encoding="utf-8")
+    program.chmod(0o755)
+    record = folder / "browser.json"
+    env = console.app.env()
+    env.update(BROWSER=str(program), RECORDING_BROWSER_OUT=str(record), RECORDING_BROWSER_LOGIN=str(int(log_in)))
+    proc = subprocess.run([*wardian_cmd(), "console"], env=env, capture_output=True, timeout=90, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert record.exists(), proc.stdout  # the browser was started
+    return proc, json.loads(record.read_text(encoding="utf-8"))
 
 
 def _console_app(extra_env: dict[str, str] | None = None) -> Iterator[ConsoleApp]:

@@ -11,18 +11,20 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import cast
 
 import pytest
 
-from tests.conftest import AppHandle, AppProcess, short_home, stop_app
-from tests.console.conftest import ConsoleApp, ConsoleWorld
+from tests.conftest import AppHandle, AppProcess, short_home, stop_app, wardian_cmd
+from tests.console.conftest import ConsoleApp, ConsoleWorld, console_through_a_recording_browser, start_console_app
 from tests.test_structure import imports_of
 from wardian import errors
 from wardian.cli import EXIT_HOME, EXIT_USAGE
 from wardian.console.address import DEFAULT_HOST, DEFAULT_PORT, ConsoleAddress, parse_console_address
+from wardian.console.auth import LOGIN_TTL_MS
 from wardian_harness import apps
 
 WEB_MODULES = ("starlette", "uvicorn", "jinja2", "markupsafe", "sse_starlette")
@@ -92,34 +94,106 @@ def test_a_console_port_in_use_fails_the_start_with_a_clear_error() -> None:
 
 
 def test_wardian_console_prints_a_fresh_login_url_each_time(console_app: ConsoleApp) -> None:
+    """`--no-open` and `--json` print the URL for the person (stdout, not any process's arguments) and write no page."""
     first = console_app.app.cli("console", "--no-open")
     second = console_app.app.cli("console", "--no-open")
-    assert first.returncode == second.returncode == 0
+    third = console_app.app.cli("console", "--json")
+    assert first.returncode == second.returncode == third.returncode == 0
     urls = [next(line.strip() for line in p.stdout.decode().splitlines() if "/login?token=" in line)
-            for p in (first, second)]
-    assert urls[0] != urls[1]
+            for p in (first, second)] + [json.loads(third.stdout)["url"]]
+    assert len(set(urls)) == 3
     assert all(u.startswith(console_app.base + "/login?token=wcl1_") for u in urls)
     status = json.loads(console_app.app.cli("app", "status", "--json").stdout)
     assert status["console"] == console_app.base
     assert "token" not in status["console"]
+    assert not list(console_app.app.home.run_dir.glob("console-login-*"))
 
 
-def test_wardian_console_opens_the_url_in_a_browser(console_app: ConsoleApp, tmp_path: Path) -> None:
-    """Without --no-open, the URL goes to the browser (`webbrowser`, here $BROWSER: a script that records it)."""
-    opened = tmp_path / "opened"
-    browser = tmp_path / "browser.sh"
-    browser.write_text(f'#!/bin/sh\nprintf "%s" "$1" > {opened}\n', encoding="utf-8")
-    browser.chmod(0o755)
-    env = console_app.app.env()
-    env["BROWSER"] = str(browser)
-    proc = subprocess.run([sys.executable, "-m", "wardian", "console"], env=env, capture_output=True, timeout=60,
-                          check=False)
+def test_wardian_console_without_a_graphical_session_says_how_to_open_the_url(console_app: ConsoleApp) -> None:
+    """No DISPLAY, WAYLAND_DISPLAY or BROWSER (an SSH session): the URL is printed with how to reach it, no browser
+    (a text one would take over the terminal) is started, and no page is written."""
+    env = {k: v for k, v in console_app.app.env().items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "BROWSER")}
+    proc = subprocess.run([*wardian_cmd(), "console"], env=env, capture_output=True, timeout=90, check=False)
     assert proc.returncode == 0, proc.stderr
-    url = opened.read_text(encoding="utf-8")
+    assert b"/login?token=wcl1_" in proc.stdout
+    assert b"no graphical session here" in proc.stdout
+    assert b"ssh -L PORT:127.0.0.1:PORT HOST" in proc.stdout
+    assert not list(console_app.app.home.run_dir.glob("console-login-*"))
+
+
+def test_wardian_console_opens_the_browser_on_a_private_page_never_on_the_login_url(console_app: ConsoleApp,
+                                                                                    tmp_path: Path) -> None:
+    """W9: every local user can read a process's arguments (/proc/PID/cmdline), and a browser hands its environment to
+    whatever it starts, so neither holds the login: the browser is opened on a private page in the home's run/ (0600)
+    that forwards it to the login URL. Logging in through that page works, the page goes once it is used, and the URL
+    is still printed for the person."""
+    proc, record = console_through_a_recording_browser(console_app, tmp_path, log_in=True)
+    assert [arg for arg in record["argv"] if "wcl1_" in arg] == []
+    assert "error" not in record, record
+    assert record["environ_with_a_login"] == []
+    assert record["scheme"] == "file"
+    page = Path(record["page"]["path"])
+    assert record["argv"][1:] == [page.as_uri()]
+    assert page.parent == console_app.app.home.run_dir
+    assert (record["page"]["mode"], record["page"]["uid"]) == (0o600, os.geteuid())
+    url = str(record["login_url"])
     assert url.startswith(console_app.base + "/login?token=wcl1_")
-    assert url.encode() in proc.stdout
-    status, _, _ = console_app.http("GET", url[len(console_app.base):])
-    assert status == 200  # the URL it opened logs in
+    assert [arg for arg in record["argv"] if url.split("=", 1)[1] in arg] == []
+    assert f"  {url}\n".encode() in proc.stdout  # printed for the person
+    assert (record["login_status"], record["agents_status"]) == (200, 200)  # logged in; the session works
+    assert record["cookies"] == [f"wardian_console_{console_app.port}"]
+    assert record["page_left_after_login"] is False
+    assert console_app.http("GET", url[len(console_app.base):])[0] == 401  # spent
+
+
+def test_wardian_console_removes_pages_of_expired_logins_and_keeps_the_others(console_app: ConsoleApp,
+                                                                            tmp_path: Path) -> None:
+    """A page not used within a login's life holds an expired token: the next `wardian console` removes it, and no
+    page of a login that may still be used."""
+    run_dir = console_app.app.home.run_dir
+    expired, recent, other = run_dir / "console-login-0.html", run_dir / "console-login-1.html", run_dir / "notes"
+    for path in (expired, recent, other):
+        path.write_text("x", encoding="utf-8")
+    long_ago = time.time() - LOGIN_TTL_MS / 1000 - 60
+    for path in (expired, other):
+        os.utime(path, (long_ago, long_ago))
+    _, record = console_through_a_recording_browser(console_app, tmp_path, log_in=False)
+    assert "error" not in record, record
+    assert not expired.exists()
+    assert recent.exists()
+    assert other.exists()
+    assert Path(record["page"]["path"]).exists()  # not used yet
+
+
+def test_wardian_console_does_not_write_the_page_into_a_run_dir_others_may_enter(console_app: ConsoleApp,
+                                                                                 tmp_path: Path) -> None:
+    """A run/ others may enter (changed since the app checked it at its start) gets no page and no browser is started:
+    `insecure_runtime_dir`, saying to use --no-open."""
+    run_dir = console_app.app.home.run_dir
+    os.chmod(run_dir, 0o711)
+    try:
+        env = console_app.app.env()
+        env["BROWSER"] = str(tmp_path / "never-started")
+        proc = subprocess.run([*wardian_cmd(), "console"], env=env, capture_output=True, timeout=90, check=False)
+    finally:
+        os.chmod(run_dir, 0o700)
+    assert proc.returncode == EXIT_HOME, proc.stderr
+    assert b"insecure_runtime_dir" in proc.stderr
+    assert b"--no-open" in proc.stderr
+    assert not list(run_dir.glob("console-login-*"))
+
+
+def test_a_console_removes_the_pages_an_earlier_app_left(console_app: ConsoleApp, tmp_path: Path) -> None:
+    """An app's logins end with it: a page left unused goes when the next app on the home starts its console."""
+    _, record = console_through_a_recording_browser(console_app, tmp_path, log_in=False)
+    page = Path(record["page"]["path"])
+    home = console_app.app.home
+    console_app.app.call("app/stop")
+    console_app.app.proc.wait(timeout=60)
+    assert page.exists()
+    console_app.app.proc = start_console_app(home.root)
+    assert not page.exists()
+    assert not list(home.run_dir.glob("console-login-*"))
 
 
 def test_wardian_console_without_a_console_says_how_to_serve_one(app: AppHandle) -> None:

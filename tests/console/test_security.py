@@ -1,9 +1,14 @@
-"""The console's login and security model (docs/reliability.md rows W1-W8), against a real app with its console: a
+"""The console's login and security model (docs/reliability.md rows W1-W9), against a real app with its console: a
 one-time login URL, an HttpOnly SameSite=Strict session cookie, Origin and CSRF checks on every change, loopback
 Host names only, no secret in any log, and text from agents rendered inert in a real browser."""
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
+import stat
+import subprocess
 import urllib.parse
 from pathlib import Path
 from typing import Any
@@ -12,7 +17,9 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.conftest import AppProcess
-from tests.console.conftest import ConsoleApp, log_in, shoot
+from tests.console.conftest import ConsoleApp, console_through_a_recording_browser, log_in, shoot
+from wardian import errors
+from wardian.console import login_page
 from wardian.console.auth import LOGIN_TTL_MS, SESSION_TTL_MS, ConsoleAuth
 
 pytestmark = pytest.mark.timeout(300)
@@ -201,6 +208,87 @@ def test_a_form_over_the_size_limit_is_refused_unread(target: ConsoleApp) -> Non
     status, _, _ = _post(target, "/act/send", big, cookie, target.base)
     assert status == 413
     assert target.records() == before
+
+
+# --- the browser is opened on a private page, never on the login URL (W9) -------------------------------------------
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv")
+def test_another_user_cannot_read_the_login_page(console_app: ConsoleApp, tmp_path: Path) -> None:
+    """W9: the page the browser is opened on holds the login; another uid cannot read it, even with the home and its
+    run/ opened for others to pass through (the page itself is 0600)."""
+    _, record = console_through_a_recording_browser(console_app, tmp_path, log_in=False)
+    assert "error" not in record, record
+    page = Path(record["page"]["path"])
+    home = console_app.app.home
+    assert b"wcl1_" in page.read_bytes()  # not used yet: it still holds the login
+    as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "cat", str(page)]
+    default = subprocess.run(as_nobody, capture_output=True, timeout=30, check=False)
+    root_mode = stat.S_IMODE(os.stat(home.root).st_mode)
+    os.chmod(home.root, 0o711)
+    os.chmod(home.run_dir, 0o711)
+    try:
+        opened = subprocess.run(as_nobody, capture_output=True, timeout=30, check=False)
+    finally:
+        os.chmod(home.run_dir, 0o700)
+        os.chmod(home.root, root_mode)
+    for proc in (default, opened):
+        assert proc.returncode != 0
+        assert proc.stdout == b""
+        assert b"Permission denied" in proc.stderr
+    url = urllib.parse.urlsplit(record["login_url"])
+    assert console_app.http("GET", f"{url.path}?{url.query}")[0] == 200  # nobody used it: still the owner's
+
+
+def test_a_real_browser_opened_on_the_login_page_is_logged_in(console_app: ConsoleApp, browser: Any, tmp_path: Path,
+                                                              evidence: Path) -> None:
+    """W9: chromium opened on the `file://` page `wardian console` gave its browser follows it to the login and lands
+    on the agents page with its session (a SameSite=Strict cookie set by a navigation from a file); the page is gone."""
+    _, record = console_through_a_recording_browser(console_app, tmp_path, log_in=False)
+    assert "error" not in record, record
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.goto(record["argv"][1], wait_until="commit")
+        page.wait_for_url(re.compile(r".*/agents$"))
+        expect(page.locator("h1")).to_have_text("Agents")
+        [cookie] = context.cookies()
+        assert (cookie["httpOnly"], cookie["sameSite"]) == (True, "Strict")
+        shoot(page, evidence, "logged-in-through-the-page")
+    finally:
+        context.close()
+    assert not Path(record["page"]["path"]).exists()
+
+
+def test_a_login_page_is_written_only_as_a_new_private_file(tmp_path: Path) -> None:
+    """W9: the page is created 0600 whatever the umask; a name that exists (a planted link included) is refused, never
+    followed or replaced; a run/ others may enter gets no page (unit, on a real directory)."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir(mode=0o700)
+    url = "http://127.0.0.1:8765/login?token=wcl1_" + "A" * 43
+    old_umask = os.umask(0o777)
+    try:
+        page = login_page.write_page(run_dir, url)
+    finally:
+        os.umask(old_umask)
+    assert page == login_page.page_path(run_dir, "wcl1_" + "A" * 43)
+    assert stat.S_IMODE(page.stat().st_mode) == 0o600
+    assert f'content="0;url={url}"' in page.read_text(encoding="utf-8")
+    page.unlink()
+    target = tmp_path / "target"
+    target.write_text("theirs", encoding="utf-8")
+    page.symlink_to(target)
+    with pytest.raises(FileExistsError):
+        login_page.write_page(run_dir, url)
+    assert page.is_symlink()
+    assert target.read_text(encoding="utf-8") == "theirs"
+    open_run = tmp_path / "open"
+    open_run.mkdir()
+    os.chmod(open_run, 0o755)
+    with pytest.raises(errors.InsecureRuntimeDir) as caught:
+        login_page.write_page(open_run, url)
+    assert caught.value.code == "insecure_runtime_dir"
+    assert list(open_run.iterdir()) == []
 
 
 # --- no secret in logs ---------------------------------------------------------------------------------------------

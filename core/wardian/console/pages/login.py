@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import logging
 
+import anyio
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from wardian.console import login_page
 from wardian.console.auth import SESSION_TTL_MS
 from wardian.console.context import ConsoleContext
 
@@ -24,17 +26,28 @@ class LoginPages:
 
     async def login(self, request: Request) -> Response:
         c = self.context
-        redeemed = c.auth.redeem(request.query_params.get("token"))
+        token = request.query_params.get("token", "")
+        redeemed = c.auth.redeem(token)
         if redeemed is None:
             return c.unauthorized("spent")
         cookie, _ = redeemed
         log.info("console: a login URL was used")  # never the URL or the cookie
+        await self._remove_page(token)
         # A page, not a redirect: a login link opened from another site would not carry the SameSite=Strict cookie
         # through a redirect of that same navigation; a navigation this page starts is same-site.
         response = c.render("logged_in.j2", session=None)
         response.set_cookie(c.cookie, cookie, max_age=SESSION_TTL_MS // 1000, path="/", httponly=True,
                             samesite="strict")
         return response
+
+    async def _remove_page(self, token: str) -> None:
+        """The private page `wardian console` opened the browser on holds a spent token now: it goes
+        (docs/guide/console.md#logging-in-and-the-security-model)."""
+        run_dir = self.context.service.home.run_dir
+        try:
+            await anyio.to_thread.run_sync(login_page.remove_page, run_dir, token)
+        except OSError as exc:  # the login stands: the page only holds a spent token
+            log.warning("console: the used login page could not be removed from %s (%s)", run_dir, exc.strerror)
 
     async def logout(self, request: Request) -> Response:
         c = self.context
