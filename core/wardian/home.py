@@ -8,6 +8,7 @@ $WARDIAN_HOME/
     app.v1.sock   0600          the control socket (the version is the control protocol's)
     app.lock                    flock held by the running app: one app per home
     app.pid
+    console-login-<hash>.html   `wardian console`'s private page forwarding a browser to a one-time login (0600)
   logs/app.log                  the app's log (never contains a session secret)
   logs/<provider>-<uuid>.log    each provider process's standard error
   run/<provider>-<uuid>.pid     the process group of an agent's provider runtime while it runs
