@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
+import wardian
 from wardian.team import load_team
+from wardian.team.schema import SCHEMA_FILE
 
 pytestmark = pytest.mark.fast
 
@@ -91,3 +93,43 @@ def test_a_directory_or_a_missing_parent_is_refused(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert f"the directory {tmp_path / 'nowhere'} does not exist" in proc.stderr
     assert [p.name for p in tmp_path.iterdir()] == ["d"]
+
+
+def test_the_team_file_names_no_path_of_the_machine_that_wrote_it(tmp_path: Path) -> None:
+    """The first line was `#:schema file:///…/site-packages/…`, one machine's path, in a file people commit. Now the
+    file holds no path of this machine (nor of the installed package) and says how to get the schema."""
+    assert init(tmp_path, "init", "--providers", "codex,opencode,claude").returncode == 0
+    text = (tmp_path / "wardian.toml").read_text(encoding="utf-8")
+    for machine_path in ("file://", str(tmp_path), sys.prefix, "site-packages", str(Path(wardian.__file__).parent)):
+        assert machine_path not in text, machine_path
+    assert "wardian init --schema" in text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["wardian.toml"]
+
+
+def test_schema_writes_the_schema_beside_the_file_and_points_at_it_relatively(tmp_path: Path) -> None:
+    """`--schema`: `wardian.schema.json` beside the team file, whose first line is `#:schema ./wardian.schema.json`
+    (taplo reads a relative path from the file's folder), so the pair works on any machine that checks it out."""
+    proc = init(tmp_path, "--json", "init", "--schema")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert (result["schema"], result["written"]) == (str(tmp_path / "wardian.schema.json"), True)
+    text = (tmp_path / "wardian.toml").read_text(encoding="utf-8")
+    assert text.splitlines()[0] == "#:schema ./wardian.schema.json"
+    assert (tmp_path / "wardian.schema.json").read_text(encoding="utf-8") == SCHEMA_FILE.read_text(encoding="utf-8")
+    assert load_team(tmp_path / "wardian.toml", environ={}).agents
+    # Again on the existing file: the team file is kept, the schema brought up to date.
+    (tmp_path / "wardian.schema.json").write_text('{"title": "wardian team file (wardian.toml)"}', encoding="utf-8")
+    again = init(tmp_path, "init", "--schema")
+    assert again.returncode == 0, again.stderr
+    assert (tmp_path / "wardian.toml").read_text(encoding="utf-8") == text
+    assert (tmp_path / "wardian.schema.json").read_text(encoding="utf-8") == SCHEMA_FILE.read_text(encoding="utf-8")
+    assert "kept" in again.stdout
+
+
+def test_schema_never_replaces_a_file_of_that_name_that_is_not_wardian_s(tmp_path: Path) -> None:
+    (tmp_path / "wardian.schema.json").write_text('{"mine": true}\n', encoding="utf-8")
+    proc = init(tmp_path, "init", "--schema")
+    assert proc.returncode == 2
+    assert "is not a wardian team file's schema" in proc.stderr
+    assert (tmp_path / "wardian.schema.json").read_text(encoding="utf-8") == '{"mine": true}\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["wardian.schema.json"]  # nor the team file

@@ -1,7 +1,9 @@
 """The team file `wardian init` writes: a lead and a worker of the chosen providers, every key explained in a
 comment, the settings a person changes first (the model) shown commented out, and no secret (sign-in stays with
-`wardian auth`). Its first line points editors at the schema shipped with the package (`#:schema`, read by taplo
-and Even Better TOML); the file loads with `load_team` as written."""
+`wardian auth`); the file loads with `load_team` as written. It names no path of the machine that wrote it, since a
+team file is shared through repositories: with `--schema`, the team file's JSON Schema is written beside it
+(`wardian.schema.json`) and the file's first line points editors at it relatively (`#:schema`, read by taplo and Even
+Better TOML)."""
 
 from __future__ import annotations
 
@@ -55,8 +57,16 @@ def _comment(text: str, indent: str = "") -> list[str]:
     return [f"{indent}# {line}" for line in textwrap.wrap(text, 100 - len(indent))]
 
 
-def _header() -> list[str]:
-    return [f"#:schema {SCHEMA_FILE.as_uri()}",
+SCHEMA_NAME = "wardian.schema.json"
+_SCHEMA_TITLE = '"title": "wardian team file (wardian.toml)"'
+_SCHEMA_LINE = f"#:schema ./{SCHEMA_NAME}"
+
+
+def _header(schema: bool) -> list[str]:
+    editors = ([_SCHEMA_LINE] if schema else
+               [f"# For completion in editors (taplo, Even Better TOML): `wardian init --schema` writes {SCHEMA_NAME}",
+                f"# beside this file; then make `{_SCHEMA_LINE}` this file's first line."])
+    return [*editors,
             "# A team of coding agents in one file. `wardian up` makes it so: it checks the whole file, starts the",
             "# app if needed, and adds and starts each agent below; `wardian down` stops them. Every key is",
             "# explained in a comment; docs/reference/team-file.md lists them all. Sign in once per provider with",
@@ -96,29 +106,26 @@ def _agent(name: str, provider: str, lead: bool) -> list[str]:
             *_comment(AGENT_FIELDS["settings"]), f"[agents.{name}.settings]", model, ""]
 
 
-def team_file(providers: Sequence[str] = DEFAULT_PROVIDERS) -> str:
-    """The text of a new team file for these providers (`parse_providers`)."""
-    lines = _header() + _defaults(providers)
+def team_file(providers: Sequence[str] = DEFAULT_PROVIDERS, *, schema: bool = False) -> str:
+    """The text of a new team file for these providers (`parse_providers`); with `schema`, its first line points at
+    the schema written beside it (`write_schema`)."""
+    lines = _header(schema) + _defaults(providers)
     for i, (name, provider) in enumerate(roster(providers)):
         lines += _agent(name, provider, lead=i == 0)
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def write_team_file(path: Path, providers: Sequence[str] = DEFAULT_PROVIDERS, *, force: bool = False) -> Path:
-    """Write a new team file at `path` (absolute, returned); an existing one only with `force`, replaced whole.
+def write_team_file(path: Path, providers: Sequence[str] = DEFAULT_PROVIDERS, *, force: bool = False,
+                    schema: bool = False) -> Path:
+    """Write a new team file at `path` (absolute, returned); an existing one only with `force`, replaced whole. With
+    `schema` its first line points at `wardian.schema.json` beside it (`write_schema` writes that).
 
     Raises:
         InvalidArguments: the file exists (without `force`), is a directory, or cannot be written; nothing was
             changed.
     """
-    path = Path(os.path.abspath(path))
-    text = team_file(providers)
-    if path.is_dir():
-        raise errors.InvalidArguments(f"{path} is a directory; give the team file's name (default wardian.toml)",
-                                      field="file", allowed="a file path")
-    if not path.parent.is_dir():
-        raise errors.InvalidArguments(f"the directory {path.parent} does not exist; nothing was written",
-                                      field="file", allowed="a file in an existing directory")
+    path = _team_path(path)
+    text = team_file(providers, schema=schema)
     try:
         if force:
             _replace(path, text)
@@ -130,6 +137,49 @@ def write_team_file(path: Path, providers: Sequence[str] = DEFAULT_PROVIDERS, *,
     except OSError as exc:
         raise errors.InvalidArguments(f"cannot write {path}: {exc.strerror or exc}; nothing was written",
                                       field="file", allowed="a writable file path") from None
+    return path
+
+
+def schema_path(team_path: Path) -> Path:
+    """Where `write_schema` writes the schema of the team file `team_path`, checked before anything is written.
+
+    Raises: InvalidArguments (the team file's folder is missing, or the name holds something other than wardian's
+        schema)."""
+    target = _team_path(team_path).with_name(SCHEMA_NAME)
+    try:
+        current = target.read_text(encoding="utf-8") if target.exists() or target.is_symlink() else None
+    except (OSError, UnicodeDecodeError):
+        current = ""
+    if current is not None and _SCHEMA_TITLE not in current[:200_000]:
+        raise errors.InvalidArguments(f"{target} exists and is not a wardian team file's schema; nothing was changed",
+                                      field="file", allowed=f"a folder whose {SCHEMA_NAME} is wardian's, or none")
+    return target
+
+
+def write_schema(team_path: Path) -> Path:
+    """Write (or bring up to date) the team file's JSON Schema beside `team_path`, as `wardian.schema.json`; its path.
+    A file of that name that is not a wardian team file's schema is left as it is.
+
+    Raises: InvalidArguments (see `schema_path`; or it cannot be written: nothing was changed).
+    """
+    target = schema_path(team_path)
+    try:
+        _replace(target, SCHEMA_FILE.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise errors.InvalidArguments(f"cannot write {target}: {exc.strerror or exc}; nothing was written",
+                                      field="file", allowed="a writable folder") from None
+    return target
+
+
+def _team_path(path: Path) -> Path:
+    """`path` made absolute. Raises: InvalidArguments (a directory, or its folder is missing)."""
+    path = Path(os.path.abspath(path))
+    if path.is_dir():
+        raise errors.InvalidArguments(f"{path} is a directory; give the team file's name (default wardian.toml)",
+                                      field="file", allowed="a file path")
+    if not path.parent.is_dir():
+        raise errors.InvalidArguments(f"the directory {path.parent} does not exist; nothing was written",
+                                      field="file", allowed="a file in an existing directory")
     return path
 
 
