@@ -42,6 +42,8 @@ def modules(folder: str) -> list[Path]:
     ("model.py", ("wardian.errors", "wardian.home", "wardian.protocol", "wardian.store", "wardian.app", "wardian.cli",
                   "wardian.client", "wardian.providers", "wardian.auth", "pydantic", "anyio", "sqlite3")),
     ("errors.py", ("wardian.", "pydantic", "anyio")),
+    # The client's connect path and the app's accept path share it: stdlib only, already loaded by the CLI.
+    ("peercred.py", ("wardian.", "pydantic", "anyio", "pwd", "ctypes")),
     ("home.py", ("pydantic", "anyio", "wardian.store", "wardian.app", "wardian.providers", "wardian.protocol")),
     ("home_setup.py", ("pydantic", "anyio", "wardian.store", "wardian.app", "wardian.providers", "wardian.protocol")),
     ("overrides.py", ("pydantic", "anyio", "wardian.store", "wardian.app", "wardian.providers", "wardian.protocol")),

@@ -34,7 +34,6 @@ import json
 import logging
 import os
 import socket
-import struct
 from collections import deque
 from typing import Any
 
@@ -43,7 +42,7 @@ import anyio.abc
 import orjson
 from anyio.abc import SocketAttribute
 
-from wardian import errors
+from wardian import errors, peercred
 from wardian.app.service import AppService
 from wardian.app.signals import CONNECTION, ConnectionWaits
 from wardian.faults import crashpoint
@@ -60,12 +59,9 @@ _READ_BYTES = 65536
 
 
 def peer_uid(sock: socket.socket) -> int | None:
-    """The uid of the process at the other end, or None where the platform cannot tell."""
-    if hasattr(socket, "SO_PEERCRED"):
-        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-        _pid, uid, _gid = struct.unpack("3i", raw)
-        return int(uid)
-    return None  # Known gap: macOS getpeereid is not wired up; the 0700 run/ directory still guards.
+    """The uid of the process at the other end, or None where the platform cannot tell (`wardian.peercred`: Linux,
+    macOS and FreeBSD tell; elsewhere the 0700 run/ directory alone guards)."""
+    return peercred.peer_uid(sock)
 
 
 def _reject_constant(name: str) -> Any:
