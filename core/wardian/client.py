@@ -9,18 +9,28 @@ has it anyway and gains its speed on large pages.
 Whether a byte of the request was written decides the error: nothing written -> `TransportError`
 (`AppNotRunning`, `AppIncompatible`: certainly no effect); anything after the first byte left ->
 `DeliveryUncertain` (the app may have admitted it). The client never sends a request twice.
+
+Before its first byte it makes sure it talks to this user's own app (`UntrustedSocket` otherwise, contract rule
+HOME-5, docs/design/contract.md): `run/` must be a real directory and the socket a socket, both owned by the
+effective uid and closed to everyone else (as the app makes them), and the process listening on the socket must run
+as the effective uid. Root is no exception: a socket of another user is that user's, whoever connects. The file
+checks give the clear message; the peer's credentials, read from the kernel after `connect()` (`wardian.peercred`),
+are the check that counts, since whoever may write an ancestor of `run/` can swap the path between our `lstat` and
+our `connect`, but cannot change who called `listen()`.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import os
 import socket
+import stat
 import struct
 import sys
 import time
 
-from wardian import errors
+from wardian import errors, peercred
 from wardian.home import Home
 from wardian.limits import CONTROL_GRACE_MS, MAX_RESPONSE_FRAME_BYTES
 from wardian.protocol.jsonrpc import error_from_object
@@ -28,6 +38,7 @@ from wardian.protocol.jsonrpc import error_from_object
 # `typing` is not imported at run time: it is a sizeable part of the CLI's cold start (docs/benchmarks.md).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 
@@ -85,42 +96,57 @@ class AppClient:
         through it).
 
         Raises:
-            TransportError: the app is not running, or is incompatible.
+            TransportError: the app is not running, or is incompatible, or its socket is not this user's
+                (`UntrustedSocket`); nothing was sent.
         """
         return self._connect()
 
     def _connect(self) -> socket.socket:
         if self._sock is not None:
             return self._sock
+        path = str(self.home.socket_path)
+        try:
+            _check_private(os.path.dirname(path), stat.S_ISDIR, "directory")  # run/, without building a Path
+            _check_private(path, stat.S_ISSOCK, "socket")
+        except (FileNotFoundError, NotADirectoryError) as exc:
+            raise self._not_running(exc) from None
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._timeout_s = None
         sock.settimeout(self._connect_timeout_s)
         try:
-            sock.connect(str(self.home.socket_path))
-        except (FileNotFoundError, ConnectionRefusedError, PermissionError, OSError) as exc:
+            sock.connect(path)
+        except OSError as exc:
             sock.close()
-            others = self.home.other_version_sockets()
-            if isinstance(exc, FileNotFoundError) and others:
-                raise errors.AppIncompatible(
-                    f"the app running for {self.home.root} speaks another control protocol "
-                    f"({others[0].name}); use the wardian that started it", field="home") from None
-            if isinstance(exc, PermissionError):
-                raise errors.AppNotRunning(
-                    f"the app's socket for {self.home.root} refused this user ({exc.strerror})",
-                    field="home") from None
-            raise errors.AppNotRunning(
-                f"no app is running for WARDIAN_HOME={self.home.root}; start it with `wardian app start`",
-                field="home") from None
+            raise self._not_running(exc) from None
+        try:
+            _check_peer(sock, path)
+        except errors.UntrustedSocket:
+            sock.close()  # nothing was written: the listener reads EOF
+            raise
         sock.settimeout(None)  # blocking; each call bounds its waits in the kernel (see `_set_timeout`)
         self._sock = sock
         return sock
+
+    def _not_running(self, exc: OSError) -> errors.TransportError:
+        """The error for a socket that is missing or refuses the connection."""
+        others = self.home.other_version_sockets()
+        if isinstance(exc, FileNotFoundError) and others:
+            return errors.AppIncompatible(
+                f"the app running for {self.home.root} speaks another control protocol "
+                f"({others[0].name}); use the wardian that started it", field="home")
+        if isinstance(exc, PermissionError):
+            return errors.AppNotRunning(
+                f"the app's socket for {self.home.root} refused this user ({exc.strerror})", field="home")
+        return errors.AppNotRunning(
+            f"no app is running for WARDIAN_HOME={self.home.root}; start it with `wardian app start`", field="home")
 
     def call(self, method: str, params: dict[str, Any] | None = None, *,
              timeout_s: float = DEFAULT_CALL_TIMEOUT_S) -> Any:
         """Send one request and return its result.
 
         Raises:
-            TransportError: nothing was written (the app is not running or is incompatible).
+            TransportError: nothing was written (the app is not running or is incompatible, or its socket is not
+                this user's: `UntrustedSocket`).
             DeliveryUncertain: the request left, but its answer did not arrive in time or intact.
             WardianError: the app's own error for this request.
         """
@@ -205,3 +231,70 @@ class AppClient:
         return errors.DeliveryUncertain(
             f"{reason}: the app may or may not have carried out {method}; do not resend it automatically "
             "(check with `wardian message receive` or the recipient)", method=method)
+
+
+def _check_private(path: str, is_kind: Callable[[int], bool], kind: str) -> None:
+    """Refuse `path` unless it is (not through a symlink) a `kind` owned by the effective uid that no other user may
+    open: mode 0700 for `run/`, 0600 for the socket, as the app makes them.
+
+    Raises:
+        FileNotFoundError, NotADirectoryError: it does not exist (no app runs there).
+        UntrustedSocket: anything else.
+    """
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        raise
+    except OSError as exc:
+        raise _untrusted(path, f"it cannot be examined ({exc.strerror})", None) from None
+    if not is_kind(st.st_mode):
+        what = "a symlink" if stat.S_ISLNK(st.st_mode) else "not a " + kind
+        raise _untrusted(path, f"it is {what}", st.st_uid)
+    if st.st_uid != os.geteuid():
+        raise _untrusted(path, f"it belongs to {_user(st.st_uid)}", st.st_uid)
+    if st.st_mode & 0o077:
+        raise _untrusted(path, f"it has mode {stat.S_IMODE(st.st_mode):o}, open to other users", st.st_uid)
+
+
+def _check_peer(sock: socket.socket, path: str) -> None:
+    """Refuse the connected `sock` unless the process listening at `path` runs as the effective uid (where the
+    platform cannot tell, the file checks before it stand alone: see `wardian.peercred`).
+
+    Raises:
+        UntrustedSocket: another uid listens there, or the kernel would not say who does.
+    """
+    try:
+        uid = peercred.peer_uid(sock)
+    except OSError as exc:
+        raise _untrusted(path, f"the credentials of the process listening on it cannot be read ({exc})",
+                         None) from None
+    if uid is not None and uid != os.geteuid():
+        raise _untrusted(path, f"the process listening on it runs as {_user(uid)}", uid)
+
+
+def _untrusted(path: str, why: str, owner_uid: int | None) -> errors.UntrustedSocket:
+    """`owner_uid`: who owns `path`, or listens on it; None when that could not be read."""
+    euid = os.geteuid()
+    me = _user(euid)
+    return errors.UntrustedSocket(
+        f"refused {path}: {why}; nothing was sent. The app's run/ directory and socket, and the process listening "
+        f"on it, must belong to {me} alone: check WARDIAN_HOME (a home of your own, where the app makes run/ 0700 and "
+        "the socket 0600)", field="home",
+        allowed=f"run/ and its socket owned by {me}, closed to other users, an app of {me} listening",
+        path=path, owner_uid=owner_uid, owner=None if owner_uid is None else _user_name(owner_uid),
+        expected_uid=euid)
+
+
+def _user(uid: int) -> str:
+    """`uid 1000 (alice)`, or `uid 1000` when the user database does not know it."""
+    name = _user_name(uid)
+    return f"uid {uid}" if name is None else f"uid {uid} ({name})"
+
+
+def _user_name(uid: int) -> str | None:
+    import pwd  # only on this error path: the CLI's cold start does not load it (docs/benchmarks.md)
+
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return None

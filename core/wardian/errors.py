@@ -16,7 +16,7 @@ WardianError                      code: a stable snake_case string; delivery: wh
 ├── DeliveryUncertain             the outcome is unknown: never replay (delivery: uncertain)
 ├── ProviderError                 the provider answered with an error (AppServerError)
 ├── TransportError                failed before any byte of the request was written (delivery: not_admitted)
-│   ├── AppNotRunning, AppIncompatible
+│   ├── AppNotRunning, AppIncompatible, UntrustedSocket
 ├── StorageError                  the store refused the write; nothing was committed (delivery: not_admitted)
 │   ├── StorageFull, StorageUnavailable
 └── HomeError                     the home cannot host an app (AlreadyRunning, InsecureHome, AddressInUse, ...)
@@ -300,6 +300,16 @@ class AppNotRunning(TransportError):
 
 class AppIncompatible(TransportError):
     code = "app_incompatible"
+
+
+class UntrustedSocket(TransportError):
+    """The home's `run/` or socket is not this user's alone, or another user listens on it: nothing was sent (no
+    session secret, no text). The message names the path and its owner (`path`, `owner_uid`, `owner`).
+
+    Not `AppNotRunning`: starting an app there is no fix. `owner_uid` is whoever owns `path` or listens on it (None
+    when that could not be read); `expected_uid` is the caller's effective uid, root's included."""
+
+    code = "untrusted_socket"
 
 
 # --- storage ---------------------------------------------------------------------------------------------

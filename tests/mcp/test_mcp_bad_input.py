@@ -6,6 +6,7 @@ field?, allowed?, delivery}` (docs/guide/mcp-server.md#errors); rows answered by
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import uuid
@@ -124,6 +125,7 @@ def test_every_tool_fails_with_app_not_running_on_a_stale_socket(idle_home: Home
     idle_home.run_dir.mkdir(mode=0o700, exist_ok=True)
     stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     stale.bind(str(idle_home.socket_path))
+    os.chmod(idle_home.socket_path, 0o600)  # as a killed app leaves it
     stale.close()  # the file stays; nobody listens on it
     with mcp_server(server_env(str(idle_home.root), "wsn1_00000000_1_secret")) as conn:
         assert_every_tool_fails(conn, "anyone", {"app_not_running"})

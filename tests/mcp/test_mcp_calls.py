@@ -36,6 +36,7 @@ class FakeApp:
         home.run_dir.mkdir(mode=0o700, parents=True)
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._listener.bind(str(home.socket_path))
+        os.chmod(home.socket_path, 0o600)  # as the app makes it: the client refuses a socket open to others
         self._listener.listen()
         self._behaviour = behaviour
         self.requests = 0

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import selectors
 import shutil
 import socket
@@ -97,6 +98,7 @@ class FakeApp:
         self.requests = 0
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._listener.bind(str(self.home.socket_path))
+        os.chmod(self.home.socket_path, 0o600)  # as the app makes it: the client refuses a socket open to others
         self._listener.listen(64)
         self._listener.setblocking(False)
         self._selector = selectors.DefaultSelector()

@@ -38,6 +38,7 @@ class CountingProxy:
         self._lock = threading.Lock()
         self._listener = socket.socket(socket.AF_UNIX)
         self._listener.bind(str(self.home.socket_path))
+        os.chmod(self.home.socket_path, 0o600)  # as the app makes it: the client refuses a socket open to others
         self._listener.listen(16)
         threading.Thread(target=self._accept, daemon=True).start()
 

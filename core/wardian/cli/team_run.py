@@ -67,17 +67,18 @@ def ensure_app(home: Home, console: str | None) -> AppMark | None:
     """Start the home's app in the background unless one runs (as `wardian app start` does; it outlives this
     command); the mark of the app started, None when one ran already."""
     from wardian.app.spawn import start_app
-    from wardian.home_setup import adopt_home
+    from wardian.home_setup import adopt_home, inspect_home
     from wardian.team.state import AppMark
 
-    if app_status(home) is not None:
-        return None
     extra: list[str] = []
     if console is not None:
         from wardian.console.address import parse_console_address
 
         parse_console_address(console)
         extra = ["--console", console]
+    inspect_home(home)  # a folder that is not a wardian home is refused as such, before its socket is looked at
+    if app_status(home) is not None:
+        return None
     adopt_home(home)  # created private, or refused having written nothing (not even app.out)
     log_path = home.app_out_path
     with open(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600),
