@@ -32,8 +32,9 @@ def agents_using(home: Home) -> Usage | None:
     try:
         with AppClient(home, connect_timeout_s=2.0) as app:
             listed = app.call("agent/list", {})
-    except errors.TransportError:
-        return _from_embedded_store(home)
+    except (errors.AppNotRunning, errors.AppIncompatible):
+        return _from_embedded_store(home)  # no app of this wardian answers: the store, read-only
+    # UntrustedSocket is raised: a home whose socket is not this user's is not read at all.
     managed = listed.get("managed", {})
     return usage_of((a["name"], a["provider"], managed.get(a["uuid"], {}).get("auth"))
                     for a in listed["agents"])
