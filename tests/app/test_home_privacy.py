@@ -11,6 +11,7 @@ import shutil
 import stat
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -49,6 +50,16 @@ def fake_codex(tmp_path: Path) -> Path:
     exe.write_text(f"#!/bin/sh\nexec {sys.executable} {FAKE_CODEX} \"$@\"\n", encoding="utf-8")
     exe.chmod(0o755)
     return exe
+
+
+@pytest.fixture
+def scratch() -> Iterator[Path]:
+    """A fresh folder under /tmp (short enough for a socket path), removed afterwards."""
+    parent = short_home("wp")
+    try:
+        yield parent
+    finally:
+        shutil.rmtree(parent, ignore_errors=True)
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o000], ids=["umask022", "umask000"])
@@ -176,51 +187,44 @@ def fake_root(parent: Path, *, run_link: bool) -> tuple[Path, Path]:
 
 @pytest.mark.parametrize("run_link", [False, True], ids=["run", "run_link"])
 @pytest.mark.parametrize("root_mode", [0o755, 0o700], ids=["open", "private"])
-def test_a_folder_wardian_did_not_make_is_refused_and_nothing_in_it_changes(run_link: bool, root_mode: int) -> None:
+def test_a_folder_wardian_did_not_make_is_refused_and_nothing_in_it_changes(run_link: bool, root_mode: int,
+                                                                           scratch: Path) -> None:
     """A team file's `home = "/"` as root made `/`, `/run` and everything in `/run` private and started an app in `/`.
     Now a folder that holds other files and no marker is refused (`foreign_home`, exit 7) by every command that makes
     a home, open or private, and every mode, owner and link of the tree is as it was; nothing is written."""
-    parent = short_home("wf")
-    try:
-        root, tree = fake_root(parent, run_link=run_link)
-        root.chmod(root_mode)
-        team = parent / "team" / "wardian.toml"
-        team.parent.mkdir()
-        team.write_text(f'[team]\nhome = "{root}"\n\n[agents.lead]\nprovider = "codex"\n', encoding="utf-8")
-        before = modes(tree)
-        for command in (("app", "start"), ("app", "run"), ("up", "-f", str(team))):
-            out = run_cli(root, 0o022, *command)
-            assert out.returncode == EXIT_HOME, (command, out.stderr)
-            assert b"foreign_home" in out.stderr, (command, out.stderr)
-            assert str(root).encode() in out.stderr
-            assert modes(tree) == before, command
-        login = subprocess.run([*wardian_cmd(), "auth", "login", "codex", "--with-api-key"], input=b"sk-canary-1\n",
-                               env={**os.environ, "WARDIAN_HOME": str(root), "WARDIAN_CREDENTIAL_STORE": "file"},
-                               capture_output=True, timeout=120)
-        assert login.returncode == EXIT_HOME, login.stderr
-        assert b"foreign_home" in login.stderr
-        assert modes(tree) == before
-    finally:
-        shutil.rmtree(parent, ignore_errors=True)
+    root, tree = fake_root(scratch, run_link=run_link)
+    root.chmod(root_mode)
+    team = scratch / "team" / "wardian.toml"
+    team.parent.mkdir()
+    team.write_text(f'[team]\nhome = "{root}"\n\n[agents.lead]\nprovider = "codex"\n', encoding="utf-8")
+    before = modes(tree)
+    for command in (("app", "start"), ("app", "run"), ("up", "-f", str(team))):
+        out = run_cli(root, 0o022, *command)
+        assert out.returncode == EXIT_HOME, (command, out.stderr)
+        assert b"foreign_home" in out.stderr, (command, out.stderr)
+        assert str(root).encode() in out.stderr
+        assert modes(tree) == before, command
+    login = subprocess.run([*wardian_cmd(), "auth", "login", "codex", "--with-api-key"], input=b"sk-canary-1\n",
+                           env={**os.environ, "WARDIAN_HOME": str(root), "WARDIAN_CREDENTIAL_STORE": "file"},
+                           capture_output=True, timeout=120)
+    assert login.returncode == EXIT_HOME, login.stderr
+    assert b"foreign_home" in login.stderr
+    assert modes(tree) == before
 
 
-def test_a_team_file_home_of_tilde_is_refused() -> None:
+def test_a_team_file_home_of_tilde_is_refused(scratch: Path) -> None:
     """`home = "~"` names the person's own home: it holds their files, so it is refused and nothing in it changes."""
-    parent = short_home("wt")
-    try:
-        person = parent / "person"
-        person.mkdir(mode=0o700)
-        (person / ".profile").write_text("export X=1\n", encoding="utf-8")
-        (person / ".profile").chmod(0o644)
-        team = parent / "wardian.toml"
-        team.write_text('[team]\nhome = "~"\n\n[agents.lead]\nprovider = "codex"\n', encoding="utf-8")
-        before = modes(person)
-        out = run_cli(person, 0o022, "up", "-f", str(team), extra_env={"HOME": str(person)})
-        assert out.returncode == EXIT_HOME, out.stderr
-        assert b"foreign_home" in out.stderr
-        assert modes(person) == before
-    finally:
-        shutil.rmtree(parent, ignore_errors=True)
+    person = scratch / "person"
+    person.mkdir(mode=0o700)
+    (person / ".profile").write_text("export X=1\n", encoding="utf-8")
+    (person / ".profile").chmod(0o644)
+    team = scratch / "wardian.toml"
+    team.write_text('[team]\nhome = "~"\n\n[agents.lead]\nprovider = "codex"\n', encoding="utf-8")
+    before = modes(person)
+    out = run_cli(person, 0o022, "up", "-f", str(team), extra_env={"HOME": str(person)})
+    assert out.returncode == EXIT_HOME, out.stderr
+    assert b"foreign_home" in out.stderr
+    assert modes(person) == before
 
 
 @pytest.mark.parametrize("path", ["/", "/etc", "/var", "/run", "/tmp"])
@@ -233,36 +237,28 @@ def test_system_folders_are_never_a_home(path: str) -> None:
     assert path in refused.value.message
 
 
-def test_a_marker_that_is_a_link_is_refused() -> None:
+def test_a_marker_that_is_a_link_is_refused(scratch: Path) -> None:
     """The marker only counts as a regular file of this user's: a link named like it (pointing anywhere) is refused,
     and the home is left as it was."""
-    parent = short_home("wm")
-    home = parent / "home"
-    try:
-        home.mkdir(mode=0o700)
-        (parent / "target").write_text("", encoding="utf-8")
-        (home / "wardian-home").symlink_to(parent / "target")
-        before = modes(parent)
-        out = run_cli(home, 0o022, "app", "start")
-        assert out.returncode == EXIT_HOME
-        assert b"insecure_home" in out.stderr
-        assert modes(parent) == before
-    finally:
-        shutil.rmtree(parent, ignore_errors=True)
+    home = scratch / "home"
+    home.mkdir(mode=0o700)
+    (scratch / "target").write_text("", encoding="utf-8")
+    (home / "wardian-home").symlink_to(scratch / "target")
+    before = modes(scratch)
+    out = run_cli(home, 0o022, "app", "start")
+    assert out.returncode == EXIT_HOME
+    assert b"insecure_home" in out.stderr
+    assert modes(scratch) == before
 
 
-def test_an_empty_private_folder_becomes_a_home_and_gets_the_marker() -> None:
+def test_an_empty_private_folder_becomes_a_home_and_gets_the_marker(scratch: Path) -> None:
     """An empty folder of this user's that only its owner may enter is taken: the marker is written first."""
-    parent = short_home("we")
-    home = parent / "home"
+    home = scratch / "home"
+    home.mkdir(mode=0o700)
+    assert run_cli(home, 0o022, "app", "start").returncode == 0
     try:
-        home.mkdir(mode=0o700)
-        assert run_cli(home, 0o022, "app", "start").returncode == 0
-        try:
-            marker = home / "wardian-home"
-            assert marker.is_file()
-            assert stat.S_IMODE(os.lstat(marker).st_mode) == 0o600
-        finally:
-            assert run_cli(home, 0o022, "app", "stop").returncode == 0
+        marker = home / "wardian-home"
+        assert marker.is_file()
+        assert stat.S_IMODE(os.lstat(marker).st_mode) == 0o600
     finally:
-        shutil.rmtree(parent, ignore_errors=True)
+        assert run_cli(home, 0o022, "app", "stop").returncode == 0
