@@ -32,10 +32,10 @@ from wardian.auth.model import ChatGPTTokens
 from wardian.home import Home
 from wardian.home_setup import adopt_home
 from wardian.providers.codex.app_server import AppServerClient, Notification
-from wardian.providers.codex.launch import codex_version
+from wardian.providers.codex.launch import app_server_env, codex_version
 from wardian.providers.codex.provider import resolve_codex
 from wardian.providers.codex.transport import NdjsonStream
-from wardian.providers.process import ProviderProcess, StopPolicy, child_env
+from wardian.providers.process import ProviderProcess, StopPolicy
 
 log = logging.getLogger("wardian.auth.chatgpt")
 
@@ -151,7 +151,7 @@ async def open_owner(home: Home, *, lock_timeout_s: float = LOCK_TIMEOUT_S) -> A
     path = await anyio.to_thread.run_sync(_prepare, home)
     async with _owner_lock(path, lock_timeout_s):
         child = ProviderProcess([codex, "app-server"], name="codex-auth", cwd=path, pid_path=None,
-                                env=child_env({"CODEX_HOME": str(path)}, drop=("CODEX_HOME",)),
+                                env=app_server_env(path),
                                 log_path=home.log_dir / "codex-auth.log")
         process = await child.start()
         assert process.stdin is not None

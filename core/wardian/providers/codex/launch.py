@@ -1,9 +1,12 @@
-"""Starting one agent's `codex app-server`: what it is given (`AppServerSpec`), its command line, and the message
-stream to it (its stdio in background mode; a Unix-socket WebSocket in attached mode, which a person's Codex TUI
-joins with `--remote`)."""
+"""Starting one agent's `codex app-server`: what it is given (`AppServerSpec`, `app_server_env`), its command line,
+and the message stream to it (its stdio in background mode; a Unix-socket WebSocket in attached mode, which a
+person's Codex TUI joins with `--remote`)."""
 
 from __future__ import annotations
 
+import logging
+import os
+import re
 import subprocess
 from collections.abc import Mapping
 from contextlib import suppress
@@ -18,6 +21,14 @@ from wardian import errors
 from wardian.auth.model import ChatGPTTokenSource, Credential
 from wardian.providers.base import Capabilities
 from wardian.providers.codex.transport import MessageStream, NdjsonStream, connect_unix_websocket
+from wardian.providers.process import child_env
+
+log = logging.getLogger("wardian.codex")
+
+RUST_LOG = "RUST_LOG"
+_LEVEL = re.compile(r"(?i:trace|debug|info|warn|error|off|[0-5])")
+_CAPPED = {"trace": "debug", "5": "4"}
+"""Levels above `debug` and what they become (EnvFilter's level names, any case, and its numbers 0-5)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +52,46 @@ class AppServerSpec:
     @property
     def attached(self) -> bool:
         return self.mode == "attached"
+
+
+def clamp_rust_log(value: str) -> str:
+    """`value` (an EnvFilter directive list, as in RUST_LOG) with no directive above `debug`.
+
+    At `trace` the crates under Codex write what goes over the wire, headers included (0.171.0 logs its Responses
+    WebSocket handshake, `authorization: Bearer <key>` among it, under `tungstenite::handshake::client`), and the
+    app keeps Codex's stderr in the agent's log; at `debug` and below it was seen to write none of the agent's
+    credentials (docs/providers/codex.md#logs). Every directive keeps its targets and spans and only loses `trace`,
+    which makes the filter's highest level `debug` whatever the directives' order or precedence: a directive that
+    names no level (it means `trace`) is given `=debug`, and one EnvFilter cannot parse stays unparseable (it is
+    ignored either way). EnvFilter splits directives at every comma, and so does this.
+    """
+    out: list[str] = []
+    for directive in value.split(","):
+        if not directive:
+            continue
+        if _LEVEL.fullmatch(directive):
+            out.append(_CAPPED.get(directive.lower(), directive))
+            continue
+        target, sep, level = directive.rpartition("=")
+        if sep and _LEVEL.fullmatch(level):
+            out.append(f"{target}={_CAPPED.get(level.lower(), level)}")
+        else:  # no level (or an empty one): every level of its target, trace included
+            out.append(f"{directive.removesuffix('=')}=debug")
+    return ",".join(out)
+
+
+def app_server_env(codex_home: Path) -> dict[str, str]:
+    """The environment of a Codex app-server whose home is `codex_home` (an agent's, or the one holding wardian's
+    ChatGPT session): the app's own, with that home, and the app's RUST_LOG with every directive at `debug` at
+    most (`clamp_rust_log`); RUST_BACKTRACE passes unchanged (a backtrace lists code locations, not values)."""
+    env = child_env({"CODEX_HOME": str(codex_home)}, drop=("CODEX_HOME", RUST_LOG))
+    given = os.environ.get(RUST_LOG, "")
+    clamped = clamp_rust_log(given)
+    if clamped:
+        env[RUST_LOG] = clamped
+    if clamped != given:
+        log.info("Codex gets RUST_LOG=%s (the app's RUST_LOG with no directive above debug)", clamped or "(unset)")
+    return env
 
 
 def app_server_command(spec: AppServerSpec) -> list[str]:

@@ -19,10 +19,10 @@ from wardian.overrides import ValueSyntax
 from wardian.providers.base import LaunchSpec, ProviderInfo
 from wardian.providers.codex import projection, signin
 from wardian.providers.codex.compat import capabilities, parse_codex_version
-from wardian.providers.codex.launch import AppServerSpec, codex_version
+from wardian.providers.codex.launch import AppServerSpec, app_server_env, codex_version
 from wardian.providers.codex.registration import register_session
 from wardian.providers.codex.runtime import CodexRuntime
-from wardian.providers.process import child_env, reap_left_behind
+from wardian.providers.process import reap_left_behind
 
 log = logging.getLogger("wardian.codex")
 
@@ -65,8 +65,7 @@ class CodexProvider:
         await anyio.to_thread.run_sync(self._prepare_home, spec, codex_home)
         return CodexRuntime(AppServerSpec(
             name=spec.name, codex=info.executable, codex_home=codex_home, workspace=spec.workspace,
-            overrides=(*spec.overrides, *LAUNCH_OVERRIDES), env=child_env({"CODEX_HOME": str(codex_home)},
-                                                                         drop=("CODEX_HOME",)),
+            overrides=(*spec.overrides, *LAUNCH_OVERRIDES), env=app_server_env(codex_home),
             thread_id=spec.thread_id, capabilities=info.capabilities, stderr_path=spec.log_path,
             pid_path=spec.pid_path, mode=spec.mode, socket_path=spec.agent_dir / "app-server.sock",
             config=spec.overrides, credentials=spec.credentials, chatgpt=spec.chatgpt))
