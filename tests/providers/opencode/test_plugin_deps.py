@@ -17,7 +17,7 @@ import pytest
 from tests.conftest import app_on_root, short_home
 from tests.providers.opencode.conftest import MixedWorld, opencode_or_skip
 from tests.providers.opencode.test_runtime import records_for
-from wardian.providers.opencode import plugin_deps
+from wardian.providers.opencode import plugin_deps, shell_env
 from wardian_harness.scripted_model import Message, ScriptedModel
 
 
@@ -115,3 +115,14 @@ def test_what_opencode_installed_itself_is_left_alone(tmp_path: Path) -> None:
     (tmp_path / "package.json").unlink()
     assert plugin_deps.settle(tmp_path) is True
     assert (tmp_path / plugin_deps.LOCKFILE).read_text() == real
+
+
+@pytest.mark.fast
+def test_wardians_own_plugin_needs_no_package_but_a_plugin_beside_it_does(tmp_path: Path) -> None:
+    """wardian's credentials plugin imports nothing (`shell_env`): the placeholders stay until a file of the
+    person's joins it."""
+    shell_env.write(tmp_path)
+    assert plugin_deps.settle(tmp_path) is True
+    (tmp_path / "plugin" / "theirs.ts").write_text('import { tool } from "@opencode-ai/plugin"\n')
+    assert plugin_deps.settle(tmp_path) is False
+    assert not (tmp_path / plugin_deps.LOCKFILE).exists()

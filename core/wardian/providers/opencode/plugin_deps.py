@@ -9,8 +9,8 @@ registry at start: slow, a network access nobody asked for (and a failure offlin
 The app's private config dir holds only what wardian writes and the agent's `-c` settings, so wardian writes
 placeholders of what that check reads (an empty `node_modules/` and a lockfile naming the package) while nothing in
 the dir could use the package. As soon as something could (a `plugin` list in the config, a `package.json`, plugin or
-tool files in the dir), the placeholders are taken back and OpenCode installs as it always does
-(docs/providers/opencode.md#plugin-packages).
+tool files in the dir other than wardian's own plugin, which imports nothing), the placeholders are taken back and
+OpenCode installs as it always does (docs/providers/opencode.md#plugin-packages).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from wardian.providers.mcp_command import write_private
-from wardian.providers.opencode import jsonc
+from wardian.providers.opencode import jsonc, shell_env
 from wardian.providers.opencode.registration import config_file, read_config
 
 PACKAGE = "@opencode-ai/plugin"
@@ -33,9 +33,15 @@ USER_PARTS = ("package.json", "plugin", "plugins", "tool", "tools")
 
 
 def wants_package(config_dir: Path) -> bool:
-    """Whether anything in the config dir may need the package: a non-empty `plugin` list, or any of USER_PARTS."""
-    if any((config_dir / part).exists() for part in USER_PARTS):
-        return True
+    """Whether anything in the config dir may need the package: a non-empty `plugin` list, or any of USER_PARTS
+    (the folder of wardian's own plugin only once it holds something else)."""
+    ours = config_dir / shell_env.PLUGIN
+    for part in USER_PARTS:
+        path = config_dir / part
+        if path == ours.parent and path.is_dir() and not path.is_symlink() and all(e == ours for e in path.iterdir()):
+            continue
+        if path.exists():
+            return True
     return bool(jsonc.get(read_config(config_file(config_dir)), ("plugin",), None))
 
 

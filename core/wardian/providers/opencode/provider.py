@@ -2,7 +2,8 @@
 runtime.
 
 An agent's OpenCode lives under `<agent dir>/opencode/` (0700): `config/` (its XDG_CONFIG_HOME: `opencode/opencode.json`
-with `mcp.wardian` registered for a session of the new generation, and the agent's `-c` settings), `data/`,
+with `mcp.wardian` registered for a session of the new generation, and the agent's `-c` settings;
+`opencode/plugin/wardian-credentials.js`, which keeps serve's secrets out of the agent's commands), `data/`,
 `cache/`, `state/` (its XDG dirs: sessions, logs), and `server.password` (0600: the Basic-auth password of the
 `opencode serve` this start runs; never printed or logged). The agent's credentials go into serve's environment
 only (`signin`), never into these dirs. The executable is `WARDIAN_OPENCODE`, else the pinned
@@ -22,7 +23,7 @@ import anyio
 from wardian.overrides import ValueSyntax
 from wardian.providers.base import LaunchSpec, ProviderInfo
 from wardian.providers.mcp_command import write_private
-from wardian.providers.opencode import plugin_deps, registration, settings, signin
+from wardian.providers.opencode import plugin_deps, registration, settings, shell_env, signin
 from wardian.providers.opencode.compat import ENV_OPENCODE, capabilities, parse_opencode_version
 from wardian.providers.opencode.runtime import OpenCodeRuntime, ServeSpec
 from wardian.providers.process import child_env, find_executable, reap_left_behind
@@ -107,13 +108,16 @@ class OpenCodeProvider:
         # CFG-1, SES-3, the same rules for OpenCode).
         settings.apply(config_dir, list(spec.overrides))
         registration.register_session(config_dir, spec.home, spec.session, {"name": spec.name, "uuid": spec.uuid})
+        shell_env.write(config_dir)  # the agent's commands get serve's environment without its secrets
         plugin_deps.settle(config_dir)  # no npm install at start unless the config could use it
         write_private(password_path, secrets.token_urlsafe(32) + "\n")
         password = password_path.read_text(encoding="utf-8").strip()
         extra = {name: str(path) for name, path in dirs.items()}
         # The password is always set: serve answers every route, `/provider` with the resolved keys among them, to
         # those who give it (docs/providers/opencode.md#sign-in). Our own OPENCODE_AUTH_CONTENT never comes from
-        # the app's environment: it is the agent's credentials or nothing.
+        # the app's environment: it is the agent's credentials or nothing. OPENCODE_PURE would drop the plugin that
+        # keeps both out of the agent's commands (`shell_env`).
         return child_env({**extra, **OFFLINE_ENV, "OPENCODE_SERVER_PASSWORD": password},
                          drop=(*XDG, "OPENCODE_CONFIG", "OPENCODE_CONFIG_CONTENT", "OPENCODE_CONFIG_DIR",
-                               "OPENCODE_SERVER_PASSWORD", "OPENCODE_PERMISSION", signin.ENV_AUTH_CONTENT))
+                               "OPENCODE_SERVER_PASSWORD", "OPENCODE_PERMISSION", "OPENCODE_PURE",
+                               signin.ENV_AUTH_CONTENT))

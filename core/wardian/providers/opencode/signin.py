@@ -7,8 +7,8 @@ Delivery: the agent's API keys (`Credential(provider="opencode", provider_id=…
 - a `PUT /auth/…` to the serve (wardian never sends one; any client holding the serve's password can) writes the whole
   injected map into `<data>/opencode/auth.json`: wardian removes those copies when the serve stops and at the next
   start, and warns about any other entry there;
-- OpenCode passes its whole environment to the agent's shell tool, so the agent's own commands can read its keys
-  (as they could from `/proc` of its serve): the keys are the agent's, and no other agent's are there.
+- the agent's commands get serve's environment without this map (`shell_env`), yet run as the same user and can
+  read it in serve's `/proc/<pid>/environ`: the keys are the agent's, and no other agent's are there.
 
 Not signed in: before anything is delivered, `GET /provider`'s `connected` (only that field is read: the same answer
 carries the resolved keys) says whether the provider of the agent's model has a key. A provider declared in the
