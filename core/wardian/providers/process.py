@@ -84,6 +84,32 @@ def child_env(extra: Mapping[str, str], *, drop: tuple[str, ...] = ()) -> dict[s
     return env
 
 
+def secret_pipe(secret: str) -> int:
+    """A pipe that holds `secret` and nothing else, its write end closed: the read end, not inheritable (hand it to
+    one child with `ProviderProcess(pass_fds=...)`, then close it). A child that reads it once has it in memory only:
+    not in its environment or command line, where every process of the same user could read it, nor on disk.
+
+    Raises:
+        ValueError: the secret does not fit in the pipe's buffer (64 KiB on Linux; no credential comes near it).
+    """
+    data = secret.encode()
+    read_end, write_end = os.pipe()
+    try:
+        os.set_blocking(write_end, False)  # a write that would not fit fails instead of waiting for a reader
+        written = os.write(write_end, data) if data else 0
+    except BlockingIOError:
+        written = -1
+    except BaseException:
+        os.close(read_end)
+        raise
+    finally:
+        os.close(write_end)
+    if written != len(data):
+        os.close(read_end)
+        raise ValueError(f"a secret of {len(data)} bytes does not fit in a pipe")
+    return read_end
+
+
 def killpg(pid: int, sig: int) -> None:
     """Signal a process group; a group already gone (or not ours) is no error."""
     with suppress(ProcessLookupError, PermissionError):
@@ -150,13 +176,16 @@ class StopPolicy:
 class ProviderProcess:
     """One provider child, from spawn to a bounded end: `await start()`, then `await stop()` (shielded by the
     caller's cleanup). The leader's pid is recorded at `pid_path` while it runs; `stdout` is a pipe unless
-    `stdout_to_log`, where it joins stderr in the agent's provider log."""
+    `stdout_to_log`, where it joins stderr in the agent's provider log; `pass_fds` are inherited under their own
+    numbers (a `secret_pipe`)."""
 
     def __init__(self, argv: Sequence[str], *, name: str, env: Mapping[str, str], cwd: Path, log_path: Path,
-                 pid_path: Path | None, stdin: int | None = subprocess.PIPE, stdout_to_log: bool = False) -> None:
+                 pid_path: Path | None, stdin: int | None = subprocess.PIPE, stdout_to_log: bool = False,
+                 pass_fds: Sequence[int] = ()) -> None:
         self.argv = list(argv)
         self.name = name
         self._env = dict(env)
+        self._pass_fds = tuple(pass_fds)
         self._cwd = cwd
         self._log_path = log_path
         self._pid_path = pid_path
@@ -180,7 +209,8 @@ class ProviderProcess:
         with open(self._log_path, "ab") as log_file:  # noqa: ASYNC230 (a local log file, opened once)
             self._process = await anyio.open_process(
                 self.argv, env=self._env, cwd=str(self._cwd), stdin=self._stdin, stderr=log_file,
-                stdout=log_file if self._stdout_to_log else subprocess.PIPE, start_new_session=True)
+                stdout=log_file if self._stdout_to_log else subprocess.PIPE, start_new_session=True,
+                pass_fds=self._pass_fds)
         if self._pid_path is not None:
             record_pid(self._pid_path, self._process.pid)
         return self._process

@@ -31,7 +31,8 @@ from wardian.providers.base import LaunchSpec, ProviderInfo
 from wardian.providers.claude.compat import ENV_CLAUDE, MIN_VERSION, capabilities
 from wardian.providers.claude.provider import ClaudeProvider
 from wardian.providers.claude.registration import allowed_tools
-from wardian.providers.claude.spec import ClaudeSpec
+from wardian.providers.claude.spec import ClaudeSpec, FdCredential
+from wardian.providers.process import secret_pipe
 
 CHECKOUT = Path(__file__).resolve().parents[3]
 API_KEY = "sk-ant-api03-registration-test-secret-7f3a9c"
@@ -71,9 +72,18 @@ def build(spec: LaunchSpec, executable: str = "claude") -> ClaudeSpec:
 class StreamJson:
     """A real `claude -p` on stream-json, for what this module checks: control requests and their responses."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path) -> None:
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     env=env, cwd=cwd, start_new_session=True)
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path, credential: FdCredential | None = None) -> None:
+        fds: tuple[int, ...] = ()
+        if credential is not None:  # as the runtime hands it over: on a descriptor, at each start
+            fds = (secret_pipe(credential.secret),)
+            env = {**env, credential.variable: str(fds[0])}
+        try:
+            self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=subprocess.DEVNULL, env=env, cwd=cwd, start_new_session=True,
+                                         pass_fds=fds)
+        finally:
+            for fd in fds:
+                os.close(fd)
         self.lines: queue.Queue[dict[str, Any] | None] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
         self._ids = iter(range(1, 1_000_000))
@@ -118,8 +128,9 @@ class StreamJson:
 
 
 @contextmanager
-def stream_json(argv: list[str], env: dict[str, str], cwd: Path) -> Iterator[StreamJson]:
-    claude = StreamJson(argv, env, cwd)
+def stream_json(argv: list[str], env: dict[str, str], cwd: Path,
+                credential: FdCredential | None = None) -> Iterator[StreamJson]:
+    claude = StreamJson(argv, env, cwd, credential)
     try:
         yield claude
     finally:
@@ -194,10 +205,11 @@ def test_the_environment_has_the_private_dirs_and_the_agents_credential_only(mon
         assert oct(Path(env[variable]).stat().st_mode & 0o777) == "0o700", variable
     assert env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1"
     assert env["DISABLE_AUTOUPDATER"] == env["DISABLE_TELEMETRY"] == env["DISABLE_ERROR_REPORTING"] == "1"
-    assert env["ANTHROPIC_API_KEY"] == API_KEY
-    for gone in ("ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDECODE",
-                 "WARDIAN_HOME", "WARDIAN_SESSION_ID"):
+    assert claude.credential == FdCredential("CLAUDE_CODE_API_KEY_FILE_DESCRIPTOR", API_KEY)
+    for gone in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "CLAUDE_CODE_OAUTH_TOKEN",
+                 "CLAUDECODE", "WARDIAN_HOME", "WARDIAN_SESSION_ID"):
         assert gone not in env, gone
+    assert API_KEY not in json.dumps(env)  # the sign-in goes on a file descriptor at each process start
     assert "inherited" not in json.dumps(env)
     assert claude.workspace == spec.workspace
     assert set(claude.allowed_tools) == {*ALWAYS, "mcp__wardian__reply"}
@@ -208,13 +220,15 @@ def test_the_environment_has_the_private_dirs_and_the_agents_credential_only(mon
 
 
 @pytest.mark.fast
-def test_an_oauth_token_is_given_as_claude_code_oauth_token() -> None:
+def test_an_oauth_token_is_given_on_the_oauth_token_descriptor() -> None:
     home = Home(short_home("wc"))
     token = "sk-ant-oat01-registration-test-token-1234"
-    env = build(launch_spec(home, credentials=(Credential("claude", "default", CredentialKind.OAUTH_TOKEN,
-                                                          token),))).env
-    assert env["CLAUDE_CODE_OAUTH_TOKEN"] == token
-    assert "ANTHROPIC_API_KEY" not in env
+    claude = build(launch_spec(home, credentials=(Credential("claude", "default", CredentialKind.OAUTH_TOKEN,
+                                                             token),)))
+    assert claude.credential == FdCredential("CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR", token)
+    assert token not in repr(claude)
+    assert "CLAUDE_CODE_OAUTH_TOKEN" not in claude.env
+    assert "ANTHROPIC_API_KEY" not in claude.env
     assert_no_secret_under_agents(home, token)
 
 
@@ -287,7 +301,7 @@ def test_real_claude_connects_to_wardian_through_the_private_mcp_config(app: App
             "--allowedTools", ",".join(claude.allowed_tools)]
     (spec.workspace / ".mcp.json").write_text(json.dumps({"mcpServers": {"project": {
         "type": "stdio", "command": "/bin/false"}}}), encoding="utf-8")
-    with stream_json(argv, claude.env, spec.workspace) as cc:
+    with stream_json(argv, claude.env, spec.workspace, claude.credential) as cc:
         init = cc.control("initialize")
         assert init["claude_code_version"] == "2.1.328"
         assert init["account"]["apiKeySource"] == "ANTHROPIC_API_KEY"

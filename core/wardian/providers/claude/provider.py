@@ -4,8 +4,8 @@ and returns its runtime (docs/providers/claude.md).
 The executable is `WARDIAN_CLAUDE`, else the pinned npm one (`node_modules/.bin/claude` of the working directory or
 of a source checkout), else `claude` on PATH. The private directories are described in
 `wardian.providers.claude.homes`; the process's environment is the person's, without any Claude Code or Anthropic
-configuration or credential of theirs (the agent's own come from its settings and its sign-in), with the private
-directories and the quiet variables on top.
+configuration or credential of theirs (the agent's own come from its settings, and its sign-in on a file
+descriptor), with the private directories and the quiet variables on top.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from wardian.providers.base import LaunchSpec, LostDelivery, ProviderInfo, Recov
 from wardian.providers.claude import homes, recovery, registration, settings
 from wardian.providers.claude.compat import ENV_CLAUDE, capabilities, parse_claude_version
 from wardian.providers.claude.runtime import ClaudeRuntime
-from wardian.providers.claude.spec import ClaudeSpec
+from wardian.providers.claude.spec import ClaudeSpec, FdCredential
 from wardian.providers.mcp_command import write_private
 from wardian.providers.process import child_env, find_executable
 
@@ -37,11 +37,16 @@ log = logging.getLogger("wardian.claude")
 # alone the only connection Claude Code makes is to its API base URL; the others say the same for older releases).
 QUIET_ENV = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1", "DISABLE_TELEMETRY": "1",
              "DISABLE_ERROR_REPORTING": "1"}
+# The sign-in reaches Claude Code on a file descriptor these variables name, never in its environment, where every
+# command the agent runs would inherit it and any process of the user could read it (/proc/<pid>/environ): Claude
+# Code 2.1.328 reads the descriptor once at start, keeps the secret in memory and hands its commands neither the
+# secret nor the variable (docs/providers/claude.md#private-directories-and-environment).
+CREDENTIAL_FD = {CredentialKind.API_KEY: "CLAUDE_CODE_API_KEY_FILE_DESCRIPTOR",
+                 CredentialKind.OAUTH_TOKEN: "CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR"}
 # The person's own Claude Code identity and session, never an agent's: `CLAUDECODE` and the messaging socket say
 # "inside a Claude Code session" (set when wardian itself runs under one), the rest are their configuration.
 _DROP = ("CLAUDECODE", "CLAUDE_CONFIG_DIR", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SSE_PORT",
-         "CLAUDE_CODE_MESSAGING_SOCKET", "CLAUDE_CODE_MESSAGING_TOKEN")
-CREDENTIAL_ENV = {CredentialKind.API_KEY: "ANTHROPIC_API_KEY", CredentialKind.OAUTH_TOKEN: "CLAUDE_CODE_OAUTH_TOKEN"}
+         "CLAUDE_CODE_MESSAGING_SOCKET", "CLAUDE_CODE_MESSAGING_TOKEN", *CREDENTIAL_FD.values())
 
 
 def resolve_claude() -> str:
@@ -60,19 +65,19 @@ def claude_version(claude: str) -> str:
     return out.stdout.strip() or out.stderr.strip()
 
 
-def credential_env(credentials: tuple[Credential, ...], agent: str) -> dict[str, str]:
-    """The agent's Claude Code credential as the variable Claude Code reads it from (none: {}; Claude Code then
+def fd_credential(credentials: tuple[Credential, ...], agent: str) -> FdCredential | None:
+    """The agent's Claude Code credential as Claude Code reads it from a descriptor (none: None; Claude Code then
     reports "Not logged in" unless the agent's settings hold a key). Raises: NotSignedIn (not a Claude credential)."""
     for credential in credentials:
         if credential.provider != "claude":
             continue
-        variable = CREDENTIAL_ENV.get(credential.kind)
+        variable = CREDENTIAL_FD.get(credential.kind)
         if variable is None or not credential.secret:
             raise errors.NotSignedIn(
                 f"Claude Code agent {agent} has a {credential.kind} credential, which Claude Code cannot use: run "
                 "`wardian auth login claude --with-api-key` (or --with-oauth-token)", field="auth")
-        return {variable: credential.secret}
-    return {}
+        return FdCredential(variable, credential.secret)
+    return None
 
 
 def _grants(agent_dir: Path, given: tuple[str, ...]) -> tuple[str, ...]:
@@ -116,7 +121,7 @@ class ClaudeProvider:
         """
         agent_settings = settings.parse(spec.overrides)  # every setting checked before anything changes
         registration.allowed_tools(spec.approve_tools)  # the grants too
-        credential = credential_env(spec.credentials, spec.name)
+        credential = fd_credential(spec.credentials, spec.name)
         dirs = homes.make_dirs(spec.home, spec.agent_dir)
         config_dir = dirs["CLAUDE_CONFIG_DIR"]
         _end_left_behind(spec, config_dir)
@@ -132,11 +137,11 @@ class ClaudeProvider:
         extra = {name: str(path) for name, path in dirs.items()}
         extra["CLAUDE_CODE_TMPDIR"] = extra["TMPDIR"]
         drop = (*_DROP, *(k for k in os.environ if k.startswith("ANTHROPIC_")))
-        env = child_env({**extra, **QUIET_ENV, **credential, **agent_settings.env}, drop=drop)
+        env = child_env({**extra, **QUIET_ENV, **agent_settings.env}, drop=drop)
         return ClaudeSpec(
             name=spec.name, executable=info.executable, workspace=spec.workspace, env=env, config_dir=config_dir,
             mcp_config=mcp_config, allowed_tools=allowed, session_id=spec.thread_id, capabilities=info.capabilities,
-            stderr_path=spec.log_path, pid_path=spec.pid_path)
+            stderr_path=spec.log_path, pid_path=spec.pid_path, credential=credential)
 
 
 _CREDENTIAL_SETTINGS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")

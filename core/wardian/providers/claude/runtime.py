@@ -21,6 +21,7 @@ in time) is looked up by its uuid: found, it was taken (`Started(confirmed_by_lo
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -46,7 +47,7 @@ from wardian.providers.claude.wire import (
 )
 from wardian.providers.delivery import inbox_text, task_text
 from wardian.providers.events import EventStream
-from wardian.providers.process import ProviderProcess, StopPolicy
+from wardian.providers.process import ProviderProcess, StopPolicy, secret_pipe
 
 __all__ = ["ClaudeRuntime", "command"]
 
@@ -95,10 +96,7 @@ class ClaudeRuntime:
         assert self.thread_id is not None
         resume = spec.session_id is not None and self._transcript() is not None
         try:
-            self._child = ProviderProcess(command(spec, self.thread_id, resume=resume), name=spec.name,
-                                          env=spec.env, cwd=spec.workspace, log_path=spec.stderr_path,
-                                          pid_path=spec.pid_path)
-            process = await self._child.start()
+            process = await self._spawn(resume)
             assert process.stdin is not None
             assert process.stdout is not None
             self._writer = StdinWriter(process.stdin)
@@ -109,6 +107,23 @@ class ClaudeRuntime:
         finally:
             with anyio.CancelScope(shield=True):
                 await self._ended()
+
+    async def _spawn(self, resume: bool) -> anyio.abc.Process:
+        """Start the process; the agent's sign-in goes over a pipe whose read end only the child keeps."""
+        spec = self.spec
+        assert self.thread_id is not None
+        env, fds = spec.env, tuple[int, ...]()
+        if spec.credential is not None:
+            fds = (secret_pipe(spec.credential.secret),)
+            env = {**spec.env, spec.credential.variable: str(fds[0])}
+        try:
+            self._child = ProviderProcess(command(spec, self.thread_id, resume=resume), name=spec.name, env=env,
+                                          cwd=spec.workspace, log_path=spec.stderr_path, pid_path=spec.pid_path,
+                                          pass_fds=fds)
+            return await self._child.start()
+        finally:
+            for fd in fds:
+                os.close(fd)
 
     async def _serve(self, task_status: anyio.abc.TaskStatus[str | None]) -> None:
         """Read the output, initialize, report ready, and run until stopped or the process ends."""

@@ -1,16 +1,25 @@
 """What the Claude Code provider's `prepare` decides for one start, and the runtime runs (`ClaudeRuntime(spec)`).
 
-`prepare` (the private directories, `settings.json`, the MCP registration, the credential in the environment) and
+`prepare` (the private directories, `settings.json`, the MCP registration, the credential's descriptor) and
 the runtime (the process, its stream-json wire, deliveries and outcomes) meet only here, so either can be read,
 and tested, without the other.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from wardian.providers.base import Capabilities
+
+
+@dataclass(frozen=True, slots=True)
+class FdCredential:
+    """The agent's sign-in as Claude Code reads it from a file descriptor: `variable` names the descriptor's number,
+    and the runtime hands `secret` over in a pipe at each process start (`process.secret_pipe`)."""
+
+    variable: str
+    secret: str = field(repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,8 +32,8 @@ class ClaudeSpec:
     """The process's working directory; Claude keys its transcripts by it."""
     env: dict[str, str]
     """The process's whole environment: the private directories (`CLAUDE_CONFIG_DIR`, `TMPDIR`, `XDG_RUNTIME_DIR`,
-    `XDG_CACHE_HOME`; `HOME` stays the person's, for the agent's tools), the quiet variables, and the agent's
-    credential (never written anywhere)."""
+    `XDG_CACHE_HOME`; `HOME` stays the person's, for the agent's tools), the quiet variables and the agent's settings'
+    secrets; never its sign-in (`credential`)."""
     config_dir: Path
     """`CLAUDE_CONFIG_DIR`: `settings.json`, the transcripts under `projects/`, the live registry under `sessions/`."""
     mcp_config: Path
@@ -36,3 +45,5 @@ class ClaudeSpec:
     capabilities: Capabilities
     stderr_path: Path
     pid_path: Path
+    credential: FdCredential | None = None
+    """The agent's sign-in, handed over on a file descriptor, never in the environment (None: none)."""
