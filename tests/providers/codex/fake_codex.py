@@ -10,10 +10,12 @@ lines (docs/providers/codex.md, `wardian.providers.codex.app_server`). Stdlib on
   `error` (an unknown JSON-RPC error: nothing says whether it was admitted), `lost_ack` (read and log the
   request, then exit without answering), `die` (answer, turn/started, then exit while the turn runs),
   `gone_first` (Codex's "thread not found: ID" for every turn/start on the first thread; a thread/start makes a
-  new thread, whose turns complete), `refused` (Codex's "Invalid request: …" for every turn/start) or
-  `declined_first` (the first turn/start is declined by Core, "failed to submit turn input: NotIdle", -32603; later
-  ones complete) or `overloaded_first` (the first turn/start gets the transport's "Server overloaded; retry
-  later.", -32001; later ones complete).
+  new thread, whose turns complete), or one of `START_ERRORS`: Codex's JSON-RPC error for every turn/start
+  (`refused`: "Invalid request: …", -32600; `unsupported`: -32601; `bad_params`: -32602; `parse_error`: -32700), or
+  for the process's first turn/start only, later ones completing (`declined_first`: Core's "failed to submit turn
+  input: NotIdle", -32603; `overloaded_first`: the transport's "Server overloaded; retry later.", -32001;
+  `draining_first`: "Server is draining; retry after reconnecting", -32600; `capacity_first`: "Server is at its root
+  turn capacity; retry later.", -32001).
 - `steer`: `accept` (only while the expected turn is the active one, else Codex's stale-turn error, as the real
   server does), `stale` (end the active turn, then answer with the stale-turn error) or `error` (an unknown
   error while the expected turn is active).
@@ -49,10 +51,20 @@ SCENARIOS: dict[str, dict[str, str]] = {
     "stale_steer": {"start": "hold_first", "steer": "stale"},
     # The thread the app resumes is not one this Codex has (as for a thread that never had a turn, after a restart).
     "thread_gone": {"start": "gone_first"},
-    "refused": {"start": "refused"},
-    "declined_first": {"start": "declined_first"},
-    "overloaded_first": {"start": "overloaded_first"},
 }
+# Codex's error answers to turn/start, by `start` policy: (code, message). A `_first` one answers only the process's
+# first turn/start; the others answer every one.
+START_ERRORS: dict[str, tuple[int, str]] = {
+    "refused": (-32600, "Invalid request: unknown variant `bogus`, expected one of `text`, `image`"),
+    "unsupported": (-32601, "Method not found"),
+    "bad_params": (-32602, "Input exceeds the maximum length of 1048576 characters."),
+    "parse_error": (-32700, "Parse error"),
+    "declined_first": (-32603, "failed to submit turn input: NotIdle"),
+    "overloaded_first": (-32001, "Server overloaded; retry later."),
+    "draining_first": (-32600, "Server is draining; retry after reconnecting"),
+    "capacity_first": (-32001, "Server is at its root turn capacity; retry later."),
+}
+SCENARIOS.update({name: {"start": name} for name in START_ERRORS})
 
 
 def policy() -> dict[str, str]:
@@ -164,16 +176,11 @@ class Server:
             ledger("turn/start", params, "gone", None)
             send({"id": id_, "error": {"code": -32600, "message": f"thread not found: {params.get('threadId')}"}})
             return
-        if mode in ("declined_first", "overloaded_first") and not self.declined:
+        if mode in START_ERRORS and not (mode.endswith("_first") and self.declined):
             self.declined = True
-            ledger("turn/start", params, "declined", None)
-            send({"id": id_, "error": {"code": -32603, "message": "failed to submit turn input: NotIdle"}
-                  if mode == "declined_first" else {"code": -32001, "message": "Server overloaded; retry later."}})
-            return
-        if mode == "refused":
-            ledger("turn/start", params, "refused", None)
-            send({"id": id_, "error": {"code": -32600, "message": "Invalid request: unknown variant `bogus`, "
-                                                                  "expected one of `text`, `image`"}})
+            code, message = START_ERRORS[mode]
+            ledger("turn/start", params, "declined" if mode.endswith("_first") else "refused", None)
+            send({"id": id_, "error": {"code": code, "message": message}})
             return
         self.turns += 1
         turn = f"turn-{os.getpid()}-{self.turns}"
@@ -183,8 +190,8 @@ class Server:
         send({"method": "turn/started", "params": {"threadId": self.thread, "turn": {"id": turn}}})
         if mode == "die":
             exit_now()
-        completes = ("complete", "gone_first", "declined_first", "overloaded_first")
-        if mode in completes or (mode == "hold_first" and self.turns > 1):
+        completes = mode in ("complete", "gone_first") or (mode in START_ERRORS and mode.endswith("_first"))
+        if completes or (mode == "hold_first" and self.turns > 1):
             self.complete(turn)
 
     def turn_steer(self, id_: int, params: dict) -> None:

@@ -192,7 +192,9 @@ class CodexRuntime(CodexConversation):
 
         Raises:
             ConversationGone: Codex has no such thread; a fresh one replaced it (nothing was accepted).
-            ProviderRefused: Codex refused the request as invalid (nothing was accepted).
+            ProviderRefused: Codex refused the request as invalid, or has no such method (nothing was
+                accepted).
+            ProviderBusy: Codex cannot admit work now (nothing was accepted).
             ProviderUnavailable, AppServerError, DeliveryUncertain.
         """
         self._tui.turn_sent(self.thread_id)  # a first turn on a TUI's thread: whether it ran is seen from here on
@@ -211,7 +213,7 @@ class CodexRuntime(CodexConversation):
 
         Raises:
             StaleTurn: Codex confirmed that no turn with that id is active (nothing was admitted).
-            ConversationGone, ProviderRefused: as for `start_turn`.
+            ConversationGone, ProviderRefused, ProviderBusy: as for `start_turn`.
             ProviderUnavailable, AppServerError, DeliveryUncertain.
         """
         raw = await self._deliver("turn/steer", {
@@ -224,7 +226,8 @@ class CodexRuntime(CodexConversation):
         """`thread/inject_items`: model-visible history, no turn started.
 
         Raises:
-            ConversationGone, ProviderRefused: nothing was pushed (the records go to the receive path).
+            ConversationGone, ProviderRefused, ProviderBusy: nothing was pushed (the records go to the receive
+                path).
             ProviderUnavailable, AppServerError, DeliveryUncertain.
         """
         await self._deliver("thread/inject_items", {"items": inbox_items(records)}, timeout_s)
