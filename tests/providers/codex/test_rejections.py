@@ -251,6 +251,17 @@ def test_codex_answers_neither_a_line_it_cannot_read_nor_a_method_it_lacks_with_
         server.close()
 
 
+def test_a_server_that_admits_nothing_now_is_busy_whatever_the_request() -> None:
+    """Codex's source: a draining app-server, or one preparing an upgrade, answers -32600 "… retry after reconnecting"
+    to any request before a handler runs, and a full root-turn capacity -32001: nothing was admitted, and the same
+    request may pass later (the fake app-server plays the first and the last through the app, below)."""
+    for method in sorted(DELIVERY_METHODS):
+        for code, message in ((-32600, "Server is draining; retry after reconnecting"),
+                              (-32600, "Server is preparing an upgrade; retry after reconnecting"),
+                              (-32001, "Server is at its root turn capacity; retry later.")):
+            assert classify(method, errors.AppServerError(message, rpc_code=code)) is Verdict.BUSY, (method, message)
+
+
 def test_anything_else_is_an_unknown_outcome() -> None:
     """An error the table does not list (an internal error, a message that only contains a known phrase, a known
     phrase answering a request it does not prove anything for) leaves the outcome unknown: uncertain, never resent."""

@@ -166,8 +166,9 @@ _BUSY_RULES = (
     _rule(frozenset({"turn/start"}), frozenset({OVERLOADED}), r"Server is at its root turn capacity", Verdict.BUSY,
           "Server is at its root turn capacity; retry later.", "fake"),
     # A draining app-server (a graceful restart) admits nothing more; in 0.171.0's binary, -32600 with data
-    # `{"reason": "serverShuttingDown"}`. The owner's app-server is going away: the task waits for the next one.
-    _rule(None, _REQUEST, r"Server is draining; retry after reconnecting$", Verdict.BUSY,
+    # `{"reason": "serverShuttingDown"}`; later Codex says the same while it prepares an upgrade ("serverSwitching").
+    # The owner's app-server is going away: the task waits for the next one.
+    _rule(None, _REQUEST, r"Server is (draining|preparing an upgrade); retry after reconnecting$", Verdict.BUSY,
           "Server is draining; retry after reconnecting", "fake"),
     _code(None, OVERLOADED, Verdict.BUSY, "Server is at its root turn capacity; retry later."),
 )
