@@ -151,6 +151,7 @@ class AppClient:
             WardianError: the app's own error for this request.
         """
         frame = _frame({"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": params or {}})
+        reused = self._sock is not None
         sock = self._connect()
         deadline = time.monotonic() + timeout_s
         sent = 0
@@ -160,6 +161,10 @@ class AppClient:
                 sent += sock.send(frame[sent:] if sent else frame)
         except OSError as exc:
             self.close()
+            if sent == 0 and reused:
+                # The app closed this kept connection (one idle too long, or the app restarted) so that a write
+                # fails before any byte leaves: nothing of this request was read; send it once, on a new connection.
+                return self.call(method, params, timeout_s=timeout_s)
             if sent == 0:
                 raise errors.AppNotRunning(f"the app closed the connection before the request was sent "
                                            f"({exc.__class__.__name__})", field="home") from None

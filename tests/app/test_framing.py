@@ -144,3 +144,24 @@ def test_a_lost_answer_is_uncertain_and_never_resent() -> None:
         conn.close()
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_kept_connection_the_app_closed_is_replaced_and_the_request_written_once() -> None:
+    """UNC-1 (never resend what may have been read): a client that kept its connection while the app closed it (here
+    the app restarted; the app also closes connections left idle) finds it closed before writing a byte, and sends its
+    request once on a new connection."""
+    root = short_home("wk")
+    try:
+        proc = start_app(root)
+        with AppClient(Home(root)) as client:
+            client.call("agent/add", {"name": "before", "provider": "codex"})
+            kept = client.connect()
+            stop_app(proc)
+            proc = start_app(root)
+            assert client.call("agent/add", {"name": "after", "provider": "codex"})["name"] == "after"
+            assert client.requests_written == 2
+            assert client.connect() is not kept
+            assert {a["name"] for a in client.call("agent/list")["agents"]} == {"before", "after"}
+        stop_app(proc)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

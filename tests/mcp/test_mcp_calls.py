@@ -40,6 +40,7 @@ class FakeApp:
         self._listener.listen()
         self._behaviour = behaviour
         self.requests = 0
+        self.connections = 0  # accepted so far
         self.closed = threading.Event()  # set each time the fake closes a connection
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -49,6 +50,7 @@ class FakeApp:
                 conn, _ = self._listener.accept()
             except OSError:
                 return
+            self.connections += 1
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
@@ -119,7 +121,7 @@ def test_a_pooled_connection_the_app_closed_while_idle_is_replaced_and_the_reque
         assert fake.closed.wait(10)
         assert pool.call("agent/list", {}) == {"n": 2}
         assert fake.requests == 2
-        assert pool.opened == 2
+        assert fake.connections == 2
     finally:
         pool.close()
         fake.close()
