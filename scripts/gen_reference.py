@@ -283,8 +283,8 @@ _EXIT_MEANINGS: dict[str, str] = {
     "EXIT_OK": "ok",
     "EXIT_INTERNAL": "internal error (see the app log)",
     "EXIT_USAGE": "bad input: usage, invalid arguments, or a request the app refused",
-    "EXIT_APP": "the app is not running, runs an incompatible control protocol, or its socket is not yours alone "
-                "(`untrusted_socket`: nothing was sent)",
+    "EXIT_APP": "the app is not running, runs an incompatible control protocol, is too busy to read the request, or "
+                "its socket is not yours alone (`untrusted_socket`: nothing was sent)",
     "EXIT_NOT_FOUND": "not found: an unknown target, agent, request, session or credential, or a stale one",
     "EXIT_UNCERTAIN": "delivery uncertain: the request left but its answer was lost; **do not resend it**",
     "EXIT_STORAGE": "the store refused the change; nothing was admitted",

@@ -16,7 +16,7 @@ WardianError                      code: a stable snake_case string; delivery: wh
 ├── DeliveryUncertain             the outcome is unknown: never replay (delivery: uncertain)
 ├── ProviderError                 the provider answered with an error (AppServerError)
 ├── TransportError                failed before any byte of the request was written (delivery: not_admitted)
-│   ├── AppNotRunning, AppIncompatible, UntrustedSocket
+│   ├── AppNotRunning, AppIncompatible, UntrustedSocket, AppBusy
 ├── StorageError                  the store refused the write; nothing was committed (delivery: not_admitted)
 │   ├── StorageFull, StorageUnavailable
 └── HomeError                     the home cannot host an app (AlreadyRunning, InsecureHome, AddressInUse, ...)
@@ -310,6 +310,13 @@ class UntrustedSocket(TransportError):
     when that could not be read); `expected_uid` is the caller's effective uid, root's included."""
 
     code = "untrusted_socket"
+
+
+class AppBusy(TransportError):
+    """The app holds as many control connections as it allows, each with a request in flight, and read nothing of
+    this request: it certainly had no effect; call again shortly."""
+
+    code = "app_busy"
 
 
 # --- storage ---------------------------------------------------------------------------------------------

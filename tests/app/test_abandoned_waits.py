@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 import orjson
 import pytest
+from anyio.abc import SocketAttribute
 
 from tests.app.inprocess import World, world
 from tests.app.observe import app_is_idle, app_waiting, eventually
@@ -58,7 +59,7 @@ async def test_a_wait_whose_connection_closes_mid_wait_takes_no_provider_context
         listener = await anyio.create_unix_listener(path)
         after: dict[str, Any] = {}
         async with anyio.create_task_group() as tg:
-            tg.start_soon(listener.serve, ControlServer(w.service).handle_connection)
+            await tg.start(ControlServer(w.service).serve, listener.extra(SocketAttribute.raw_socket))
             async with await anyio.connect_unix(path) as conn:
                 await conn.send(_frame(1, "mailbox/wait", session=token, timeout_ms=60_000))
                 await w.until(lambda: _waiting(w, 1), "the wait never subscribed")
@@ -84,7 +85,7 @@ async def test_a_half_closed_connection_ends_its_wait_but_still_gets_every_answe
         listener = await anyio.create_unix_listener(path)
         data, waiting = b"", -1
         async with anyio.create_task_group() as tg:
-            tg.start_soon(listener.serve, ControlServer(w.service).handle_connection)
+            await tg.start(ControlServer(w.service).serve, listener.extra(SocketAttribute.raw_socket))
             async with await anyio.connect_unix(path) as conn:
                 await conn.send(_frame(1, "mailbox/receive", session=token, timeout_ms=60_000)
                                 + _frame(2, "agent/list"))

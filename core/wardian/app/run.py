@@ -330,7 +330,7 @@ async def _serve_clients(home: Home, server: ControlServer, listener: anyio.abc.
                          on_ready: Callable[[], None] | None) -> None:
     async with anyio.create_task_group() as tg:
         tg.start_soon(_watch_signals, signals, stopping)
-        tg.start_soon(listener.serve, server.handle_connection)
+        await tg.start(server.serve, listener.extra(anyio.abc.SocketAttribute.raw_socket))
         log.info("app ready: home %s, pid %d, socket %s", home.root, os.getpid(), home.socket_path)
         if on_ready is not None:
             on_ready()

@@ -31,6 +31,8 @@ REJECTED = -32002
 """Definitely not admitted (`errors.Rejected`)."""
 DELIVERY_UNCERTAIN = -32003
 """The outcome is unknown (`errors.DeliveryUncertain`): never replay."""
+TRANSPORT_ERROR = -32004
+"""The app read nothing of the request (`errors.TransportError`, e.g. `app_busy`): certainly no effect."""
 STORAGE_ERROR = -32005
 """The store refused the change (`errors.StorageError`); nothing was admitted."""
 HOME_ERROR = -32006
@@ -42,6 +44,7 @@ _BRANCHES: tuple[tuple[type[errors.WardianError], int], ...] = (
     (errors.RequestError, REQUEST_ERROR),
     (errors.Rejected, REJECTED),
     (errors.DeliveryUncertain, DELIVERY_UNCERTAIN),
+    (errors.TransportError, TRANSPORT_ERROR),
     (errors.StorageError, STORAGE_ERROR),
     (errors.HomeError, HOME_ERROR),
     (errors.ProviderError, PROVIDER_ERROR),
