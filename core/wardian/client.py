@@ -141,7 +141,7 @@ class AppClient:
             f"no app is running for WARDIAN_HOME={self.home.root}; start it with `wardian app start`", field="home")
 
     def call(self, method: str, params: dict[str, Any] | None = None, *,
-             timeout_s: float = DEFAULT_CALL_TIMEOUT_S) -> Any:
+             timeout_s: float = DEFAULT_CALL_TIMEOUT_S, reconnect: bool = True) -> Any:
         """Send one request and return its result.
 
         Raises:
@@ -151,7 +151,9 @@ class AppClient:
             WardianError: the app's own error for this request.
         """
         frame = _frame({"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": params or {}})
-        reused = self._sock is not None
+        # A kept connection the app closed fails the write before a byte leaves; `reconnect=False` for an exchange
+        # another thread may abort by shutting the connection down, which fails the write the same way.
+        reused = reconnect and self._sock is not None
         sock = self._connect()
         deadline = time.monotonic() + timeout_s
         sent = 0
@@ -188,9 +190,9 @@ class AppClient:
             raise error_from_object(response["error"])
         return response.get("result")
 
-    def call_wait(self, method: str, params: dict[str, Any], timeout_ms: int) -> Any:
+    def call_wait(self, method: str, params: dict[str, Any], timeout_ms: int, *, reconnect: bool = True) -> Any:
         """A call whose own timeout is `timeout_ms`: the exchange is bounded by it plus a grace period."""
-        return self.call(method, params, timeout_s=(timeout_ms + CONTROL_GRACE_MS) / 1000)
+        return self.call(method, params, timeout_s=(timeout_ms + CONTROL_GRACE_MS) / 1000, reconnect=reconnect)
 
     def _set_timeout(self, sock: socket.socket, seconds: float) -> None:
         """Bound each blocking send/recv by `seconds` in the kernel (SO_SNDTIMEO/SO_RCVTIMEO).

@@ -20,8 +20,9 @@ import pytest
 
 from tests.conftest import AppHandle, short_home
 from wardian import errors
+from wardian.client import AppClient
 from wardian.home import Home
-from wardian.mcp._calls import AppConnections
+from wardian.mcp._calls import AppConnections, WaitExchange
 
 pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
 
@@ -124,6 +125,26 @@ def test_a_pooled_connection_the_app_closed_while_idle_is_replaced_and_the_reque
         assert fake.connections == 2
     finally:
         pool.close()
+        fake.close()
+
+
+def test_a_wait_aborted_before_its_request_left_is_never_sent_even_on_a_kept_connection(fake_home: Home) -> None:
+    """A kept connection the app closed is replaced by the client itself; but a wait's connection shut down by its
+    abort fails the write the same way, and that wait must not be sent on a new connection instead."""
+    fake = FakeApp(fake_home, lambda n: "answer")
+    client = AppClient(fake_home)
+    try:
+        assert client.call("agent/list", {}) == {"n": 1}  # the connection is now a kept one
+        exchange = WaitExchange()
+        assert exchange.attach(client)
+        exchange.abort("cancelled by the host")
+        with pytest.raises(errors.TransportError):
+            client.call_wait("mailbox/wait", {"session": "s", "timeout_ms": 1000}, 1000, reconnect=False)
+        assert fake.requests == 1
+        assert fake.connections == 1
+        exchange.detach()
+    finally:
+        client.close()
         fake.close()
 
 

@@ -7,9 +7,11 @@ exchange (`mcp_roundtrip_list_agents`, docs/benchmarks.md).
 
 Invariants:
 - A call is sent at most once: a lost answer is reported as `DeliveryUncertain` and never replayed (contract rule
-  UNC-1, docs/design/contract.md). The one retry is of a request of which no byte was written (`TransportError`) on
-  a connection taken from the pool, which the app may have closed while it sat idle (an app restart); the retry runs
-  on a new connection, and its failure is final.
+  UNC-1, docs/design/contract.md). The one retry is of a request of which no byte was written on a connection taken
+  from the pool, which the app may have closed while it sat idle (its idle bound, an app restart): `AppClient` makes
+  it for a plain call; for a wait, whose exchange another thread may abort by shutting the connection down (which
+  fails the write the same way), the pool makes it unless the exchange was aborted. It runs on a new connection, and
+  its failure is final.
 - A connection is shared by no two calls at once (an `AppClient` is not thread-safe), and one that failed
   mid-exchange is discarded, never pooled again: only a clean answer (a result or the app's own error) returns
   it to the pool.
@@ -128,9 +130,9 @@ class AppConnections:
             return self._exchange(client, method, params, timeout_ms, exchange)
         except errors.TransportError:
             client.close()
-            if not reused or (exchange is not None and exchange.aborted):
-                raise
-        # Nothing of the request left on the pooled connection: the app closed it while it was idle. Send it
+            if not reused or exchange is None or exchange.aborted:
+                raise  # a plain call's client has reconnected already, if that could help
+        # Nothing of the wait's request left on the pooled connection: the app closed it while it was idle. Send it
         # once, on a new connection (`_take` hands out only pooled ones first, so make one directly).
         client = self._new()
         return self._exchange(client, method, params, timeout_ms, exchange)
@@ -164,8 +166,9 @@ class AppConnections:
             raise exchange.error(method)
         clean = False
         try:
-            result = (client.call(method, params) if timeout_ms is None
-                      else client.call_wait(method, params, timeout_ms))
+            reconnect = exchange is None  # an aborted exchange's shut-down connection must not be replaced
+            result = (client.call(method, params, reconnect=reconnect) if timeout_ms is None
+                      else client.call_wait(method, params, timeout_ms, reconnect=reconnect))
             clean = True
             return result
         except (errors.TransportError, errors.DeliveryUncertain):
