@@ -11,6 +11,7 @@ import psycopg
 
 from wardian.store.events import InterruptAnnounced, RecordAnnounced, Resynced, StoreEvent
 from wardian.store.postgres.engine import BACKOFF_FIRST_S, BACKOFF_MAX_S, CONNECT_TIMEOUT_S, q
+from wardian.store.postgres.liveness import with_liveness
 from wardian.store.postgres.schema import CHANNEL
 from wardian.store.url import redact_url
 
@@ -23,7 +24,9 @@ class Announcements:
     `events()` yields `Resynced` on every (re)connection (announcements before it may be lost: re-read durable
     state), then each `RecordAnnounced` / `InterruptAnnounced`, skipping those sent by `own_pids()` (this app's
     writer connections: the app acted on its own commits already). A broken connection is replaced after a bounded
-    backoff (0.1 s doubling to 5 s); a quiet one is probed every `probe_s` so a dead server is noticed.
+    backoff (0.1 s doubling to 5 s); a quiet one is probed every `probe_s` so a dead server is noticed. A dead network
+    ends the connection within `liveness.DEAD_LINK_S` of the first packet it left unanswered (keepalives while it
+    listens, `tcp_user_timeout` while a probe is in flight), and its replacement begins with `Resynced`.
     """
 
     def __init__(self, url: str, own_pids: Callable[[], set[int]], *, probe_s: float = 10.0) -> None:
@@ -36,8 +39,8 @@ class Announcements:
         while True:
             try:
                 conn = await psycopg.AsyncConnection.connect(
-                    self._url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S, application_name="wardian listen"
-                )
+                    with_liveness(self._url), autocommit=True, connect_timeout=CONNECT_TIMEOUT_S,
+                    application_name="wardian listen")
             except psycopg.Error as exc:
                 log.warning(
                     "cannot listen to the shared store %s (%s); retrying in %.1f s",

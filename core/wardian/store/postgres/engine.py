@@ -27,6 +27,7 @@ from wardian import errors
 from wardian.store.api import BatchResult
 from wardian.store.engine import Engine
 from wardian.store.mailbox import INSERT_INTERACTION
+from wardian.store.postgres.liveness import with_liveness
 from wardian.store.postgres.pipeline import run_pipelined
 from wardian.store.postgres.roster_cache import VersionedRosterCache
 from wardian.store.postgres.schema import APPEND_LOCK
@@ -187,13 +188,13 @@ def commit_lost(exc: psycopg.Error) -> errors.DeliveryUncertain:
 
 
 def connect(url: str) -> psycopg.Connection[Any]:
-    """A connection in autocommit mode (transactions are explicit) with synchronous_commit on.
+    """A connection in autocommit mode (transactions are explicit) with synchronous_commit on, which notices a dead
+    network (`liveness`).
 
     Raises: StorageUnavailable (the message names the server, never a credential)."""
     try:
-        conn = psycopg.connect(
-            url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S, application_name="wardian app", prepare_threshold=5
-        )
+        conn = psycopg.connect(with_liveness(url), autocommit=True, connect_timeout=CONNECT_TIMEOUT_S,
+                               application_name="wardian app", prepare_threshold=5)
     except psycopg.Error as exc:
         raise errors.StorageUnavailable(
             f"cannot connect to the shared store {redact_url(url)}: {str(exc).strip()[:300]}", field="store"

@@ -33,6 +33,7 @@ import psycopg
 from wardian import errors
 from wardian.store.api import WaitLook
 from wardian.store.postgres.engine import BACKOFF_FIRST_S, BACKOFF_MAX_S, CONNECT_TIMEOUT_S, q
+from wardian.store.postgres.liveness import with_liveness
 from wardian.store.sessions import WAIT_LOOK_SESSION_COLS, WAIT_LOOK_SQL, TokenDigests, session_caller, session_hit
 from wardian.store.url import redact_url
 
@@ -93,7 +94,8 @@ class PgWaitReader:
         try:
             async with asyncio.timeout(CONNECT_TIMEOUT_S + 1):  # libpq's connect_timeout bounds the connect itself
                 conn = await psycopg.AsyncConnection.connect(
-                    self._url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S, application_name="wardian wait")
+                    with_liveness(self._url), autocommit=True, connect_timeout=CONNECT_TIMEOUT_S,
+                    application_name="wardian wait")
                 await conn.execute("SET default_transaction_read_only TO on")
                 await conn.execute(q(f"SET statement_timeout TO {int(LOOK_TIMEOUT_S * 1000)}"))
         except (psycopg.Error, TimeoutError) as exc:

@@ -1,0 +1,156 @@
+"""A shared store whose network dies silently (H7, docs/guide/several-machines.md, "When the network dies"): each
+connection notices within its bound instead of waiting for TCP's retransmissions to give up (about 15 minutes). A
+statement in flight fails `storage_unavailable` (nothing was admitted), a COMMIT in flight `uncertain` (never a
+receipt), and once the network is back the store reconnects and serves.
+
+The network is real: the store reaches the private server over TCP through a veth pair into a network namespace, where
+a blackhole qdisc drops every packet (`wardian_harness.netns.DeadLink`). The limits asserted are liveness bounds, a
+few times the figure each connection promises (`wardian.store.postgres.liveness`), never speed figures: what fails
+here without the bound is a call that waits for minutes."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+import pytest
+
+from tests.conftest import unavailable
+from wardian import errors
+from wardian.model import Caller, InteractionKind
+from wardian.store import Store
+from wardian.store import testing as store_testing
+from wardian.store.postgres import PostgresStore, liveness
+from wardian_harness import netns
+from wardian_harness.postgres import SUPERUSER, PrivateCluster
+
+T = TypeVar("T")
+DEAD_LINK_LIMIT_S = 3 * liveness.DEAD_LINK_S
+RECOVERY_S = 60.0  # a reconnection after the network is back: a deadline to poll against, not a figure
+
+
+class Link:
+    """A store on a database of the private server, reached through a link that can be cut; `direct` is the same
+    database over the server's own socket."""
+
+    def __init__(self, cluster: PrivateCluster, link: netns.DeadLink) -> None:
+        self.link = link
+        self.direct = cluster.database()
+        dbname = self.direct.split("///", 1)[1].split("?", 1)[0]
+        self.store = PostgresStore.open(link.url(dbname, SUPERUSER))
+
+
+@pytest.fixture
+def through(pg_cluster: PrivateCluster) -> Iterator[Link]:
+    if (why := netns.unavailable()) is not None:
+        unavailable(why)
+    with netns.DeadLink(os.path.join(pg_cluster.socket_dir, f".s.PGSQL.{pg_cluster.port}")) as link:
+        made = Link(pg_cluster, link)
+        try:
+            yield made
+        finally:
+            link.heal()  # so a call left hanging by a failure ends, and the store closes
+            made.store.close()
+
+
+def within(limit_s: float, call: Callable[[], T]) -> T:
+    """`call()`'s value or error, failing the test when it is still waiting after `limit_s` (it is left running, on a
+    daemon thread: this is the failure being reported)."""
+    outcome: list[tuple[T | None, BaseException | None]] = []
+
+    def run() -> None:
+        try:
+            outcome.append((call(), None))
+        except BaseException as exc:  # handed to the test's thread
+            outcome.append((None, exc))
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(limit_s)
+    if not outcome:
+        pytest.fail(f"still waiting for the server after {limit_s:g} s")
+    value, error = outcome[0]
+    if error is not None:
+        raise error
+    return value  # type: ignore[return-value]  # set when no error was
+
+
+def until_served(call: Callable[[], T]) -> T:
+    """`call()` once the store reconnected: `storage_unavailable` (nothing admitted, so a retry is safe) until then."""
+    deadline = time.monotonic() + RECOVERY_S
+    while True:
+        try:
+            return call()
+        except errors.StorageUnavailable:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def caller(store: Store, name: str) -> Caller:
+    return store.authenticate(store.create_session(store.add_agent(name, "codex", None).id))
+
+
+def stored(url: str, text: str) -> int:
+    store = PostgresStore.open(url)
+    try:
+        return int(store_testing.execute(store, "SELECT count(*) FROM interactions WHERE body = ?", (text,))[0][0])
+    finally:
+        store.close()
+
+
+def test_a_statement_into_a_dead_network_is_unavailable_within_the_bound_and_the_store_reconnects(
+        through: Link) -> None:
+    store = through.store
+    a, b = caller(store, "a"), caller(store, "b")
+    through.link.cut()
+    with pytest.raises(errors.StorageUnavailable):
+        within(DEAD_LINK_LIMIT_S, lambda: store.admit(a, b.agent, InteractionKind.INFORMATION, "into the void"))
+    through.link.heal()
+    receipt = until_served(lambda: store.admit(a, b.agent, InteractionKind.INFORMATION, "after"))
+    assert receipt.recipient.uuid == b.agent.uuid
+    assert stored(through.direct, "into the void") == 0
+    assert stored(through.direct, "after") == 1
+
+
+def test_a_commit_into_a_dead_network_is_uncertain_within_the_bound(through: Link) -> None:
+    """The COMMIT left and its answer never came: it may or may not have committed (here its packets were dropped, so
+    it did not), and the caller is told exactly that, never given a receipt."""
+    store = through.store
+    a, b = caller(store, "a"), caller(store, "b")
+
+    def commit_into_the_void() -> None:
+        with store.atomic():
+            store.admit(a, b.agent, InteractionKind.INFORMATION, "lost commit")
+            through.link.cut()
+
+    with pytest.raises(errors.DeliveryUncertain):
+        within(DEAD_LINK_LIMIT_S, commit_into_the_void)
+    through.link.heal()
+    until_served(lambda: store.admit(a, b.agent, InteractionKind.INFORMATION, "after"))
+    assert stored(through.direct, "lost commit") == 0
+    assert stored(through.direct, "after") == 1
+
+
+def in_use(store: PostgresStore) -> dict[str, str]:
+    """The connection options libpq uses for the store's writer connection (PQconninfo)."""
+    options = store.test_backdoor().conn.pgconn.info
+    return {o.keyword.decode(): (o.val or b"").decode() for o in options}
+
+
+def test_every_connection_carries_the_liveness_settings_and_a_url_keeps_its_own(pg_cluster: PrivateCluster) -> None:
+    """wardian adds libpq's keepalive and `tcp_user_timeout` settings where the URL names none of its own; the URL's
+    own values win (docs/guide/several-machines.md)."""
+    url = pg_cluster.database()
+    store = PostgresStore.open(url)
+    mine = PostgresStore.open(url + "&keepalives_idle=30&tcp_user_timeout=0")
+    try:
+        assert {k: in_use(store)[k] for k in liveness.TCP_LIVENESS} == liveness.TCP_LIVENESS
+        assert {k: in_use(mine)[k] for k in liveness.TCP_LIVENESS} == {
+            **liveness.TCP_LIVENESS, "keepalives_idle": "30", "tcp_user_timeout": "0"}
+    finally:
+        store.close()
+        mine.close()
