@@ -1,7 +1,8 @@
 """A shared store whose network dies silently (H7, docs/guide/several-machines.md, "When the network dies"): each
 connection notices within its bound instead of waiting for TCP's retransmissions to give up (about 15 minutes). A
 statement in flight fails `storage_unavailable` (nothing was admitted), a COMMIT in flight `uncertain` (never a
-receipt), and once the network is back the store reconnects and serves.
+receipt), a wait's look is left to the writer and its connection replaced, and once the network is back the store
+reconnects and serves.
 
 The network is real: the store reaches the private server over TCP through a veth pair into a network namespace, where
 a blackhole qdisc drops every packet (`wardian_harness.netns.DeadLink`). The limits asserted are liveness bounds, a
@@ -16,19 +17,22 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
+import anyio
 import pytest
 
 from tests.conftest import unavailable
+from tests.store.test_pg_wait_reader import kept
 from wardian import errors
 from wardian.model import Caller, InteractionKind
 from wardian.store import Store
 from wardian.store import testing as store_testing
-from wardian.store.postgres import PostgresStore, liveness
+from wardian.store.postgres import PostgresStore, liveness, wait_reader
 from wardian_harness import netns
 from wardian_harness.postgres import SUPERUSER, PrivateCluster
 
 T = TypeVar("T")
 DEAD_LINK_LIMIT_S = 3 * liveness.DEAD_LINK_S
+LOOK_LIMIT_S = 3 * wait_reader.LOOK_CUT_S
 RECOVERY_S = 60.0  # a reconnection after the network is back: a deadline to poll against, not a figure
 
 
@@ -133,6 +137,31 @@ def test_a_commit_into_a_dead_network_is_uncertain_within_the_bound(through: Lin
     until_served(lambda: store.admit(a, b.agent, InteractionKind.INFORMATION, "after"))
     assert stored(through.direct, "lost commit") == 0
     assert stored(through.direct, "after") == 1
+
+
+def test_a_look_into_a_dead_network_is_left_to_the_writer_and_its_connection_replaced(through: Link) -> None:
+    store = through.store
+    agent = store.add_agent("a", "codex", None)
+    token = store.create_session(agent.id)
+
+    async def body() -> None:
+        async with kept(store) as reader:
+            assert await reader.look(token) is not None
+            first = reader.backend_pid
+            through.link.cut()
+            with anyio.fail_after(LOOK_LIMIT_S):
+                assert await reader.look(token) is None  # this wait is the writer's
+            assert reader.backend_pid is None  # dropped: `keep` connects again, in vain while the network is dead
+            through.link.heal()
+            for _ in range(int(RECOVERY_S / 0.05)):  # `keep` connects again once the network is back
+                if reader.backend_pid is not None:
+                    break
+                await anyio.sleep(0.05)
+            assert reader.backend_pid not in (None, first)
+            assert await reader.look(token) is not None
+            assert (reader.answered, reader.passed) == (2, 1)
+
+    anyio.run(body)
 
 
 def in_use(store: PostgresStore) -> dict[str, str]:

@@ -15,10 +15,21 @@ own liveness settings (https://www.postgresql.org/docs/current/libpq-connect.htm
 So a dead network is noticed about `DEAD_LINK_S` after the first packet that goes unanswered, whether a statement was
 in flight or the connection was idle. The probes also keep a firewall's or NAT's idea of the flow alive. A URL that
 names any of these keeps its own value (`with_liveness`); libpq ignores them all on a Unix socket (no network there).
+
+A wait's look must not wait even that long: the wait reader ends its connection after its own bound
+(`wardian.store.postgres.wait_reader`) with `shut`, a `shutdown()` of the socket: libpq then reads end-of-file, the
+look fails at once, and the connection is replaced. Nothing is sent to the server to cancel anything: the network that
+would carry it may be the dead one.
 """
 
 from __future__ import annotations
 
+import os
+import socket
+from contextlib import suppress
+from typing import Any
+
+import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 TCP_USER_TIMEOUT_MS = 10_000
@@ -41,3 +52,10 @@ def with_liveness(url: str) -> str:
     Raises: psycopg.ProgrammingError (a URL libpq cannot read)."""
     named = conninfo_to_dict(url)
     return make_conninfo(url, **{key: value for key, value in TCP_LIVENESS.items() if key not in named})
+
+
+def shut(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> None:
+    """End `conn`'s socket now, from the loop that runs `conn` (while a statement waits on it): no round trip, and the
+    descriptor stays libpq's to close. Nothing happens to a connection that is closed already."""
+    with suppress(psycopg.Error, OSError), socket.socket(fileno=os.dup(conn.pgconn.socket)) as sock:
+        sock.shutdown(socket.SHUT_RDWR)

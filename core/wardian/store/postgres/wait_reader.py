@@ -11,6 +11,10 @@ Invariants:
   to receive. Pushed context waiting (the look takes it: a write) and every doubt (no connection yet, a broken one,
   an error, an answer slower than `LOOK_TIMEOUT_S`, the connection busy with another look) answer None, and the
   caller looks through the writer as before.
+- A look waits at most `LOOK_CUT_S`, even when the network died under it: its connection is then ended on the spot
+  (`liveness.shut`), not cancelled through the server (psycopg's cancel opens a connection to the server and waits
+  for the statement again: 10 s more on a dead network). An idle connection whose network died is ended by its own
+  settings (`liveness.TCP_LIVENESS`), so the next look finds it broken at once.
 - The session is authenticated from that same statement, as the roster is committed when it runs (never a cache): a
   session revoked, or an agent removed, on any host before the look began is refused, with the writer's errors
   (`sessions.session_hit`, `sessions.session_caller`).
@@ -33,15 +37,16 @@ import psycopg
 from wardian import errors
 from wardian.store.api import WaitLook
 from wardian.store.postgres.engine import BACKOFF_FIRST_S, BACKOFF_MAX_S, CONNECT_TIMEOUT_S, q
-from wardian.store.postgres.liveness import with_liveness
+from wardian.store.postgres.liveness import shut, with_liveness
 from wardian.store.sessions import WAIT_LOOK_SESSION_COLS, WAIT_LOOK_SQL, TokenDigests, session_caller, session_hit
 from wardian.store.url import redact_url
 
 log = logging.getLogger("wardian.store.postgres")
 
 # A look slower than this is left to the writer: the server cancels the statement (`statement_timeout`), and a client
-# that hears nothing gives up (psycopg then cancels the statement, at most 5 s more) and replaces the connection.
+# that has heard nothing a second later (the server's answer may be on its way) ends the connection and replaces it.
 LOOK_TIMEOUT_S = 2.0
+LOOK_CUT_S = LOOK_TIMEOUT_S + 1.0
 _LOOK = WAIT_LOOK_SQL.replace("?", "%s")  # no `%` or `?` in its literals
 
 
@@ -151,16 +156,16 @@ class PgWaitReader:
     async def _read(self, conn: psycopg.AsyncConnection[Any], session_id: int) -> tuple[bool, Any]:
         """Whether the look was read, and its row (None: no such session)."""
         self._in_use = True
+        loop = asyncio.get_running_loop()
+        cut = loop.call_later(LOOK_CUT_S, shut, conn)
         try:
-            async with asyncio.timeout(LOOK_TIMEOUT_S):
-                cur = await conn.execute(_LOOK, (session_id,), prepare=True)
-                return True, await cur.fetchone()
-        except TimeoutError:
-            await self._replace(conn, f"a look took longer than {LOOK_TIMEOUT_S:g} s")
-            return False, None
+            cur = await conn.execute(_LOOK, (session_id,), prepare=True)
+            return True, await cur.fetchone()
         except psycopg.Error as exc:
             if conn.broken:
-                await self._replace(conn, f"its connection broke: {type(exc).__name__}")
+                late = loop.time() >= cut.when()
+                await self._replace(conn, f"no answer in {LOOK_CUT_S:g} s" if late else
+                                    f"its connection broke: {type(exc).__name__}")
             else:
                 log.warning("the wait reader's look failed (%s); this wait looks through the writer",
                             type(exc).__name__)
@@ -174,6 +179,7 @@ class PgWaitReader:
             await self._replace(conn, "a look was cancelled")
             raise
         finally:
+            cut.cancel()
             self._in_use = False
 
     async def _replace(self, conn: psycopg.AsyncConnection[Any], why: str) -> None:
