@@ -1,8 +1,8 @@
-"""A shared store whose network dies silently (H7, docs/guide/several-machines.md, "When the network dies"): each
-connection notices within its bound instead of waiting for TCP's retransmissions to give up (about 15 minutes). A
-statement in flight fails `storage_unavailable` (nothing was admitted), a COMMIT in flight `uncertain` (never a
-receipt), a wait's look is left to the writer and its connection replaced, and once the network is back the store
-reconnects and serves.
+"""A shared store whose network dies silently, or whose server stops answering (H7, docs/guide/several-machines.md,
+"When the network dies"): each connection notices within its bound instead of waiting for TCP's retransmissions to
+give up (about 15 minutes). A statement in flight fails `storage_unavailable` (nothing was admitted), a COMMIT in
+flight `uncertain` (never a receipt), a wait's look is left to the writer and its connection replaced, and once the
+network is back the store reconnects and serves.
 
 The network is real: the store reaches the private server over TCP through a veth pair into a network namespace, where
 a blackhole qdisc drops every packet (`wardian_harness.netns.DeadLink`). The limits asserted are liveness bounds, a
@@ -12,6 +12,7 @@ here without the bound is a call that waits for minutes."""
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -33,6 +34,7 @@ from wardian_harness.postgres import SUPERUSER, PrivateCluster
 T = TypeVar("T")
 DEAD_LINK_LIMIT_S = 3 * liveness.DEAD_LINK_S
 LOOK_LIMIT_S = 3 * wait_reader.LOOK_CUT_S
+STALL_LIMIT_S = 1.0  # the writer's watchdog, made short for these tests
 RECOVERY_S = 60.0  # a reconnection after the network is back: a deadline to poll against, not a figure
 
 
@@ -162,6 +164,70 @@ def test_a_look_into_a_dead_network_is_left_to_the_writer_and_its_connection_rep
             assert (reader.answered, reader.passed) == (2, 1)
 
     anyio.run(body)
+
+
+@pytest.fixture
+def stopped_server(pg_cluster: PrivateCluster, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Store, str]]:
+    """A store whose writer's watchdog allows `STALL_LIMIT_S`, over the server's own socket."""
+    monkeypatch.setattr(liveness, "STALL_LIMIT_S", STALL_LIMIT_S)
+    url = pg_cluster.database()
+    store = PostgresStore.open(url)
+    try:
+        yield store, url
+    finally:
+        store.close()
+
+
+def stop_backend(store: PostgresStore) -> int:
+    """SIGSTOP the server process of the store's connection: its kernel still acknowledges every packet and answers
+    every keepalive, so only a bound on the call itself notices that nothing answers."""
+    (pid,) = store.backend_pids
+    os.kill(pid, signal.SIGSTOP)
+    return pid
+
+
+def test_a_server_that_never_answers_cannot_hold_the_writer(stopped_server: tuple[Store, str]) -> None:
+    store, url = stopped_server
+    assert isinstance(store, PostgresStore)
+    a, b = caller(store, "a"), caller(store, "b")
+    pid = stop_backend(store)
+    try:
+        results = within(10 * STALL_LIMIT_S, lambda: store.run_batch(
+            [lambda s: s.admit(a, b.agent, InteractionKind.INFORMATION, "unanswered")]))
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert isinstance(results[0].error, errors.StorageUnavailable)
+    receipt = until_served(lambda: store.admit(a, b.agent, InteractionKind.INFORMATION, "after"))
+    assert receipt.recipient.uuid == b.agent.uuid
+    assert len(store.backend_pids) == 2  # on a new connection
+    assert stored(url, "unanswered") == 0
+
+
+def test_a_commit_the_server_never_answers_is_uncertain_and_may_have_committed(
+        stopped_server: tuple[Store, str]) -> None:
+    """The COMMIT reached the stopped server's socket; the watchdog ends the connection, and the caller hears
+    `uncertain`. When the server runs again it reads that COMMIT and commits: uncertain was the truth, a receipt or a
+    refusal would not have been."""
+    store, url = stopped_server
+    assert isinstance(store, PostgresStore)
+    a, b = caller(store, "a"), caller(store, "b")
+    stopped: list[int] = []
+
+    def commit_unanswered() -> None:
+        with store.atomic():
+            store.admit(a, b.agent, InteractionKind.INFORMATION, "committed unanswered")
+            stopped.append(stop_backend(store))
+
+    try:
+        with pytest.raises(errors.DeliveryUncertain):
+            within(10 * STALL_LIMIT_S, commit_unanswered)
+    finally:
+        for pid in stopped:
+            os.kill(pid, signal.SIGCONT)
+    deadline = time.monotonic() + RECOVERY_S
+    while stored(url, "committed unanswered") == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert stored(url, "committed unanswered") == 1
 
 
 def in_use(store: PostgresStore) -> dict[str, str]:

@@ -3,7 +3,7 @@
 The parts are the same modules as the embedded store's; this package provides the engine's hooks (`engine`), its
 pipelined batches (`pipeline`), the roster cache (`roster_cache`), the schema and its migrations (`schema`), the
 announcements of other apps' commits (`announcements`), the read-only first look of waits (`wait_reader`) and how
-long each connection waits for a network gone silent (`liveness`).
+long each connection waits for a silent server (`liveness`).
 
 Invariants:
 - Every change runs inside `atomic()` (BEGIN, SAVEPOINT when nested) or a batch (one BEGIN, one COMMIT: group
@@ -16,15 +16,13 @@ Invariants:
 - Mailbox order is commit order: every transaction takes the append lock before its first write (see `engine`).
 - The roster is cached only as far as the roster's version, read by every batch, vouches for it (`roster_cache`):
   other apps change it (a session revoked on another host must be refused here).
-- A broken connection is replaced at the next operation, with a bounded backoff; a dead network is noticed within a
-  bound on every connection (`liveness`). psycopg errors become storage errors here; nothing psycopg-specific leaves
-  the store. No credential is ever in an error or a log line: the URL's password is refused before connecting
-  (`check_store_url`) and libpq reads it from PGPASSFILE/PGSERVICE.
+- A broken connection is replaced at the next operation, with a bounded backoff; a dead network, or a server that
+  stopped answering, is noticed within a bound on every connection (`liveness`). psycopg errors become storage
+  errors here; nothing psycopg-specific leaves the store. No credential is ever in an error or a log line: the
+  URL's password is refused before connecting (`check_store_url`) and libpq reads it from PGPASSFILE/PGSERVICE.
 """
 
 from __future__ import annotations
-
-from contextlib import suppress
 
 import psycopg
 
@@ -79,8 +77,7 @@ class PostgresStore(SqlStore):
         return cls(PgEngine(url, conn), bytes(meta["epoch"]), bytes(meta["cursor_key"]))
 
     def close(self) -> None:
-        with suppress(psycopg.Error):
-            self._pg.conn.close()
+        self._pg.close()
 
     @property
     def backend_pids(self) -> set[int]:

@@ -27,7 +27,7 @@ from wardian import errors
 from wardian.store.api import BatchResult
 from wardian.store.engine import Engine
 from wardian.store.mailbox import INSERT_INTERACTION
-from wardian.store.postgres.liveness import with_liveness
+from wardian.store.postgres.liveness import Watchdog, with_liveness
 from wardian.store.postgres.pipeline import run_pipelined
 from wardian.store.postgres.roster_cache import VersionedRosterCache
 from wardian.store.postgres.schema import APPEND_LOCK
@@ -216,7 +216,13 @@ def connect(url: str) -> psycopg.Connection[Any]:
 class PgEngine(Engine):
     """Transactions of one shared-store connection, replaced when it breaks; also the test backdoor of the shared
     store (`wardian.store.testing.Backdoor`). The roster is cached only under the version check of
-    `roster_cache`, inside a pipelined batch (`pipeline.run_pipelined`)."""
+    `roster_cache`, inside a pipelined batch (`pipeline.run_pipelined`).
+
+    A batch, its COMMIT or a transaction that waits for the server longer than `liveness.STALL_LIMIT_S` has its
+    connection ended by the `watchdog` (a dead network is noticed sooner, by the connection's own settings: see
+    `liveness`). A connection is replaced when it broke or was ended so, and only then: an error that leaves it usable
+    (a statement refused, a lock waited for too long) is rolled back on it, and a connection is not recycled by age
+    (its keepalives hold a firewall's or NAT's flow open, and a failover ends it anyway)."""
 
     driver_error = psycopg.Error
 
@@ -230,10 +236,17 @@ class PgEngine(Engine):
         self._next_connect = 0.0
         self._backoff = BACKOFF_FIRST_S
         self.backend_pids: set[int] = {conn.info.backend_pid}  # every connection this store wrote through
+        self.watchdog = Watchdog()
+        self.watchdog.follow(conn)
 
     @property
     def broken(self) -> bool:
-        return self.conn.closed or self.conn.pgconn.status != pq.ConnStatus.OK
+        return self.conn.closed or self.conn.pgconn.status != pq.ConnStatus.OK or self.watchdog.tripped
+
+    def close(self) -> None:
+        self.watchdog.close()
+        with suppress(psycopg.Error):
+            self.conn.close()
 
     def _ensure_connected(self) -> None:
         """Replace a broken connection, at most once per backoff interval (0.1 s doubling to 5 s).
@@ -253,6 +266,7 @@ class PgEngine(Engine):
         with suppress(psycopg.Error):
             self.conn.close()
         self.conn = conn
+        self.watchdog.follow(conn)
         self._db = self.db = PgDb(conn, self.roster_cache)
         self._backoff = BACKOFF_FIRST_S
         self.backend_pids.add(conn.info.backend_pid)
@@ -266,7 +280,7 @@ class PgEngine(Engine):
             # In a pipeline a statement's error may surface in a later one's call: the batch is then run again
             # op by op (`pipeline.run_pipelined`), whichever operation this error seemed to belong to.
             self.pipeline_failed = self._db.pipe is not None
-            raise storage_error(exc) from None
+            raise self.abort_error(exc) from None
 
     @property
     def pg_db(self) -> PgDb:
@@ -284,8 +298,18 @@ class PgEngine(Engine):
         """One pipelined transaction for the whole batch (see `pipeline.run_pipelined`); when a statement failed or a
         cached roster entry it used went stale, the batch runs again with a savepoint per operation, so the failing
         operation fails alone."""
-        results = run_pipelined(self, ops, bare, store)
-        return results if results is not None else super().begin_batch(ops, bare, store)
+        with self.watchdog.watch():
+            results = run_pipelined(self, ops, bare, store)
+            return results if results is not None else super().begin_batch(ops, bare, store)
+
+    def commit_batch(self, results: list[BatchResult]) -> list[BatchResult]:
+        with self.watchdog.watch():
+            return super().commit_batch(results)
+
+    @contextmanager
+    def atomic(self) -> Generator[None]:
+        with self.watchdog.watch(), super().atomic():
+            yield
 
     def operation_errors(self) -> AbstractContextManager[None]:
         # An operation's own psycopg error passes as it is: a batch then tells a broken connection or an aborted
@@ -315,7 +339,13 @@ class PgEngine(Engine):
         return self.broken or self.conn.info.transaction_status == pq.TransactionStatus.INERROR
 
     def abort_error(self, exc: Exception) -> BaseException:
-        return exc if isinstance(exc, errors.WardianError) else errors.StorageUnavailable(str(exc))
+        if isinstance(exc, errors.WardianError):
+            return exc
+        if self.watchdog.tripped:
+            return errors.StorageUnavailable(
+                f"the shared store did not answer for {self.watchdog.limit_s:g} s; its connection was dropped and is "
+                "replaced (nothing was admitted)")
+        return storage_error(exc) if isinstance(exc, psycopg.Error) else errors.StorageUnavailable(str(exc))
 
     def commit_failed(self, exc: Exception, wrote: bool) -> None:
         """A COMMIT that wrote and whose connection broke may or may not have committed: its outcome is unknown."""
