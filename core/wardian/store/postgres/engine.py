@@ -249,18 +249,20 @@ class PgEngine(Engine):
             self.conn.close()
 
     def _ensure_connected(self) -> None:
-        """Replace a broken connection, at most once per backoff interval (0.1 s doubling to 5 s).
+        """Replace a broken connection; after a failed attempt, refuse at once for a backoff interval (0.1 s doubling
+        to 5 s) before the next.
 
         Raises: StorageUnavailable (still no connection)."""
         if not self.broken:
             return
-        now = time.monotonic()
-        if now < self._next_connect:
+        if time.monotonic() < self._next_connect:
             raise errors.StorageUnavailable("the shared store is unreachable; reconnecting (nothing was admitted)")
         try:
             conn = connect(self.url)
         except errors.StorageUnavailable:
-            self._next_connect = now + self._backoff
+            # From the failure, not the attempt: on a dead network an attempt lasts CONNECT_TIMEOUT_S, and the next
+            # batch would otherwise hold the writer for another one at once.
+            self._next_connect = time.monotonic() + self._backoff
             self._backoff = min(self._backoff * 2, BACKOFF_MAX_S)
             raise
         with suppress(psycopg.Error):
