@@ -22,7 +22,7 @@ from tests.conftest import AppHandle, AppProcess, short_home, stop_app, wardian_
 from tests.console.conftest import ConsoleApp, ConsoleWorld, console_through_a_recording_browser, start_console_app
 from tests.test_structure import imports_of
 from wardian import errors
-from wardian.cli import EXIT_HOME, EXIT_USAGE
+from wardian.cli import EXIT_APP, EXIT_HOME, EXIT_USAGE
 from wardian.console.address import DEFAULT_HOST, DEFAULT_PORT, ConsoleAddress, parse_console_address
 from wardian.console.auth import LOGIN_TTL_MS
 from wardian_harness import apps
@@ -168,7 +168,8 @@ def test_wardian_console_removes_pages_of_expired_logins_and_keeps_the_others(co
 def test_wardian_console_does_not_write_the_page_into_a_run_dir_others_may_enter(console_app: ConsoleApp,
                                                                                  tmp_path: Path) -> None:
     """A run/ others may enter (changed since the app checked it at its start) gets no page and no browser is started:
-    `insecure_runtime_dir`, saying to use --no-open."""
+    the client refuses to talk to the app there at all (`untrusted_socket`, nothing sent), and the page's own check
+    (`insecure_runtime_dir`) stands behind it (tests/console/test_security.py)."""
     run_dir = console_app.app.home.run_dir
     os.chmod(run_dir, 0o711)
     try:
@@ -177,9 +178,8 @@ def test_wardian_console_does_not_write_the_page_into_a_run_dir_others_may_enter
         proc = subprocess.run([*wardian_cmd(), "console"], env=env, capture_output=True, timeout=90, check=False)
     finally:
         os.chmod(run_dir, 0o700)
-    assert proc.returncode == EXIT_HOME, proc.stderr
-    assert b"insecure_runtime_dir" in proc.stderr
-    assert b"--no-open" in proc.stderr
+    assert proc.returncode == EXIT_APP, proc.stderr
+    assert b"untrusted_socket" in proc.stderr
     assert not list(run_dir.glob("console-login-*"))
 
 
