@@ -13,6 +13,8 @@ from typing import Any
 
 from benchmarks.config import REPO
 from wardian.client import AppClient
+from wardian.home import Home
+from wardian.home_setup import adopt_home
 from wardian_harness.apps import RunningApp, app_env, fresh_home, running_app
 
 __all__ = ["RunningApp", "add_agents", "bench_app", "console_script", "cpu_seconds", "drain_mailbox", "fresh_app",
@@ -20,8 +22,12 @@ __all__ = ["RunningApp", "add_agents", "bench_app", "console_script", "cpu_secon
 
 
 def new_home() -> Path:
-    # Short and under /tmp: a Unix socket path must fit in 108 bytes.
-    return fresh_home("wbench")
+    """A new wardian home under /tmp (short: a Unix socket path must fit in 108 bytes), made one at once: a benchmark
+    puts its own files there (a fake Codex, timings, the app's stderr) before the app starts, and the app takes only a
+    folder wardian made or an empty one."""
+    root = fresh_home("wbench")
+    adopt_home(Home(root))
+    return root
 
 
 def plain_env() -> dict[str, str]:

@@ -25,6 +25,7 @@ from wardian.auth.model import Credential, CredentialKind
 from wardian.auth.store import CredentialStore
 from wardian.client import AppClient
 from wardian.home import Home
+from wardian.home_setup import adopt_home
 from wardian_harness.apps import AppProcess
 from wardian_harness.chatgpt_backend import CLIENT_ID, ChatGPTBackend
 from wardian_harness.scripted_model import Message, ScriptedModel
@@ -51,6 +52,7 @@ class ChatGPTWorld:
 
 def seed_owner(root: Path, backend: ChatGPTBackend, *, expired: bool) -> None:
     """wardian's session as a finished `wardian auth login codex` leaves it, pointed at the test backend."""
+    adopt_home(Home(root))  # a wardian home, as `wardian auth login` makes it
     owner = root / "codex-auth"
     owner.mkdir(mode=0o700, parents=True)
     (owner / "config.toml").write_text("\n".join(backend.codex_overrides()) + "\n", encoding="utf-8")
