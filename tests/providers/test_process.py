@@ -98,32 +98,31 @@ def test_importing_the_provider_boundary_loads_no_concrete_provider() -> None:
     assert out.stdout.strip() == "[]"
 
 
-READ_FD = ("import os, sys; fd = int(sys.argv[1]); "
+READ_FD = ("import os, sys; fd = int(os.environ['SECRET_FD']); "
            "print(os.read(fd, 4096).decode(), os.read(fd, 4096) == b'', flush=True)")
 
 
 @pytest.mark.anyio
 async def test_a_secret_pipe_reaches_only_the_child_it_is_passed_to_and_holds_the_secret_once(tmp_path: Path) -> None:
     """Our choice (docs/providers/claude.md#private-directories-and-environment): a provider child gets its sign-in
-    on a descriptor, not in its environment; a child started meanwhile without `pass_fds` does not inherit it."""
+    on a descriptor its variable names, not in its environment; a child started meanwhile without it does not inherit
+    the descriptor."""
     secret = "sk-pipe-test-5b3e9d1c7a"
-    fd = secret_pipe(secret)
-    try:
-        reader = ProviderProcess([sys.executable, "-c", READ_FD, str(fd)], name="test", env=dict(os.environ),
-                                 cwd=tmp_path, log_path=tmp_path / "provider.log", pid_path=None, pass_fds=(fd,))
-        other = ProviderProcess([sys.executable, "-c", READ_FD, str(fd)], name="other", env=dict(os.environ),
-                                cwd=tmp_path, log_path=tmp_path / "other.log", pid_path=None)
-        process, stranger = await reader.start(), await other.start()
-    finally:
-        os.close(fd)
+    reader = ProviderProcess([sys.executable, "-c", READ_FD], name="test", env=dict(os.environ), cwd=tmp_path,
+                             log_path=tmp_path / "provider.log", pid_path=None, secret_fds={"SECRET_FD": secret})
+    process = await reader.start()
     assert process.stdout is not None
     with anyio.fail_after(30):
         said = b"".join([chunk async for chunk in process.stdout]).decode()
-        assert await stranger.wait() != 0  # the descriptor is not open in a child it was not passed to
         await process.wait()
     assert said == f"{secret} True\n"  # all of it, then end of file: the write end is closed
+    other = ProviderProcess([sys.executable, "-c", READ_FD], name="other", env={**os.environ, "SECRET_FD": "3"},
+                            cwd=tmp_path, log_path=tmp_path / "other.log", pid_path=None)
+    stranger = await other.start()
+    with anyio.fail_after(30):
+        assert await stranger.wait() != 0  # no such descriptor in a child it was not passed to
     assert "Bad file descriptor" in (tmp_path / "other.log").read_text(encoding="utf-8")
-    assert secret not in str(reader.argv)  # only the descriptor's number is on the command line
+    assert secret not in str(reader.argv)  # only a descriptor's number is given, in a variable
 
 
 def test_a_secret_larger_than_a_pipe_is_refused() -> None:

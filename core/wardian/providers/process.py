@@ -86,8 +86,9 @@ def child_env(extra: Mapping[str, str], *, drop: tuple[str, ...] = ()) -> dict[s
 
 def secret_pipe(secret: str) -> int:
     """A pipe that holds `secret` and nothing else, its write end closed: the read end, not inheritable (hand it to
-    one child with `ProviderProcess(pass_fds=...)`, then close it). A child that reads it once has it in memory only:
-    not in its environment or command line, where every process of the same user could read it, nor on disk.
+    one child in `pass_fds`, then close it, as `ProviderProcess(secret_fds=...)` does). A child that reads it once
+    has it in memory only: not in its environment or command line, where every process of the same user could read
+    it, nor on disk.
 
     Raises:
         ValueError: the secret does not fit in the pipe's buffer (64 KiB on Linux; no credential comes near it).
@@ -176,16 +177,17 @@ class StopPolicy:
 class ProviderProcess:
     """One provider child, from spawn to a bounded end: `await start()`, then `await stop()` (shielded by the
     caller's cleanup). The leader's pid is recorded at `pid_path` while it runs; `stdout` is a pipe unless
-    `stdout_to_log`, where it joins stderr in the agent's provider log; `pass_fds` are inherited under their own
-    numbers (a `secret_pipe`)."""
+    `stdout_to_log`, where it joins stderr in the agent's provider log. `secret_fds` (variable -> secret) hands each
+    secret over in a `secret_pipe` of its own at every start: the child's variable names the descriptor, and the
+    secret is in neither its environment nor its command line."""
 
     def __init__(self, argv: Sequence[str], *, name: str, env: Mapping[str, str], cwd: Path, log_path: Path,
                  pid_path: Path | None, stdin: int | None = subprocess.PIPE, stdout_to_log: bool = False,
-                 pass_fds: Sequence[int] = ()) -> None:
+                 secret_fds: Mapping[str, str] | None = None) -> None:
         self.argv = list(argv)
         self.name = name
         self._env = dict(env)
-        self._pass_fds = tuple(pass_fds)
+        self._secret_fds = dict(secret_fds or {})
         self._cwd = cwd
         self._log_path = log_path
         self._pid_path = pid_path
@@ -206,11 +208,16 @@ class ProviderProcess:
 
     async def start(self) -> anyio.abc.Process:
         """Spawn the child in a session of its own and record its pid."""
-        with open(self._log_path, "ab") as log_file:  # noqa: ASYNC230 (a local log file, opened once)
-            self._process = await anyio.open_process(
-                self.argv, env=self._env, cwd=str(self._cwd), stdin=self._stdin, stderr=log_file,
-                stdout=log_file if self._stdout_to_log else subprocess.PIPE, start_new_session=True,
-                pass_fds=self._pass_fds)
+        fds = {variable: secret_pipe(secret) for variable, secret in self._secret_fds.items()}
+        try:
+            with open(self._log_path, "ab") as log_file:  # noqa: ASYNC230 (a local log file, opened once)
+                self._process = await anyio.open_process(
+                    self.argv, env={**self._env, **{v: str(fd) for v, fd in fds.items()}}, cwd=str(self._cwd),
+                    stdin=self._stdin, stderr=log_file, stdout=log_file if self._stdout_to_log else subprocess.PIPE,
+                    start_new_session=True, pass_fds=tuple(fds.values()))
+        finally:
+            for fd in fds.values():
+                os.close(fd)  # the child holds its own copy; the secret leaves this process with the pipe
         if self._pid_path is not None:
             record_pid(self._pid_path, self._process.pid)
         return self._process

@@ -21,7 +21,6 @@ in time) is looked up by its uuid: found, it was taken (`Started(confirmed_by_lo
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,17 +36,10 @@ from wardian.providers.claude.launch import check_signed_in, command, new_uuid, 
 from wardian.providers.claude.spec import ClaudeSpec
 from wardian.providers.claude.timings import Timings
 from wardian.providers.claude.turns import Kind, Turns
-from wardian.providers.claude.wire import (
-    Controls,
-    LineLost,
-    NotSent,
-    StdinWriter,
-    StdoutReader,
-    user_line,
-)
+from wardian.providers.claude.wire import Controls, LineLost, NotSent, StdinWriter, StdoutReader, user_line
 from wardian.providers.delivery import inbox_text, task_text
 from wardian.providers.events import EventStream
-from wardian.providers.process import ProviderProcess, StopPolicy, secret_pipe
+from wardian.providers.process import ProviderProcess, StopPolicy
 
 __all__ = ["ClaudeRuntime", "command"]
 
@@ -112,18 +104,11 @@ class ClaudeRuntime:
         """Start the process; the agent's sign-in goes over a pipe whose read end only the child keeps."""
         spec = self.spec
         assert self.thread_id is not None
-        env, fds = spec.env, tuple[int, ...]()
-        if spec.credential is not None:
-            fds = (secret_pipe(spec.credential.secret),)
-            env = {**spec.env, spec.credential.variable: str(fds[0])}
-        try:
-            self._child = ProviderProcess(command(spec, self.thread_id, resume=resume), name=spec.name, env=env,
-                                          cwd=spec.workspace, log_path=spec.stderr_path, pid_path=spec.pid_path,
-                                          pass_fds=fds)
-            return await self._child.start()
-        finally:
-            for fd in fds:
-                os.close(fd)
+        secrets = {spec.credential.variable: spec.credential.secret} if spec.credential is not None else {}
+        self._child = ProviderProcess(command(spec, self.thread_id, resume=resume), name=spec.name, env=spec.env,
+                                      cwd=spec.workspace, log_path=spec.stderr_path, pid_path=spec.pid_path,
+                                      secret_fds=secrets)
+        return await self._child.start()
 
     async def _serve(self, task_status: anyio.abc.TaskStatus[str | None]) -> None:
         """Read the output, initialize, report ready, and run until stopped or the process ends."""
