@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import os
 import signal
 import sys
 from collections.abc import Callable
@@ -180,7 +181,11 @@ async def serve(shape: str, socket_path: str, db_path: str) -> None:
     loop = asyncio.get_running_loop()
     store = SqliteStore.open(db_path)
     server = MinimalServer(store, loop, shape)
-    listener = await loop.create_unix_server(lambda: _Connection(server), socket_path)
+    old_umask = os.umask(0o177)  # 0600 as the app makes its socket: a client refuses one open to others
+    try:
+        listener = await loop.create_unix_server(lambda: _Connection(server), socket_path)
+    finally:
+        os.umask(old_umask)
     stop = asyncio.Event()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     print("ready", flush=True)
