@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.reliability.world import (
     FakeCodex,
     call_outcome,
@@ -29,6 +31,11 @@ from tests.reliability.world import (
 )
 from wardian.client import AppClient
 from wardian.home import Home
+
+# Each test chains 50 rounds (CI), each restarting an app; every wait inside a round is bounded on its own (a client
+# joins within 60 s). The chain took 114-135 s on a 2-core machine loaded by other test workers, past the suite's 120 s
+# default: this bounds the whole chain against a hang, it is not a speed figure.
+pytestmark = pytest.mark.timeout(900)
 
 SENDERS = 8
 BOTH_STORES = True  # D1 and D2 run on the embedded store and on the shared PostgreSQL store
