@@ -17,9 +17,9 @@ import pytest
 
 from tests.conftest import wardian_cmd
 from tests.providers.codex.conftest import codex_or_skip
-from wardian.auth.chatgpt import owner_home
 from wardian.home import Home
 from wardian.home_setup import adopt_home
+from wardian.providers.codex.chatgpt_owner import owner_home
 from wardian_harness.chatgpt_backend import EMAIL, PLAN_TYPE, ChatGPTBackend
 from wardian_harness.scripted_model import ScriptedModel
 

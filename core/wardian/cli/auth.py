@@ -111,8 +111,8 @@ def chatgpt_login(args: argparse.Namespace, store: CredentialStore, name: str) -
 
     import anyio
 
-    from wardian.auth.chatgpt import owner_home
-    from wardian.auth.chatgpt_login import login
+    from wardian.providers.codex.chatgpt_login import login
+    from wardian.providers.codex.chatgpt_owner import owner_home
 
     signed = anyio.run(functools.partial(login, store.home, out=sys.stderr, browser=args.browser, name=name))
     entry = next(e for e in store.entries() if e.provider == "codex" and e.kind is CredentialKind.CHATGPT)
@@ -133,7 +133,7 @@ def chatgpt_logout(store: CredentialStore, provider: str, name: str) -> None:
         return
     import anyio
 
-    from wardian.auth.chatgpt_login import logout
+    from wardian.providers.codex.chatgpt_login import logout
 
     anyio.run(logout, store.home)
 
@@ -259,7 +259,7 @@ def _describe(e: CredentialEntry) -> str:
 
 def _where(e: CredentialEntry, store: CredentialStore) -> str:
     if e.kind is CredentialKind.CHATGPT:
-        from wardian.auth.chatgpt import owner_home
+        from wardian.providers.codex.chatgpt_owner import owner_home
 
         return f"{owner_home(store.home)} (wardian's own Codex sign-in)"
     return str(store.path) if e.stored == "file" else f"the OS keyring, service {store.service}"

@@ -32,7 +32,7 @@ import anyio
 import anyio.abc
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from wardian.auth.model import ChatGPTTokenSource, Credential
+from wardian.auth.model import Credential
 from wardian.home import Home
 from wardian.model import AgentStatus, Interaction, Party
 from wardian.overrides import ValueSyntax
@@ -132,9 +132,6 @@ class LaunchSpec:
     """The agent's credentials from the home's credential store (`wardian.auth`): at most one for Codex and Claude
     Code, one per OpenCode provider id. The provider hands them to its process without writing them anywhere
     (docs/guide/sign-in.md)."""
-    chatgpt: ChatGPTTokenSource | None = None
-    """Codex only, when the agent's credential is the ChatGPT sign-in: where its short-lived access tokens come
-    from (the home's own session, which alone refreshes; docs/guide/sign-in.md#chatgpt)."""
 
 
 class ProviderRuntime(Protocol):

@@ -14,10 +14,10 @@ import pytest
 
 from tests.providers.codex.test_signin_units import _Pipe
 from wardian import errors
-from wardian.auth.chatgpt import OwnerTokens
 from wardian.auth.model import ChatGPTTokens
 from wardian.home import Home
 from wardian.providers.codex.app_server import AppServerClient
+from wardian.providers.codex.chatgpt_owner import OwnerTokens
 from wardian_harness.chatgpt_backend import make_jwt
 
 pytestmark = pytest.mark.fast

@@ -173,10 +173,11 @@ def test_expect_catches_a_notification_that_comes_before_the_answer_and_still_fo
 
 
 def test_the_codex_provider_never_sends_account_logout() -> None:
-    """An agent's `account/logout` would revoke a ChatGPT login at the server: no request of the provider names it."""
+    """An agent's `account/logout` would revoke a ChatGPT login at the server: no request of the provider names it but
+    `wardian auth logout codex`'s, which signs out wardian's own session in the home's owner app-server, no agent."""
     package = Path(signin.__file__).parent
     sent = [p.name for p in package.glob("*.py") if '"account/logout"' in p.read_text(encoding="utf-8")]
-    assert sent == []
+    assert sent == ["chatgpt_login.py"]
 
 
 class _Answers:

@@ -27,7 +27,6 @@ from wardian.app.runtime.hosts import HostScope
 from wardian.app.runtime.observe import Observer
 from wardian.app.writer import StoreWriter
 from wardian.auth.agents import credentials_for
-from wardian.auth.model import ChatGPTTokenSource, Credential, CredentialKind
 from wardian.auth.store import CredentialStore
 from wardian.home import Home
 from wardian.model import AgentStatus, ManagedAgent
@@ -51,20 +50,8 @@ class Launcher:
         self.dispatcher = dispatcher
         self.observer = observer
         self.credentials = CredentialStore(home)
-        self._chatgpt: ChatGPTTokenSource | None = None  # the home's own ChatGPT session, once an agent needs it
         self.tg: anyio.abc.TaskGroup | None = None  # the runtime's task group, once it runs
         self._starting: set[str] = set()
-
-    def _chatgpt_for(self, credentials: tuple[Credential, ...]) -> ChatGPTTokenSource | None:
-        """The home's ChatGPT session (shared by its Codex agents) when the credentials are the ChatGPT sign-in.
-        Imported here: it is Codex's, and the app's runtime loads no provider's package until it runs one."""
-        if not any(c.kind is CredentialKind.CHATGPT for c in credentials):
-            return None
-        if self._chatgpt is None:
-            from wardian.auth.chatgpt import OwnerTokens
-
-            self._chatgpt = OwnerTokens(self.home)
-        return self._chatgpt
 
     # --- what the service asks ------------------------------------------------------------------------
 
@@ -214,8 +201,7 @@ class Launcher:
             name=agent.name, uuid=agent.uuid, agent_dir=self.home.agent_dir(agent.uuid), workspace=workspace,
             mode=mode, overrides=agent.overrides, approve_tools=approve_tools, home=self.home, session=session,
             thread_id=agent.thread_id, log_path=self.home.provider_log_path(provider.name, agent.uuid),
-            pid_path=self.home.provider_pid_path(provider.name, agent.uuid), credentials=credentials,
-            chatgpt=self._chatgpt_for(credentials))
+            pid_path=self.home.provider_pid_path(provider.name, agent.uuid), credentials=credentials)
         runtime = await provider.prepare(spec, info)
         handle = AgentHandle(agent.id, agent.uuid, agent.name, generation, runtime, info)
         try:

@@ -1,12 +1,13 @@
-"""Starting one agent's `codex app-server`: what it is given (`AppServerSpec`, `app_server_env`), its command line,
-and the message stream to it (its stdio in background mode; a Unix-socket WebSocket in attached mode, which a
-person's Codex TUI joins with `--remote`)."""
+"""Starting a `codex app-server`: which Codex (`resolve_codex`), what one agent's is given (`AppServerSpec`,
+`app_server_env`), its command line, and the message stream to it (its stdio in background mode; a Unix-socket
+WebSocket in attached mode, which a person's Codex TUI joins with `--remote`)."""
 
 from __future__ import annotations
 
 import logging
 import os
 import re
+import shutil
 import subprocess
 from collections.abc import Mapping
 from contextlib import suppress
@@ -25,6 +26,7 @@ from wardian.providers.process import child_env
 
 log = logging.getLogger("wardian.codex")
 
+ENV_CODEX = "WARDIAN_CODEX"
 RUST_LOG = "RUST_LOG"
 _LEVEL = re.compile(r"(?i:trace|debug|info|warn|error|off|[0-5])")
 _CAPPED = {"trace": "debug", "5": "4"}
@@ -138,6 +140,19 @@ def attach_info(spec: AppServerSpec, thread_id: str | None) -> dict[str, Any]:
                                f"`wardian agent start {spec.name} --mode attached`", field="agent")
     return {"socket": str(spec.socket_path), "workspace": str(spec.workspace), "codex": spec.codex,
             "codex_home": str(spec.codex_home), "thread_id": thread_id, "config": list(spec.config)}
+
+
+def resolve_codex() -> str:
+    """The Codex executable: WARDIAN_CODEX, else `codex` on PATH.
+
+    Raises:
+        Unsupported: none found.
+    """
+    found = os.environ.get(ENV_CODEX) or shutil.which("codex")
+    if not found or not os.access(found, os.X_OK):
+        raise errors.Unsupported(f"no Codex CLI found: install @openai/codex or set {ENV_CODEX} to its path",
+                                 field="codex")
+    return found
 
 
 def codex_version(codex: str) -> str:

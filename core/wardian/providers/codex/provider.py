@@ -9,42 +9,28 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 from pathlib import Path
 
 import anyio
 
-from wardian import errors
+from wardian.auth.model import CredentialKind
 from wardian.overrides import ValueSyntax
 from wardian.providers.base import LaunchSpec, ProviderInfo
 from wardian.providers.codex import projection, signin
+from wardian.providers.codex.chatgpt_owner import OwnerTokens
 from wardian.providers.codex.compat import capabilities, parse_codex_version
-from wardian.providers.codex.launch import AppServerSpec, app_server_env, codex_version
+from wardian.providers.codex.launch import AppServerSpec, app_server_env, codex_version, resolve_codex
 from wardian.providers.codex.registration import register_session
 from wardian.providers.codex.runtime import CodexRuntime
 from wardian.providers.process import reap_left_behind
 
 log = logging.getLogger("wardian.codex")
 
-ENV_CODEX = "WARDIAN_CODEX"
 # Launch settings of every managed app-server: thread/start waits until wardian's MCP server is ready, so the first turn
 # already offers its tools (docs/providers/codex.md#mcp-servers-inside-codex: optional servers are skipped when late).
 # Codex gives an MCP server 10 s to start by default; a loaded machine can need more, and a required server that misses
 # it fails the whole thread/start.
 LAUNCH_OVERRIDES = ("mcp_servers.wardian.required=true", "mcp_servers.wardian.startup_timeout_sec=60")
-
-
-def resolve_codex() -> str:
-    """The Codex executable: WARDIAN_CODEX, else `codex` on PATH.
-
-    Raises:
-        Unsupported: none found.
-    """
-    found = os.environ.get(ENV_CODEX) or shutil.which("codex")
-    if not found or not os.access(found, os.X_OK):
-        raise errors.Unsupported(f"no Codex CLI found: install @openai/codex or set {ENV_CODEX} to its path",
-                                 field="codex")
-    return found
 
 
 def codex_home_of(agent_dir: Path) -> Path:
@@ -54,6 +40,9 @@ def codex_home_of(agent_dir: Path) -> Path:
 class CodexProvider:
     name = "codex"
     settings_syntax = ValueSyntax.TOML_OR_STRING  # `codex -c` takes a value that is not TOML as a string
+
+    def __init__(self) -> None:
+        self._chatgpt: dict[Path, OwnerTokens] = {}
 
     async def probe(self) -> ProviderInfo:
         codex = resolve_codex()
@@ -68,7 +57,18 @@ class CodexProvider:
             overrides=(*spec.overrides, *LAUNCH_OVERRIDES), env=app_server_env(codex_home),
             thread_id=spec.thread_id, capabilities=info.capabilities, stderr_path=spec.log_path,
             pid_path=spec.pid_path, mode=spec.mode, socket_path=spec.agent_dir / "app-server.sock",
-            config=spec.overrides, credentials=spec.credentials, chatgpt=spec.chatgpt))
+            config=spec.overrides, credentials=spec.credentials, chatgpt=self._chatgpt_of(spec)))
+
+    def _chatgpt_of(self, spec: LaunchSpec) -> OwnerTokens | None:
+        """The home's own ChatGPT session when the agent's credential is the ChatGPT sign-in: one token source per
+        home, shared by all its Codex agents, so that one refresh renews every token rejected at the same time
+        (docs/guide/sign-in.md#chatgpt)."""
+        if not any(c.kind is CredentialKind.CHATGPT for c in spec.credentials):
+            return None
+        source = self._chatgpt.get(spec.home.root)
+        if source is None:
+            source = self._chatgpt[spec.home.root] = OwnerTokens(spec.home)
+        return source
 
     @staticmethod
     def _prepare_home(spec: LaunchSpec, codex_home: Path) -> None:

@@ -1,6 +1,6 @@
 """`wardian auth login codex` (ChatGPT) and its logout: signing wardian's own session in and out.
 
-The sign-in runs in the home's owner app-server (`wardian.auth.chatgpt`), never in the person's `~/.codex`:
+The sign-in runs in the home's owner app-server (`chatgpt_owner`), never in the person's `~/.codex`:
 - device code (the default, for any machine): `account/login/start {type: "chatgptDeviceCode"}` gives a URL and a
   one-time code for the person to enter in any browser; Codex polls until they have;
 - browser (`--browser`, a browser on this machine): `{type: "chatgpt"}` gives the sign-in URL, which is printed and
@@ -28,10 +28,10 @@ from typing import Any, TextIO
 import anyio
 
 from wardian import errors
-from wardian.auth.chatgpt import Owner, open_owner
 from wardian.auth.model import DEFAULT_NAME, Credential, CredentialKind
 from wardian.auth.store import CredentialStore
 from wardian.home import Home
+from wardian.providers.codex.chatgpt_owner import Owner, open_owner
 
 BROWSER_PORT = 1455
 LOGIN_TIMEOUT_S = 16 * 60.0

@@ -23,21 +23,28 @@ import pytest
 
 from tests.providers.codex.conftest import codex_or_skip
 from wardian import errors
-from wardian.auth.chatgpt import OwnerTokens, owner_home
-from wardian.auth.chatgpt_login import BROWSER_PORT, SignedIn, login, logout
 from wardian.auth.model import CredentialKind
 from wardian.auth.store import CredentialStore
 from wardian.home import Home
 from wardian.home_setup import adopt_home
+from wardian.providers.codex.chatgpt_login import BROWSER_PORT, SignedIn, login, logout
+from wardian.providers.codex.chatgpt_owner import OwnerTokens, owner_home
 from wardian_harness.chatgpt_backend import EMAIL, PLAN_TYPE, ChatGPTBackend
 from wardian_harness.scripted_model import ScriptedModel
 
-pytestmark = [pytest.mark.codex, pytest.mark.usefixtures("file_backend")]
+pytestmark = pytest.mark.codex
 
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Home:
+    """A home whose credentials are kept in its file, not an OS keyring."""
+    monkeypatch.setenv("WARDIAN_CREDENTIAL_STORE", "file")
+    return Home(tmp_path / "home")
 
 
 @pytest.fixture

@@ -32,12 +32,11 @@ from wardian.auth.model import ChatGPTTokens
 from wardian.home import Home
 from wardian.home_setup import adopt_home
 from wardian.providers.codex.app_server import AppServerClient, Notification
-from wardian.providers.codex.launch import app_server_env, codex_version
-from wardian.providers.codex.provider import resolve_codex
+from wardian.providers.codex.launch import app_server_env, codex_version, resolve_codex
 from wardian.providers.codex.transport import NdjsonStream
 from wardian.providers.process import ProviderProcess, StopPolicy
 
-log = logging.getLogger("wardian.auth.chatgpt")
+log = logging.getLogger("wardian.auth.chatgpt")  # the name the app's log has always given these lines
 
 OWNER_DIR = "codex-auth"
 OWNER_CLIENT = "wardian-auth"
@@ -206,7 +205,8 @@ def _fresh(tokens: ChatGPTTokens) -> bool:
 
 
 class OwnerTokens:
-    """The app's `ChatGPTTokenSource` for every Codex agent of one home (`wardian.auth.model`).
+    """The `ChatGPTTokenSource` (`wardian.auth.model`) of every Codex agent of one home: the Codex provider holds one
+    per home.
 
     A token is served from memory while it is fresh; otherwise the owner is started for it. Agents that ask for a
     refresh together share one: a refresh asked for while another ran, or within `SHARED_REFRESH_S` after one,
