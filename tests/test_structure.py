@@ -36,6 +36,11 @@ def modules(folder: str) -> list[Path]:
     return sorted((CORE / folder).rglob("*.py")) if (CORE / folder).is_dir() else [CORE / folder]
 
 
+# `wardian auth status` needs no app: without one, it reads the roster through the store's read-only module (no write,
+# no migration), the one part of the store the CLI may import.
+ALLOWED = {"cli/auth_usage.py": frozenset({"wardian.store.sqlite.readonly"})}
+
+
 @pytest.mark.parametrize(("room", "forbidden"), [
     ("limits.py", ("wardian.", "pydantic", "anyio", "sqlite3")),
     # The model reads only the limits (a leaf of plain constants it re-exports).
@@ -72,6 +77,7 @@ def test_dependency_direction(room: str, forbidden: tuple[str, ...]) -> None:
     for path in modules(room):
         bad = {name for name in imports_of(path) for f in forbidden if name == f.rstrip(".") or
                name.startswith(f if f.endswith(".") else f + ".") or name == f}
+        bad -= ALLOWED.get(path.relative_to(CORE).as_posix(), frozenset())
         assert not bad, f"{path.relative_to(CORE)} imports {sorted(bad)}"
 
 

@@ -203,7 +203,7 @@ def codex_home_api_key(codex_home: Path) -> str:
 
 
 def cmd_auth_status(args: argparse.Namespace) -> int:
-    from wardian.auth.usage import agents_using
+    from wardian.cli.auth_usage import agents_using
 
     store = _store(args)
     entries = store.entries()

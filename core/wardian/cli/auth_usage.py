@@ -10,6 +10,7 @@ from collections.abc import Iterable
 
 from wardian import errors
 from wardian.auth.model import DEFAULT_NAME
+from wardian.client import AppClient
 from wardian.home import Home
 
 Usage = dict[tuple[str, str], list[str]]
@@ -27,8 +28,6 @@ def usage_of(agents: Iterable[tuple[str, str, str | None]]) -> Usage:
 def agents_using(home: Home) -> Usage | None:
     """Which agents use each credential; None when the roster cannot be read here (no app runs, and the home keeps
     its agents in a shared PostgreSQL store, or its store cannot be opened)."""
-    from wardian.client import AppClient
-
     try:
         with AppClient(home, connect_timeout_s=2.0) as app:
             listed = app.call("agent/list", {})
@@ -42,6 +41,7 @@ def agents_using(home: Home) -> Usage | None:
 
 def _from_embedded_store(home: Home) -> Usage | None:
     """The roster of the home's SQLite store, read-only; None when it cannot be read."""
+    # The store package is ten times the client's imports: loaded only when no app answers.
     from wardian.store.sqlite.readonly import read_agent_auth
 
     if home.store_url_path.exists():

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from wardian.auth.usage import agents_using, usage_of
+from wardian.cli.auth_usage import agents_using, usage_of
 from wardian.home import Home
 from wardian.store import SqliteStore
 
