@@ -143,9 +143,6 @@ class ProviderRuntime(Protocol):
     """
 
     capabilities: Capabilities
-    ready: bool
-    """The conversation is ready for deliveries."""
-    thread_id: str | None
     active_turn_id: str | None
     """The exact turn observed active, or None when idle."""
     submit_lock: anyio.Lock
@@ -153,6 +150,17 @@ class ProviderRuntime(Protocol):
     switches conversations, and by the runtime's completion observer before it looks a turn's tasks up."""
     events: MemoryObjectReceiveStream[ProviderEvent]
     """State changes and turn outcomes in the order observed; it ends when the runtime stops. Never lossy."""
+
+    # Read only: a runtime may keep them in what it holds (Codex's, in its conversation).
+    @property
+    def ready(self) -> bool:
+        """The conversation is ready for deliveries."""
+        ...
+
+    @property
+    def thread_id(self) -> str | None:
+        """The conversation deliveries go to (None while it is not known yet)."""
+        ...
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[str | None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Start the process and the conversation; `task_status.started(thread_id)` once deliveries may begin

@@ -23,7 +23,7 @@ def _owner(client: object, *, name: str = "worker", mode: str = "background") ->
                      stderr_path=Path("/nonexistent"), mode=mode)
     owner = CodexRuntime(spec)
     owner.client = client  # type: ignore[assignment]
-    owner.ready = True
+    owner.conversation.ready = True
     return owner
 
 
@@ -54,13 +54,13 @@ def test_a_transient_list_turns_error_after_the_first_turn_does_not_make_the_tas
     yet)" although the turn had started (the sender went on to call followup_task), so its answer was never
     published and the requester waited forever. `_subscribe_after_first_turn` retries only on "rollout" errors."""
     owner = _owner(_FlakyResumeClient(), name="lead", mode="attached")
-    owner.subscribed = False
+    owner.conversation.subscribed = False
 
     async def subscribe() -> None:
         await owner._subscribe_after_first_turn("turn-1")
 
     anyio.run(subscribe)
-    assert owner.subscribed is True
+    assert owner.conversation.subscribed is True
     _close(owner)
 
 
@@ -109,7 +109,7 @@ def test_a_turn_a_resume_lists_as_interrupted_on_an_active_thread_is_not_taken_a
     resume's listing of the still-running turn for its end; now it waits for turn/completed while the thread is
     active, and the turn's real end is its outcome."""
     owner = _owner(_ResumeWhileRunningClient(), mode="attached")
-    owner.subscribed = False
+    owner.conversation.subscribed = False
     owner.active_turn_id = "turn-1"
 
     async def subscribe_then_end() -> list[Any]:

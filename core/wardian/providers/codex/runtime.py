@@ -9,31 +9,36 @@ does not have is `ConversationGone`, raised once a fresh thread replaced it (`Co
 request is `ProviderUnavailable`; anything else after a byte left is an unknown outcome; a stale turn is `NotActive`
 for an interrupt. Sign-in (`signin`): the key goes after `initialize`; no sign-in, no start; a rejected key ends a turn.
 
-Conversation continuity (a start resumes the agent's thread; one Codex cannot resume is replaced, and the change
-reported) is `conversation`'s, which this runtime builds on.
+The runtime holds the agent's conversation (`conversation`: which thread, and how it is opened, replaced and
+followed; a start resumes the agent's thread, one Codex cannot resume is replaced, and the change reported). What is
+the runtime's own: the process and its client, the observation of turns (the turn observed active, each turn's
+items and outcome, the TUI's threads and their status) and delivery, under its submit lock.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
 import anyio.abc
 import pydantic
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 from wardian import __version__, errors
 from wardian.model import AgentStatus, Interaction
-from wardian.providers.base import Started, StateChange, TaskDelivery
+from wardian.providers.base import ProviderEvent, Started, StateChange, TaskDelivery
 from wardian.providers.codex import chatgpt, projection, signin, threads
 from wardian.providers.codex import messages as m
 from wardian.providers.codex.app_server import AppServerClient, Notification
+from wardian.providers.codex.attached import TuiThreads
 from wardian.providers.codex.conversation import CodexConversation
 from wardian.providers.codex.items import TASK_ITEM_KIND, inbox_items, steer_context, task_payload
 from wardian.providers.codex.launch import AppServerSpec, app_server_command, attach_info, open_stream
 from wardian.providers.codex.rejections import Verdict, as_error, classify
 from wardian.providers.codex.turns import TurnBook, read_result
+from wardian.providers.events import EventStream
 from wardian.providers.process import ProviderProcess, StopPolicy
 
 log = logging.getLogger("wardian.codex.runtime")
@@ -41,15 +46,34 @@ log = logging.getLogger("wardian.codex.runtime")
 STOP_POLICY = StopPolicy(polite_s=3.0, term_s=3.0, kill_s=3.0)
 
 
-class CodexRuntime(CodexConversation):
+class CodexRuntime:
     """Run with `await tg.start(runtime.run)`: returns once the conversation is ready (thread started/resumed)."""
 
     def __init__(self, spec: AppServerSpec) -> None:
-        super().__init__(spec)
+        self.spec = spec
         self.capabilities = spec.capabilities
+        self.client: AppServerClient | None = None
+        self.active_turn_id: str | None = None
+        self.idle = anyio.Event()
+        self.submit_lock = anyio.Lock(fast_acquire=True)  # uncontended: no yield between claim and write
+        self._events = EventStream(f"codex:{spec.name}")
+        self._emit = self._events.emit
+        self.events: MemoryObjectReceiveStream[ProviderEvent] = self._events.receive
+        self.conversation = CodexConversation(spec, emit=self._emit, on_ready=self._ready_on)
+        self._stop = anyio.Event()
         self._child: ProviderProcess | None = None
+        self._tui = TuiThreads()
         self._turns = TurnBook()
         self._rejected = signin.RejectedTurns(spec.credentials, agent=spec.name)
+
+    # The provider boundary (`ProviderRuntime`) names these two; the conversation owns them.
+    @property
+    def ready(self) -> bool:
+        return self.conversation.ready
+
+    @property
+    def thread_id(self) -> str | None:
+        return self.conversation.thread_id
 
     # --- lifecycle ------------------------------------------------------------------------------------
 
@@ -78,7 +102,7 @@ class CodexRuntime(CodexConversation):
                 if spec.attached:
                     tg.start_soon(self._follow_tui, client)
                 await signin.require_signed_in(client, agent=spec.name, env=spec.env, cwd=spec.workspace)
-                await self._open_conversation(client)
+                await self.conversation.open(client)
                 started = True
                 task_status.started(self.thread_id)
                 await self._stop.wait()
@@ -88,7 +112,7 @@ class CodexRuntime(CodexConversation):
 
     async def _ended(self, started: bool) -> None:
         """However `run` ends: the app-server and its group are gone, and the stream says OFF, then ends."""
-        self.ready = False
+        self.conversation.ready = False
         self.active_turn_id = None
         with anyio.CancelScope(shield=True):
             if self._child is not None:
@@ -102,9 +126,27 @@ class CodexRuntime(CodexConversation):
         if not started:
             log.error("Codex runtime %s failed to start", self.spec.name)
 
+    def _ready_on(self, thread_id: str, new_thread: bool) -> None:
+        """The conversation is ready on `thread_id` (`CodexConversation`'s `on_ready`): idle, and on a new thread no
+        turn is active."""
+        if new_thread:
+            self.active_turn_id = None
+        self.idle.set()
+        self._emit(StateChange(AgentStatus.IDLE, None, thread_id))
+
+    async def _follow_tui(self, client: AppServerClient) -> None:
+        """Attached mode: the conversation follows each thread the TUI starts (`attached`), once the current turn has
+        ended: never switch threads under a running turn, nor while a submission is in flight."""
+        async for thread_id in self._tui.receive:
+            if thread_id == self.thread_id:
+                continue
+            if self.active_turn_id is not None:
+                await self.idle.wait()
+            async with self.submit_lock:
+                await self.conversation.follow(client, thread_id)
+
     async def _subscribe_after_first_turn(self, turn_id: str) -> None:
-        thread = await threads.resume_after_first_turn(self._client(), self.thread_id)
-        self.subscribed = True
+        thread = await self.conversation.subscribe(self._client())
         # A turn that ended before the subscription ends from the listing; else its turn/completed comes now.
         turn = threads.ended_turn(thread, turn_id, stopped=self._tui.ran_and_stopped(thread.id), agent=self.spec.name)
         if turn is not None:
@@ -176,12 +218,23 @@ class CodexRuntime(CodexConversation):
         """`method` on the agent's thread; Codex's answer. A thread Codex does not have is replaced first
         (`_thread_gone`); any other error answer is raised as what it proves (`rejections.as_error`)."""
         thread_id = self.thread_id
+        client = self._client()
         try:
-            return await self._client().request(method, {"threadId": thread_id, **params}, timeout_s=timeout_s)
+            return await client.request(method, {"threadId": thread_id, **params}, timeout_s=timeout_s)
         except errors.AppServerError as exc:
             if classify(method, exc) is Verdict.THREAD_GONE:
-                await self._thread_gone(method, thread_id, exc)
+                await self._thread_gone(client, method, thread_id, exc)
             raise as_error(method, exc, **details) from None
+
+    async def _thread_gone(self, client: AppServerClient, method: str, thread_id: str | None,
+                           exc: errors.AppServerError) -> NoReturn:
+        """Codex has no thread `thread_id` (its answer to `method`): nothing was accepted. The conversation replaces
+        it, then ConversationGone has the work offered again there; a conversation left with no thread ends the
+        runtime."""
+        if not await self.conversation.replace(client, method, thread_id, exc.message):
+            self._stop.set()
+        raise errors.ConversationGone(f"Codex has no thread {thread_id} ({exc.message}); nothing was accepted, and "
+                                      f"the agent's conversation is now {self.thread_id}", method=method)
 
     def plan_message_id(self) -> str | None:
         return None  # Codex names the turn in its answer to turn/start
@@ -202,7 +255,7 @@ class CodexRuntime(CodexConversation):
         turn_id = read_result(m.TurnStartResponse, raw, "turn/start").turn.id
         if self.active_turn_id is None and not self._turns.has_ended(turn_id):
             self._activate(turn_id)
-        if not self.subscribed:
+        if not self.conversation.subscribed:
             # The turn was accepted; its outcome is only observable once subscribed. A failure here leaves the
             # task uncertain (the caller's error path), never resubmitted.
             await self._subscribe_after_first_turn(turn_id)
@@ -245,3 +298,8 @@ class CodexRuntime(CodexConversation):
 
     def attach_info(self) -> dict[str, Any]:
         return attach_info(self.spec, self.thread_id)
+
+    def _client(self) -> AppServerClient:
+        if self.client is None or not self.ready:
+            raise errors.ProviderUnavailable(f"the Codex owner of {self.spec.name} is not running; nothing was sent")
+        return self.client
