@@ -137,15 +137,17 @@ def test_the_frozen_cli_prints_its_version(frozen_cli: Path) -> None:
     assert proc.stdout.decode().strip() == f"wardian {__version__}"
 
 
-def test_the_frozen_init_names_the_schema_the_build_bundles(frozen_cli: Path, tmp_path: Path) -> None:
-    """The `#:schema` line of the file `wardian init` writes points at a file the build holds."""
-    proc = subprocess.run([str(frozen_cli), "init", str(tmp_path / "wardian.toml")], env=clean_env(),
+def test_the_frozen_init_writes_the_schema_the_build_bundles(frozen_cli: Path, tmp_path: Path) -> None:
+    """`wardian init --schema` of a frozen build writes the schema it bundles beside the file, and the file's first line
+    points at it relatively (never at a path inside the build)."""
+    proc = subprocess.run([str(frozen_cli), "init", "--schema", str(tmp_path / "wardian.toml")], env=clean_env(),
                           capture_output=True, timeout=60, check=False)
     assert proc.returncode == 0, proc.stderr
-    first = (tmp_path / "wardian.toml").read_text(encoding="utf-8").splitlines()[0]
-    assert first.startswith("#:schema file://")
-    schema = Path(urllib.request.url2pathname(urllib.parse.urlparse(first.removeprefix("#:schema ")).path))
-    assert json.loads(schema.read_text(encoding="utf-8"))["title"] == "wardian team file (wardian.toml)"
+    text = (tmp_path / "wardian.toml").read_text(encoding="utf-8")
+    assert text.splitlines()[0] == "#:schema ./wardian.schema.json"
+    assert str(frozen_cli.parent) not in text
+    schema = json.loads((tmp_path / "wardian.schema.json").read_text(encoding="utf-8"))
+    assert schema["title"] == "wardian team file (wardian.toml)"
 
 
 def test_app_start_status_and_stop_run_the_frozen_executable(frozen_cli: Path) -> None:
