@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -39,34 +38,9 @@ import anyio
 import anyio.abc
 import psutil
 
-from wardian import errors
 from wardian.home import ENV_HOME, ENV_SESSION
 
 log = logging.getLogger("wardian.providers.process")
-
-
-def find_executable(env_var: str, name: str, package: str, label: str) -> str:
-    """A provider's executable: the path `env_var` names, else the pinned npm one (`node_modules/.bin/<name>` of the
-    working directory or of a source checkout), else `name` on PATH.
-
-    Raises:
-        Unsupported: none found, or `env_var` names no executable (the message names `env_var` and `package`).
-    """
-    explicit = os.environ.get(env_var)
-    if explicit:
-        if not os.access(explicit, os.X_OK):
-            raise errors.Unsupported(f"{env_var}={explicit} is not an executable", field=name)
-        return explicit
-    checkout = Path(__file__).resolve().parents[3]  # core/wardian/providers -> the source checkout
-    for root in (Path.cwd(), checkout):
-        pinned = root / "node_modules" / ".bin" / name
-        if os.access(pinned, os.X_OK):
-            return str(pinned)
-    found = shutil.which(name)
-    if not found:
-        raise errors.Unsupported(f"no {label} CLI found: install {package} (npm) or set {env_var} to its path",
-                                 field=name)
-    return found
 
 
 def child_env(extra: Mapping[str, str], *, drop: tuple[str, ...] = ()) -> dict[str, str]:

@@ -1,10 +1,17 @@
 """Provider CLI versions (`codex-cli 0.171.0`, `0.154.0-alpha.6`): parsed once, ordered by semantic-versioning
-precedence, so a pre-release sorts below its release. Which versions a provider accepts is that provider's gate."""
+precedence, so a pre-release sorts below its release; and the one version gate (`VersionGate`) every provider
+states its eligible versions with, in its `compat` module.
+
+Light on purpose (the stdlib and `wardian.errors`): `wardian init` reads each provider's gate without loading a
+runtime (tests/cli/test_cold_start.py).
+"""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from wardian import errors
 
 _VERSION = re.compile(
     r"(?P<major>0|[1-9]\d*)\.(?P<minor>0|[1-9]\d*)\.(?P<patch>0|[1-9]\d*)"
@@ -63,3 +70,50 @@ class Version:
 
     def __ge__(self, other: Version) -> bool:
         return self._key() >= other._key()
+
+
+@dataclass(frozen=True, slots=True)
+class VersionGate:
+    """A provider's CLI and the versions of it wardian drives: every stable release from `minimum` on, and of the
+    pre-releases only those named in `tested` (nothing says another keeps the provider's wire). Its errors are
+    `Unsupported`, with the CLI's name as their `field` and the eligible versions as their `allowed`."""
+
+    label: str
+    """The CLI's name for people (`Claude Code`)."""
+    command: str
+    """Its executable's name (`claude`); also the field its errors name."""
+    package: str
+    """The npm package it is installed from (`@anthropic-ai/claude-code`)."""
+    env_var: str
+    """The variable that names another executable (`WARDIAN_CLAUDE`)."""
+    minimum: Version
+    tested: tuple[str, ...] = ()
+    """Pre-releases verified one by one and accepted (Codex's `0.154.0-alpha.6`: contract rule VER-2)."""
+    pinned: bool = True
+    """The repository pins the CLI in package.json: `node_modules/.bin/<command>` is found before PATH."""
+
+    @property
+    def allowed(self) -> str:
+        return ", ".join((f">= {self.minimum} (stable)", *self.tested))
+
+    def _a(self) -> str:
+        return f"{'an' if self.label[:1] in 'AEIOU' else 'a'} {self.label}"
+
+    def parse(self, text: str) -> Version:
+        """The version in the CLI's `--version` output. Raises: Unsupported (no version in it)."""
+        try:
+            return Version.parse(text)
+        except ValueError:
+            raise errors.Unsupported(
+                f"cannot read {self._a()} version from {text.strip()[:80]!r}; set {self.env_var} to {self._a()} "
+                f"{self.minimum} or newer", field=self.command, allowed=self.allowed) from None
+
+    def check(self, version: Version) -> None:
+        """Raises: Unsupported (older than `minimum`, or a pre-release not in `tested`; the message names the
+        package and `env_var`)."""
+        eligible = str(version) in self.tested if version.is_prerelease else version >= self.minimum
+        if not eligible:
+            also = f"; or the tested {', '.join(self.tested)}" if self.tested else ""
+            raise errors.Unsupported(
+                f"{self.label} {version} is not supported; install {self.package} {self.minimum} or newer (npm"
+                f"{also}) or set {self.env_var} to one", field=self.command, allowed=self.allowed)

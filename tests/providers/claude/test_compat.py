@@ -13,8 +13,9 @@ import pytest
 
 from tests.conftest import pinned_npm_tool
 from wardian import errors
-from wardian.providers.claude.compat import ENV_CLAUDE, capabilities, parse_claude_version
-from wardian.providers.claude.provider import ClaudeProvider, resolve_claude
+from wardian.providers.claude.compat import ENV_CLAUDE, GATE, capabilities, parse_claude_version
+from wardian.providers.claude.provider import ClaudeProvider
+from wardian.providers.probe import find_executable
 
 CHECKOUT = Path(__file__).resolve().parents[3]
 PINNED = CHECKOUT / "node_modules" / ".bin" / "claude"
@@ -78,7 +79,7 @@ def test_wardian_claude_must_name_an_executable(monkeypatch: pytest.MonkeyPatch,
     missing = tmp_path / "nowhere" / "claude"
     monkeypatch.setenv(ENV_CLAUDE, str(missing))
     with pytest.raises(errors.Unsupported) as exc:
-        resolve_claude()
+        find_executable(GATE)
     assert f"{ENV_CLAUDE}={missing} is not an executable" in exc.value.message
 
 
@@ -87,4 +88,4 @@ def test_without_wardian_claude_the_pinned_cli_is_found(monkeypatch: pytest.Monk
     pinned_npm_tool(PINNED, "Claude Code CLI")
     monkeypatch.delenv(ENV_CLAUDE, raising=False)
     monkeypatch.chdir("/")
-    assert os.path.samefile(resolve_claude(), PINNED)
+    assert os.path.samefile(find_executable(GATE), PINNED)

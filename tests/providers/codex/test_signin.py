@@ -27,7 +27,7 @@ from wardian.auth.model import Credential, CredentialKind
 from wardian.home import Home
 from wardian.model import Party
 from wardian.providers.base import LaunchSpec, OutcomeStatus, TaskDelivery, TurnOutcome
-from wardian.providers.codex.launch import ENV_CODEX
+from wardian.providers.codex.compat import ENV_CODEX
 from wardian.providers.codex.provider import CodexProvider
 from wardian.providers.codex.runtime import CodexRuntime
 from wardian_harness.apps import fresh_home

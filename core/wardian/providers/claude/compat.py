@@ -18,25 +18,17 @@
 
 from __future__ import annotations
 
-from wardian import errors
 from wardian.providers.capabilities import Capabilities
-from wardian.providers.version import Version
+from wardian.providers.version import Version, VersionGate
 
 ENV_CLAUDE = "WARDIAN_CLAUDE"
 MIN_VERSION = Version(2, 1, 328)
-_ALLOWED = f">= {MIN_VERSION} (stable)"
+GATE = VersionGate("Claude Code", "claude", "@anthropic-ai/claude-code", ENV_CLAUDE, MIN_VERSION)
 NO_ATTACH_REASON = ("a second Claude Code process resuming the app's session would write the same transcript with "
                     "a diverging history; talk to a Claude agent through wardian (message send, task) instead")
 
-
-def parse_claude_version(text: str) -> Version:
-    """The version in `claude --version` output (`2.1.328 (Claude Code)`). Raises: Unsupported (no version in it)."""
-    try:
-        return Version.parse(text)
-    except ValueError:
-        raise errors.Unsupported(
-            f"cannot read a Claude Code version from {text.strip()[:80]!r}; set {ENV_CLAUDE} to a Claude Code "
-            f"{MIN_VERSION} or newer", field="claude", allowed=_ALLOWED) from None
+parse_claude_version = GATE.parse
+"""The version in `claude --version` output (`2.1.328 (Claude Code)`). Raises: Unsupported (no version in it)."""
 
 
 def capabilities(version: Version) -> Capabilities:
@@ -45,9 +37,6 @@ def capabilities(version: Version) -> Capabilities:
     Raises:
         Unsupported: older than MIN_VERSION, or a pre-release (the message names WARDIAN_CLAUDE).
     """
-    if version.is_prerelease or version < MIN_VERSION:
-        raise errors.Unsupported(
-            f"Claude Code {version} is not supported; install @anthropic-ai/claude-code {MIN_VERSION} or newer "
-            f"(npm) or set {ENV_CLAUDE} to one", field="claude", allowed=_ALLOWED)
+    GATE.check(version)
     return Capabilities(steer=True, inject=True, interrupt=True, exact_completion=True, attach=False,
                         inject_while_active=True, tool_grants=True, no_attach_reason=NO_ATTACH_REASON)

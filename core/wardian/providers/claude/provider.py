@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,11 +24,12 @@ from wardian.auth.model import Credential, CredentialKind
 from wardian.overrides import ValueSyntax
 from wardian.providers.base import LaunchSpec, LostDelivery, ProviderInfo, Recovery
 from wardian.providers.claude import homes, recovery, registration, settings
-from wardian.providers.claude.compat import ENV_CLAUDE, capabilities, parse_claude_version
+from wardian.providers.claude.compat import GATE, capabilities
 from wardian.providers.claude.runtime import ClaudeRuntime
 from wardian.providers.claude.spec import ClaudeSpec, FdCredential
 from wardian.providers.mcp_command import write_private
-from wardian.providers.process import child_env, find_executable
+from wardian.providers.probe import probe
+from wardian.providers.process import child_env
 
 log = logging.getLogger("wardian.claude")
 
@@ -47,22 +47,6 @@ CREDENTIAL_FD = {CredentialKind.API_KEY: "CLAUDE_CODE_API_KEY_FILE_DESCRIPTOR",
 # "inside a Claude Code session" (set when wardian itself runs under one), the rest are their configuration.
 _DROP = ("CLAUDECODE", "CLAUDE_CONFIG_DIR", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SSE_PORT",
          "CLAUDE_CODE_MESSAGING_SOCKET", "CLAUDE_CODE_MESSAGING_TOKEN", *CREDENTIAL_FD.values())
-
-
-def resolve_claude() -> str:
-    """The Claude Code executable (see the module docstring).
-
-    Raises:
-        Unsupported: none found (the message names WARDIAN_CLAUDE).
-    """
-    return find_executable(ENV_CLAUDE, "claude", "@anthropic-ai/claude-code", "Claude Code")
-
-
-def claude_version(claude: str) -> str:
-    """`claude --version` output (bounded)."""
-    out = subprocess.run([claude, "--version"], capture_output=True, text=True, timeout=60, check=False,
-                         stdin=subprocess.DEVNULL)
-    return out.stdout.strip() or out.stderr.strip()
 
 
 def fd_credential(credentials: tuple[Credential, ...], agent: str) -> FdCredential | None:
@@ -99,9 +83,7 @@ class ClaudeProvider:
     settings_syntax = ValueSyntax.TOML_OR_JSON  # settings.json is JSON: what people paste is JSON
 
     async def probe(self) -> ProviderInfo:
-        claude = resolve_claude()
-        version = parse_claude_version(await anyio.to_thread.run_sync(claude_version, claude))
-        return ProviderInfo(executable=claude, version=str(version), capabilities=capabilities(version))
+        return await probe(GATE, capabilities)
 
     async def recover_lost(self, deliveries: Sequence[LostDelivery]) -> list[Recovery]:
         """Settle the deliveries a killed app lost from the session transcript (`recovery`), after ending the

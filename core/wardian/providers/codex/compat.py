@@ -10,24 +10,20 @@
 
 from __future__ import annotations
 
-from wardian import errors
 from wardian.providers.capabilities import Capabilities
-from wardian.providers.version import Version
+from wardian.providers.version import Version, VersionGate
 
 CodexVersion = Version  # Codex's CLI versions are semantic versions; the harness reads them with this too
+ENV_CODEX = "WARDIAN_CODEX"
 MIN_STABLE = (0, 154, 0)
 ALPHA_EXCEPTION = "0.154.0-alpha.6"
 MIN_STEERING = (0, 159, 2)
-_ALLOWED = f">= {'.'.join(map(str, MIN_STABLE))} stable, {ALPHA_EXCEPTION}"
+# Not pinned: the executable is WARDIAN_CODEX, else the first `codex` on PATH (never a node_modules one).
+GATE = VersionGate("Codex", "codex", "@openai/codex", ENV_CODEX, Version(*MIN_STABLE), tested=(ALPHA_EXCEPTION,),
+                   pinned=False)
 
-
-def parse_codex_version(text: str) -> Version:
-    """The version in `codex --version` output (`codex-cli 0.171.0`). Raises: Unsupported (no version in it)."""
-    try:
-        return Version.parse(text)
-    except ValueError:
-        raise errors.Unsupported(f"cannot read a Codex version from {text.strip()[:80]!r}", field="codex",
-                                 allowed=_ALLOWED) from None
+parse_codex_version = GATE.parse
+"""The version in `codex --version` output (`codex-cli 0.171.0`). Raises: Unsupported (no version in it)."""
 
 
 def capabilities(version: Version) -> Capabilities:
@@ -36,11 +32,7 @@ def capabilities(version: Version) -> Capabilities:
     Raises:
         Unsupported: the version is not eligible (the message says which versions are).
     """
-    eligible = str(version) == ALPHA_EXCEPTION if version.is_prerelease else version.triple >= MIN_STABLE
-    if not eligible:
-        raise errors.Unsupported(
-            f"Codex {version} is not supported; use stable Codex {'.'.join(map(str, MIN_STABLE))} or newer "
-            f"(or the tested {ALPHA_EXCEPTION})", field="codex", allowed=_ALLOWED)
+    GATE.check(version)
     steering = not version.is_prerelease and version.triple >= MIN_STEERING
     # Every eligible version pushes information (thread/inject_items), interrupts the exact turn, reports each
     # turn's end with its items, and serves an attached TUI over its app-server socket.

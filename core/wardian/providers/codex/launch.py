@@ -7,8 +7,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import shutil
-import subprocess
 from collections.abc import Mapping
 from contextlib import suppress
 from dataclasses import dataclass
@@ -21,12 +19,13 @@ import anyio.abc
 from wardian import errors
 from wardian.auth.model import ChatGPTTokenSource, Credential
 from wardian.providers.base import Capabilities
+from wardian.providers.codex.compat import GATE
 from wardian.providers.codex.transport import MessageStream, NdjsonStream, connect_unix_websocket
+from wardian.providers.probe import find_executable, version_output
 from wardian.providers.process import child_env
 
 log = logging.getLogger("wardian.codex")
 
-ENV_CODEX = "WARDIAN_CODEX"
 RUST_LOG = "RUST_LOG"
 _LEVEL = re.compile(r"(?i:trace|debug|info|warn|error|off|[0-5])")
 _CAPPED = {"trace": "debug", "5": "4"}
@@ -143,19 +142,13 @@ def attach_info(spec: AppServerSpec, thread_id: str | None) -> dict[str, Any]:
 
 
 def resolve_codex() -> str:
-    """The Codex executable: WARDIAN_CODEX, else `codex` on PATH.
+    """The Codex executable: WARDIAN_CODEX, else `codex` on PATH (beside `app_server_env` so that wardian's own ChatGPT
+    sign-in, which starts a Codex of its own, does not import the provider that holds it).
 
     Raises:
         Unsupported: none found.
     """
-    found = os.environ.get(ENV_CODEX) or shutil.which("codex")
-    if not found or not os.access(found, os.X_OK):
-        raise errors.Unsupported(f"no Codex CLI found: install @openai/codex or set {ENV_CODEX} to its path",
-                                 field="codex")
-    return found
+    return find_executable(GATE)
 
 
-def codex_version(codex: str) -> str:
-    """`codex --version` output (bounded)."""
-    out = subprocess.run([codex, "--version"], capture_output=True, text=True, timeout=60, check=False)
-    return out.stdout.strip() or out.stderr.strip()
+codex_version = version_output  # the harness and Codex's ChatGPT sign-in read a Codex's version by this name

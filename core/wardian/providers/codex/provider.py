@@ -18,10 +18,11 @@ from wardian.overrides import ValueSyntax
 from wardian.providers.base import LaunchSpec, ProviderInfo
 from wardian.providers.codex import projection, signin
 from wardian.providers.codex.chatgpt_owner import OwnerTokens
-from wardian.providers.codex.compat import capabilities, parse_codex_version
-from wardian.providers.codex.launch import AppServerSpec, app_server_env, codex_version, resolve_codex
+from wardian.providers.codex.compat import GATE, capabilities
+from wardian.providers.codex.launch import AppServerSpec, app_server_env
 from wardian.providers.codex.registration import register_session
 from wardian.providers.codex.runtime import CodexRuntime
+from wardian.providers.probe import probe
 from wardian.providers.process import reap_left_behind
 
 log = logging.getLogger("wardian.codex")
@@ -45,9 +46,7 @@ class CodexProvider:
         self._chatgpt: dict[Path, OwnerTokens] = {}
 
     async def probe(self) -> ProviderInfo:
-        codex = resolve_codex()
-        version = parse_codex_version(await anyio.to_thread.run_sync(codex_version, codex))
-        return ProviderInfo(executable=codex, version=str(version), capabilities=capabilities(version))
+        return await probe(GATE, capabilities)
 
     async def prepare(self, spec: LaunchSpec, info: ProviderInfo) -> CodexRuntime:
         codex_home = codex_home_of(spec.agent_dir)

@@ -14,23 +14,15 @@
 
 from __future__ import annotations
 
-from wardian import errors
 from wardian.providers.capabilities import Capabilities
-from wardian.providers.version import Version
+from wardian.providers.version import Version, VersionGate
 
 ENV_OPENCODE = "WARDIAN_OPENCODE"
 MIN_VERSION = Version(1, 18, 33)
-_ALLOWED = f">= {MIN_VERSION} (stable)"
+GATE = VersionGate("OpenCode", "opencode", "opencode-ai", ENV_OPENCODE, MIN_VERSION)
 
-
-def parse_opencode_version(text: str) -> Version:
-    """The version in `opencode --version` output (`1.18.33`). Raises: Unsupported (no version in it)."""
-    try:
-        return Version.parse(text)
-    except ValueError:
-        raise errors.Unsupported(
-            f"cannot read an OpenCode version from {text.strip()[:80]!r}; set {ENV_OPENCODE} to an OpenCode "
-            f"{MIN_VERSION} or newer", field="opencode", allowed=_ALLOWED) from None
+parse_opencode_version = GATE.parse
+"""The version in `opencode --version` output (`1.18.33`). Raises: Unsupported (no version in it)."""
 
 
 def capabilities(version: Version) -> Capabilities:
@@ -39,9 +31,6 @@ def capabilities(version: Version) -> Capabilities:
     Raises:
         Unsupported: the version is older than MIN_VERSION or a pre-release (the message names WARDIAN_OPENCODE).
     """
-    if version.is_prerelease or version < MIN_VERSION:
-        raise errors.Unsupported(
-            f"OpenCode {version} is not supported; install opencode-ai {MIN_VERSION} or newer (npm) or set "
-            f"{ENV_OPENCODE} to one", field="opencode", allowed=_ALLOWED)
+    GATE.check(version)
     return Capabilities(steer=False, inject=True, interrupt=True, exact_completion=True, attach=False,
                         inject_while_active=False)

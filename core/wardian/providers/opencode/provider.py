@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import os
 import secrets
-import subprocess
 from pathlib import Path
 
 import anyio
@@ -24,9 +23,10 @@ from wardian.overrides import ValueSyntax
 from wardian.providers.base import LaunchSpec, ProviderInfo
 from wardian.providers.mcp_command import write_private
 from wardian.providers.opencode import plugin_deps, registration, settings, shell_env, signin
-from wardian.providers.opencode.compat import ENV_OPENCODE, capabilities, parse_opencode_version
+from wardian.providers.opencode.compat import GATE, capabilities
 from wardian.providers.opencode.runtime import OpenCodeRuntime, ServeSpec
-from wardian.providers.process import child_env, find_executable, reap_left_behind
+from wardian.providers.probe import probe
+from wardian.providers.process import child_env, reap_left_behind
 
 log = logging.getLogger("wardian.opencode")
 
@@ -35,22 +35,6 @@ log = logging.getLogger("wardian.opencode")
 OFFLINE_ENV = {"OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1",
                "OPENCODE_DISABLE_SHARE": "1", "OPENCODE_DISABLE_LSP_DOWNLOAD": "1"}
 XDG = ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME")
-
-
-def resolve_opencode() -> str:
-    """The OpenCode executable (see the module docstring).
-
-    Raises:
-        Unsupported: none found (the message names WARDIAN_OPENCODE).
-    """
-    return find_executable(ENV_OPENCODE, "opencode", "opencode-ai", "OpenCode")
-
-
-def opencode_version(opencode: str) -> str:
-    """`opencode --version` output (bounded)."""
-    out = subprocess.run([opencode, "--version"], capture_output=True, text=True, timeout=60, check=False,
-                         stdin=subprocess.DEVNULL)
-    return out.stdout.strip() or out.stderr.strip()
 
 
 def opencode_dirs(agent_dir: Path) -> dict[str, Path]:
@@ -69,9 +53,7 @@ class OpenCodeProvider:
     settings_syntax = ValueSyntax.TOML_OR_JSON  # opencode.json is JSON: what people paste is JSON
 
     async def probe(self) -> ProviderInfo:
-        opencode = resolve_opencode()
-        version = parse_opencode_version(await anyio.to_thread.run_sync(opencode_version, opencode))
-        return ProviderInfo(executable=opencode, version=str(version), capabilities=capabilities(version))
+        return await probe(GATE, capabilities)
 
     async def prepare(self, spec: LaunchSpec, info: ProviderInfo) -> OpenCodeRuntime:
         """Raises: InvalidArguments (a credential OpenCode cannot take), RegistrationConflict, CliNotFound."""

@@ -1,0 +1,64 @@
+"""A provider's `probe`, written once: find its CLI, ask its version, pass it through the provider's gate.
+
+The executable is the path the gate's variable names (`WARDIAN_CLAUDE`), else, for a CLI the repository pins in
+package.json, the pinned npm one (`node_modules/.bin/<command>` of the working directory or of a source checkout),
+else `<command>` on PATH. What the version may do is the provider's own `capabilities(version)` (its `compat`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import anyio
+
+from wardian import errors
+from wardian.providers.base import ProviderInfo
+from wardian.providers.capabilities import Capabilities
+from wardian.providers.version import Version, VersionGate
+
+
+def find_executable(gate: VersionGate) -> str:
+    """The provider's executable (module docstring).
+
+    Raises:
+        Unsupported: none found, or the gate's variable names no executable (the message names the variable and
+            the package).
+    """
+    explicit = os.environ.get(gate.env_var)
+    if explicit:
+        if not os.access(explicit, os.X_OK):
+            raise errors.Unsupported(f"{gate.env_var}={explicit} is not an executable", field=gate.command)
+        return explicit
+    if gate.pinned:
+        checkout = Path(__file__).resolve().parents[3]  # core/wardian/providers -> the source checkout
+        for root in (Path.cwd(), checkout):
+            pinned = root / "node_modules" / ".bin" / gate.command
+            if os.access(pinned, os.X_OK):
+                return str(pinned)
+    found = shutil.which(gate.command)
+    if not found:
+        raise errors.Unsupported(f"no {gate.label} CLI found: install {gate.package} (npm) or set {gate.env_var} to "
+                                 "its path", field=gate.command)
+    return found
+
+
+def version_output(executable: str) -> str:
+    """`<executable> --version` output (bounded)."""
+    out = subprocess.run([executable, "--version"], capture_output=True, text=True, timeout=60, check=False,
+                         stdin=subprocess.DEVNULL)
+    return out.stdout.strip() or out.stderr.strip()
+
+
+async def probe(gate: VersionGate, capabilities: Callable[[Version], Capabilities]) -> ProviderInfo:
+    """`Provider.probe`: the executable, its version and what that version may do.
+
+    Raises:
+        Unsupported: no executable, no version in its output, or a version the gate refuses.
+    """
+    executable = find_executable(gate)
+    version = gate.parse(await anyio.to_thread.run_sync(version_output, executable))
+    return ProviderInfo(executable=executable, version=str(version), capabilities=capabilities(version))
