@@ -1,5 +1,5 @@
-"""What registering `wardian mcp serve` with any provider needs: the command to register, and a private atomic
-write of the provider's config file (it holds a session secret).
+"""What registering `wardian mcp serve` with any provider needs: the command to register, and a provider's config
+file read as one JSON object and written back privately and atomically (it holds a session secret).
 
 The command is never a Python interpreter: a frozen build registers itself (or, on Windows, the silent
 `wardian-mcp.exe` launcher beside it: contract rule CFG-5), a source install the `wardian` console script
@@ -8,10 +8,12 @@ beside its interpreter.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from wardian import errors
 from wardian.executables import MCP_LAUNCHER
@@ -52,6 +54,27 @@ def wardian_executable(executable: str | None = None, frozen: bool | None = None
             return candidate
     raise errors.CliNotFound(f"no `wardian` executable beside {exe}: install wardian into this environment "
                       "(pip install wardian) so the provider has a command to launch")
+
+
+def read_json_object(path: Path, *, field: str = "config") -> dict[str, Any]:
+    """The JSON object in `path` ({} when absent or blank).
+
+    Raises:
+        InvalidArguments: not JSON, or not an object (naming `field`, the option or setting it came from: by default
+            a `-c` setting).
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    try:
+        value = json.loads(text) if text.strip() else {}
+    except ValueError as exc:
+        raise errors.InvalidArguments(f"{path} is not valid JSON ({exc}); fix it first, nothing was changed",
+                                      field=field) from None
+    if not isinstance(value, dict):
+        raise errors.InvalidArguments(f"{path} is not a JSON object; fix it first, nothing was changed", field=field)
+    return value
 
 
 def write_private(path: Path, text: str) -> None:

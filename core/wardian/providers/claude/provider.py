@@ -27,6 +27,7 @@ from wardian.providers.claude import homes, recovery, registration, settings
 from wardian.providers.claude.compat import GATE, capabilities
 from wardian.providers.claude.runtime import ClaudeRuntime
 from wardian.providers.claude.spec import ClaudeSpec, FdCredential
+from wardian.providers.journal import JSON
 from wardian.providers.mcp_command import write_private
 from wardian.providers.probe import probe
 from wardian.providers.process import child_env
@@ -108,7 +109,7 @@ class ClaudeProvider:
         config_dir = dirs["CLAUDE_CONFIG_DIR"]
         _end_left_behind(spec, config_dir)
         settings.apply(config_dir, agent_settings)
-        written = settings.read_settings(config_dir / settings.SETTINGS)
+        written = JSON.load(config_dir / settings.SETTINGS)
         check_root_rule(written, agent_settings.env, os.geteuid())
         if credential and (shadows := shadowing(written, agent_settings.env)):
             log.warning("the settings of %s give Claude Code its own credential (%s), which it uses instead of the "

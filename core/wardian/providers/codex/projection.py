@@ -14,24 +14,23 @@ Invariants:
 - A journal found at the next preparation means an interrupted projection: it is restored first, so a removed
   setting never stays enabled merely because an earlier launch used it.
 - Comments and every other entry of the file are kept (tomlkit).
+
+The journal itself is every provider's (`wardian.providers.journal`); this module supplies config.toml's format.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import tomlkit
-import tomlkit.exceptions
 from tomlkit.items import Item
 
 from wardian.overrides import parse_override
+from wardian.providers import journal
 
 JOURNAL = "projection.json"
-_ABSENT = {"absent": True}
+CONFIG = "config.toml"
 
 
 def _load(path: Path) -> tomlkit.TOMLDocument:
@@ -41,89 +40,54 @@ def _load(path: Path) -> tomlkit.TOMLDocument:
         return tomlkit.document()
 
 
-def _get(doc: Any, path: list[str]) -> Any:
-    node = doc
-    for part in path:
+def _get(doc: tomlkit.TOMLDocument, key: tuple[str, ...], default: Any) -> Any:
+    node: Any = doc
+    for part in key:
         if not isinstance(node, dict) or part not in node:
-            return _ABSENT
+            return default
         node = node[part]
     return node.unwrap() if isinstance(node, Item) else node
 
 
-def _set(doc: Any, path: list[str], value: Any) -> None:
-    node = doc
-    for part in path[:-1]:
+def _set(doc: tomlkit.TOMLDocument, key: tuple[str, ...], value: Any) -> tomlkit.TOMLDocument:
+    node: Any = doc
+    for part in key[:-1]:
         if part not in node or not isinstance(node[part], dict):
-            node[part] = tomlkit.table()
+            node[part] = tomlkit.table()  # as `codex -c` does: a key through a value makes that value a table
         node = node[part]
-    node[path[-1]] = value
+    node[key[-1]] = value
+    return doc
 
 
-def _delete(doc: Any, path: list[str]) -> None:
-    node = doc
-    parents = []
-    for part in path[:-1]:
+def _delete(doc: tomlkit.TOMLDocument, key: tuple[str, ...]) -> tomlkit.TOMLDocument:
+    node: Any = doc
+    parents: list[tuple[Any, str]] = []
+    for part in key[:-1]:
         if not isinstance(node, dict) or part not in node:
-            return
+            return doc
         parents.append((node, part))
         node = node[part]
     if isinstance(node, dict):
-        node.pop(path[-1], None)
+        node.pop(key[-1], None)
     for parent, part in reversed(parents):  # drop tables the projection created and left empty
         if isinstance(parent[part], dict) and not parent[part]:
             del parent[part]
         else:
             break
+    return doc
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+TOML: journal.Format[tomlkit.TOMLDocument] = journal.Format(_load, _get, _set, _delete, tomlkit.dumps)
+"""config.toml as the journal edits it (tomlkit, so comments stay)."""
 
 
 def project(codex_home: Path, overrides: list[str]) -> None:
-    """Write `overrides` into `codex_home/config.toml`, journaling what they replace."""
-    recover(codex_home)
-    if not overrides:
-        return
-    config = codex_home / "config.toml"
-    doc = _load(config)
-    entries = []
-    for override in overrides:
-        parsed = parse_override(override)
-        path = list(parsed.path)
-        entries.append({"path": path, "before": _get(doc, path), "projected": parsed.value})
-        _set(doc, path, parsed.value)
-    _write_atomic(codex_home / JOURNAL, json.dumps(entries, default=str))
-    _write_atomic(config, tomlkit.dumps(doc))
+    """Write `overrides` into `codex_home/config.toml`, journaling what they replace (an earlier projection is
+    restored first)."""
+    parsed = [parse_override(o) for o in overrides]
+    journal.project(TOML, codex_home / CONFIG, codex_home / JOURNAL, [(o.path, o.value) for o in parsed])
 
 
 def recover(codex_home: Path) -> bool:
     """Restore an earlier projection (after attachment, or left by a crash). True when one was restored."""
-    journal = codex_home / JOURNAL
-    try:
-        entries = json.loads(journal.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return False
-    config = codex_home / "config.toml"
-    doc = _load(config)
-    for entry in reversed(entries):
-        path, before, projected = entry["path"], entry["before"], entry["projected"]
-        if _get(doc, path) != projected:
-            continue  # the person changed it since: their edit wins
-        if before == _ABSENT:
-            _delete(doc, path)
-        else:
-            _set(doc, path, before)
-    _write_atomic(config, tomlkit.dumps(doc))
-    journal.unlink()
-    return True
+    return journal.restore(TOML, codex_home / CONFIG, codex_home / JOURNAL)
