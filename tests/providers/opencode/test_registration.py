@@ -11,9 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
 from tests.conftest import AppHandle
-from wardian.providers.opencode import jsonc
+from wardian import errors
+from wardian.home import Home
+from wardian.providers.opencode import jsonc, registration
 
 USER_CONFIG = """{
   // My OpenCode settings: keep this comment.
@@ -107,3 +110,14 @@ def test_bad_input_is_a_clear_error_and_nothing_changes(app: AppHandle, tmp_path
     refused = register(app, home, "reviewer")
     assert refused.returncode == 2
     assert b"global OpenCode config" in refused.stderr
+
+
+def test_a_tool_grant_is_refused_not_ignored_and_nothing_is_written(tmp_path: Path) -> None:
+    """OpenCode asks before no tool, so a grant would mean nothing: refused, as `Capabilities.tool_grants` says of a
+    provider without an approval step (every provider's registration takes grants: wardian.providers.registration).
+    """
+    with pytest.raises(errors.InvalidArguments) as refused:
+        registration.register_session(tmp_path / "oc", Home(tmp_path / "home"), "a-session", {"name": "r"},
+                                      ("reply",))
+    assert refused.value.field == "approve_tools"
+    assert not (tmp_path / "oc").exists()

@@ -21,14 +21,15 @@ file (0600), never printed.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from wardian import errors
 from wardian.home import ENV_HOME, ENV_SESSION, Home
 from wardian.protocol.tools import SERVER_NAME, parse_tool_names
-from wardian.providers.mcp_command import SERVE_ARGS, WARDIAN_EXECUTABLES, wardian_executable, write_private
+from wardian.providers.journal import JSON
+from wardian.providers.mcp_command import SERVE_ARGS, read_json_object, wardian_executable, write_private
+from wardian.providers.registration import Registration, existing_entry, launches_wardian, target_dir
 
 UNGRANTED = ("wait_agent", "receive_messages", "list_agents")
 """The wardian tools an agent may always run: they read or wait, and change nothing another agent sees."""
@@ -57,63 +58,19 @@ def write_mcp_config(path: Path, home: Home, session: str) -> None:
     write_private(path, json.dumps({"mcpServers": {SERVER_NAME: server_entry(home, session)}}, indent=2) + "\n")
 
 
-@dataclass(frozen=True, slots=True)
-class Registration:
-    config_path: Path | None
-    """Where the entry was written (None: nothing was; only the equivalent command is shown)."""
-    command: str
-    agent: dict[str, Any]
-    home: str
-    approved: tuple[str, ...]
-    created: bool
-
-
-def _refuse_global(config_dir: Path) -> None:
-    if config_dir.resolve() in ((Path.home() / ".claude").resolve(), Path.home().resolve()):
-        raise errors.InvalidArguments(
-            f"{config_dir} is the user's own Claude Code config; register into a private config dir (the one "
-            "CLAUDE_CONFIG_DIR names), or run the printed `claude mcp add` line yourself", field="config_dir")
-
-
-def _read(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}
-    try:
-        value = json.loads(text) if text.strip() else {}
-    except ValueError as exc:
-        raise errors.InvalidArguments(f"{path} is not valid JSON ({exc}); fix it first, nothing was changed",
-                                      field="config_dir") from None
-    if not isinstance(value, dict):
-        raise errors.InvalidArguments(f"{path} is not a JSON object; fix it first, nothing was changed",
-                                      field="config_dir")
-    return value
+FIELD = "config_dir"
+REFUSAL = ("{dir} is the user's own Claude Code config; register into a private config dir (the one "
+           "CLAUDE_CONFIG_DIR names), or run the printed `claude mcp add` line yourself")
 
 
 def _is_ours(entry: Any, home: Home) -> bool:
-    if not isinstance(entry, dict):
-        return False
-    command, args, env = entry.get("command"), entry.get("args"), entry.get("env")
-    return (entry.get("type", "stdio") == "stdio" and isinstance(command, str)
-            and Path(command).name in WARDIAN_EXECUTABLES and list(args or []) == list(SERVE_ARGS)
-            and isinstance(env, dict) and env.get(ENV_HOME) == str(home.root))
+    return (isinstance(entry, dict) and entry.get("type", "stdio") == "stdio"
+            and launches_wardian(entry.get("command"), entry.get("args"), entry.get("env"), home))
 
 
 def _check(doc: dict[str, Any], home: Home, path: Path) -> Any:
-    servers = doc.get("mcpServers")
-    if servers is None:
-        return None
-    if not isinstance(servers, dict):
-        raise errors.RegistrationConflict(f"`mcpServers` in {path} is not an object; nothing was changed",
-                                          field="config_dir")
-    entry = servers.get(SERVER_NAME)
-    if entry is not None and not _is_ours(entry, home):
-        shown = json.dumps(entry.get("command") if isinstance(entry, dict) else entry)[:200]
-        raise errors.RegistrationConflict(
-            f"{path} already has an MCP server named {SERVER_NAME!r} that is not this home's wardian (command "
-            f"{shown}); remove or rename it, then register again. Nothing was changed", field="config_dir")
-    return entry
+    return existing_entry(doc.get("mcpServers"), path, home, key="mcpServers", kind="an object", field=FIELD,
+                          ours=_is_ours)
 
 
 def check_registration(config_dir: Path, home: Home) -> Path:
@@ -122,11 +79,10 @@ def check_registration(config_dir: Path, home: Home) -> Path:
     Raises:
         InvalidArguments, RegistrationConflict, CliNotFound: nothing was changed.
     """
-    config_dir = config_dir.expanduser().absolute()
-    _refuse_global(config_dir)
+    config_dir = target_dir(config_dir, (Path.home() / ".claude", Path.home()), REFUSAL, field=FIELD)
     wardian_executable()
-    _check(_read(config_dir / USER_CONFIG), home, config_dir / USER_CONFIG)
-    _read(config_dir / "settings.json")
+    _check(read_json_object(config_dir / USER_CONFIG, field=FIELD), home, config_dir / USER_CONFIG)
+    read_json_object(config_dir / "settings.json", field=FIELD)
     return config_dir
 
 
@@ -135,14 +91,14 @@ def _grant(config_dir: Path, approved: tuple[str, ...]) -> None:
     if not approved:
         return
     path = config_dir / "settings.json"
-    doc = _read(path)
+    doc = read_json_object(path, field=FIELD)
     permissions = doc.setdefault("permissions", {})
     if not isinstance(permissions, dict) or not isinstance(permissions.setdefault("allow", []), list):
         raise errors.InvalidArguments(f"`permissions.allow` in {path} is not a list; nothing was granted",
-                                      field="config_dir")
+                                      field=FIELD)
     allow: list[Any] = permissions["allow"]
     allow.extend(rule for rule in map(tool_rule, approved) if rule not in allow)
-    write_private(path, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    write_private(path, JSON.dump(doc))
 
 
 def register_session(config_dir: Path, home: Home, session: str, agent: dict[str, Any],
@@ -155,7 +111,7 @@ def register_session(config_dir: Path, home: Home, session: str, agent: dict[str
     """
     config_dir = check_registration(config_dir, home)
     path = config_dir / USER_CONFIG
-    doc = _read(path)
+    doc = read_json_object(path, field=FIELD)
     created = _check(doc, home, path) is None
     entry = server_entry(home, session)
     servers = doc.setdefault("mcpServers", {})
@@ -163,5 +119,5 @@ def register_session(config_dir: Path, home: Home, session: str, agent: dict[str
     servers[SERVER_NAME] = {**mine, **entry, "env": {**mine.get("env", {}), **entry["env"]}}
     config_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     _grant(config_dir, approved)
-    write_private(path, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    write_private(path, JSON.dump(doc))
     return Registration(path, entry["command"], agent, str(home.root), approved, created)

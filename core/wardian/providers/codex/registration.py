@@ -19,7 +19,6 @@ Invariants:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,28 +28,13 @@ import tomlkit.exceptions
 from wardian import errors
 from wardian.home import ENV_HOME, ENV_SESSION, Home
 from wardian.protocol.tools import CODEX_TOOL_TIMEOUT_SEC, SERVER_NAME
-from wardian.providers.mcp_command import SERVE_ARGS, WARDIAN_EXECUTABLES, wardian_executable, write_private
+from wardian.providers.mcp_command import SERVE_ARGS, wardian_executable, write_private
+from wardian.providers.registration import Registration, existing_entry, launches_wardian, target_dir
 
 APPROVE = "approve"
-
-
-@dataclass(frozen=True, slots=True)
-class Registration:
-    config_path: Path
-    command: str
-    agent: dict[str, Any]
-    home: str
-    approved: tuple[str, ...]
-    created: bool  # the entry was new (False: our earlier entry was updated)
-    enabled: bool
-
-
-def _refuse_global_home(codex_home: Path) -> None:
-    global_home = (Path.home() / ".codex").resolve()
-    if codex_home.resolve() == global_home:
-        raise errors.InvalidArguments(
-            f"{codex_home} is the user's global Codex home; register into the agent's private CODEX_HOME (for a "
-            "host you configure yourself, run the printed `codex mcp add` command there)", field="codex_home")
+FIELD = "codex_home"
+REFUSAL = ("{dir} is the user's global Codex home; register into the agent's private CODEX_HOME (for a host you "
+           "configure yourself, run the printed `codex mcp add` command there)")
 
 
 def _load(path: Path) -> tomlkit.TOMLDocument:
@@ -62,32 +46,16 @@ def _load(path: Path) -> tomlkit.TOMLDocument:
         return tomlkit.parse(text)
     except tomlkit.exceptions.ParseError as exc:
         raise errors.InvalidArguments(f"{path} is not valid TOML ({exc}); fix it first, nothing was changed",
-                                      field="codex_home") from None
+                                      field=FIELD) from None
 
 
 def _is_ours(entry: Any, home: Home) -> bool:
-    if not isinstance(entry, dict):
-        return False
-    command, args, env = entry.get("command"), entry.get("args"), entry.get("env")
-    return (isinstance(command, str) and Path(command).name in WARDIAN_EXECUTABLES
-            and list(args or []) == list(SERVE_ARGS) and isinstance(env, dict)
-            and env.get(ENV_HOME) == str(home.root))
+    return isinstance(entry, dict) and launches_wardian(entry.get("command"), entry.get("args"), entry.get("env"), home)
 
 
 def _check_entry(doc: tomlkit.TOMLDocument, home: Home, config_path: Path) -> Any:
-    servers = doc.get("mcp_servers")
-    if servers is None:
-        return None
-    if not isinstance(servers, dict):
-        raise errors.RegistrationConflict(f"`mcp_servers` in {config_path} is not a table; nothing was changed",
-                                   field="codex_home")
-    entry = servers.get(SERVER_NAME)
-    if entry is not None and not _is_ours(entry, home):
-        raise errors.RegistrationConflict(
-            f"{config_path} already has an MCP server named {SERVER_NAME!r} that is not this home's wardian "
-            f"(command {str(entry.get('command') if isinstance(entry, dict) else entry)[:200]!r}); remove or rename "
-            "it, then register again. Nothing was changed", field="codex_home")
-    return entry
+    return existing_entry(doc.get("mcp_servers"), config_path, home, key="mcp_servers", kind="a table", field=FIELD,
+                          ours=_is_ours)
 
 
 def _write_entry(doc: tomlkit.TOMLDocument, command: str, home: str, session: str,
@@ -139,8 +107,7 @@ def check_registration(codex_home: Path, home: Home) -> Path:
         RegistrationConflict: `[mcp_servers.wardian]` exists and is not ours.
         CliNotFound: no wardian executable to register.
     """
-    codex_home = codex_home.expanduser().absolute()
-    _refuse_global_home(codex_home)
+    codex_home = target_dir(codex_home, (Path.home() / ".codex",), REFUSAL, field=FIELD)
     wardian_executable()
     _check_entry(_load(codex_home / "config.toml"), home, codex_home / "config.toml")
     return codex_home
@@ -154,8 +121,7 @@ def register_session(codex_home: Path, home: Home, session: str, agent: dict[str
     Raises:
         InvalidArguments, RegistrationConflict, CliNotFound: as `check_registration`; nothing was changed.
     """
-    codex_home = codex_home.expanduser().absolute()
-    _refuse_global_home(codex_home)
+    codex_home = target_dir(codex_home, (Path.home() / ".codex",), REFUSAL, field=FIELD)
     command = str(wardian_executable())
     config_path = codex_home / "config.toml"
     doc = _load(config_path)

@@ -17,28 +17,20 @@ Invariants:
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from wardian import errors
 from wardian.home import ENV_HOME, ENV_SESSION, Home
 from wardian.protocol.tools import SERVER_NAME
-from wardian.providers.mcp_command import SERVE_ARGS, WARDIAN_EXECUTABLES, wardian_executable, write_private
+from wardian.providers.mcp_command import SERVE_ARGS, wardian_executable, write_private
 from wardian.providers.opencode import jsonc
+from wardian.providers.registration import Registration, existing_entry, launches_wardian, target_dir
 
 CONFIG_NAMES = ("opencode.jsonc", "opencode.json")
-
-
-@dataclass(frozen=True, slots=True)
-class Registration:
-    config_path: Path
-    command: list[str]
-    agent: dict[str, Any]
-    home: str
-    created: bool
-    enabled: bool
+FIELD = "config_dir"
+REFUSAL = ("{dir} is the user's global OpenCode config; register into the agent's private config dir (for a host "
+           "you configure yourself, add the printed block there by hand)")
 
 
 def config_file(config_dir: Path) -> Path:
@@ -46,14 +38,6 @@ def config_file(config_dir: Path) -> Path:
     jsonc_path = config_dir / "opencode.jsonc"
     return jsonc_path if jsonc_path.is_file() and not (config_dir / "opencode.json").exists() else \
         config_dir / "opencode.json"
-
-
-def _refuse_global(config_dir: Path) -> None:
-    global_dir = (Path.home() / ".config" / "opencode").resolve()
-    if config_dir.resolve() == global_dir:
-        raise errors.InvalidArguments(
-            f"{config_dir} is the user's global OpenCode config; register into the agent's private config dir (for "
-            "a host you configure yourself, add the printed block there by hand)", field="config_dir")
 
 
 def read_config(path: Path) -> str:
@@ -66,37 +50,23 @@ def read_config(path: Path) -> str:
         value = jsonc.loads(text) if text.strip() else {}
     except jsonc.JsoncError as exc:
         raise errors.InvalidArguments(f"{path} is not valid JSONC ({exc}); fix it first, nothing was changed",
-                                      field="config_dir") from None
+                                      field=FIELD) from None
     if not isinstance(value, dict):
         raise errors.InvalidArguments(f"{path} is not a JSON object; fix it first, nothing was changed",
-                                      field="config_dir")
+                                      field=FIELD)
     return text
 
 
 def _is_ours(entry: Any, home: Home) -> bool:
-    if not isinstance(entry, dict):
-        return False
-    command, env = entry.get("command"), entry.get("environment")
-    return (entry.get("type") == "local" and isinstance(command, list) and len(command) == 1 + len(SERVE_ARGS)
-            and isinstance(command[0], str) and Path(command[0]).name in WARDIAN_EXECUTABLES
-            and list(command[1:]) == list(SERVE_ARGS) and isinstance(env, dict) and env.get(ENV_HOME) == str(home.root))
+    command = entry.get("command") if isinstance(entry, dict) else None
+    return (isinstance(entry, dict) and entry.get("type") == "local" and isinstance(command, list) and bool(command)
+            and launches_wardian(command[0], command[1:], entry.get("environment"), home))
 
 
 def check_entry(text: str, home: Home, path: Path) -> Any:
     """The existing `mcp.wardian` entry (None when absent). Raises: RegistrationConflict (it is not ours)."""
     value = jsonc.loads(text) if text.strip() else {}
-    servers = value.get("mcp")
-    if servers is None:
-        return None
-    if not isinstance(servers, dict):
-        raise errors.RegistrationConflict(f"`mcp` in {path} is not an object; nothing was changed", field="config_dir")
-    entry = servers.get(SERVER_NAME)
-    if entry is not None and not _is_ours(entry, home):
-        shown = json.dumps(entry.get("command") if isinstance(entry, dict) else entry)[:200]
-        raise errors.RegistrationConflict(
-            f"{path} already has an MCP server named {SERVER_NAME!r} that is not this home's wardian (command "
-            f"{shown}); remove or rename it, then register again. Nothing was changed", field="config_dir")
-    return entry
+    return existing_entry(value.get("mcp"), path, home, key="mcp", kind="an object", field=FIELD, ours=_is_ours)
 
 
 def check_registration(config_dir: Path, home: Home) -> Path:
@@ -105,22 +75,26 @@ def check_registration(config_dir: Path, home: Home) -> Path:
     Raises:
         InvalidArguments, RegistrationConflict, CliNotFound: nothing was changed.
     """
-    config_dir = config_dir.expanduser().absolute()
-    _refuse_global(config_dir)
+    config_dir = target_dir(config_dir, (Path.home() / ".config" / "opencode",), REFUSAL, field=FIELD)
     wardian_executable()
     path = config_file(config_dir)
     check_entry(read_config(path), home, path)
     return config_dir
 
 
-def register_session(config_dir: Path, home: Home, session: str, agent: dict[str, Any]) -> Registration:
+def register_session(config_dir: Path, home: Home, session: str, agent: dict[str, Any],
+                     approved: tuple[str, ...] = ()) -> Registration:
     """Write our `mcp.wardian` entry for an issued session into `config_dir` (the app's managed startup calls this).
+    OpenCode asks before no tool, so a grant (`approved`) would mean nothing: it is refused, not ignored (the rule
+    of `Capabilities.tool_grants`).
 
     Raises:
         InvalidArguments, RegistrationConflict, CliNotFound: nothing was changed.
     """
-    config_dir = config_dir.expanduser().absolute()
-    _refuse_global(config_dir)
+    if approved:
+        raise errors.InvalidArguments("OpenCode asks before no tool: there is nothing to grant; nothing was changed",
+                                      field="approve_tools")
+    config_dir = target_dir(config_dir, (Path.home() / ".config" / "opencode",), REFUSAL, field=FIELD)
     command = [str(wardian_executable()), *SERVE_ARGS]
     path = config_file(config_dir)
     text = read_config(path)
@@ -131,4 +105,4 @@ def register_session(config_dir: Path, home: Home, session: str, agent: dict[str
     config_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     write_private(path, text)
     enabled = (entry or {}).get("enabled", True) is not False
-    return Registration(path, command, agent, str(home.root), entry is None, enabled)
+    return Registration(path, command[0], agent, str(home.root), created=entry is None, enabled=enabled)
