@@ -7,19 +7,22 @@ by one bounded sequence when it stops: the provider's own polite step (closing i
 the group, a wait, SIGKILL to the group, and a bounded wait until no process of the group is left (the MCP servers
 the provider started share it), then the pid record goes. A killed app leaves that record behind; the next start of
 the agent ends the group only if its leader still runs with the agent's own private provider home in its
-environment, so a reused pid is never touched (`reap_left_behind`). POSIX only (verified on Linux).
+environment, so a reused pid is never touched (`reap_left_behind`, through `homes.end_left_behind`). POSIX only
+(verified on Linux).
 
-What a provider does with it (Codex and OpenCode do exactly this; a new provider needs nothing else):
+What a provider does with it (every provider does exactly this; a new provider needs nothing else):
 
 ```
-Provider.prepare(spec, info)   reap_left_behind(spec.pid_path, "<ITS_HOME_VAR>", str(private_home)), then
-                               build the runtime with env=child_env({"<ITS_HOME_VAR>": str(private_home)})
+Provider.prepare(spec, info)   private = ProviderHome(<agent dir>/<provider>, {"<ITS_HOME_VAR>": ...}); private.make()
+                               end_left_behind(spec.pid_path, "<ITS_HOME_VAR>", <that dir>, agent=..., label=...)
+                               build the runtime with env=child_env(private.env())
 ProviderRuntime.run()          child = ProviderProcess(argv, name=..., env=..., cwd=spec.workspace,
                                                        log_path=spec.log_path, pid_path=spec.pid_path)
                                process = await child.start()      # talk to it over process.stdin/stdout or a socket
                                ... finally, shielded: await child.stop(ITS_STOP_POLICY, polite=<its own first step>)
 ```
-`StopPolicy` holds the provider's own bounds; `polite` is optional (OpenCode has none, Codex closes the input).
+`StopPolicy` holds the provider's own bounds; `polite` is optional (OpenCode has none, Codex and Claude Code close
+the input).
 """
 
 from __future__ import annotations

@@ -24,15 +24,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import stat
 import tempfile
-from contextlib import suppress
 from pathlib import Path
 
 import psutil
 
-from wardian import errors
 from wardian.home import MAX_SOCKET_PATH_BYTES, Home
+from wardian.providers.homes import ProviderHome, private_dir
 
 # The longest socket name Claude Code makes under XDG_RUNTIME_DIR (Linux pids are at most 7 digits).
 _SOCKET_TAIL = "/cc-socks/4194304.sock"
@@ -67,33 +65,16 @@ def runtime_dir_of(home: Home, agent_dir: Path) -> Path:
     return Path(tempfile.gettempdir()) / f"wardian-{os.geteuid()}" / tag
 
 
-def _private_dir(path: Path) -> None:
-    """Make `path` (and a missing parent) 0700; refuse one that is a symlink or another user's."""
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    st = path.lstat()
-    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
-        raise errors.InsecureRuntimeDir(f"{path} is not a directory of this user; remove it")
-    os.chmod(path, 0o700)
-
-
-def make_dirs(home: Home, agent_dir: Path) -> dict[str, Path]:
-    """Create the agent's private directories (0700); by the variable that names each."""
+def make_dirs(home: Home, agent_dir: Path) -> ProviderHome:
+    """Create the agent's private directories (0700). Raises: InsecureRuntimeDir."""
     base = claude_dir(agent_dir)
-    dirs = {"CLAUDE_CONFIG_DIR": base / "config", "TMPDIR": base / "tmp", "XDG_CACHE_HOME": base / "cache",
-            "XDG_RUNTIME_DIR": runtime_dir_of(home, agent_dir)}
-    _private_dir(base)
-    runtime = dirs["XDG_RUNTIME_DIR"]
+    private = ProviderHome(base, {"CLAUDE_CONFIG_DIR": base / "config", "TMPDIR": base / "tmp",
+                                  "XDG_CACHE_HOME": base / "cache", "XDG_RUNTIME_DIR": runtime_dir_of(home, agent_dir)})
+    runtime = private.dirs["XDG_RUNTIME_DIR"]
     if runtime.parent != home.run_dir:
-        _private_dir(runtime.parent)  # the shared temporary directory's wardian-<uid>/
-    for path in dirs.values():
-        _private_dir(path)
-    return dirs
-
-
-def wait_gone(pid: int, timeout_s: float = 5.0) -> None:
-    """Wait (bounded) until a process we just killed is gone, so its live-registry entry no longer counts."""
-    with suppress(psutil.Error, psutil.TimeoutExpired):
-        psutil.Process(pid).wait(timeout=timeout_s)
+        private_dir(runtime.parent)  # the shared temporary directory's wardian-<uid>/
+    private.make()
+    return private
 
 
 def holder_of(config_dir: Path, session_id: str) -> int | None:

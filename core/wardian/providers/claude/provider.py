@@ -105,8 +105,8 @@ class ClaudeProvider:
         agent_settings = settings.parse(spec.overrides)  # every setting checked before anything changes
         registration.allowed_tools(spec.approve_tools)  # the grants too
         credential = fd_credential(spec.credentials, spec.name)
-        dirs = homes.make_dirs(spec.home, spec.agent_dir)
-        config_dir = dirs["CLAUDE_CONFIG_DIR"]
+        private = homes.make_dirs(spec.home, spec.agent_dir)
+        config_dir = private.dirs["CLAUDE_CONFIG_DIR"]
         _end_left_behind(spec, config_dir)
         settings.apply(config_dir, agent_settings)
         written = JSON.load(config_dir / settings.SETTINGS)
@@ -117,7 +117,7 @@ class ClaudeProvider:
         mcp_config = homes.mcp_config_of(spec.agent_dir)
         registration.write_mcp_config(mcp_config, spec.home, spec.session)
         allowed = registration.allowed_tools(_grants(spec.agent_dir, spec.approve_tools))
-        extra = {name: str(path) for name, path in dirs.items()}
+        extra = private.env()
         extra["CLAUDE_CODE_TMPDIR"] = extra["TMPDIR"]
         drop = (*_DROP, *(k for k in os.environ if k.startswith("ANTHROPIC_")))
         env = child_env({**extra, **QUIET_ENV, **agent_settings.env}, drop=drop)

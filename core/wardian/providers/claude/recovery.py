@@ -16,7 +16,7 @@ from pathlib import Path
 
 from wardian.providers.base import Finding, LostDelivery, OutcomeStatus, Recovery, TurnOutcome
 from wardian.providers.claude import homes, transcript
-from wardian.providers.process import reap_left_behind
+from wardian.providers.homes import end_left_behind
 
 log = logging.getLogger("wardian.claude")
 
@@ -24,13 +24,7 @@ log = logging.getLogger("wardian.claude")
 def end_recorded(name: str, pid_path: Path, config_dir: Path) -> None:
     """End the Claude Code process group a killed app left running for the agent (recorded at `pid_path`, and still
     running on the agent's `config_dir`), and wait until its leader is gone."""
-    try:
-        recorded: int | None = int(pid_path.read_text(encoding="utf-8").strip())
-    except (OSError, ValueError):
-        recorded = None
-    if reap_left_behind(pid_path, "CLAUDE_CONFIG_DIR", str(config_dir)) and recorded is not None:
-        log.warning("ended the Claude Code process a previous app left running for %s", name)
-        homes.wait_gone(recorded)
+    end_left_behind(pid_path, "CLAUDE_CONFIG_DIR", config_dir, agent=name, label="the Claude Code process")
 
 
 def recover(deliveries: Sequence[LostDelivery]) -> list[Recovery]:

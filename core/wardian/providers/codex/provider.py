@@ -7,8 +7,6 @@ a session of the new generation, and, in attached mode, the projected launch set
 
 from __future__ import annotations
 
-import logging
-import os
 from pathlib import Path
 
 import anyio
@@ -22,10 +20,8 @@ from wardian.providers.codex.compat import GATE, capabilities
 from wardian.providers.codex.launch import AppServerSpec, app_server_env
 from wardian.providers.codex.registration import register_session
 from wardian.providers.codex.runtime import CodexRuntime
+from wardian.providers.homes import end_left_behind, private_dir
 from wardian.providers.probe import probe
-from wardian.providers.process import reap_left_behind
-
-log = logging.getLogger("wardian.codex")
 
 # Launch settings of every managed app-server: thread/start waits until wardian's MCP server is ready, so the first turn
 # already offers its tools (docs/providers/codex.md#mcp-servers-inside-codex: optional servers are skipped when late).
@@ -71,10 +67,8 @@ class CodexProvider:
 
     @staticmethod
     def _prepare_home(spec: LaunchSpec, codex_home: Path) -> None:
-        codex_home.mkdir(parents=True, exist_ok=True, mode=0o700)
-        os.chmod(codex_home, 0o700)
-        if reap_left_behind(spec.pid_path, "CODEX_HOME", str(codex_home)):
-            log.warning("ended the Codex app-server a previous app left running for %s", spec.name)
+        private_dir(codex_home)
+        end_left_behind(spec.pid_path, "CODEX_HOME", codex_home, agent=spec.name, label="the Codex app-server")
         # An earlier attached launch's projection (even one a crash interrupted) is undone first.
         projection.recover(codex_home)
         if spec.mode == "attached":

@@ -12,8 +12,6 @@ npm one (`node_modules/.bin/opencode` of the working directory or of a source ch
 
 from __future__ import annotations
 
-import logging
-import os
 import secrets
 from pathlib import Path
 
@@ -21,14 +19,13 @@ import anyio
 
 from wardian.overrides import ValueSyntax
 from wardian.providers.base import LaunchSpec, ProviderInfo
+from wardian.providers.homes import ProviderHome, end_left_behind, private_dir
 from wardian.providers.mcp_command import write_private
 from wardian.providers.opencode import plugin_deps, registration, settings, shell_env, signin
 from wardian.providers.opencode.compat import GATE, capabilities
 from wardian.providers.opencode.runtime import OpenCodeRuntime, ServeSpec
 from wardian.providers.probe import probe
-from wardian.providers.process import child_env, reap_left_behind
-
-log = logging.getLogger("wardian.opencode")
+from wardian.providers.process import child_env
 
 # Offline and quiet: no model-list fetch, no self-update, no sharing, no LSP downloads
 # (docs/providers/opencode.md#offline-configuration).
@@ -37,15 +34,15 @@ OFFLINE_ENV = {"OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDAT
 XDG = ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME")
 
 
-def opencode_dirs(agent_dir: Path) -> dict[str, Path]:
-    """The agent's private XDG dirs, by variable."""
+def opencode_home(agent_dir: Path) -> ProviderHome:
+    """The agent's private OpenCode home: its XDG dirs, by variable."""
     base = agent_dir / "opencode"
-    return {"XDG_CONFIG_HOME": base / "config", "XDG_DATA_HOME": base / "data", "XDG_CACHE_HOME": base / "cache",
-            "XDG_STATE_HOME": base / "state"}
+    return ProviderHome(base, {"XDG_CONFIG_HOME": base / "config", "XDG_DATA_HOME": base / "data",
+                               "XDG_CACHE_HOME": base / "cache", "XDG_STATE_HOME": base / "state"})
 
 
 def config_dir_of(agent_dir: Path) -> Path:
-    return opencode_dirs(agent_dir)["XDG_CONFIG_HOME"] / "opencode"
+    return opencode_home(agent_dir).dirs["XDG_CONFIG_HOME"] / "opencode"
 
 
 class OpenCodeProvider:
@@ -60,7 +57,7 @@ class OpenCodeProvider:
         keys = signin.api_keys(spec.name, spec.credentials)  # checked before anything changes
         password_path = spec.agent_dir / "opencode" / "server.password"
         env = await anyio.to_thread.run_sync(self._prepare_homes, spec, password_path)
-        data_dir = opencode_dirs(spec.agent_dir)["XDG_DATA_HOME"]
+        data_dir = opencode_home(spec.agent_dir).dirs["XDG_DATA_HOME"]
         warnings: list[str] = []
         if keys:
             # The key map travels in serve's environment only (`signin`); OpenCode then never reads auth.json.
@@ -78,14 +75,12 @@ class OpenCodeProvider:
 
     @staticmethod
     def _prepare_homes(spec: LaunchSpec, password_path: Path) -> dict[str, str]:
-        dirs = opencode_dirs(spec.agent_dir)
-        for path in (spec.agent_dir / "opencode", *dirs.values()):
-            path.mkdir(parents=True, exist_ok=True, mode=0o700)
-            os.chmod(path, 0o700)
+        private = opencode_home(spec.agent_dir)
         config_dir = config_dir_of(spec.agent_dir)
-        config_dir.mkdir(mode=0o700, exist_ok=True)
-        if reap_left_behind(spec.pid_path, "XDG_CONFIG_HOME", str(dirs["XDG_CONFIG_HOME"])):
-            log.warning("ended the opencode serve a previous app left running for %s", spec.name)
+        private.make()
+        private_dir(config_dir)
+        end_left_behind(spec.pid_path, "XDG_CONFIG_HOME", private.dirs["XDG_CONFIG_HOME"], agent=spec.name,
+                        label="the opencode serve")
         # The agent's -c settings, then wardian's registration with this generation's session (contract rules
         # CFG-1, SES-3, the same rules for OpenCode).
         settings.apply(config_dir, list(spec.overrides))
@@ -94,7 +89,7 @@ class OpenCodeProvider:
         plugin_deps.settle(config_dir)  # no npm install at start unless the config could use it
         write_private(password_path, secrets.token_urlsafe(32) + "\n")
         password = password_path.read_text(encoding="utf-8").strip()
-        extra = {name: str(path) for name, path in dirs.items()}
+        extra = private.env()
         # The password is always set: serve answers every route, `/provider` with the resolved keys among them, to
         # those who give it (docs/providers/opencode.md#sign-in). Our own OPENCODE_AUTH_CONTENT never comes from
         # the app's environment: it is the agent's credentials or nothing. OPENCODE_PURE would drop the plugin that
