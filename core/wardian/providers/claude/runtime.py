@@ -26,11 +26,10 @@ from typing import Any
 
 import anyio
 import anyio.abc
-from anyio.streams.memory import MemoryObjectReceiveStream
 
 from wardian import errors
-from wardian.model import AgentStatus, Interaction
-from wardian.providers.base import OutcomeStatus, ProviderEvent, Started, StateChange, TaskDelivery
+from wardian.model import Interaction
+from wardian.providers.base import OutcomeStatus, Started, TaskDelivery
 from wardian.providers.claude import transcript
 from wardian.providers.claude.launch import check_signed_in, command, new_uuid, single
 from wardian.providers.claude.spec import ClaudeSpec
@@ -38,8 +37,8 @@ from wardian.providers.claude.timings import Timings
 from wardian.providers.claude.turns import Kind, Turns
 from wardian.providers.claude.wire import Controls, LineLost, NotSent, StdinWriter, StdoutReader, user_line
 from wardian.providers.delivery import inbox_text, task_text
-from wardian.providers.events import EventStream
 from wardian.providers.process import ProviderProcess, StopPolicy
+from wardian.providers.turns import TurnState
 
 __all__ = ["ClaudeRuntime", "command"]
 
@@ -56,20 +55,13 @@ LOOKUP_PAUSES_S = (0.0, 0.5, 2.0)
 started at once; these pauses cover a loaded machine)."""
 
 
-class ClaudeRuntime:
+class ClaudeRuntime(TurnState):
     """Run with `await tg.start(runtime.run)`: returns once Claude Code answered `initialize`."""
 
     def __init__(self, spec: ClaudeSpec) -> None:
+        super().__init__(f"claude:{spec.name}", spec.session_id or new_uuid())
         self.spec = spec
         self.capabilities = spec.capabilities
-        self.thread_id: str | None = spec.session_id or new_uuid()
-        self.active_turn_id: str | None = None
-        self.ready = False
-        self.submit_lock = anyio.Lock(fast_acquire=True)  # uncontended: no yield between claim and write
-        self._events = EventStream(f"claude:{spec.name}")
-        self.events: MemoryObjectReceiveStream[ProviderEvent] = self._events.receive
-        self._idle = anyio.Event()
-        self._idle.set()
         self._stop = anyio.Event()
         self._gone = anyio.Event()  # the process's output ended: no acknowledgement will come
         self._child: ProviderProcess | None = None
@@ -116,8 +108,8 @@ class ClaudeRuntime:
             tg.start_soon(self._read)
             answer = await self._initialize()
             check_signed_in(self.spec.name, answer.get("account"))
-            self.ready = self._started = True
-            self._emit(StateChange(AgentStatus.IDLE, None, self.thread_id))
+            self._started = True
+            self.became_ready(self.thread_id)
             task_status.started(self.thread_id)
             await self._stop.wait()
             await self._close_input()
@@ -150,8 +142,7 @@ class ClaudeRuntime:
             async with self.submit_lock:  # a submission in flight settles (found or uncertain) before OFF
                 pass
         self._settle_in_flight()
-        self._emit(StateChange(AgentStatus.OFF, None, self.thread_id))
-        self._events.close()
+        self.ended()
         if not self._started:
             log.error("Claude Code runtime %s failed to start (see %s)", self.spec.name, self.spec.stderr_path)
 
@@ -164,9 +155,7 @@ class ClaudeRuntime:
             if outcome.status is OutcomeStatus.DONE:
                 log.warning("%s: the result of turn %s was lost; its answer was read from the transcript",
                             self.spec.name, outcome.turn_id)
-            self._emit(outcome)
-        self.active_turn_id = None
-        self._idle.set()
+            self.emit(outcome)
 
     async def _close_input(self) -> None:
         if self._writer is not None:
@@ -175,17 +164,11 @@ class ClaudeRuntime:
     def stop(self) -> None:
         self._stop.set()
 
-    async def wait_idle(self) -> None:
-        await self._idle.wait()
-
     def _transcript(self) -> Any:
         assert self.thread_id is not None
         return transcript.transcript_path(self.spec.config_dir, self.spec.workspace, self.thread_id)
 
     # --- what Claude Code prints -----------------------------------------------------------------------
-
-    def _emit(self, event: ProviderEvent) -> None:
-        self._events.emit(event)
 
     async def _read(self) -> None:
         assert self._reader is not None
@@ -212,13 +195,13 @@ class ClaudeRuntime:
             turn = self._turns.on_init([str(u) for u in line.get("user_message_uuids") or []]
                                        or [str(line.get("uuid"))])
             if turn is not None:
-                self._activate(turn)
+                self._begin(turn)
         elif kind == "result":
             ends, outcomes = self._turns.on_result(line)
             if ends:
-                self._deactivate()
+                self.deactivate()
             for outcome in outcomes:
-                self._emit(outcome)
+                self.emit(outcome)
         elif kind == "control_response":
             self._controls.answered(line.get("response") or {})
 
@@ -230,18 +213,11 @@ class ClaudeRuntime:
                 ack.set()
             self._timings.queued(uuid)
         elif state == "started" and self._turns.on_started(uuid):
-            self._activate(uuid)
+            self._begin(uuid)
 
-    def _activate(self, turn_id: str) -> None:
+    def _begin(self, turn_id: str) -> None:
         self._turns.begin(turn_id)
-        self.active_turn_id = turn_id
-        self._idle = anyio.Event()
-        self._emit(StateChange(AgentStatus.ACTIVE, turn_id, self.thread_id))
-
-    def _deactivate(self) -> None:
-        self.active_turn_id = None
-        self._idle.set()
-        self._emit(StateChange(AgentStatus.IDLE, None, self.thread_id))
+        self.activate(turn_id)
 
     async def _control(self, request: dict[str, Any]) -> dict[str, Any]:
         """A control request and its answer's `response`. Raises: ProviderUnavailable (not sent), ProviderError

@@ -32,18 +32,17 @@ from typing import Any
 import anyio
 import anyio.abc
 import httpx2
-from anyio.streams.memory import MemoryObjectReceiveStream
 
 from wardian import errors
-from wardian.model import AgentStatus, Interaction
-from wardian.providers.base import ProviderEvent, Started, StateChange, TaskDelivery
+from wardian.model import Interaction
+from wardian.providers.base import Started, TaskDelivery
 from wardian.providers.delivery import inbox_text, task_text
-from wardian.providers.events import EventStream
 from wardian.providers.opencode import signin
 from wardian.providers.opencode.launch import ServeSpec, drain, listening_url, new_message_id, serve_command
 from wardian.providers.opencode.session import UNKNOWN_ROOT, SessionEvents, outcome_of
 from wardian.providers.opencode.wire import REQUEST_TIMEOUT_S, NotSent, ServeClient
 from wardian.providers.process import ProviderProcess, StopPolicy
+from wardian.providers.turns import TurnState
 
 __all__ = ["OpenCodeRuntime", "ServeSpec", "new_message_id"]
 
@@ -53,19 +52,13 @@ log = logging.getLogger("wardian.opencode")
 STOP_POLICY = StopPolicy(polite_s=0.0, term_s=5.0, kill_s=3.0)
 
 
-class OpenCodeRuntime:
+class OpenCodeRuntime(TurnState):
     """Run with `await tg.start(runtime.run)`: returns once the session is ready (created or resumed)."""
 
     def __init__(self, spec: ServeSpec) -> None:
+        super().__init__(f"opencode:{spec.name}", spec.session_id)
         self.spec = spec
         self.capabilities = spec.capabilities
-        self.thread_id: str | None = spec.session_id
-        self.active_turn_id: str | None = None
-        self.ready = False
-        self.submit_lock = anyio.Lock(fast_acquire=True)  # uncontended: no yield between claim and write
-        self._events = EventStream(f"opencode:{spec.name}")
-        self.events: MemoryObjectReceiveStream[ProviderEvent] = self._events.receive
-        self._idle = anyio.Event()
         self._stop = anyio.Event()
         self._idle_checks = anyio.Event()
         self._client: ServeClient | None = None
@@ -90,19 +83,16 @@ class OpenCodeRuntime:
                 for warning in await signin.check_start(self._client, spec.name, spec.keys):
                     self.warn(warning)
                 await tg.start(self._follow_events)  # subscribed before the session is read: no lost idle
-                self.thread_id = await self._open_session()
+                session = await self._open_session()
                 tg.start_soon(self._watch_process, process)
                 tg.start_soon(self._check_idles)
-                self.ready = True
-                self._idle.set()
-                self._emit(StateChange(AgentStatus.IDLE, None, self.thread_id))
+                self.became_ready(session)
                 started = True
-                task_status.started(self.thread_id)
+                task_status.started(session)
                 await self._stop.wait()
                 tg.cancel_scope.cancel()
         finally:
-            self.ready = False
-            self.active_turn_id = None
+            self.stopping()
             with anyio.CancelScope(shield=True):
                 if self._client is not None:
                     with suppress(Exception):
@@ -112,8 +102,7 @@ class OpenCodeRuntime:
                 if spec.keys and spec.data_dir is not None:
                     # Copies of the injected keys a `PUT /auth` made OpenCode write (`signin`) go with serve.
                     await anyio.to_thread.run_sync(signin.scrub_auth_file, spec.data_dir, spec.keys)
-            self._emit(StateChange(AgentStatus.OFF, None, self.thread_id))
-            self._events.close()
+            self.ended()
             if not started:
                 log.error("OpenCode runtime %s failed to start", spec.name)
 
@@ -150,9 +139,6 @@ class OpenCodeRuntime:
         log.warning("%s", warning)
         self.warnings.append(warning)
 
-    async def wait_idle(self) -> None:
-        await self._idle.wait()
-
     async def _request(self, method: str, path: str, **kw: Any) -> httpx2.Response:
         """Raises: NotSent (not connected yet, or as `ServeClient.request`), DeliveryUncertain."""
         if self._client is None:
@@ -160,9 +146,6 @@ class OpenCodeRuntime:
         return await self._client.request(method, path, **kw)
 
     # --- events ---------------------------------------------------------------------------------------
-
-    def _emit(self, event: ProviderEvent) -> None:
-        self._events.emit(event)
 
     async def _follow_events(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Read `/event`; a stream that ends while serve runs is opened again and the state read afresh."""
@@ -191,19 +174,9 @@ class OpenCodeRuntime:
         signal = self._session.take(event, self.thread_id)
         if signal == "busy" and self.active_turn_id is None:
             # A loop we did not start (someone else's prompt): its root is the latest user message.
-            self._activate(self._session.last_user or UNKNOWN_ROOT)
+            self.activate(self._session.last_user or UNKNOWN_ROOT)
         elif signal == "idle":
             self._idle_checks.set()
-
-    def _activate(self, turn_id: str) -> None:
-        self.active_turn_id = turn_id
-        self._idle = anyio.Event()
-        self._emit(StateChange(AgentStatus.ACTIVE, turn_id, self.thread_id))
-
-    def _deactivate(self) -> None:
-        self.active_turn_id = None
-        self._idle.set()
-        self._emit(StateChange(AgentStatus.IDLE, None, self.thread_id))
 
     async def _check_idles(self) -> None:
         while True:
@@ -233,13 +206,13 @@ class OpenCodeRuntime:
                 # Not a loop of ours, and the session is idle with nothing answering it: whatever ran is over (its
                 # user message was never seen). Only our own loops wait for their answers: an idle may precede
                 # their first step.
-                self._deactivate()
+                self.deactivate()
             return
         last = (await self._request("GET", f"/session/{self.thread_id}/message/{answers[-1]}")).json()
         if self.active_turn_id != root:
             return
-        self._deactivate()
-        self._emit(outcome_of(root, last))
+        self.deactivate()
+        self.emit(outcome_of(root, last))
 
     # --- delivery -------------------------------------------------------------------------------------
 
@@ -258,24 +231,24 @@ class OpenCodeRuntime:
             raise errors.ProviderUnavailable(f"the OpenCode runtime of {self.spec.name} is not running; nothing sent")
         mid = message_id or new_message_id()
         self._ours.add(mid)
-        self._activate(mid)  # before the request: the loop's busy and idle may come before its 204
+        self.activate(mid)  # before the request: the loop's busy and idle may come before its 204
         body = {"messageID": mid, "parts": [{"type": "text", "text": task_text(task)}]}
         try:
             lost = await self._post_named(f"/session/{self.thread_id}/prompt_async", body, mid, expect=204)
         except NotSent as exc:
             self._ours.discard(mid)
-            self._deactivate()
+            self.deactivate()
             raise errors.ProviderUnavailable(f"OpenCode did not take the task ({exc}); nothing was sent") from None
         except errors.DeliveryUncertain:
             self._ours.discard(mid)
-            self._deactivate()
+            self.deactivate()
             # The message may have started a loop whose busy was already seen (while we counted the loop as ours):
             # ask OpenCode now instead of waiting for an event that has come and gone.
             await self._reread_status(mid)
             raise
         except BaseException:
             self._ours.discard(mid)
-            self._deactivate()
+            self.deactivate()
             raise
         return Started(mid, confirmed_by_lookup=lost)
 
@@ -301,7 +274,7 @@ class OpenCodeRuntime:
         if state not in (None, "idle") and self.active_turn_id in (None, UNKNOWN_ROOT):
             # Most likely the loop this message started (a busy seen without its user message is rooted at no one):
             # its end is read from the answers to it.
-            self._activate(mid)
+            self.activate(mid)
             self._idle_checks.set()  # an idle that came between the read and now is not missed
 
     async def steer(self, task: TaskDelivery, expected_turn_id: str) -> str:
