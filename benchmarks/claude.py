@@ -45,7 +45,7 @@ TURN_S = 60.0
 def bench_claude(cfg: Config) -> None:
     """The Claude Code figures, then Codex's and OpenCode's admitted -> reply published in the same run."""
     from wardian_harness.claude_home import ScriptedClaude, claude_overrides, find_claude
-    from wardian_harness.scripted_model import ScriptedModel
+    from wardian_harness.models.scripted_model import ScriptedModel
 
     n = 10 if cfg is QUICK else 60
     root = new_home()
@@ -73,7 +73,7 @@ def _interleaved(client: AppClient, script: Any, lead: str, home: Home, worker: 
     """`n` tasks through the app, each followed by one raw message to Claude Code's floor process, so both meet the
     same load: each task's uuid with the receipt's time, each task's time to its reply, each raw write's time to
     its `queued`. Every message waits for its turn's end, so each is written to an idle Claude Code."""
-    from wardian_harness.scripted_model import Message
+    from wardian_harness.models.scripted_model import Message
 
     out: dict[str, list[Any]] = {"sent": [], "replied": [], "floor": [], "durable": []}
     raw: RawClaude | None = None

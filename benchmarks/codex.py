@@ -89,7 +89,7 @@ def bench_codex_reply(cfg: Config, **tags: str) -> None:
     to the line (`run`: the subject whose run it is part of)."""
     from wardian_harness.codex_home import ScriptedProvider, codex_overrides
     from wardian_harness.codex_install import find_codex
-    from wardian_harness.scripted_model import Message, ScriptedModel
+    from wardian_harness.models.scripted_model import Message, ScriptedModel
 
     n = 5 if cfg is QUICK else 30
     samples: list[float] = []

@@ -60,8 +60,8 @@ def bench_opencode_reply(cfg: Config, **tags: str) -> None:
 def _opencode_worker(root: Path) -> Iterator[tuple[AppClient, Any, str, str]]:
     """An app on the home at `root` with a Codex-registered lead (its session) and a started OpenCode worker0 on
     the scripted model: (client, worker0's script, the lead's session, worker0's uuid)."""
+    from wardian_harness.models.scripted_model import ScriptedModel
     from wardian_harness.opencode_home import ScriptedOpenCode, find_opencode, opencode_overrides
-    from wardian_harness.scripted_model import ScriptedModel
 
     with ScriptedModel() as model, bench_app(root, {"WARDIAN_OPENCODE": str(find_opencode().executable),
                                                    "WARDIAN_SCRIPTED_MODEL_KEY": "bench"}) as app, \
@@ -78,7 +78,7 @@ def _opencode_turns(client: AppClient, script: Any, lead: str,
                     n: int) -> tuple[list[tuple[str, int]], list[float], list[float]]:
     """`n` one-message turns (after two that warm OpenCode's lazily loaded provider and prompt path): for each, the
     msg_ id the app chose with the receipt's time, the app's recorded submission delay, and the time to the reply."""
-    from wardian_harness.scripted_model import Message
+    from wardian_harness.models.scripted_model import Message
 
     sent: list[tuple[str, int]] = []
     accepted: list[float] = []

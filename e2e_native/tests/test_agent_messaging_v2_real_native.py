@@ -24,6 +24,8 @@ import pytest
 
 from e2e_native.conftest import acceptance_enabled
 from wardian_harness.claude_home import transcript_binding
+from wardian_harness.models.scripted_model import Hold, Message
+from wardian_harness.models.scripted_model.reading import role_texts
 from wardian_harness.native import (
     LATER_REQUEST,
     OPERATOR,
@@ -48,8 +50,6 @@ from wardian_harness.report import (
     text_counts,
     write_report,
 )
-from wardian_harness.scripted_model import Hold, Message
-from wardian_harness.scripted_model.reading import role_texts
 from wardian_harness.terminal import capture, wait_for_text
 
 pytestmark = pytest.mark.skipif(not acceptance_enabled(), reason="opt-in; run through run-native-e2e")

@@ -38,6 +38,15 @@ from e2e_native.conftest import REPORT_DIR_ENV, RUN_ROOT_ENV, acceptance_enabled
 from wardian.app.outcomes import RESTART_LOST
 from wardian_harness.codex_install import discover_codex
 from wardian_harness.homes import RUN_MARKER_ENV, IsolatedRun
+from wardian_harness.models.scripted_model import (
+    Hold,
+    Message,
+    RecordedRequest,
+    Step,
+    ToolCall,
+    function_call_outputs,
+    user_texts,
+)
 from wardian_harness.native import (
     OPERATOR,
     PLAIN_REQUEST,
@@ -54,15 +63,6 @@ from wardian_harness.native import (
 )
 from wardian_harness.postgres import PgNotFound, find_pg_bin
 from wardian_harness.report import executable_evidence, find_rollouts, read_rollout, write_report
-from wardian_harness.scripted_model import (
-    Hold,
-    Message,
-    RecordedRequest,
-    Step,
-    ToolCall,
-    function_call_outputs,
-    user_texts,
-)
 from wardian_harness.two_hosts import HostRun, TwoHosts
 
 pytestmark = pytest.mark.skipif(not acceptance_enabled(), reason="opt-in; run through run-native-e2e")

@@ -18,7 +18,7 @@ from wardian_harness.codex_install import (
     discover_codex,
     find_codex,
 )
-from wardian_harness.scripted_model import (
+from wardian_harness.models.scripted_model import (
     EXHAUSTED_TEXT,
     AgentScript,
     Disconnect,

@@ -31,9 +31,7 @@ from wardian_harness.claude_home import ClaudeInstall, ScriptedClaude, claude_ov
 from wardian_harness.codex_home import DUMMY_API_KEY, ScriptedProvider, codex_overrides
 from wardian_harness.codex_install import CodexInstall
 from wardian_harness.homes import IsolatedRun
-from wardian_harness.opencode_home import OpenCodeInstall, ScriptedOpenCode, opencode_overrides
-from wardian_harness.proctree import ProcessTree
-from wardian_harness.scripted_model import (
+from wardian_harness.models.scripted_model import (
     AgentScript,
     Message,
     ScriptedModel,
@@ -41,7 +39,9 @@ from wardian_harness.scripted_model import (
     function_call_outputs,
     user_texts,
 )
-from wardian_harness.scripted_model.reading import role_texts
+from wardian_harness.models.scripted_model.reading import role_texts
+from wardian_harness.opencode_home import OpenCodeInstall, ScriptedOpenCode, opencode_overrides
+from wardian_harness.proctree import ProcessTree
 
 if TYPE_CHECKING:
     # The terminal (pyte, pexpect: the harness extra) loads only for attached mode, so the background demo runs

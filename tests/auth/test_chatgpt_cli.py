@@ -20,8 +20,8 @@ from tests.providers.codex.conftest import codex_or_skip
 from wardian.home import Home
 from wardian.home_setup import adopt_home
 from wardian.providers.codex.chatgpt_owner import owner_home
-from wardian_harness.chatgpt_backend import EMAIL, PLAN_TYPE, ChatGPTBackend
-from wardian_harness.scripted_model import ScriptedModel
+from wardian_harness.models.chatgpt_backend import EMAIL, PLAN_TYPE, ChatGPTBackend
+from wardian_harness.models.scripted_model import ScriptedModel
 
 pytestmark = pytest.mark.codex
 

@@ -21,9 +21,9 @@ from wardian_harness.claude_home import ClaudeNotFound, ScriptedClaude, claude_o
 from wardian_harness.codex_home import DUMMY_API_KEY, ScriptedProvider, codex_overrides
 from wardian_harness.codex_install import CodexNotFound, discover_codex
 from wardian_harness.homes import IsolatedRun
+from wardian_harness.models.scripted_model import ScriptedModel
 from wardian_harness.opencode_home import OpenCodeNotFound, ScriptedOpenCode, find_opencode, opencode_overrides
 from wardian_harness.proctree import ProcessTree
-from wardian_harness.scripted_model import ScriptedModel
 from wardian_harness.terminal import open_terminal, wait_for_text
 
 GRANTS = ("followup_task", "receive_messages", "reply")

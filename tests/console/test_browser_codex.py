@@ -16,7 +16,7 @@ from playwright.sync_api import expect
 from tests.console.conftest import ConsoleWorld, log_in, shoot, start_console_app
 from tests.providers.codex.test_runtime import wait_active
 from wardian.model import OPERATOR_UUID
-from wardian_harness.scripted_model import Hold, Message
+from wardian_harness.models.scripted_model import Hold, Message
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -8,7 +8,8 @@ import types
 import pytest
 
 import wardian_harness
-from wardian_harness import codex_home, codex_install, scripted_model
+from wardian_harness import codex_home, codex_install
+from wardian_harness.models import scripted_model
 
 pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
 

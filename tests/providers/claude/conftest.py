@@ -24,7 +24,7 @@ from wardian.providers.base import Capabilities, ProviderEvent, StateChange, Tur
 from wardian.providers.claude.runtime import ClaudeRuntime
 from wardian.providers.claude.spec import ClaudeSpec
 from wardian_harness.claude_home import ScriptedClaude, claude_overrides
-from wardian_harness.scripted_model import AgentScript, ScriptedModel
+from wardian_harness.models.scripted_model import AgentScript, ScriptedModel
 
 REPO = Path(__file__).resolve().parents[3]
 CLAUDE = REPO / "node_modules" / ".bin" / "claude"

@@ -21,7 +21,7 @@ from tests.providers.claude.test_app_lost_result import blocking_stop_hook, wait
 from wardian.app import outcomes
 from wardian.providers.claude import transcript
 from wardian_harness.claude_home import find_transcript
-from wardian_harness.scripted_model import AgentScript, Hold, Message
+from wardian_harness.models.scripted_model import AgentScript, Hold, Message
 
 ANSWER = "recovered ☃ answer\nline two"
 

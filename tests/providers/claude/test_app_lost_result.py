@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tests.providers.claude.conftest import ClaudeApp, records_for, settle, state_of
 from wardian_harness.claude_home import find_transcript
-from wardian_harness.scripted_model import Message
+from wardian_harness.models.scripted_model import Message
 
 
 def blocking_stop_hook(gate: Path) -> str:

@@ -14,7 +14,7 @@ import pytest
 from tests.providers.claude.conftest import ClaudeApp, records_for, settle
 from wardian import errors
 from wardian.model import MAX_MESSAGE_BYTES
-from wardian_harness.scripted_model import AgentScript, Hold, Message, Step, ToolCall
+from wardian_harness.models.scripted_model import AgentScript, Hold, Message, Step, ToolCall
 
 JsonDict = dict[str, Any]
 

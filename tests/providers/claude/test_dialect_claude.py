@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from tests.providers.claude.conftest import REPO, ClaudeWorld
-from wardian_harness.scripted_model import Message, ToolCall
+from wardian_harness.models.scripted_model import Message, ToolCall
 
 ECHO_SERVER = REPO / "tests" / "harness" / "echo_mcp_server.py"
 

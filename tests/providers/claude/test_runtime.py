@@ -16,7 +16,7 @@ from tests.providers.claude.conftest import ClaudeWorld, running
 from wardian import errors
 from wardian.model import AgentStatus, Interaction, InteractionKind, Party
 from wardian.providers.base import OutcomeStatus, TaskDelivery
-from wardian_harness.scripted_model import AgentScript, Hold, Message, RecordedRequest, Step, ToolCall
+from wardian_harness.models.scripted_model import AgentScript, Hold, Message, RecordedRequest, Step, ToolCall
 
 pytestmark = pytest.mark.anyio
 
@@ -222,7 +222,7 @@ async def test_a_key_helper_in_the_agent_settings_counts_as_signed_in(claude_wor
 
 
 async def test_a_refused_key_fails_the_turn_as_credentials_rejected(claude_world: ClaudeWorld) -> None:
-    from wardian_harness.scripted_model import HttpError
+    from wardian_harness.models.scripted_model import HttpError
 
     script = claude_world.model.agent("worker", HttpError(401, "invalid x-api-key"))
     async with running(claude_world.spec("worker", script)) as run:

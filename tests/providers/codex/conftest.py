@@ -16,7 +16,7 @@ from wardian.client import AppClient
 from wardian.home import Home
 from wardian_harness.codex_home import ScriptedProvider, codex_overrides
 from wardian_harness.codex_install import CodexNotFound, find_codex
-from wardian_harness.scripted_model import AgentScript, ScriptedModel
+from wardian_harness.models.scripted_model import AgentScript, ScriptedModel
 
 
 def codex_or_skip() -> Path:

@@ -1,6 +1,6 @@
 """Codex agents on wardian's own ChatGPT sign-in, end to end with the real Codex CLI and the app, offline.
 
-The ChatGPT side is `wardian_harness.chatgpt_backend`: HTTPS on loopback with a CA made for the run, the OAuth
+The ChatGPT side is `wardian_harness.models.chatgpt_backend`: HTTPS on loopback with a CA made for the run, the OAuth
 token endpoint (each refresh token accepted once, then rotated), `/oauth/revoke`, and the backend Codex calls,
 whose model requests reach the scripted model. wardian's session is seeded the way a finished sign-in leaves it
 (the owner home's `auth.json`), since the sign-in itself needs auth.openai.com.
@@ -27,8 +27,8 @@ from wardian.client import AppClient
 from wardian.home import Home
 from wardian.home_setup import adopt_home
 from wardian_harness.apps import AppProcess
-from wardian_harness.chatgpt_backend import CLIENT_ID, ChatGPTBackend
-from wardian_harness.scripted_model import Message, ScriptedModel
+from wardian_harness.models.chatgpt_backend import CLIENT_ID, ChatGPTBackend
+from wardian_harness.models.scripted_model import Message, ScriptedModel
 
 pytestmark = pytest.mark.codex
 

@@ -29,8 +29,8 @@ from wardian.home import Home
 from wardian.home_setup import adopt_home
 from wardian.providers.codex.chatgpt_login import BROWSER_PORT, SignedIn, login, logout
 from wardian.providers.codex.chatgpt_owner import OwnerTokens, owner_home
-from wardian_harness.chatgpt_backend import EMAIL, PLAN_TYPE, ChatGPTBackend
-from wardian_harness.scripted_model import ScriptedModel
+from wardian_harness.models.chatgpt_backend import EMAIL, PLAN_TYPE, ChatGPTBackend
+from wardian_harness.models.scripted_model import ScriptedModel
 
 pytestmark = pytest.mark.codex
 

@@ -18,7 +18,7 @@ from wardian.auth.model import ChatGPTTokens
 from wardian.home import Home
 from wardian.providers.codex.app_server import AppServerClient
 from wardian.providers.codex.chatgpt_owner import OwnerTokens
-from wardian_harness.chatgpt_backend import make_jwt
+from wardian_harness.models.chatgpt_backend import make_jwt
 
 pytestmark = pytest.mark.fast
 

@@ -9,7 +9,7 @@ import pytest
 
 from tests.providers.codex.conftest import CodexWorld
 from tests.providers.codex.test_runtime import agent_row, wait_reply
-from wardian_harness.scripted_model import AgentScript, Message, ToolCall
+from wardian_harness.models.scripted_model import AgentScript, Message, ToolCall
 
 pytestmark = pytest.mark.codex
 

@@ -26,7 +26,7 @@ from tests.conftest import AppHandle, app_on_root, short_home, wardian_cmd
 from tests.providers.codex.conftest import codex_or_skip
 from wardian.auth.store import CredentialStore
 from wardian.providers.codex.launch import clamp_rust_log
-from wardian_harness.scripted_model import Message, ScriptedModel
+from wardian_harness.models.scripted_model import Message, ScriptedModel
 from wardian_harness.secrets import assert_secrets_absent
 
 CANARY = "sk-canary-rustlog-4e7a1c9b2d5f8a03"

@@ -12,7 +12,7 @@ from tests.providers.codex.conftest import CodexWorld
 from tests.providers.codex.test_runtime import wait_active
 from wardian.protocol import methods as proto
 from wardian_harness.codex_home import ScriptedProvider, codex_overrides
-from wardian_harness.scripted_model import Hold
+from wardian_harness.models.scripted_model import Hold
 
 
 def test_every_method_returns_its_declared_result(codex_world: CodexWorld) -> None:

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from tests.providers.codex.conftest import CodexWorld
-from wardian_harness.scripted_model import Fail, Hold, Message, Response, ToolCall, function_call_outputs
+from wardian_harness.models.scripted_model import Fail, Hold, Message, Response, ToolCall, function_call_outputs
 
 
 def wait_reply(world: CodexWorld, token: str, timeout_ms: int = 60000) -> list[dict[str, Any]]:

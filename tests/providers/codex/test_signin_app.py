@@ -21,7 +21,7 @@ from tests.providers.codex.conftest import CodexWorld, codex_or_skip
 from tests.providers.codex.test_runtime import agent_row, wait_reply
 from tests.providers.codex.test_signin import interrupted_turns
 from wardian_harness.codex_home import ScriptedProvider, codex_overrides
-from wardian_harness.scripted_model import AgentScript, Message, ScriptedModel
+from wardian_harness.models.scripted_model import AgentScript, Message, ScriptedModel
 
 RIGHT_KEY = "sk-test-right-5a6b7c8d9e0f1a2b"
 

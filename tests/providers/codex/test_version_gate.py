@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tests.providers.codex.conftest import CodexWorld
 from tests.providers.codex.test_runtime import wait_active, wait_reply
-from wardian_harness.scripted_model import Hold, Message
+from wardian_harness.models.scripted_model import Hold, Message
 
 
 def test_codex_0_154_gets_idle_delivery_but_no_steering(oldest_codex_world: CodexWorld) -> None:

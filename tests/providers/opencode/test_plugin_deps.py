@@ -18,7 +18,7 @@ from tests.conftest import app_on_root, short_home
 from tests.providers.opencode.conftest import MixedWorld, opencode_or_skip
 from tests.providers.opencode.test_runtime import records_for
 from wardian.providers.opencode import plugin_deps, shell_env
-from wardian_harness.scripted_model import Message, ScriptedModel
+from wardian_harness.models.scripted_model import Message, ScriptedModel
 
 
 class _Registry(http.server.ThreadingHTTPServer):

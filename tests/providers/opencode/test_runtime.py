@@ -9,7 +9,7 @@ from typing import Any
 import psutil
 
 from tests.providers.opencode.conftest import MixedWorld
-from wardian_harness.scripted_model import Hold, Message
+from wardian_harness.models.scripted_model import Hold, Message
 
 
 def records_for(world: MixedWorld, token: str, rounds: int = 600) -> list[dict[str, Any]]:

@@ -20,9 +20,9 @@ from tests.providers.opencode.test_signin import KEY_A, KEY_B, WRONG
 from wardian.auth.store import CredentialStore
 from wardian.client import AppClient
 from wardian.home import Home
+from wardian_harness.models.scripted_model import Message, ScriptedModel
+from wardian_harness.models.scripted_model import key_fingerprint as fp
 from wardian_harness.opencode_home import ScriptedOpenCode, opencode_overrides
-from wardian_harness.scripted_model import Message, ScriptedModel
-from wardian_harness.scripted_model import key_fingerprint as fp
 from wardian_harness.secrets import assert_secrets_absent
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 if TYPE_CHECKING:
-    from wardian_harness.scripted_model.requests import RecordedRequest
+    from wardian_harness.models.scripted_model.requests import RecordedRequest
 
 JsonDict: TypeAlias = dict[str, Any]
 Phase: TypeAlias = Literal["commentary", "final_answer"]

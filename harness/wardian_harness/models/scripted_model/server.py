@@ -13,9 +13,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import unquote
 
-from wardian_harness.scripted_model.agents import AgentScript
-from wardian_harness.scripted_model.dialects import DIALECTS, Dialect, dialect_at
-from wardian_harness.scripted_model.requests import (
+from wardian_harness.models.scripted_model.agents import AgentScript
+from wardian_harness.models.scripted_model.dialects import DIALECTS, Dialect, dialect_at
+from wardian_harness.models.scripted_model.requests import (
     KEY_HEADERS,
     UNAUTHORIZED,
     RecordedRequest,
@@ -23,10 +23,18 @@ from wardian_harness.scripted_model.requests import (
     is_title_request,
     key_fingerprint,
 )
-from wardian_harness.scripted_model.steps import EXHAUSTED_TEXT, TITLE_TEXT, Hold, HttpError, JsonDict, Message, Step
+from wardian_harness.models.scripted_model.steps import (
+    EXHAUSTED_TEXT,
+    TITLE_TEXT,
+    Hold,
+    HttpError,
+    JsonDict,
+    Message,
+    Step,
+)
 
 if TYPE_CHECKING:
-    from wardian_harness.scripted_model.model import ScriptedModel
+    from wardian_harness.models.scripted_model.model import ScriptedModel
 
 LOOPBACK = "127.0.0.1"
 _MAX_BODY_BYTES = 64 * 1024 * 1024  # Codex replays the whole history each request; far above any real test.

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from wardian_harness.scripted_model import (
+from wardian_harness.models.scripted_model import (
     AgentScript,
     Fail,
     Hold,
@@ -25,8 +25,8 @@ from wardian_harness.scripted_model import (
     offered_tools,
     user_texts,
 )
-from wardian_harness.scripted_model.dialects import dialect_of
-from wardian_harness.scripted_model.dialects.messages import MessagesDialect
+from wardian_harness.models.scripted_model.dialects import dialect_of
+from wardian_harness.models.scripted_model.dialects.messages import MessagesDialect
 
 pytestmark = pytest.mark.fast
 

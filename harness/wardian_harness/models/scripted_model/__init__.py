@@ -58,16 +58,16 @@ wire dialect), `requests` (the request log and the readers that dispatch on the 
 script and log), `server` (the HTTP handler) and `model` (the server's lifecycle).
 """
 
-from wardian_harness.scripted_model.agents import AgentScript
-from wardian_harness.scripted_model.model import ScriptedModel
-from wardian_harness.scripted_model.reading import FunctionCallOutput, developer_texts, user_texts
-from wardian_harness.scripted_model.requests import (
+from wardian_harness.models.scripted_model.agents import AgentScript
+from wardian_harness.models.scripted_model.model import ScriptedModel
+from wardian_harness.models.scripted_model.reading import FunctionCallOutput, developer_texts, user_texts
+from wardian_harness.models.scripted_model.requests import (
     RecordedRequest,
     function_call_outputs,
     key_fingerprint,
     offered_tools,
 )
-from wardian_harness.scripted_model.steps import (
+from wardian_harness.models.scripted_model.steps import (
     CHAT_TITLE_PROMPT,
     EXHAUSTED_TEXT,
     TITLE_PROMPT,

@@ -18,7 +18,7 @@ from tests.harness.appserver import AppServer, app_server
 from tests.harness.conftest import AgentHome, make_agent_home
 from wardian_harness.codex_home import codex_override_args
 from wardian_harness.codex_install import CodexInstall
-from wardian_harness.scripted_model import (
+from wardian_harness.models.scripted_model import (
     EXHAUSTED_TEXT,
     Disconnect,
     Fail,
@@ -34,7 +34,7 @@ from wardian_harness.scripted_model import (
 
 pytestmark = pytest.mark.codex
 
-ECHO_SERVER = Path(__file__).with_name("echo_mcp_server.py")
+ECHO_SERVER = Path(__file__).parents[1] / "echo_mcp_server.py"
 
 
 @contextmanager

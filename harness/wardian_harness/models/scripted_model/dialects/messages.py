@@ -23,9 +23,16 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from wardian_harness.scripted_model.dialects.base import Dialect, SseStream, Wire, arguments_text, begin, run_hold
-from wardian_harness.scripted_model.reading import FunctionCallOutput, content_texts
-from wardian_harness.scripted_model.steps import (
+from wardian_harness.models.scripted_model.dialects.base import (
+    Dialect,
+    SseStream,
+    Wire,
+    arguments_text,
+    begin,
+    run_hold,
+)
+from wardian_harness.models.scripted_model.reading import FunctionCallOutput, content_texts
+from wardian_harness.models.scripted_model.steps import (
     Disconnect,
     Fail,
     Hold,
@@ -38,7 +45,7 @@ from wardian_harness.scripted_model.steps import (
 )
 
 if TYPE_CHECKING:
-    from wardian_harness.scripted_model.requests import RecordedRequest
+    from wardian_harness.models.scripted_model.requests import RecordedRequest
 
 TOOL_SEARCH = "ToolSearch"
 SIDE_TEXT = "ok"

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from wardian_harness.scripted_model import (
+from wardian_harness.models.scripted_model import (
     EXHAUSTED_TEXT,
     TITLE_TEXT,
     AgentScript,

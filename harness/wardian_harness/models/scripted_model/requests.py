@@ -8,9 +8,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from wardian_harness.scripted_model.dialects import dialect_of
-from wardian_harness.scripted_model.reading import FunctionCallOutput, developer_texts, role_texts, user_texts
-from wardian_harness.scripted_model.steps import CHAT_TITLE_PROMPT, TITLE_PROMPT, JsonDict
+from wardian_harness.models.scripted_model.dialects import dialect_of
+from wardian_harness.models.scripted_model.reading import FunctionCallOutput, developer_texts, role_texts, user_texts
+from wardian_harness.models.scripted_model.steps import CHAT_TITLE_PROMPT, TITLE_PROMPT, JsonDict
 
 
 def function_call_outputs(body: Mapping[str, Any], path: str | None = None) -> list[FunctionCallOutput]:

@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from wardian_harness.scripted_model import AgentScript, Message, ScriptedModel, key_fingerprint
+from wardian_harness.models.scripted_model import AgentScript, Message, ScriptedModel, key_fingerprint
 
 pytestmark = pytest.mark.fast
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from wardian_harness.chatgpt_backend import ACCOUNT_ID, CLIENT_ID, MODEL_PREFIX, ChatGPTBackend, make_jwt
-from wardian_harness.scripted_model import Message, ScriptedModel
+from wardian_harness.models.chatgpt_backend import ACCOUNT_ID, CLIENT_ID, MODEL_PREFIX, ChatGPTBackend, make_jwt
+from wardian_harness.models.scripted_model import Message, ScriptedModel
 
 pytestmark = pytest.mark.fast
 

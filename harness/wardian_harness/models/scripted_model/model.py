@@ -8,9 +8,9 @@ import socket
 import threading
 from types import TracebackType
 
-from wardian_harness.scripted_model.agents import AgentScript
-from wardian_harness.scripted_model.server import Server
-from wardian_harness.scripted_model.steps import Hold, ScriptedModelError, Step
+from wardian_harness.models.scripted_model.agents import AgentScript
+from wardian_harness.models.scripted_model.server import Server
+from wardian_harness.models.scripted_model.steps import Hold, ScriptedModelError, Step
 
 
 class ScriptedModel:

@@ -43,7 +43,7 @@ from types import TracebackType
 from typing import Any, cast
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
-from wardian_harness.scripted_model import ScriptedModel
+from wardian_harness.models.scripted_model import ScriptedModel
 
 __all__ = ["ACCOUNT_ID", "CLIENT_ID", "EMAIL", "MODEL_PREFIX", "PLAN_TYPE", "BackendRequest", "ChatGPTBackend",
            "make_jwt"]

@@ -14,11 +14,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from wardian_harness.scripted_model.reading import FunctionCallOutput
-from wardian_harness.scripted_model.steps import Hold, HoldOutcome, JsonDict, Step
+from wardian_harness.models.scripted_model.reading import FunctionCallOutput
+from wardian_harness.models.scripted_model.steps import Hold, HoldOutcome, JsonDict, Step
 
 if TYPE_CHECKING:
-    from wardian_harness.scripted_model.requests import RecordedRequest
+    from wardian_harness.models.scripted_model.requests import RecordedRequest
 
 
 class Wire(Protocol):

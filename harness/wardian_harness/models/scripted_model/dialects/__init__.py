@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from wardian_harness.scripted_model.dialects.base import Dialect, Wire
-from wardian_harness.scripted_model.dialects.chat import ChatDialect
-from wardian_harness.scripted_model.dialects.messages import MessagesDialect
-from wardian_harness.scripted_model.dialects.responses import ResponsesDialect
+from wardian_harness.models.scripted_model.dialects.base import Dialect, Wire
+from wardian_harness.models.scripted_model.dialects.chat import ChatDialect
+from wardian_harness.models.scripted_model.dialects.messages import MessagesDialect
+from wardian_harness.models.scripted_model.dialects.responses import ResponsesDialect
 
 __all__ = ["DIALECTS", "Dialect", "Wire", "dialect_at", "dialect_of"]
 

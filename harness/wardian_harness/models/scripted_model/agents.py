@@ -8,11 +8,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from wardian_harness.scripted_model.requests import RecordedRequest, key_fingerprint
-from wardian_harness.scripted_model.steps import Step
+from wardian_harness.models.scripted_model.requests import RecordedRequest, key_fingerprint
+from wardian_harness.models.scripted_model.steps import Step
 
 if TYPE_CHECKING:
-    from wardian_harness.scripted_model.model import ScriptedModel
+    from wardian_harness.models.scripted_model.model import ScriptedModel
 
 
 class AgentScript:
