@@ -44,8 +44,8 @@ TURN_S = 60.0
 
 def bench_claude(cfg: Config) -> None:
     """The Claude Code figures, then Codex's and OpenCode's admitted -> reply published in the same run."""
-    from wardian_harness.claude_home import ScriptedClaude, claude_overrides, find_claude
     from wardian_harness.models.scripted_model import ScriptedModel
+    from wardian_harness.providers.claude_home import ScriptedClaude, claude_overrides, find_claude
 
     n = 10 if cfg is QUICK else 60
     root = new_home()
@@ -194,7 +194,7 @@ class RawClaude:
         """A process with the live agent process's argv and environment (read from /proc), but its own session and
         its own private directories of the same layout (the agent's settings.json copied), and as its message the
         delivery text the app wrote under uuid `delivered` (read from the agent's transcript)."""
-        from wardian_harness.claude_home import find_transcript
+        from wardian_harness.providers.claude_home import find_transcript
 
         pid = int(home.provider_pid_path("claude", agent).read_text(encoding="utf-8").strip())
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode("utf-8").split("\0")[:-1]

@@ -87,9 +87,9 @@ def wait_reply(client: AppClient, lead: str, rid: str) -> None:
 def bench_codex_reply(cfg: Config, **tags: str) -> None:
     """Admitted -> reply published for a one-message turn of the real Codex on the scripted model; `tags` are added
     to the line (`run`: the subject whose run it is part of)."""
-    from wardian_harness.codex_home import ScriptedProvider, codex_overrides
-    from wardian_harness.codex_install import find_codex
     from wardian_harness.models.scripted_model import Message, ScriptedModel
+    from wardian_harness.providers.codex_home import ScriptedProvider, codex_overrides
+    from wardian_harness.providers.codex_install import find_codex
 
     n = 5 if cfg is QUICK else 30
     samples: list[float] = []

@@ -61,7 +61,7 @@ def _opencode_worker(root: Path) -> Iterator[tuple[AppClient, Any, str, str]]:
     """An app on the home at `root` with a Codex-registered lead (its session) and a started OpenCode worker0 on
     the scripted model: (client, worker0's script, the lead's session, worker0's uuid)."""
     from wardian_harness.models.scripted_model import ScriptedModel
-    from wardian_harness.opencode_home import ScriptedOpenCode, find_opencode, opencode_overrides
+    from wardian_harness.providers.opencode_home import ScriptedOpenCode, find_opencode, opencode_overrides
 
     with ScriptedModel() as model, bench_app(root, {"WARDIAN_OPENCODE": str(find_opencode().executable),
                                                    "WARDIAN_SCRIPTED_MODEL_KEY": "bench"}) as app, \
@@ -128,7 +128,7 @@ def _opencode_store_floor(n: int) -> list[float]:
     """OpenCode's own time from a request's first byte to the message's `time.created`: a fresh `opencode serve`
     (private XDG dirs, no model needed for `noReply`), one keep-alive http.client connection, `n` messages."""
     from wardian.providers.opencode.runtime import new_message_id
-    from wardian_harness.opencode_home import find_opencode
+    from wardian_harness.providers.opencode_home import find_opencode
 
     root = new_home()
     env = {**os.environ, "HOME": str(root), "OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1",

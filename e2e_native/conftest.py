@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from wardian_harness.claude_home import find_claude
-from wardian_harness.codex_install import discover_codex
 from wardian_harness.homes import RUN_MARKER_ENV, IsolatedRun
 from wardian_harness.models.scripted_model import ScriptedModel
 from wardian_harness.native import NativeRun, Settings
-from wardian_harness.opencode_home import find_opencode
 from wardian_harness.proctree import ProcessTree
+from wardian_harness.providers.claude_home import find_claude
+from wardian_harness.providers.codex_install import discover_codex
+from wardian_harness.providers.opencode_home import find_opencode
 
 RUNNER_SCRIPTED_ENV = "WARDIAN_E2E_RUNNER_SCRIPTED"
 RUN_ROOT_ENV = "WARDIAN_E2E_RUN_ROOT"

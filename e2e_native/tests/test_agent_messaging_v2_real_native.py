@@ -23,7 +23,6 @@ from typing import Any
 import pytest
 
 from e2e_native.conftest import acceptance_enabled
-from wardian_harness.claude_home import transcript_binding
 from wardian_harness.models.scripted_model import Hold, Message
 from wardian_harness.models.scripted_model.reading import role_texts
 from wardian_harness.native import (
@@ -42,6 +41,7 @@ from wardian_harness.native import (
     script_recall,
     tool_calls,
 )
+from wardian_harness.providers.claude_home import transcript_binding
 from wardian_harness.report import (
     executable_evidence,
     find_rollouts,

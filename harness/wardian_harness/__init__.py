@@ -1,23 +1,5 @@
 """Wardian's test and acceptance harness: a scripted loopback model for the real Codex CLI, Codex homes, discovery."""
 
-from wardian_harness.codex_home import (
-    DUMMY_API_KEY,
-    ScriptedProvider,
-    codex_env,
-    codex_override_args,
-    codex_overrides,
-    write_codex_config,
-)
-from wardian_harness.codex_install import (
-    CodexInstall,
-    CodexInstallError,
-    CodexNotFound,
-    CodexVersion,
-    CodexVersionMismatch,
-    CodexVersionUnreadable,
-    discover_codex,
-    find_codex,
-)
 from wardian_harness.models.scripted_model import (
     EXHAUSTED_TEXT,
     AgentScript,
@@ -37,6 +19,24 @@ from wardian_harness.models.scripted_model import (
     function_call_outputs,
     offered_tools,
     user_texts,
+)
+from wardian_harness.providers.codex_home import (
+    DUMMY_API_KEY,
+    ScriptedProvider,
+    codex_env,
+    codex_override_args,
+    codex_overrides,
+    write_codex_config,
+)
+from wardian_harness.providers.codex_install import (
+    CodexInstall,
+    CodexInstallError,
+    CodexNotFound,
+    CodexVersion,
+    CodexVersionMismatch,
+    CodexVersionUnreadable,
+    discover_codex,
+    find_codex,
 )
 
 __all__ = [

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
 
-from wardian_harness.codex_home import ENV_ALLOWLIST
+from wardian_harness.providers.codex_home import ENV_ALLOWLIST
 
 RUN_MARKER_ENV = "WARDIAN_E2E_RUN_ID"
 """Set in every child of a run; the process-tree sweep finds stragglers by it."""

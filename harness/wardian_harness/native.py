@@ -27,9 +27,6 @@ from typing import TYPE_CHECKING, Any
 from wardian.client import AppClient
 from wardian.home import Home
 from wardian_harness import apps
-from wardian_harness.claude_home import ClaudeInstall, ScriptedClaude, claude_overrides
-from wardian_harness.codex_home import DUMMY_API_KEY, ScriptedProvider, codex_overrides
-from wardian_harness.codex_install import CodexInstall
 from wardian_harness.homes import IsolatedRun
 from wardian_harness.models.scripted_model import (
     AgentScript,
@@ -40,8 +37,11 @@ from wardian_harness.models.scripted_model import (
     user_texts,
 )
 from wardian_harness.models.scripted_model.reading import role_texts
-from wardian_harness.opencode_home import OpenCodeInstall, ScriptedOpenCode, opencode_overrides
 from wardian_harness.proctree import ProcessTree
+from wardian_harness.providers.claude_home import ClaudeInstall, ScriptedClaude, claude_overrides
+from wardian_harness.providers.codex_home import DUMMY_API_KEY, ScriptedProvider, codex_overrides
+from wardian_harness.providers.codex_install import CodexInstall
+from wardian_harness.providers.opencode_home import OpenCodeInstall, ScriptedOpenCode, opencode_overrides
 
 if TYPE_CHECKING:
     # The terminal (pyte, pexpect: the harness extra) loads only for attached mode, so the background demo runs

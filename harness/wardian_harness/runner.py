@@ -22,12 +22,12 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from wardian_harness.claude_home import ClaudeNotFound, find_claude
-from wardian_harness.codex_install import CodexInstall, CodexInstallError, discover_codex
 from wardian_harness.homes import RUN_MARKER_ENV, IsolatedRun
 from wardian_harness.native import Settings
-from wardian_harness.opencode_home import OpenCodeNotFound, find_opencode
 from wardian_harness.proctree import ProcessTree
+from wardian_harness.providers.claude_home import ClaudeNotFound, find_claude
+from wardian_harness.providers.codex_install import CodexInstall, CodexInstallError, discover_codex
+from wardian_harness.providers.opencode_home import OpenCodeNotFound, find_opencode
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_TEST = "e2e_native/tests/test_agent_messaging_v2_real_native.py"

@@ -10,9 +10,15 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import unavailable
-from wardian_harness.codex_home import ScriptedProvider, codex_env, write_codex_config
-from wardian_harness.codex_install import EXECUTABLE_ENV, REPO_ROOT, CodexInstall, CodexNotFound, discover_codex
 from wardian_harness.models.scripted_model import AgentScript, ScriptedModel
+from wardian_harness.providers.codex_home import ScriptedProvider, codex_env, write_codex_config
+from wardian_harness.providers.codex_install import (
+    EXECUTABLE_ENV,
+    REPO_ROOT,
+    CodexInstall,
+    CodexNotFound,
+    discover_codex,
+)
 
 # Where the session that set up this machine installed the pinned Codex for experiments; used only when neither
 # WARDIAN_E2E_CODEX_EXECUTABLE nor the repo's node_modules provides one.

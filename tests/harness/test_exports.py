@@ -8,8 +8,8 @@ import types
 import pytest
 
 import wardian_harness
-from wardian_harness import codex_home, codex_install
 from wardian_harness.models import scripted_model
+from wardian_harness.providers import codex_home, codex_install
 
 pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
 

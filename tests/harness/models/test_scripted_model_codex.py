@@ -16,8 +16,6 @@ import tomlkit
 
 from tests.harness.appserver import AppServer, app_server
 from tests.harness.conftest import AgentHome, make_agent_home
-from wardian_harness.codex_home import codex_override_args
-from wardian_harness.codex_install import CodexInstall
 from wardian_harness.models.scripted_model import (
     EXHAUSTED_TEXT,
     Disconnect,
@@ -31,6 +29,8 @@ from wardian_harness.models.scripted_model import (
     ToolCall,
     function_call_outputs,
 )
+from wardian_harness.providers.codex_home import codex_override_args
+from wardian_harness.providers.codex_install import CodexInstall
 
 pytestmark = pytest.mark.codex
 

@@ -23,8 +23,8 @@ from tests.conftest import AppHandle, app_on_root, pinned_npm_tool, short_home, 
 from wardian.providers.base import Capabilities, ProviderEvent, StateChange, TurnOutcome
 from wardian.providers.claude.runtime import ClaudeRuntime
 from wardian.providers.claude.spec import ClaudeSpec
-from wardian_harness.claude_home import ScriptedClaude, claude_overrides
 from wardian_harness.models.scripted_model import AgentScript, ScriptedModel
+from wardian_harness.providers.claude_home import ScriptedClaude, claude_overrides
 
 REPO = Path(__file__).resolve().parents[3]
 CLAUDE = REPO / "node_modules" / ".bin" / "claude"

@@ -20,8 +20,8 @@ from tests.providers.claude.conftest import ClaudeApp, records_for, settle, stat
 from tests.providers.claude.test_app_lost_result import blocking_stop_hook, wait_for, wait_for_answer
 from wardian.app import outcomes
 from wardian.providers.claude import transcript
-from wardian_harness.claude_home import find_transcript
 from wardian_harness.models.scripted_model import AgentScript, Hold, Message
+from wardian_harness.providers.claude_home import find_transcript
 
 ANSWER = "recovered ☃ answer\nline two"
 

@@ -16,8 +16,8 @@ import signal
 from pathlib import Path
 
 from tests.providers.claude.conftest import ClaudeApp, records_for, settle, state_of
-from wardian_harness.claude_home import find_transcript
 from wardian_harness.models.scripted_model import Message
+from wardian_harness.providers.claude_home import find_transcript
 
 
 def blocking_stop_hook(gate: Path) -> str:

@@ -9,8 +9,8 @@ import signal
 import psutil
 
 from tests.providers.claude.conftest import ClaudeApp, records_for, settle, state_of
-from wardian_harness.claude_home import find_transcript, transcript_uuids
 from wardian_harness.models.scripted_model import Hold, Message, ToolCall
+from wardian_harness.providers.claude_home import find_transcript, transcript_uuids
 
 
 def test_an_idle_claude_agent_answers_a_task_with_its_result_under_the_uuid_the_app_chose(

@@ -17,8 +17,8 @@ import pytest
 from tests.conftest import AppHandle, app_on_root, short_home, wardian_cmd
 from tests.providers.claude.conftest import claude_or_skip
 from wardian.auth.store import CredentialStore
-from wardian_harness.claude_home import ScriptedClaude, claude_overrides
 from wardian_harness.models.scripted_model import Message, ScriptedModel, ToolCall
+from wardian_harness.providers.claude_home import ScriptedClaude, claude_overrides
 from wardian_harness.secrets import assert_secrets_absent
 
 API_KEY = "sk-ant-api03-canary-signin-7d1e4b9a2c"

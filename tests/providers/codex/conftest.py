@@ -14,9 +14,9 @@ import pytest
 from tests.conftest import AppHandle, short_home, start_app, stop_app, unavailable
 from wardian.client import AppClient
 from wardian.home import Home
-from wardian_harness.codex_home import ScriptedProvider, codex_overrides
-from wardian_harness.codex_install import CodexNotFound, find_codex
 from wardian_harness.models.scripted_model import AgentScript, ScriptedModel
+from wardian_harness.providers.codex_home import ScriptedProvider, codex_overrides
+from wardian_harness.providers.codex_install import CodexNotFound, find_codex
 
 
 def codex_or_skip() -> Path:

@@ -8,8 +8,8 @@ from typing import Any
 
 from tests.providers.codex.conftest import CodexWorld
 from tests.providers.codex.test_runtime import wait_reply
-from wardian_harness.codex_home import ScriptedProvider, codex_overrides
 from wardian_harness.models.scripted_model import Message
+from wardian_harness.providers.codex_home import ScriptedProvider, codex_overrides
 
 
 def _managed(world: CodexWorld, uuid: str) -> dict[str, Any]:

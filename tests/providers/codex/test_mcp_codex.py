@@ -23,8 +23,8 @@ from tests.conftest import AppHandle
 from tests.harness.appserver import AppServer, app_server
 from tests.providers.codex.conftest import codex_or_skip
 from wardian.protocol.tools import TOOL_NAMES
-from wardian_harness.codex_home import ScriptedProvider, codex_env, write_codex_config
 from wardian_harness.models.scripted_model import AgentScript, Message, ScriptedModel, ToolCall
+from wardian_harness.providers.codex_home import ScriptedProvider, codex_env, write_codex_config
 
 pytestmark = pytest.mark.codex
 

@@ -11,8 +11,8 @@ from tests.console.conftest import start_console_app
 from tests.providers.codex.conftest import CodexWorld
 from tests.providers.codex.test_runtime import wait_active
 from wardian.protocol import methods as proto
-from wardian_harness.codex_home import ScriptedProvider, codex_overrides
 from wardian_harness.models.scripted_model import Hold
+from wardian_harness.providers.codex_home import ScriptedProvider, codex_overrides
 
 
 def test_every_method_returns_its_declared_result(codex_world: CodexWorld) -> None:

@@ -20,8 +20,8 @@ from tests.mcp.mcp_harness import mcp_server, server_env
 from tests.providers.codex.conftest import CodexWorld, codex_or_skip
 from tests.providers.codex.test_runtime import agent_row, wait_reply
 from tests.providers.codex.test_signin import interrupted_turns
-from wardian_harness.codex_home import ScriptedProvider, codex_overrides
 from wardian_harness.models.scripted_model import AgentScript, Message, ScriptedModel
+from wardian_harness.providers.codex_home import ScriptedProvider, codex_overrides
 
 RIGHT_KEY = "sk-test-right-5a6b7c8d9e0f1a2b"
 

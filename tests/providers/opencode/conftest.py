@@ -12,9 +12,14 @@ import pytest
 
 from tests.conftest import AppHandle, app_on_root, short_home, start_app, stop_app, unavailable
 from tests.providers.codex.conftest import codex_or_skip
-from wardian_harness.codex_home import ScriptedProvider, codex_overrides
 from wardian_harness.models.scripted_model import AgentScript, ScriptedModel
-from wardian_harness.opencode_home import OpenCodeNotFound, ScriptedOpenCode, find_opencode, opencode_overrides
+from wardian_harness.providers.codex_home import ScriptedProvider, codex_overrides
+from wardian_harness.providers.opencode_home import (
+    OpenCodeNotFound,
+    ScriptedOpenCode,
+    find_opencode,
+    opencode_overrides,
+)
 
 
 def opencode_or_skip() -> Path:

@@ -22,7 +22,7 @@ from tests.providers.opencode.conftest import MixedWorld, opencode_or_skip
 from tests.providers.opencode.test_runtime import records_for, settle, wait_active
 from wardian import errors
 from wardian_harness.models.scripted_model import Hold, HttpError, Message
-from wardian_harness.opencode_home import ScriptedOpenCode, opencode_overrides
+from wardian_harness.providers.opencode_home import ScriptedOpenCode, opencode_overrides
 
 
 def test_an_unknown_provider_lists_every_provider(app: AppHandle) -> None:

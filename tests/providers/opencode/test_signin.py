@@ -33,7 +33,7 @@ from wardian.providers.opencode.provider import OpenCodeProvider
 from wardian.providers.opencode.runtime import OpenCodeRuntime
 from wardian_harness.models.scripted_model import Message, ScriptedModel, ToolCall
 from wardian_harness.models.scripted_model import key_fingerprint as fp
-from wardian_harness.opencode_home import ScriptedOpenCode, opencode_overrides
+from wardian_harness.providers.opencode_home import ScriptedOpenCode, opencode_overrides
 
 KEY_A = "sk-oc-agent-a-7Qm2vX9pL4"
 KEY_B = "sk-oc-agent-b-3Hn8wR5tK1"

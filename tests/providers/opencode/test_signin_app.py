@@ -22,7 +22,7 @@ from wardian.client import AppClient
 from wardian.home import Home
 from wardian_harness.models.scripted_model import Message, ScriptedModel
 from wardian_harness.models.scripted_model import key_fingerprint as fp
-from wardian_harness.opencode_home import ScriptedOpenCode, opencode_overrides
+from wardian_harness.providers.opencode_home import ScriptedOpenCode, opencode_overrides
 from wardian_harness.secrets import assert_secrets_absent
 
 

@@ -37,7 +37,7 @@ __all__ = [
 
 EXECUTABLE_ENV = "WARDIAN_E2E_CODEX_EXECUTABLE"
 EXPECTED_VERSION_ENV = "WARDIAN_E2E_CODEX_EXPECTED_VERSION"
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from wardian_harness.codex_install import (
+from wardian_harness.providers.codex_install import (
     EXECUTABLE_ENV,
     EXPECTED_VERSION_ENV,
     CodexInstall,

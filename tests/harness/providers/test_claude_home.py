@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from wardian_harness.claude_home import (
+from wardian_harness.native import Settings, parse_providers, tool_calls
+from wardian_harness.providers.claude_home import (
     DUMMY_KEY,
     ClaudeNotFound,
     ScriptedClaude,
@@ -19,11 +20,10 @@ from wardian_harness.claude_home import (
     find_claude,
     transcript_binding,
 )
-from wardian_harness.native import Settings, parse_providers, tool_calls
 
 pytestmark = pytest.mark.fast
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_the_base_url_is_the_agents_script_without_v1_and_the_key_a_dummy() -> None:

@@ -30,7 +30,7 @@ __all__ = ["CLAUDE_ENV", "DUMMY_KEY", "ClaudeInstall", "ClaudeNotFound", "Script
 
 CLAUDE_ENV = "WARDIAN_CLAUDE"
 DUMMY_KEY = "wardian-scripted-model-dummy-key"
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 class ClaudeNotFound(Exception):

@@ -26,7 +26,7 @@ __all__ = ["OPENCODE_ENV", "OpenCodeInstall", "OpenCodeNotFound", "ScriptedOpenC
            "opencode_overrides"]
 
 OPENCODE_ENV = "WARDIAN_OPENCODE"
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 class OpenCodeNotFound(Exception):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import tomlkit
 
-from wardian_harness.codex_home import (
+from wardian_harness.providers.codex_home import (
     DUMMY_API_KEY,
     ScriptedProvider,
     codex_env,
