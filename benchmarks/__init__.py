@@ -2,7 +2,8 @@
 the command).
 
 Every figure comes from a real `wardian app run` process on a fresh home under /tmp, started the way the tests start
-it (`wardian_harness.apps`: `python -m wardian app run --home DIR --ready-fd N`), talked to over its control socket.
+it (`wardian_harness.processes.apps`: `python -m wardian app run --home DIR --ready-fd N`), talked to over its
+control socket.
 Progress and the import-time report go to stderr; stdout carries only the JSON lines:
 
     {"metric": ..., "p50_ms"/"p99_ms" or "value", "n": ..., "target": ..., "met": ..., "unit": ...}

@@ -1,4 +1,4 @@
-"""The app under test (`wardian_harness.apps.running_app`, its stderr kept in the home) and its agents."""
+"""The app under test (`wardian_harness.processes.apps.running_app`, its stderr kept in the home) and its agents."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from benchmarks.config import REPO
 from wardian.client import AppClient
 from wardian.home import Home
 from wardian.home_setup import adopt_home
-from wardian_harness.apps import RunningApp, app_env, fresh_home, running_app
+from wardian_harness.processes.apps import RunningApp, app_env, fresh_home, running_app
 
 __all__ = ["RunningApp", "add_agents", "bench_app", "console_script", "cpu_seconds", "drain_mailbox", "fresh_app",
            "new_home", "pid_cpu_seconds", "plain_env", "start_minimal_server"]

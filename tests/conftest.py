@@ -18,10 +18,10 @@ from hypothesis import HealthCheck
 
 from wardian.client import AppClient
 from wardian.home import Home
-from wardian_harness import apps
-from wardian_harness.app_records import reap_orphan_apps
-from wardian_harness.apps import AppProcess
 from wardian_harness.postgres import PgNotFound, PrivateCluster, find_pg_bin, reap_orphans
+from wardian_harness.processes import apps
+from wardian_harness.processes.app_records import reap_orphan_apps
+from wardian_harness.processes.apps import AppProcess
 
 # Every current Hypothesis health check: iterating HealthCheck skips the deprecated ones (unlike __members__),
 # but type checkers read its elements as the enum's metaclass.
@@ -120,8 +120,8 @@ def stop_app(proc: subprocess.Popen[bytes]) -> int:
 
 @contextmanager
 def app_on_a_fresh_home(**running_app: Any) -> Iterator[AppHandle]:
-    """An app on a fresh home (`wardian_harness.apps.running_app` with these arguments) as an `AppHandle`; stopped,
-    and its home removed, after."""
+    """An app on a fresh home (`wardian_harness.processes.apps.running_app` with these arguments) as an
+    `AppHandle`; stopped, and its home removed, after."""
     with apps.running_app(command=wardian_cmd(), **running_app) as running:
         handle = AppHandle(running.home, cast(AppProcess, running.proc), AppClient(running.home))
         try:
@@ -206,7 +206,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     """Stop and remove the private PostgreSQL servers of test processes that are gone: a worker killed by kill -9 or a
     timeout never stopped its own. Runs in the controller and in each xdist worker; those of live processes (the other
     workers, other sessions) are left alone (`wardian_harness.postgres.reap_orphans`). The same for the apps such a
-    process started (`wardian_harness.app_records`)."""
+    process started (`wardian_harness.processes.app_records`)."""
     reap_orphan_apps()
     reap_orphans()
 

@@ -41,6 +41,7 @@ from wardian_harness.native import (
     script_recall,
     tool_calls,
 )
+from wardian_harness.processes.terminal import capture, wait_for_text
 from wardian_harness.providers.claude_home import transcript_binding
 from wardian_harness.report import (
     executable_evidence,
@@ -50,7 +51,6 @@ from wardian_harness.report import (
     text_counts,
     write_report,
 )
-from wardian_harness.terminal import capture, wait_for_text
 
 pytestmark = pytest.mark.skipif(not acceptance_enabled(), reason="opt-in; run through run-native-e2e")
 

@@ -38,7 +38,7 @@ from wardian_harness.native import (
     parse_providers,
     script_exchange,
 )
-from wardian_harness.proctree import ProcessTree
+from wardian_harness.processes.proctree import ProcessTree
 from wardian_harness.providers.claude_home import ClaudeInstall, ClaudeNotFound, find_claude, transcript_binding
 from wardian_harness.providers.codex_install import CodexInstall, CodexInstallError, discover_codex
 from wardian_harness.providers.opencode_home import OpenCodeInstall, OpenCodeNotFound, find_opencode

@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 
 from wardian.client import AppClient
 from wardian.home import Home
-from wardian_harness import apps
 from wardian_harness.homes import IsolatedRun
 from wardian_harness.models.scripted_model import (
     AgentScript,
@@ -37,7 +36,8 @@ from wardian_harness.models.scripted_model import (
     user_texts,
 )
 from wardian_harness.models.scripted_model.reading import role_texts
-from wardian_harness.proctree import ProcessTree
+from wardian_harness.processes import apps
+from wardian_harness.processes.proctree import ProcessTree
 from wardian_harness.providers.claude_home import ClaudeInstall, ScriptedClaude, claude_overrides
 from wardian_harness.providers.codex_home import DUMMY_API_KEY, ScriptedProvider, codex_overrides
 from wardian_harness.providers.codex_install import CodexInstall
@@ -46,7 +46,7 @@ from wardian_harness.providers.opencode_home import OpenCodeInstall, ScriptedOpe
 if TYPE_CHECKING:
     # The terminal (pyte, pexpect: the harness extra) loads only for attached mode, so the background demo runs
     # on an install without that extra.
-    from wardian_harness.terminal import Terminal
+    from wardian_harness.processes.terminal import Terminal
 
 MODES = ("background", "attached_tui")
 PROVIDERS = ("codex", "opencode", "claude")
@@ -335,7 +335,7 @@ class NativeRun:
 
     def attach(self, agent: Agent) -> Terminal:
         """`wardian agent attach NAME` in a harness terminal (pty), adopted into the tree."""
-        from wardian_harness.terminal import open_terminal
+        from wardian_harness.processes.terminal import open_terminal
 
         self.progress(f"attaching {agent.name}'s Codex TUI")
         terminal = open_terminal([*self.settings.cli, "agent", "attach", agent.name],
@@ -351,7 +351,7 @@ class NativeRun:
         is not supported yet"; core now retries it (tests/providers/codex/test_owner_resubscribe.py). The warm-up stays
         as the person's own first turn; removing it needs the scripts' warm-up steps dropped too.
         """
-        from wardian_harness.terminal import TerminalTimeout, wait_for_text
+        from wardian_harness.processes.terminal import TerminalTimeout, wait_for_text
 
         terminal = agent.terminal
         assert terminal is not None

@@ -40,7 +40,7 @@ from pathlib import Path
 
 import psutil
 
-from wardian_harness.proctree import ProcessTree
+from wardian_harness.processes.proctree import ProcessTree
 
 __all__ = ["DeadLink", "reap_links", "unavailable"]
 

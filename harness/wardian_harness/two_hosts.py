@@ -29,7 +29,7 @@ from wardian_harness.homes import IsolatedRun
 from wardian_harness.models.scripted_model import ScriptedModel
 from wardian_harness.native import NativeRun, NativeRunError, Settings
 from wardian_harness.postgres import PrivateCluster
-from wardian_harness.proctree import ProcessTree
+from wardian_harness.processes.proctree import ProcessTree
 from wardian_harness.providers.codex_install import CodexInstall
 
 __all__ = ["HOSTS", "HostRun", "TwoHosts", "host_run"]

@@ -19,7 +19,8 @@ from tests.conftest import unavailable, wardian_cmd
 from wardian.home import Home
 from wardian_harness.homes import IsolatedRun
 from wardian_harness.models.scripted_model import ScriptedModel
-from wardian_harness.proctree import ProcessTree
+from wardian_harness.processes.proctree import ProcessTree
+from wardian_harness.processes.terminal import open_terminal, wait_for_text
 from wardian_harness.providers.claude_home import ClaudeNotFound, ScriptedClaude, claude_overrides, find_claude
 from wardian_harness.providers.codex_home import DUMMY_API_KEY, ScriptedProvider, codex_overrides
 from wardian_harness.providers.codex_install import CodexNotFound, discover_codex
@@ -29,7 +30,6 @@ from wardian_harness.providers.opencode_home import (
     find_opencode,
     opencode_overrides,
 )
-from wardian_harness.terminal import open_terminal, wait_for_text
 
 GRANTS = ("followup_task", "receive_messages", "reply")
 

@@ -25,8 +25,8 @@ import pytest
 
 from tests.conftest import AppHandle, AppProcess, app_on_a_fresh_home, unavailable, wardian_cmd
 from tests.providers.codex.conftest import CodexWorld, codex_or_skip
-from wardian_harness import apps
 from wardian_harness.models.scripted_model import ScriptedModel
+from wardian_harness.processes import apps
 
 CHROMIUM = Path(os.environ.get("WARDIAN_TEST_CHROMIUM", "/usr/bin/chromium"))
 # Bounded waits on conditions: a real Codex starting on a loaded 2-core machine takes seconds, not Playwright's 5.

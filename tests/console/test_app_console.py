@@ -25,7 +25,7 @@ from wardian import errors
 from wardian.cli import EXIT_APP, EXIT_HOME, EXIT_USAGE
 from wardian.console.address import DEFAULT_HOST, DEFAULT_PORT, ConsoleAddress, parse_console_address
 from wardian.console.auth import LOGIN_TTL_MS
-from wardian_harness import apps
+from wardian_harness.processes import apps
 
 WEB_MODULES = ("starlette", "uvicorn", "jinja2", "markupsafe", "sse_starlette")
 

@@ -44,7 +44,7 @@ def test_the_background_demo_loads_without_the_harness_extra() -> None:
     """The terminal packages (pyte, pexpect: `wardian[harness]`) are needed only for attached mode."""
     code = ("import sys; sys.modules['pyte'] = None; sys.modules['pexpect'] = None\n"
             "import wardian_harness.demo, wardian_harness.native\n"
-            "assert 'wardian_harness.terminal' not in sys.modules\n")
+            "assert 'wardian_harness.processes.terminal' not in sys.modules\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
 

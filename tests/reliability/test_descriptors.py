@@ -26,7 +26,7 @@ from wardian.app.listen import CONTROL_IDLE_S, MAX_CONSOLE_CONNECTIONS, MAX_CONT
 from wardian.client import AppClient
 from wardian.home import Home
 from wardian.mcp._calls import AppConnections
-from wardian_harness import apps
+from wardian_harness.processes import apps
 
 FLOOD = 300  # more connections than the app's descriptor limit below
 LIMIT = 256

@@ -12,8 +12,8 @@ from tests.conftest import wardian_cmd
 from tests.providers.codex.conftest import CodexWorld
 from tests.providers.codex.test_runtime import agent_row, wait_reply
 from wardian_harness.models.scripted_model import Message
+from wardian_harness.processes.terminal import open_terminal, wait_for_text
 from wardian_harness.providers.codex_home import ScriptedProvider, codex_overrides
-from wardian_harness.terminal import open_terminal, wait_for_text
 
 
 def _diagnostics(world: CodexWorld, screen: str) -> str:

@@ -26,9 +26,9 @@ from wardian.auth.store import CredentialStore
 from wardian.client import AppClient
 from wardian.home import Home
 from wardian.home_setup import adopt_home
-from wardian_harness.apps import AppProcess
 from wardian_harness.models.chatgpt_backend import CLIENT_ID, ChatGPTBackend
 from wardian_harness.models.scripted_model import Message, ScriptedModel
+from wardian_harness.processes.apps import AppProcess
 
 pytestmark = pytest.mark.codex
 

@@ -30,8 +30,8 @@ from wardian.providers.base import LaunchSpec, OutcomeStatus, TaskDelivery, Turn
 from wardian.providers.codex.compat import ENV_CODEX
 from wardian.providers.codex.provider import CodexProvider
 from wardian.providers.codex.runtime import CodexRuntime
-from wardian_harness.apps import fresh_home
 from wardian_harness.models.scripted_model import AgentScript, Message, ScriptedModel
+from wardian_harness.processes.apps import fresh_home
 from wardian_harness.providers.codex_home import ScriptedProvider, codex_overrides
 from wardian_harness.secrets import assert_secrets_absent
 

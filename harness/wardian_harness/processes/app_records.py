@@ -73,7 +73,7 @@ def end_group(pid: int) -> None:
     """SIGKILL whatever is left of the process group led by `pid` (a started app leads a new session). A group that
     is gone (ESRCH) is done; EPERM means the id is someone else's now: left alone."""
     if not hasattr(os, "killpg"):
-        return  # Windows: the native harness's job object ends the tree (wardian_harness.proctree)
+        return  # Windows: the native harness's job object ends the tree (wardian_harness.processes.proctree)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
 

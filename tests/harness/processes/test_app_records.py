@@ -21,9 +21,9 @@ import psutil
 import pytest
 
 from tests.conftest import wardian_cmd
-from wardian_harness import app_records
-from wardian_harness.apps import fresh_home
 from wardian_harness.postgres import Owner
+from wardian_harness.processes import app_records
+from wardian_harness.processes.apps import fresh_home
 
 INNER = textwrap.dedent("""
     import os
@@ -32,7 +32,7 @@ INNER = textwrap.dedent("""
 
     import pytest
 
-    from wardian_harness import apps
+    from wardian_harness.processes import apps
 
     @pytest.fixture
     def app_pid():
@@ -63,7 +63,7 @@ def test_a_timed_out_test_leaves_no_app_running(tmp_path: Path, method: str) -> 
     (tmp_path / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
     home, pid_file = fresh_home("wr"), tmp_path / "pid"
     env = {**os.environ, "INNER_HOME": str(home), "INNER_PID_FILE": str(pid_file),
-           "INNER_CLI": "\x1f".join(wardian_cmd()), "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+           "INNER_CLI": "\x1f".join(wardian_cmd()), "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
     run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-q",
                           f"--timeout-method={method}", str(tmp_path / "test_inner.py")],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240, check=False)

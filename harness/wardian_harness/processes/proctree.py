@@ -42,10 +42,10 @@ class Backend(Protocol):
 
 def _backend() -> Backend:
     if sys.platform == "win32":
-        from wardian_harness._proctree_windows import WindowsBackend
+        from wardian_harness.processes._proctree_windows import WindowsBackend
 
         return WindowsBackend()
-    from wardian_harness._proctree_posix import PosixBackend
+    from wardian_harness.processes._proctree_posix import PosixBackend
 
     return PosixBackend()
 

@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from wardian_harness.homes import RUN_MARKER_ENV
-from wardian_harness.proctree import ProcessTree
+from wardian_harness.processes.proctree import ProcessTree
 
 pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
 

@@ -6,7 +6,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from wardian_harness.terminal import Screen
+from wardian_harness.processes.terminal import Screen
 
 
 class WinptyTerminal:

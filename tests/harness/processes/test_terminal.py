@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from wardian_harness.terminal import capture, open_terminal, wait_for_text
+from wardian_harness.processes.terminal import capture, open_terminal, wait_for_text
 
 
 def test_a_terminal_renders_what_the_program_draws_and_keeps_captures() -> None:

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 
 import pexpect
 
-from wardian_harness.terminal import Screen
+from wardian_harness.processes.terminal import Screen
 
 
 class PexpectTerminal:

@@ -25,7 +25,7 @@ from typing import IO, Any, cast
 from wardian.app.spawn import start_app
 from wardian.errors import WardianError
 from wardian.home import Home
-from wardian_harness import app_records
+from wardian_harness.processes import app_records
 
 __all__ = ["AppDidNotStart", "AppProcess", "RunningApp", "app_env", "fresh_home", "running_app", "start", "stop"]
 
@@ -150,7 +150,7 @@ def _said(spawned: list[subprocess.Popen[bytes]], stderr: IO[Any] | None) -> str
 def stop(proc: subprocess.Popen[bytes], timeout_s: float = 15) -> int:
     """SIGTERM, up to `timeout_s` for a clean exit, then SIGKILL; returns the exit status once the process has ended
     (and its drained stderr is read to EOF). Whatever is left of its process group then gets SIGKILL, and its record
-    (`wardian_harness.app_records`) is dropped.
+    (`wardian_harness.processes.app_records`) is dropped.
 
     Raises:
         subprocess.TimeoutExpired: it survived even SIGKILL for 10 s.

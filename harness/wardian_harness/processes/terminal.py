@@ -56,10 +56,10 @@ class Terminal(Protocol):
 def open_terminal(argv: Sequence[str], env: Mapping[str, str], *, rows: int = 45, cols: int = 160) -> Terminal:
     """Start `argv` in a new pseudo-terminal of `rows` x `cols`."""
     if sys.platform == "win32":
-        from wardian_harness._terminal_windows import WinptyTerminal
+        from wardian_harness.processes._terminal_windows import WinptyTerminal
 
         return WinptyTerminal(argv, env, rows=rows, cols=cols)
-    from wardian_harness._terminal_posix import PexpectTerminal
+    from wardian_harness.processes._terminal_posix import PexpectTerminal
 
     return PexpectTerminal(argv, env, rows=rows, cols=cols)
 
