@@ -12,7 +12,7 @@ The metric names and the fields of each line are an interface (tests and the doc
 in rounds and report the median of the rounds' percentiles with their range, because the machine is shared and
 noisy. `--quick` uses small sizes so the whole run fits in CI in well under a minute; its figures are indicative only.
 
-`--store postgresql` starts one private PostgreSQL server (`wardian_harness.postgres.PrivateCluster`, Debian's
+`--store postgresql` starts one private PostgreSQL server (`wardian_harness.hosts.postgres.PrivateCluster`, Debian's
 binaries) and runs the store-bound figures on both backends in the same run, each line tagged `"store": "sqlite"` or
 `"postgresql"` (rounds alternate between the backends where both run at once): `roundtrip` (the same two round
 trips), `wake` (same-host wakes on each, and `wake_1_waiter_cross_host`: sender on host alpha, waiter on host beta,

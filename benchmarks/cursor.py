@@ -21,7 +21,7 @@ from wardian.client import AppClient
 from wardian.home import Home
 
 if TYPE_CHECKING:
-    from wardian_harness.postgres import PrivateCluster
+    from wardian_harness.hosts.postgres import PrivateCluster
 
 
 @dataclass

@@ -13,7 +13,7 @@ from benchmarks.figures import emit, latency_fields, ms, pct
 from wardian.client import AppClient
 
 if TYPE_CHECKING:
-    from wardian_harness.postgres import PrivateCluster
+    from wardian_harness.hosts.postgres import PrivateCluster
 
 
 def bench_roundtrip(cfg: Config) -> None:

@@ -19,7 +19,7 @@ from benchmarks.config import FULL, QUICK, Config
 from benchmarks.figures import log
 
 if TYPE_CHECKING:
-    from wardian_harness.postgres import PrivateCluster
+    from wardian_harness.hosts.postgres import PrivateCluster
 
 DESCRIPTION = "Benchmarks of the messaging core: one JSON object per line on stdout."
 
@@ -71,7 +71,7 @@ def _timed(label: str, run: Callable[[], None]) -> None:
 
 
 def _run_both_stores(cfg: Config, only: list[str] | None) -> None:
-    from wardian_harness.postgres import PrivateCluster
+    from wardian_harness.hosts.postgres import PrivateCluster
 
     with PrivateCluster() as cluster:
         log(f"private PostgreSQL server in {cluster.root} (port {cluster.port})")

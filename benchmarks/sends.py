@@ -32,7 +32,7 @@ from wardian.home import Home
 from wardian.store import SqliteStore
 
 if TYPE_CHECKING:
-    from wardian_harness.postgres import PrivateCluster
+    from wardian_harness.hosts.postgres import PrivateCluster
 
 
 @dataclass

@@ -16,7 +16,7 @@ from benchmarks.figures import emit, latency_fields, median_pct
 from wardian.client import AppClient
 
 if TYPE_CHECKING:
-    from wardian_harness.postgres import PrivateCluster
+    from wardian_harness.hosts.postgres import PrivateCluster
 
 Agents = list[tuple[dict[str, Any], str]]
 

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck
 
 from wardian.client import AppClient
 from wardian.home import Home
-from wardian_harness.postgres import PgNotFound, PrivateCluster, find_pg_bin, reap_orphans
+from wardian_harness.hosts.postgres import PgNotFound, PrivateCluster, find_pg_bin, reap_orphans
 from wardian_harness.processes import apps
 from wardian_harness.processes.app_records import reap_orphan_apps
 from wardian_harness.processes.apps import AppProcess
@@ -205,8 +205,8 @@ def require_postgres() -> None:
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Stop and remove the private PostgreSQL servers of test processes that are gone: a worker killed by kill -9 or a
     timeout never stopped its own. Runs in the controller and in each xdist worker; those of live processes (the other
-    workers, other sessions) are left alone (`wardian_harness.postgres.reap_orphans`). The same for the apps such a
-    process started (`wardian_harness.processes.app_records`)."""
+    workers, other sessions) are left alone (`wardian_harness.hosts.postgres.reap_orphans`). The same for the apps such
+    a process started (`wardian_harness.processes.app_records`)."""
     reap_orphan_apps()
     reap_orphans()
 

@@ -37,6 +37,7 @@ import pytest
 from e2e_native.conftest import REPORT_DIR_ENV, RUN_ROOT_ENV, acceptance_enabled
 from wardian.app.outcomes import RESTART_LOST
 from wardian_harness.homes import RUN_MARKER_ENV, IsolatedRun
+from wardian_harness.hosts.postgres import PgNotFound, find_pg_bin
 from wardian_harness.models.scripted_model import (
     Hold,
     Message,
@@ -60,7 +61,6 @@ from wardian_harness.native import (
     script_exchange,
     tool_calls,
 )
-from wardian_harness.postgres import PgNotFound, find_pg_bin
 from wardian_harness.providers.codex_install import discover_codex
 from wardian_harness.report import executable_evidence, find_rollouts, read_rollout, write_report
 from wardian_harness.two_hosts import HostRun, TwoHosts

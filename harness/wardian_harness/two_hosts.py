@@ -26,9 +26,9 @@ from typing import Any
 import psutil
 
 from wardian_harness.homes import IsolatedRun
+from wardian_harness.hosts.postgres import PrivateCluster
 from wardian_harness.models.scripted_model import ScriptedModel
 from wardian_harness.native import NativeRun, NativeRunError, Settings
-from wardian_harness.postgres import PrivateCluster
 from wardian_harness.processes.proctree import ProcessTree
 from wardian_harness.providers.codex_install import CodexInstall
 

@@ -25,7 +25,7 @@ from tests.console.conftest import ConsoleApp
 from wardian import errors
 from wardian.client import AppClient
 from wardian.home import Home
-from wardian_harness.postgres import PrivateCluster
+from wardian_harness.hosts.postgres import PrivateCluster
 
 HOST_LEASE_S = 10  # wardian.app.run.HOST_LEASE_MS
 

@@ -1,7 +1,7 @@
 """An app whose shared store's network dies silently, then comes back (H7, docs/guide/several-machines.md, "When the
-network dies"). A real `wardian app run` serving host alpha reaches PostgreSQL through a link that can drop every
-packet (`wardian_harness.netns.DeadLink`: a veth pair into a network namespace, a blackhole qdisc on both ends); the
-app of host beta reaches the same database over the server's own socket. While the link is dead alpha's calls fail
+network dies"). A real `wardian app run` serving host alpha reaches PostgreSQL through a link that can drop every packet
+(`wardian_harness.hosts.netns.DeadLink`: a veth pair into a network namespace, a blackhole qdisc on both ends); the app
+of host beta reaches the same database over the server's own socket. While the link is dead alpha's calls fail
 `storage_unavailable` (nothing admitted) instead of waiting out TCP's retransmissions; once it is back alpha reconnects
 its three connections and serves: a send is admitted, and a wait on alpha is woken by a send on beta (alpha listens
 again)."""
@@ -24,8 +24,8 @@ from wardian import errors
 from wardian.client import AppClient
 from wardian.home import Home
 from wardian.store.postgres import engine, liveness
-from wardian_harness import netns
-from wardian_harness.postgres import SUPERUSER, PrivateCluster
+from wardian_harness.hosts import netns
+from wardian_harness.hosts.postgres import SUPERUSER, PrivateCluster
 
 T = TypeVar("T")
 # A call made while the network is dead may wait for the batch in flight to notice (`DEAD_LINK_S`) and then for one

@@ -13,7 +13,7 @@ from wardian import errors
 from wardian.app.writer import StoreWriter
 from wardian.store import Store
 from wardian.store.postgres import PostgresStore
-from wardian_harness.postgres import PrivateCluster
+from wardian_harness.hosts.postgres import PrivateCluster
 
 pytestmark = [pytest.mark.anyio]
 

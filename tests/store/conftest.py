@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from wardian.store import SqliteStore, Store
-from wardian_harness.postgres import PrivateCluster
+from wardian_harness.hosts.postgres import PrivateCluster
 
 BACKENDS = ("sqlite", "postgresql")
 

@@ -14,7 +14,7 @@ from tests.store.conftest import Backend
 from wardian.model import InteractionKind
 from wardian.store import SqliteStore, Store, open_store
 from wardian.store import testing as store_testing
-from wardian_harness.postgres import PrivateCluster
+from wardian_harness.hosts.postgres import PrivateCluster
 
 PARTS = Path(__file__).resolve().parents[2] / "core" / "wardian" / "store"
 WRITES = re.compile(r"\s*(INSERT|UPDATE|DELETE)\b", re.IGNORECASE)

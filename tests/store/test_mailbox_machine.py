@@ -20,7 +20,7 @@ from wardian import errors
 from wardian.model import Caller, ClaimKind, InteractionKind, ReplyStatus
 from wardian.store import SqliteStore, Store
 from wardian.store import testing as store_testing
-from wardian_harness.postgres import PrivateCluster
+from wardian_harness.hosts.postgres import PrivateCluster
 
 AGENTS = 3
 texts = st.text(alphabet="ab\n✓ ", min_size=1, max_size=6).filter(lambda t: t.strip() != "")

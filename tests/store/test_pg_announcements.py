@@ -12,7 +12,7 @@ from tests.store.conftest import Backend
 from wardian.model import InteractionKind
 from wardian.store.events import RecordAnnounced
 from wardian.store.postgres.announcements import announced
-from wardian_harness.postgres import PrivateCluster
+from wardian_harness.hosts.postgres import PrivateCluster
 
 
 def test_a_batch_of_sends_is_announced_once_per_recipient_in_order(pg_cluster: PrivateCluster, tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from wardian.home import Home
 from wardian.model import Caller, InteractionKind
 from wardian.store import Store
 from wardian.store import testing as store_testing
-from wardian_harness.postgres import SUPERUSER, PrivateCluster
+from wardian_harness.hosts.postgres import SUPERUSER, PrivateCluster
 
 
 @pytest.fixture

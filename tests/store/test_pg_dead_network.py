@@ -4,10 +4,10 @@ give up (about 15 minutes). A statement in flight fails `storage_unavailable` (n
 flight `uncertain` (never a receipt), a wait's look is left to the writer and its connection replaced, and once the
 network is back the store reconnects and serves.
 
-The network is real: the store reaches the private server over TCP through a veth pair into a network namespace, where
-a blackhole qdisc drops every packet (`wardian_harness.netns.DeadLink`). The limits asserted are liveness bounds, a
-few times the figure each connection promises (`wardian.store.postgres.liveness`), never speed figures: what fails
-here without the bound is a call that waits for minutes."""
+The network is real: the store reaches the private server over TCP through a veth pair into a network namespace, where a
+blackhole qdisc drops every packet (`wardian_harness.hosts.netns.DeadLink`). The limits asserted are liveness bounds, a
+few times the figure each connection promises (`wardian.store.postgres.liveness`), never speed figures: what fails here
+without the bound is a call that waits for minutes."""
 
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ from wardian.model import Caller, InteractionKind
 from wardian.store import Store
 from wardian.store import testing as store_testing
 from wardian.store.postgres import PostgresStore, engine, liveness, wait_reader
-from wardian_harness import netns
-from wardian_harness.postgres import SUPERUSER, PrivateCluster
+from wardian_harness.hosts import netns
+from wardian_harness.hosts.postgres import SUPERUSER, PrivateCluster
 
 T = TypeVar("T")
 DEAD_LINK_LIMIT_S = 3 * liveness.DEAD_LINK_S

@@ -24,7 +24,7 @@ from wardian.model import InteractionKind, ReceivePage
 from wardian.store import SqliteStore, Store
 from wardian.store.api import WaitLook
 from wardian.store.postgres import PgWaitReader, PostgresStore, wait_reader
-from wardian_harness.postgres import PrivateCluster
+from wardian_harness.hosts.postgres import PrivateCluster
 
 
 @asynccontextmanager

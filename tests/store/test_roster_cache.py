@@ -17,7 +17,7 @@ from wardian import errors
 from wardian.model import AgentStatus, InteractionKind
 from wardian.store import Store
 from wardian.store import testing as store_testing
-from wardian_harness.postgres import PrivateCluster
+from wardian_harness.hosts.postgres import PrivateCluster
 
 pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
 

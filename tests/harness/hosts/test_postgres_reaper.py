@@ -1,5 +1,5 @@
-"""The reaper of orphaned private PostgreSQL servers (`wardian_harness.postgres.reap_orphans`): a test process killed
-with kill -9 leaves its server running, and the next session must stop it, but never one whose owner lives on.
+"""The reaper of orphaned private PostgreSQL servers (`wardian_harness.hosts.postgres.reap_orphans`): a test process
+killed with kill -9 leaves its server running, and the next session must stop it, but never one whose owner lives on.
 
 Real servers (Debian's binaries), real processes killed for real; each test under a parent directory of its own, so
 that neither parallel workers' clusters nor another session's are ever in reach of the reaper a test runs."""
@@ -20,16 +20,16 @@ import psutil
 import pytest
 
 from tests.conftest import require_postgres
-from wardian_harness import postgres
-from wardian_harness.postgres import OWNER_FILE, Owner, PrivateCluster, reap_orphans
+from wardian_harness.hosts import postgres
+from wardian_harness.hosts.postgres import OWNER_FILE, Owner, PrivateCluster, reap_orphans
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 # A test process that starts a cluster, says where, and waits to be killed.
 OWNER_SCRIPT = """
 import sys, time
 from pathlib import Path
-from wardian_harness.postgres import PrivateCluster
+from wardian_harness.hosts.postgres import PrivateCluster
 
 cluster = PrivateCluster(parent=Path(sys.argv[1])).start()
 print(cluster.root, flush=True)

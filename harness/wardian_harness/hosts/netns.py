@@ -1,10 +1,10 @@
 """A network path a test can cut without a word: the dead network of docs/guide/several-machines.md (a cable pulled,
 a partition, a firewall or NAT that forgot the flow), made with the kernel's own tools.
 
-`DeadLink(target)` makes a network namespace joined to this one by a veth pair and runs a TCP relay inside it
-(`python -m wardian_harness.netns`), listening on the namespace's address and forwarding each connection to the Unix
-socket `target` (a `PrivateCluster`'s: the server then sees a local connection, trusted, without TLS). A client in
-this namespace reaches it over TCP at `url(dbname, user)`, through the veth pair.
+`DeadLink(target)` makes a network namespace joined to this one by a veth pair and runs a TCP relay inside it (`python
+-m wardian_harness.hosts.netns`), listening on the namespace's address and forwarding each connection to the Unix socket
+`target` (a `PrivateCluster`'s: the server then sees a local connection, trusted, without TLS). A client in this
+namespace reaches it over TCP at `url(dbname, user)`, through the veth pair.
 
 `cut()` puts a `blackhole` qdisc on both ends of the pair: every packet either side sends is dropped after its kernel
 reported it sent, so neither side hears an error, a reset or an ICMP message, and a new connection's SYN goes
@@ -128,7 +128,7 @@ class DeadLink:
         _run("ip", "-n", self.namespace, "link", "set", "lo", "up")
         self.host = str(inside)
         relay = self._tree.spawn(
-            ["ip", "netns", "exec", self.namespace, sys.executable, "-m", "wardian_harness.netns", self.host,
+            ["ip", "netns", "exec", self.namespace, sys.executable, "-m", "wardian_harness.hosts.netns", self.host,
              str(RELAY_PORT), self.target], env=dict(os.environ), stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
         assert relay.stdout is not None
         os.set_blocking(relay.stdout.fileno(), False)
