@@ -23,9 +23,7 @@ from typing import Any
 import pytest
 
 from e2e_native.conftest import acceptance_enabled
-from wardian_harness.models.scripted_model import Hold, Message
-from wardian_harness.models.scripted_model.reading import role_texts
-from wardian_harness.native import (
+from wardian_harness.acceptance.native import (
     LATER_REQUEST,
     OPERATOR,
     PLAIN_REQUEST,
@@ -41,9 +39,7 @@ from wardian_harness.native import (
     script_recall,
     tool_calls,
 )
-from wardian_harness.processes.terminal import capture, wait_for_text
-from wardian_harness.providers.claude_home import transcript_binding
-from wardian_harness.report import (
+from wardian_harness.acceptance.report import (
     executable_evidence,
     find_rollouts,
     read_opencode_store,
@@ -51,6 +47,10 @@ from wardian_harness.report import (
     text_counts,
     write_report,
 )
+from wardian_harness.models.scripted_model import Hold, Message
+from wardian_harness.models.scripted_model.reading import role_texts
+from wardian_harness.processes.terminal import capture, wait_for_text
+from wardian_harness.providers.claude_home import transcript_binding
 
 pytestmark = pytest.mark.skipif(not acceptance_enabled(), reason="opt-in; run through run-native-e2e")
 

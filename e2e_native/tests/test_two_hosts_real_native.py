@@ -36,18 +36,8 @@ import pytest
 
 from e2e_native.conftest import REPORT_DIR_ENV, RUN_ROOT_ENV, acceptance_enabled
 from wardian.app.outcomes import RESTART_LOST
-from wardian_harness.homes import RUN_MARKER_ENV, IsolatedRun
-from wardian_harness.hosts.postgres import PgNotFound, find_pg_bin
-from wardian_harness.models.scripted_model import (
-    Hold,
-    Message,
-    RecordedRequest,
-    Step,
-    ToolCall,
-    function_call_outputs,
-    user_texts,
-)
-from wardian_harness.native import (
+from wardian_harness.acceptance.homes import RUN_MARKER_ENV, IsolatedRun
+from wardian_harness.acceptance.native import (
     OPERATOR,
     PLAIN_REQUEST,
     RECEIVER,
@@ -61,9 +51,19 @@ from wardian_harness.native import (
     script_exchange,
     tool_calls,
 )
+from wardian_harness.acceptance.report import executable_evidence, find_rollouts, read_rollout, write_report
+from wardian_harness.acceptance.two_hosts import HostRun, TwoHosts
+from wardian_harness.hosts.postgres import PgNotFound, find_pg_bin
+from wardian_harness.models.scripted_model import (
+    Hold,
+    Message,
+    RecordedRequest,
+    Step,
+    ToolCall,
+    function_call_outputs,
+    user_texts,
+)
 from wardian_harness.providers.codex_install import discover_codex
-from wardian_harness.report import executable_evidence, find_rollouts, read_rollout, write_report
-from wardian_harness.two_hosts import HostRun, TwoHosts
 
 pytestmark = pytest.mark.skipif(not acceptance_enabled(), reason="opt-in; run through run-native-e2e")
 

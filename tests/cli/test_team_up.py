@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import unavailable, wardian_cmd
 from wardian.home import Home
-from wardian_harness.homes import IsolatedRun
+from wardian_harness.acceptance.homes import IsolatedRun
 from wardian_harness.models.scripted_model import ScriptedModel
 from wardian_harness.processes.proctree import ProcessTree
 from wardian_harness.processes.terminal import open_terminal, wait_for_text

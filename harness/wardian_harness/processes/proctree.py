@@ -23,7 +23,7 @@ from typing import Any, Protocol, cast
 
 import psutil
 
-from wardian_harness.homes import RUN_MARKER_ENV
+from wardian_harness.acceptance.homes import RUN_MARKER_ENV
 
 
 class Backend(Protocol):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from wardian_harness.native import Settings, parse_providers, tool_calls
+from wardian_harness.acceptance.native import Settings, parse_providers, tool_calls
 from wardian_harness.providers.claude_home import (
     DUMMY_KEY,
     ClaudeNotFound,

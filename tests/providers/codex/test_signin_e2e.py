@@ -20,8 +20,14 @@ from tests.console.conftest import ConsoleApp, ConsoleWorld, console_app_on_a_fr
 from tests.providers.codex.conftest import codex_or_skip
 from tests.providers.codex.test_runtime import agent_row, wait_reply
 from tests.providers.codex.test_signin import interrupted_turns
+from wardian_harness.acceptance.report import (
+    executable_evidence,
+    find_rollouts,
+    read_rollout,
+    text_counts,
+    write_report,
+)
 from wardian_harness.models.scripted_model import AgentScript, Message, ScriptedModel
-from wardian_harness.report import executable_evidence, find_rollouts, read_rollout, text_counts, write_report
 from wardian_harness.secrets import assert_secrets_absent
 
 KEY_WORK = "sk-e2e-work-3c5d7e9f1a2b4c6d"

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from wardian.client import AppClient
 from wardian.home import Home
-from wardian_harness.homes import IsolatedRun
+from wardian_harness.acceptance.homes import IsolatedRun
 from wardian_harness.models.scripted_model import (
     AgentScript,
     Message,

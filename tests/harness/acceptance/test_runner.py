@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from wardian_harness import runner
+from wardian_harness.acceptance import runner
 
 
 def test_a_missing_codex_exits_3_with_a_clear_message(monkeypatch: pytest.MonkeyPatch,

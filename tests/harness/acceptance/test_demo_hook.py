@@ -16,7 +16,7 @@ pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
 
 def test_the_demo_entry_point_is_declared_and_loads_the_harness_demo() -> None:
     (ep,) = importlib.metadata.entry_points(group="wardian.plugins", name="demo")
-    assert ep.value == "wardian_harness.demo:main"
+    assert ep.value == "wardian_harness.acceptance.demo:main"
 
 
 def test_without_the_entry_point_the_demo_is_a_clear_error(monkeypatch: pytest.MonkeyPatch,
@@ -43,7 +43,7 @@ def test_the_demo_options_reach_the_demo(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_the_background_demo_loads_without_the_harness_extra() -> None:
     """The terminal packages (pyte, pexpect: `wardian[harness]`) are needed only for attached mode."""
     code = ("import sys; sys.modules['pyte'] = None; sys.modules['pexpect'] = None\n"
-            "import wardian_harness.demo, wardian_harness.native\n"
+            "import wardian_harness.acceptance.demo, wardian_harness.acceptance.native\n"
             "assert 'wardian_harness.processes.terminal' not in sys.modules\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
@@ -66,7 +66,7 @@ def test_a_harness_without_its_extra_is_a_clear_error_naming_the_extra(monkeypat
 @pytest.mark.parametrize("value", ["codex,gemini", "opencode", "codex,opencode,codex"])
 def test_a_team_the_demo_cannot_run_is_a_usage_error_naming_the_allowed_providers(
         value: str, capsys: pytest.CaptureFixture[str]) -> None:
-    from wardian_harness import demo
+    from wardian_harness.acceptance import demo
 
     with pytest.raises(SystemExit) as exc:
         demo.main(["--providers", value])

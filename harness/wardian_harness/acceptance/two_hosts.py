@@ -25,10 +25,10 @@ from typing import Any
 
 import psutil
 
-from wardian_harness.homes import IsolatedRun
+from wardian_harness.acceptance.homes import IsolatedRun
+from wardian_harness.acceptance.native import NativeRun, NativeRunError, Settings
 from wardian_harness.hosts.postgres import PrivateCluster
 from wardian_harness.models.scripted_model import ScriptedModel
-from wardian_harness.native import NativeRun, NativeRunError, Settings
 from wardian_harness.processes.proctree import ProcessTree
 from wardian_harness.providers.codex_install import CodexInstall
 

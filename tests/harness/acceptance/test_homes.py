@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from wardian_harness.homes import RUN_MARKER_ENV, HomeLocked, IsolatedRun
+from wardian_harness.acceptance.homes import RUN_MARKER_ENV, HomeLocked, IsolatedRun
 
 pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
 
@@ -18,7 +18,8 @@ def test_a_second_runner_cannot_take_a_held_root_and_a_joiner_needs_a_holder(tmp
     """ACC-3: the runner owns the isolated home lock; two runners never share a home."""
     run = IsolatedRun.create()
     try:
-        probe = ("import sys; from pathlib import Path; from wardian_harness.homes import HomeLock, HomeLocked\n"
+        probe = ("import sys; from pathlib import Path\n"
+                 "from wardian_harness.acceptance.homes import HomeLock, HomeLocked\n"
                  "try:\n    HomeLock(Path(sys.argv[1])).acquire()\nexcept HomeLocked:\n    sys.exit(7)\n")
         done = subprocess.run([sys.executable, "-c", probe, str(run.root / "run.lock")], check=False, timeout=60)
         assert done.returncode == 7

@@ -23,9 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wardian_harness.homes import IsolatedRun
-from wardian_harness.models.scripted_model import ScriptedModel
-from wardian_harness.native import (
+from wardian_harness.acceptance.homes import IsolatedRun
+from wardian_harness.acceptance.native import (
     OPERATOR,
     PLAIN_REQUEST,
     PROVIDERS,
@@ -38,11 +37,12 @@ from wardian_harness.native import (
     parse_providers,
     script_exchange,
 )
+from wardian_harness.acceptance.report import find_rollouts, read_opencode_store, sha256_file
+from wardian_harness.models.scripted_model import ScriptedModel
 from wardian_harness.processes.proctree import ProcessTree
 from wardian_harness.providers.claude_home import ClaudeInstall, ClaudeNotFound, find_claude, transcript_binding
 from wardian_harness.providers.codex_install import CodexInstall, CodexInstallError, discover_codex
 from wardian_harness.providers.opencode_home import OpenCodeInstall, OpenCodeNotFound, find_opencode
-from wardian_harness.report import find_rollouts, read_opencode_store, sha256_file
 
 _BOLD, _DIM, _RESET = ("\033[1m", "\033[2m", "\033[0m") if sys.stdout.isatty() else ("", "", "")
 
