@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from wardian_harness.acceptance.homes import RUN_MARKER_ENV, IsolatedRun
+from wardian_harness.acceptance.homes import IsolatedRun
 from wardian_harness.acceptance.native import NativeRun, Settings
 from wardian_harness.models.scripted_model import ScriptedModel
-from wardian_harness.processes.proctree import ProcessTree
+from wardian_harness.processes.proctree import RUN_MARKER_ENV, ProcessTree
 from wardian_harness.providers.claude_home import find_claude
 from wardian_harness.providers.codex_install import discover_codex
 from wardian_harness.providers.opencode_home import find_opencode

@@ -36,7 +36,7 @@ import pytest
 
 from e2e_native.conftest import REPORT_DIR_ENV, RUN_ROOT_ENV, acceptance_enabled
 from wardian.app.outcomes import RESTART_LOST
-from wardian_harness.acceptance.homes import RUN_MARKER_ENV, IsolatedRun
+from wardian_harness.acceptance.homes import IsolatedRun
 from wardian_harness.acceptance.native import (
     OPERATOR,
     PLAIN_REQUEST,
@@ -63,6 +63,7 @@ from wardian_harness.models.scripted_model import (
     function_call_outputs,
     user_texts,
 )
+from wardian_harness.processes.proctree import RUN_MARKER_ENV
 from wardian_harness.providers.codex_install import discover_codex
 
 pytestmark = pytest.mark.skipif(not acceptance_enabled(), reason="opt-in; run through run-native-e2e")

@@ -25,10 +25,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
 
+from wardian_harness.processes.proctree import RUN_MARKER_ENV
 from wardian_harness.providers.codex_home import ENV_ALLOWLIST
-
-RUN_MARKER_ENV = "WARDIAN_E2E_RUN_ID"
-"""Set in every child of a run; the process-tree sweep finds stragglers by it."""
 
 AUTH_FILES: tuple[str, ...] = ("auth.json",)
 """The only files copied from WARDIAN_E2E_CODEX_AUTH_HOME into an isolated CODEX_HOME."""

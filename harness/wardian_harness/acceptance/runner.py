@@ -22,9 +22,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from wardian_harness.acceptance.homes import RUN_MARKER_ENV, IsolatedRun
+from wardian_harness.acceptance.homes import IsolatedRun
 from wardian_harness.acceptance.native import Settings
-from wardian_harness.processes.proctree import ProcessTree
+from wardian_harness.processes.proctree import RUN_MARKER_ENV, ProcessTree
 from wardian_harness.providers.claude_home import ClaudeNotFound, find_claude
 from wardian_harness.providers.codex_install import CodexInstall, CodexInstallError, discover_codex
 from wardian_harness.providers.opencode_home import OpenCodeNotFound, find_opencode

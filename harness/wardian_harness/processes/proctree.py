@@ -2,7 +2,7 @@
 
 Invariants:
 - every child is spawned through `ProcessTree.spawn` (or adopted with `adopt` when a library forks it, as
-  pexpect does) and carries the run marker in its environment (`homes.RUN_MARKER_ENV`);
+  pexpect does) and carries the run marker in its environment (`RUN_MARKER_ENV`);
 - `close()` stops the whole tree, pass or fail: the platform backend's polite stop (POSIX: SIGTERM to each
   process group), a bounded wait, then the hard stop (SIGKILL / TerminateJobObject), then a psutil sweep as
   the backstop for anything that escaped its group (Codex app-servers run in their own sessions, so the sweep
@@ -23,7 +23,8 @@ from typing import Any, Protocol, cast
 
 import psutil
 
-from wardian_harness.acceptance.homes import RUN_MARKER_ENV
+RUN_MARKER_ENV = "WARDIAN_E2E_RUN_ID"
+"""Set in every member's environment: the sweep finds by it what escaped the tree's process groups."""
 
 
 class Backend(Protocol):

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from wardian_harness.acceptance.homes import RUN_MARKER_ENV, HomeLocked, IsolatedRun
+from wardian_harness.acceptance.homes import HomeLocked, IsolatedRun
+from wardian_harness.processes.proctree import RUN_MARKER_ENV
 
 pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
 

@@ -9,8 +9,7 @@ import uuid
 import psutil
 import pytest
 
-from wardian_harness.acceptance.homes import RUN_MARKER_ENV
-from wardian_harness.processes.proctree import ProcessTree
+from wardian_harness.processes.proctree import RUN_MARKER_ENV, ProcessTree
 
 pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
 
