@@ -4,7 +4,7 @@ A test that times out may never reach the code that stops its app: with pytest-t
 is raised wherever the test (or its teardown) then is, and with the `thread` method the test process ends at once
 (`os._exit`), running neither finalizers nor `atexit`. So each started app leaves a record on disk, one file per app
 under `<temp dir>/wardian-apps-<uid>`, naming the app and the process that started it (each by pid and start time,
-`wardian_harness.hosts.postgres.Owner`: a pid alone may already belong to someone else):
+`wardian_harness.processes.owner.Owner`: a pid alone may already belong to someone else):
 
 - `stop` removes the record once the app's whole process group has ended;
 - at a normal exit of the starting process, `atexit` ends the groups of the apps it still owns;
@@ -28,7 +28,7 @@ from typing import Any
 
 import psutil
 
-from wardian_harness.hosts.postgres import Owner
+from wardian_harness.processes.owner import Owner
 
 __all__ = ["end_group", "forget", "reap_orphan_apps", "records_dir", "remember"]
 

@@ -21,7 +21,8 @@ import pytest
 
 from tests.conftest import require_postgres
 from wardian_harness.hosts import postgres
-from wardian_harness.hosts.postgres import OWNER_FILE, Owner, PrivateCluster, reap_orphans
+from wardian_harness.hosts.postgres import OWNER_FILE, PrivateCluster, reap_orphans
+from wardian_harness.processes.owner import Owner
 
 REPO = Path(__file__).resolve().parents[3]
 

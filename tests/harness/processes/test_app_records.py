@@ -21,9 +21,9 @@ import psutil
 import pytest
 
 from tests.conftest import wardian_cmd
-from wardian_harness.hosts.postgres import Owner
 from wardian_harness.processes import app_records
 from wardian_harness.processes.apps import fresh_home
+from wardian_harness.processes.owner import Owner
 
 INNER = textwrap.dedent("""
     import os
