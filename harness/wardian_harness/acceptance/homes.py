@@ -25,8 +25,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
 
+from wardian_harness.processes.environment import allowlisted_env
 from wardian_harness.processes.proctree import RUN_MARKER_ENV
-from wardian_harness.providers.codex_home import ENV_ALLOWLIST
 
 AUTH_FILES: tuple[str, ...] = ("auth.json",)
 """The only files copied from WARDIAN_E2E_CODEX_AUTH_HOME into an isolated CODEX_HOME."""
@@ -169,11 +169,7 @@ class IsolatedRun:
     def child_env(self, extra: Mapping[str, str] | None = None, *,
                   parent: Mapping[str, str] | None = None) -> dict[str, str]:
         """An allowlisted environment: HOME is the run's private home, WARDIAN_HOME the run's home, the marker."""
-        source = os.environ if parent is None else parent
-        env = {key: source[key] for key in ENV_ALLOWLIST if key in source}
-        env["HOME"] = str(self.user_home)
-        if sys.platform == "win32":
-            env["USERPROFILE"] = str(self.user_home)
+        env = allowlisted_env(self.user_home, parent)
         env["WARDIAN_HOME"] = str(self.wardian_home)
         env[RUN_MARKER_ENV] = self.run_id
         env["GIT_CONFIG_NOSYSTEM"] = "1"

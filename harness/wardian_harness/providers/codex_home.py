@@ -9,15 +9,14 @@ core) or passed as `codex -c key=value` overrides (`codex_overrides`); both form
 binary in `tests/harness/`.
 
 Invariants:
-- The child environment is built from an allowlist (`codex_env`): the developer's HOME, CODEX_HOME, OpenAI keys
-  and any other variable never reach Codex unless a caller passes them explicitly in `extra`.
+- The child environment is built from an allowlist (`codex_env`, on `processes.environment`): the developer's
+  HOME, CODEX_HOME, OpenAI keys and any other variable never reach Codex unless a caller passes them explicitly in
+  `extra`.
 - The dummy key is not a secret; nothing here reads or writes `auth.json`.
 """
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,9 +24,10 @@ from typing import Any
 
 import tomlkit
 
+from wardian_harness.processes.environment import allowlisted_env
+
 __all__ = [
     "DUMMY_API_KEY",
-    "ENV_ALLOWLIST",
     "ScriptedProvider",
     "codex_env",
     "codex_override_args",
@@ -37,15 +37,6 @@ __all__ = [
 
 DUMMY_API_KEY = "wardian-scripted-model-dummy-key"
 """The value given to the provider's `env_key` variable; Codex sends it as `Authorization: Bearer <value>`."""
-
-ENV_ALLOWLIST: tuple[str, ...] = (
-    "PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TZ", "TERM", "COLORTERM", "NO_COLOR",
-    "TMPDIR", "TEMP", "TMP",
-    # Windows needs these to start processes and find its shell; they name no user home.
-    "SYSTEMROOT", "SYSTEMDRIVE", "WINDIR", "COMSPEC", "PATHEXT", "PROGRAMFILES", "PROGRAMDATA",
-)
-"""Variables copied from the parent environment into a Codex child; everything else is dropped."""
-
 
 @dataclass(frozen=True, slots=True)
 class ScriptedProvider:
@@ -128,11 +119,7 @@ def codex_env(codex_home: Path, *, home: Path, provider: ScriptedProvider | None
     `home` becomes HOME (and USERPROFILE on Windows) so nothing under the developer's real home is read;
     `provider.env_key` is set to `DUMMY_API_KEY`; `extra` is applied last and is the only way to add more.
     """
-    source = os.environ if parent is None else parent
-    env = {key: source[key] for key in ENV_ALLOWLIST if key in source}
-    env["HOME"] = str(home)
-    if sys.platform == "win32":
-        env["USERPROFILE"] = str(home)
+    env = allowlisted_env(home, parent)
     env["CODEX_HOME"] = str(codex_home)
     if provider is not None:
         env[provider.env_key] = DUMMY_API_KEY
