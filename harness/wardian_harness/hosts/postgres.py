@@ -29,10 +29,8 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import datetime
 import fcntl
 import glob
-import ipaddress
 import itertools
 import json
 import os
@@ -52,6 +50,7 @@ from typing import Any
 import psutil
 
 from wardian_harness.processes.owner import Owner
+from wardian_harness.tls import make_server_certificate
 
 __all__ = ["OWNER_FILE", "PG_BIN_ENV", "PgNotFound", "PrivateCluster", "clusters_dir", "find_pg_bin",
            "reap_orphans"]
@@ -382,51 +381,11 @@ class PrivateCluster:
             os.chown(path, owner.pw_uid, owner.pw_gid)
 
     def _make_certificates(self) -> None:
-        """A CA of its own and a server certificate for 127.0.0.1 (and localhost) signed by it."""
-        from cryptography import x509
-        from cryptography.hazmat.primitives import hashes, serialization
-        from cryptography.hazmat.primitives.asymmetric import ec
-        from cryptography.x509.oid import NameOID
-
-        now = datetime.datetime.now(datetime.UTC)
-        ca_key = ec.generate_private_key(ec.SECP256R1())
-        ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "wardian test CA")])
-        ca = (
-            x509.CertificateBuilder()
-            .subject_name(ca_name)
-            .issuer_name(ca_name)
-            .public_key(ca_key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-            .sign(ca_key, hashes.SHA256())
-        )
-        key = ec.generate_private_key(ec.SECP256R1())
-        cert = (
-            x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
-            .issuer_name(ca_name)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(
-                x509.SubjectAlternativeName(
-                    [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
-                ),
-                critical=False,
-            )
-            .sign(ca_key, hashes.SHA256())
-        )
-        self.ca_path.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-        self._write_as_server(self.data / "server.crt", cert.public_bytes(serialization.Encoding.PEM).decode(), 0o644)
-        self._write_as_server(
-            self.data / "server.key",
-            key.private_bytes(
-                serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
-            ).decode(),
-        )
+        """A CA of its own (`ca_path`) and a server certificate for 127.0.0.1 signed by it, in the data directory."""
+        made = make_server_certificate("wardian test CA")
+        self.ca_path.write_bytes(made.ca)
+        self._write_as_server(self.data / "server.crt", made.cert.decode(), 0o644)
+        self._write_as_server(self.data / "server.key", made.key.decode())
 
 
 # --- the reaper ---------------------------------------------------------------------------------------------

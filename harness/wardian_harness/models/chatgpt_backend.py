@@ -29,7 +29,6 @@ from __future__ import annotations
 import base64
 import datetime
 import http.client
-import ipaddress
 import itertools
 import json
 import ssl
@@ -44,6 +43,7 @@ from typing import Any, cast
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from wardian_harness.models.scripted_model import ScriptedModel
+from wardian_harness.tls import make_server_certificate
 
 __all__ = ["ACCOUNT_ID", "CLIENT_ID", "EMAIL", "MODEL_PREFIX", "PLAN_TYPE", "BackendRequest", "ChatGPTBackend",
            "make_jwt"]
@@ -414,37 +414,11 @@ def _parse_body(raw: bytes | None, content_type: str) -> Any:
 
 def _tls_context(directory: Path) -> ssl.SSLContext:
     """A server context with a certificate for 127.0.0.1 signed by a CA made for this run (written to ca.pem)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-    now = datetime.datetime.now(datetime.UTC)
-    start, end = now - datetime.timedelta(minutes=5), now + datetime.timedelta(days=1)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "wardian test CA (ChatGPT backend)")])
-    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
-          .serial_number(x509.random_serial_number()).not_valid_before(start).not_valid_after(end)
-          .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-          .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                       content_commitment=False, key_encipherment=False, data_encipherment=False,
-                                       key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
-          .sign(ca_key, hashes.SHA256()))
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
-            .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(start).not_valid_after(end)
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                                                        x509.DNSName("localhost")]), critical=False)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-            .sign(ca_key, hashes.SHA256()))
-    (directory / "ca.pem").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    made = make_server_certificate("wardian test CA (ChatGPT backend)")
+    (directory / "ca.pem").write_bytes(made.ca)
     cert_path, key_path = directory / "server.pem", directory / "server.key"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
+    cert_path.write_bytes(made.cert)
+    key_path.write_bytes(made.key)
     key_path.chmod(0o600)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert_path, key_path)
