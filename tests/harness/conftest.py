@@ -11,10 +11,10 @@ import pytest
 
 from tests.conftest import unavailable
 from wardian_harness.models.scripted_model import AgentScript, ScriptedModel
+from wardian_harness.providers.cli import REPO_ROOT
 from wardian_harness.providers.codex_home import ScriptedProvider, codex_env, write_codex_config
 from wardian_harness.providers.codex_install import (
     EXECUTABLE_ENV,
-    REPO_ROOT,
     CodexInstall,
     CodexNotFound,
     discover_codex,

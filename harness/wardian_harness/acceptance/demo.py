@@ -40,9 +40,10 @@ from wardian_harness.acceptance.native import (
 from wardian_harness.acceptance.report import find_rollouts, read_opencode_store, sha256_file
 from wardian_harness.models.scripted_model import ScriptedModel
 from wardian_harness.processes.proctree import ProcessTree
-from wardian_harness.providers.claude_home import ClaudeInstall, ClaudeNotFound, find_claude, transcript_binding
+from wardian_harness.providers.claude_home import ClaudeNotFound, find_claude, transcript_binding
+from wardian_harness.providers.cli import CliInstall
 from wardian_harness.providers.codex_install import CodexInstall, CodexInstallError, discover_codex
-from wardian_harness.providers.opencode_home import OpenCodeInstall, OpenCodeNotFound, find_opencode
+from wardian_harness.providers.opencode_home import OpenCodeNotFound, find_opencode
 
 _BOLD, _DIM, _RESET = ("\033[1m", "\033[2m", "\033[0m") if sys.stdout.isatty() else ("", "", "")
 
@@ -168,8 +169,8 @@ def _parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, tuple[s
 @dataclass(frozen=True, slots=True)
 class Installs:
     codex: CodexInstall
-    opencode: OpenCodeInstall | None = None
-    claude: ClaudeInstall | None = None
+    opencode: CliInstall | None = None
+    claude: CliInstall | None = None
 
     def versions(self) -> str:
         return ", ".join([f"Codex {self.codex.version}",
@@ -186,8 +187,8 @@ def _installs(providers: tuple[str, str]) -> Installs | None:
         print(f"wardian demo: Codex unusable: {exc}\n(scripts/setup.sh --with-node installs the pinned Codex)",
               file=sys.stderr)
         return None
-    opencode: OpenCodeInstall | None = None
-    claude: ClaudeInstall | None = None
+    opencode: CliInstall | None = None
+    claude: CliInstall | None = None
     try:
         if "opencode" in providers:
             opencode = find_opencode()

@@ -38,10 +38,11 @@ from wardian_harness.models.scripted_model import (
 from wardian_harness.models.scripted_model.reading import role_texts
 from wardian_harness.processes import apps
 from wardian_harness.processes.proctree import ProcessTree
-from wardian_harness.providers.claude_home import ClaudeInstall, ScriptedClaude, claude_overrides
+from wardian_harness.providers.claude_home import ScriptedClaude, claude_overrides
+from wardian_harness.providers.cli import CliInstall
 from wardian_harness.providers.codex_home import DUMMY_API_KEY, ScriptedProvider, codex_overrides
 from wardian_harness.providers.codex_install import CodexInstall
-from wardian_harness.providers.opencode_home import OpenCodeInstall, ScriptedOpenCode, opencode_overrides
+from wardian_harness.providers.opencode_home import ScriptedOpenCode, opencode_overrides
 
 if TYPE_CHECKING:
     # The terminal (pyte, pexpect: the harness extra) loads only for attached mode, so the background demo runs
@@ -185,7 +186,7 @@ class NativeRun:
 
     def __init__(self, settings: Settings, run: IsolatedRun, tree: ProcessTree, codex: CodexInstall,
                  model: ScriptedModel | None, progress: Callable[[str], None] | None = None,
-                 opencode: OpenCodeInstall | None = None, claude: ClaudeInstall | None = None) -> None:
+                 opencode: CliInstall | None = None, claude: CliInstall | None = None) -> None:
         self.settings = settings
         self.run = run
         self.tree = tree

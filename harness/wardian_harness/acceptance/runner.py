@@ -26,10 +26,10 @@ from wardian_harness.acceptance.homes import IsolatedRun
 from wardian_harness.acceptance.native import Settings
 from wardian_harness.processes.proctree import RUN_MARKER_ENV, ProcessTree
 from wardian_harness.providers.claude_home import ClaudeNotFound, find_claude
+from wardian_harness.providers.cli import REPO_ROOT
 from wardian_harness.providers.codex_install import CodexInstall, CodexInstallError, discover_codex
 from wardian_harness.providers.opencode_home import OpenCodeNotFound, find_opencode
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_TEST = "e2e_native/tests/test_agent_messaging_v2_real_native.py"
 EXIT_FAILED, EXIT_SETTINGS, EXIT_CODEX, EXIT_LEFTOVER = 1, 2, 3, 4
 

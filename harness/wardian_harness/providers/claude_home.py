@@ -15,56 +15,31 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wardian.providers.version import Version
+from wardian_harness.providers.cli import REPO_ROOT, CliInstall, CliNotFound, find_cli
 
-__all__ = ["CLAUDE_ENV", "DUMMY_KEY", "ClaudeInstall", "ClaudeNotFound", "ScriptedClaude", "claude_overrides",
+__all__ = ["CLAUDE_ENV", "DUMMY_KEY", "ClaudeNotFound", "ScriptedClaude", "claude_overrides",
            "find_claude", "find_transcript", "transcript_binding", "transcript_uuids"]
 
 CLAUDE_ENV = "WARDIAN_CLAUDE"
 DUMMY_KEY = "wardian-scripted-model-dummy-key"
-REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
-class ClaudeNotFound(Exception):
+class ClaudeNotFound(CliNotFound):
     """No Claude Code executable at the configured path, in node_modules or on PATH."""
 
 
-@dataclass(frozen=True, slots=True)
-class ClaudeInstall:
-    executable: Path
-    version: Version
-    version_output: str
-
-
-def find_claude(env: Mapping[str, str] | None = None, repo_root: Path = REPO_ROOT) -> ClaudeInstall:
-    """The Claude Code CLI to use and its version.
+def find_claude(env: Mapping[str, str] | None = None, repo_root: Path = REPO_ROOT) -> CliInstall:
+    """The Claude Code CLI to use and its version (`providers.cli`'s discovery, by `WARDIAN_CLAUDE`).
 
     Raises:
         ClaudeNotFound: nothing found, or what was found does not print a version.
     """
-    env = os.environ if env is None else env
-    configured = env.get(CLAUDE_ENV)
-    candidates = [Path(configured)] if configured else [repo_root / "node_modules" / ".bin" / "claude"]
-    if not configured and (found := shutil.which("claude", path=env.get("PATH", ""))):
-        candidates.append(Path(found))
-    for path in candidates:
-        if path.is_file() and os.access(path, os.X_OK):
-            out = subprocess.run([str(path), "--version"], capture_output=True, text=True, encoding="utf-8",
-                                 timeout=60, check=False, stdin=subprocess.DEVNULL).stdout.strip()
-            try:
-                return ClaudeInstall(path, Version.parse(out), out)
-            except ValueError:
-                raise ClaudeNotFound(f"{path} --version printed {out[:80]!r}, not a version") from None
-    raise ClaudeNotFound("Claude Code CLI not found; tried " + ", ".join(map(str, candidates))
-                         + f". Install it (npm install in the repo) or set {CLAUDE_ENV}.")
+    return find_cli("claude", CLAUDE_ENV, "Claude Code", ClaudeNotFound, env, repo_root)
 
 
 @dataclass(frozen=True, slots=True)

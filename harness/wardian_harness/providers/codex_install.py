@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from wardian.providers.codex.compat import CodexVersion
+from wardian_harness.providers.cli import REPO_ROOT
 
 __all__ = [
     "EXECUTABLE_ENV",
     "EXPECTED_VERSION_ENV",
-    "REPO_ROOT",
     "CodexInstall",
     "CodexInstallError",
     "CodexNotFound",
@@ -37,8 +37,6 @@ __all__ = [
 
 EXECUTABLE_ENV = "WARDIAN_E2E_CODEX_EXECUTABLE"
 EXPECTED_VERSION_ENV = "WARDIAN_E2E_CODEX_EXPECTED_VERSION"
-REPO_ROOT = Path(__file__).resolve().parents[3]
-
 
 
 class CodexInstallError(Exception):

@@ -13,54 +13,28 @@ opencode-ai), else the first `opencode` on PATH.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from wardian.providers.version import Version
+from wardian_harness.providers.cli import REPO_ROOT, CliInstall, CliNotFound, find_cli
 
-__all__ = ["OPENCODE_ENV", "OpenCodeInstall", "OpenCodeNotFound", "ScriptedOpenCode", "find_opencode",
-           "opencode_overrides"]
+__all__ = ["OPENCODE_ENV", "OpenCodeNotFound", "ScriptedOpenCode", "find_opencode", "opencode_overrides"]
 
 OPENCODE_ENV = "WARDIAN_OPENCODE"
-REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
-class OpenCodeNotFound(Exception):
+class OpenCodeNotFound(CliNotFound):
     """No OpenCode executable at the configured path, in node_modules or on PATH."""
 
 
-@dataclass(frozen=True, slots=True)
-class OpenCodeInstall:
-    executable: Path
-    version: Version
-    version_output: str
-
-
-def find_opencode(env: Mapping[str, str] | None = None, repo_root: Path = REPO_ROOT) -> OpenCodeInstall:
-    """The OpenCode CLI to use and its version.
+def find_opencode(env: Mapping[str, str] | None = None, repo_root: Path = REPO_ROOT) -> CliInstall:
+    """The OpenCode CLI to use and its version (`providers.cli`'s discovery, by `WARDIAN_OPENCODE`).
 
     Raises:
         OpenCodeNotFound: nothing found, or what was found does not print a version.
     """
-    env = os.environ if env is None else env
-    configured = env.get(OPENCODE_ENV)
-    candidates = [Path(configured)] if configured else [repo_root / "node_modules" / ".bin" / "opencode"]
-    if not configured and (found := shutil.which("opencode", path=env.get("PATH", ""))):
-        candidates.append(Path(found))
-    for path in candidates:
-        if path.is_file() and os.access(path, os.X_OK):
-            out = subprocess.run([str(path), "--version"], capture_output=True, text=True, encoding="utf-8",
-                                 timeout=60, check=False, stdin=subprocess.DEVNULL).stdout.strip()
-            try:
-                return OpenCodeInstall(path, Version.parse(out), out)
-            except ValueError:
-                raise OpenCodeNotFound(f"{path} --version printed {out[:80]!r}, not a version") from None
-    raise OpenCodeNotFound("OpenCode CLI not found; tried " + ", ".join(map(str, candidates))
-                           + f". Install it (npm install in the repo) or set {OPENCODE_ENV}.")
+    return find_cli("opencode", OPENCODE_ENV, "OpenCode", OpenCodeNotFound, env, repo_root)
 
 
 @dataclass(frozen=True, slots=True)
