@@ -14,12 +14,10 @@ from pathlib import Path
 import pytest
 
 from wardian_harness.acceptance.homes import IsolatedRun
+from wardian_harness.acceptance.installs import Installs
 from wardian_harness.acceptance.native import NativeRun, Settings
 from wardian_harness.models.scripted_model import ScriptedModel
 from wardian_harness.processes.proctree import RUN_MARKER_ENV, ProcessTree
-from wardian_harness.providers.claude_home import find_claude
-from wardian_harness.providers.codex_install import discover_codex
-from wardian_harness.providers.opencode_home import find_opencode
 
 RUNNER_SCRIPTED_ENV = "WARDIAN_E2E_RUNNER_SCRIPTED"
 RUN_ROOT_ENV = "WARDIAN_E2E_RUN_ROOT"
@@ -36,15 +34,14 @@ def native() -> Iterator[NativeRun]:
     if not acceptance_enabled():
         pytest.skip("opt-in: run-native-e2e (scripted) or WARDIAN_E2E_REAL_MESSAGING_V2=1 (real model)")
     settings = Settings.from_env()
-    codex = discover_codex()
+    installs = Installs.find(settings.providers)
     root = os.environ.get(RUN_ROOT_ENV)
     run = IsolatedRun.join(Path(root), os.environ[RUN_MARKER_ENV]) if root else IsolatedRun.create()
     model = None if settings.real else ScriptedModel().start()
     tree = ProcessTree(run.run_id)
-    opencode = find_opencode() if "opencode" in settings.providers else None
-    claude = find_claude() if "claude" in settings.providers else None
-    native = NativeRun(settings, run, tree, codex, model, progress=lambda line: print(f"[native] {line}", flush=True),
-                       opencode=opencode, claude=claude)
+    native = NativeRun(settings, run, tree, installs.codex, model,
+                       progress=lambda line: print(f"[native] {line}", flush=True), opencode=installs.opencode,
+                       claude=installs.claude)
     try:
         yield native
     finally:

@@ -19,11 +19,11 @@ import shutil
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from wardian_harness.acceptance.homes import IsolatedRun
+from wardian_harness.acceptance.installs import Installs
 from wardian_harness.acceptance.native import (
     OPERATOR,
     PLAIN_REQUEST,
@@ -40,10 +40,9 @@ from wardian_harness.acceptance.native import (
 from wardian_harness.acceptance.report import find_rollouts, read_opencode_store, sha256_file
 from wardian_harness.models.scripted_model import ScriptedModel
 from wardian_harness.processes.proctree import ProcessTree
-from wardian_harness.providers.claude_home import ClaudeNotFound, find_claude, transcript_binding
-from wardian_harness.providers.cli import CliInstall
-from wardian_harness.providers.codex_install import CodexInstall, CodexInstallError, discover_codex
-from wardian_harness.providers.opencode_home import OpenCodeNotFound, find_opencode
+from wardian_harness.providers.claude_home import transcript_binding
+from wardian_harness.providers.cli import CliNotFound
+from wardian_harness.providers.codex_install import CodexInstallError
 
 _BOLD, _DIM, _RESET = ("\033[1m", "\033[2m", "\033[0m") if sys.stdout.isatty() else ("", "", "")
 
@@ -166,40 +165,18 @@ def _parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, tuple[s
     return args, providers
 
 
-@dataclass(frozen=True, slots=True)
-class Installs:
-    codex: CodexInstall
-    opencode: CliInstall | None = None
-    claude: CliInstall | None = None
-
-    def versions(self) -> str:
-        return ", ".join([f"Codex {self.codex.version}",
-                          *([f"OpenCode {self.opencode.version}"] if self.opencode else []),
-                          *([f"Claude Code {self.claude.version}"] if self.claude else [])])
-
-
 def _installs(providers: tuple[str, str]) -> Installs | None:
     """The Codex (and, for a team with an OpenCode or Claude Code agent, that CLI) to run; None (said why) when one
     is unusable."""
     try:
-        codex = discover_codex()
+        return Installs.find(providers)
     except (CodexInstallError, ValueError) as exc:
         print(f"wardian demo: Codex unusable: {exc}\n(scripts/setup.sh --with-node installs the pinned Codex)",
               file=sys.stderr)
-        return None
-    opencode: CliInstall | None = None
-    claude: CliInstall | None = None
-    try:
-        if "opencode" in providers:
-            opencode = find_opencode()
-        if "claude" in providers:
-            claude = find_claude()
-    except (OpenCodeNotFound, ClaudeNotFound) as exc:
-        which = "OpenCode" if isinstance(exc, OpenCodeNotFound) else "Claude Code"
-        print(f"wardian demo: {which} unusable: {exc}\n(scripts/setup.sh --with-node installs the pinned one)",
+    except CliNotFound as exc:
+        print(f"wardian demo: {exc.cli} unusable: {exc}\n(scripts/setup.sh --with-node installs the pinned one)",
               file=sys.stderr)
-        return None
-    return Installs(codex, opencode, claude)
+    return None
 
 
 def _start_team(native: NativeRun, providers: tuple[str, str]) -> tuple[Agent, list[dict[str, Any]]]:
@@ -253,7 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with ScriptedModel() as model:
             native = NativeRun(Settings(providers=providers), run, tree, found.codex, model, progress=_note,
                                opencode=found.opencode, claude=found.claude)
-            _say(f"an app on a temporary home ({run.wardian_home}), {found.versions()}, a scripted model")
+            _say(f"an app on a temporary home ({run.wardian_home}), {found.describe()}, a scripted model")
             lead, receipts = _start_team(native, providers)
             answer = _exchange(native, lead, receipts)
             _say(f"{SENDER}'s answer to {OPERATOR}: {answer['text']}")

@@ -23,12 +23,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from wardian_harness.acceptance.homes import IsolatedRun
+from wardian_harness.acceptance.installs import Installs
 from wardian_harness.acceptance.native import Settings
 from wardian_harness.processes.proctree import RUN_MARKER_ENV, ProcessTree
-from wardian_harness.providers.claude_home import ClaudeNotFound, find_claude
-from wardian_harness.providers.cli import REPO_ROOT
-from wardian_harness.providers.codex_install import CodexInstall, CodexInstallError, discover_codex
-from wardian_harness.providers.opencode_home import OpenCodeNotFound, find_opencode
+from wardian_harness.providers.cli import REPO_ROOT, CliNotFound
+from wardian_harness.providers.codex_install import CodexInstall, CodexInstallError
 
 DEFAULT_TEST = "e2e_native/tests/test_agent_messaging_v2_real_native.py"
 EXIT_FAILED, EXIT_SETTINGS, EXIT_CODEX, EXIT_LEFTOVER = 1, 2, 3, 4
@@ -71,31 +70,16 @@ def _missing_build(settings: Settings, env: dict[str, str]) -> bool:
     return False
 
 
-def _installs(settings: Settings, env: dict[str, str]) -> tuple[CodexInstall, str] | int:
-    """The selected Codex and a note on the OpenCode or Claude Code a team with such an agent uses; or the exit
-    status."""
+def _installs(settings: Settings, env: dict[str, str]) -> Installs | int:
+    """The CLIs the team runs; or the exit status that refuses the run (said why)."""
     try:
-        codex = discover_codex(env=env)
+        return Installs.find(settings.providers, env)
     except (CodexInstallError, ValueError) as exc:
         _say(f"Codex unusable: {exc} (install the pinned one with scripts/setup.sh --with-node, or set "
              "WARDIAN_E2E_CODEX_EXECUTABLE)")
-        return EXIT_CODEX
-    opencode = ""
-    if "opencode" in settings.providers:
-        try:
-            found = find_opencode(env)
-        except OpenCodeNotFound as exc:
-            _say(f"OpenCode unusable: {exc}")
-            return EXIT_CODEX
-        opencode = f"; OpenCode {found.version} at {found.executable}"
-    if "claude" in settings.providers:
-        try:
-            claude = find_claude(env)
-        except ClaudeNotFound as exc:
-            _say(f"Claude Code unusable: {exc}")
-            return EXIT_CODEX
-        opencode += f"; Claude Code {claude.version} at {claude.executable}"
-    return codex, opencode
+    except CliNotFound as exc:
+        _say(f"{exc.cli} unusable: {exc}")
+    return EXIT_CODEX
 
 
 def _child_env(env: dict[str, str], settings: Settings, codex: CodexInstall, run: IsolatedRun,
@@ -139,7 +123,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     found = _installs(settings, env)
     if isinstance(found, int):
         return found
-    codex, opencode = found
     if _missing_build(settings, env):
         return EXIT_SETTINGS
     _build_if_asked(settings, env)
@@ -149,13 +132,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                       REPO_ROOT / "dist" / "e2e-reports" / f"{stamp}-{settings.mode}-{team}-{os.getpid()}")
     run = IsolatedRun.create()
     tree = ProcessTree(run.run_id)
-    _say(f"Codex {codex.version} at {codex.executable}{opencode}; team {','.join(settings.providers)} "
+    _say(f"{found.describe(paths=True)}; team {','.join(settings.providers)} "
          f"(lead,worker); mode {settings.mode}"
          f"{' + lifecycle' if settings.lifecycle else ''}; {'real model' if settings.real else 'scripted model'}; "
          f"run root {run.root}")
     status = EXIT_FAILED
     try:
-        status = _run_acceptance(tree, args.tests, _child_env(env, settings, codex, run, report_dir))
+        status = _run_acceptance(tree, args.tests, _child_env(env, settings, found.codex, run, report_dir))
     finally:
         leftovers = tree.close()
         run.close(keep=args.keep)

@@ -32,6 +32,8 @@ DUMMY_KEY = "wardian-scripted-model-dummy-key"
 class ClaudeNotFound(CliNotFound):
     """No Claude Code executable at the configured path, in node_modules or on PATH."""
 
+    cli = "Claude Code"
+
 
 def find_claude(env: Mapping[str, str] | None = None, repo_root: Path = REPO_ROOT) -> CliInstall:
     """The Claude Code CLI to use and its version (`providers.cli`'s discovery, by `WARDIAN_CLAUDE`).
@@ -39,7 +41,7 @@ def find_claude(env: Mapping[str, str] | None = None, repo_root: Path = REPO_ROO
     Raises:
         ClaudeNotFound: nothing found, or what was found does not print a version.
     """
-    return find_cli("claude", CLAUDE_ENV, "Claude Code", ClaudeNotFound, env, repo_root)
+    return find_cli("claude", CLAUDE_ENV, ClaudeNotFound, env, repo_root)
 
 
 @dataclass(frozen=True, slots=True)

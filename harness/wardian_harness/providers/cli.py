@@ -13,6 +13,7 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from wardian.providers.version import Version
 
@@ -24,7 +25,9 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 
 class CliNotFound(Exception):
     """No executable of a provider's CLI at the configured path, in node_modules or on PATH, or what was found prints
-    no version; each provider raises its own subclass."""
+    no version; each provider raises its own subclass, which names the CLI as people know it (`cli`)."""
+
+    cli: ClassVar[str] = "the provider's"
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,10 +39,10 @@ class CliInstall:
     version_output: str  # the raw `--version` line, for evidence
 
 
-def find_cli(name: str, variable: str, display: str, not_found: type[CliNotFound],
-             env: Mapping[str, str] | None = None, repo_root: Path = REPO_ROOT) -> CliInstall:
-    """The CLI `name` (known to people as `display`) to use and its version, by the discovery order of the module
-    docstring; `variable` names a path that overrides it.
+def find_cli(name: str, variable: str, not_found: type[CliNotFound], env: Mapping[str, str] | None = None,
+             repo_root: Path = REPO_ROOT) -> CliInstall:
+    """The CLI `name` to use and its version, by the discovery order of the module docstring; `variable` names a path
+    that overrides it.
 
     Raises:
         CliNotFound: as `not_found`: nothing found, or what was found does not print a version.
@@ -57,5 +60,5 @@ def find_cli(name: str, variable: str, display: str, not_found: type[CliNotFound
                 return CliInstall(path, Version.parse(out), out)
             except ValueError:
                 raise not_found(f"{path} --version printed {out[:80]!r}, not a version") from None
-    raise not_found(f"{display} CLI not found; tried " + ", ".join(map(str, candidates))
+    raise not_found(f"{not_found.cli} CLI not found; tried " + ", ".join(map(str, candidates))
                     + f". Install it (npm install in the repo) or set {variable}.")

@@ -27,6 +27,8 @@ OPENCODE_ENV = "WARDIAN_OPENCODE"
 class OpenCodeNotFound(CliNotFound):
     """No OpenCode executable at the configured path, in node_modules or on PATH."""
 
+    cli = "OpenCode"
+
 
 def find_opencode(env: Mapping[str, str] | None = None, repo_root: Path = REPO_ROOT) -> CliInstall:
     """The OpenCode CLI to use and its version (`providers.cli`'s discovery, by `WARDIAN_OPENCODE`).
@@ -34,7 +36,7 @@ def find_opencode(env: Mapping[str, str] | None = None, repo_root: Path = REPO_R
     Raises:
         OpenCodeNotFound: nothing found, or what was found does not print a version.
     """
-    return find_cli("opencode", OPENCODE_ENV, "OpenCode", OpenCodeNotFound, env, repo_root)
+    return find_cli("opencode", OPENCODE_ENV, OpenCodeNotFound, env, repo_root)
 
 
 @dataclass(frozen=True, slots=True)
