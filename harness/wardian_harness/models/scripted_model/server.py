@@ -73,7 +73,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self.headers.get("upgrade", "").lower() == "websocket":
             # Codex's built-in OpenAI provider tries a WebSocket first and falls back to POST on 426, as it does
             # against any server that speaks no WebSocket.
-            self._send_plain(426, "the scripted model serves POST only; no WebSocket")
+            self._send_and_close(426, "text/plain", b"the scripted model serves POST only; no WebSocket")
             return
         self._fail_request(404, f"only POST {_SERVED} is served, not GET {self.path}")
 
@@ -194,12 +194,12 @@ class _Handler(BaseHTTPRequestHandler):
             raise ValueError("the body is not a JSON object")
         return body
 
-    def _send_plain(self, status: int, message: str) -> None:
-        data = message.encode()
+    def _send_and_close(self, status: int, content_type: str, data: bytes) -> None:
+        """A whole answer, after which the connection closes (an error leaves nothing worth keeping it for)."""
         self.close_connection = True
         try:
             self.send_response(status)
-            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(data)))
             self.send_header("Connection", "close")
             self.end_headers()
@@ -215,16 +215,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def send_json_error(self, status: int, message: str) -> None:
         data = json.dumps({"error": {"message": message, "type": "scripted_model"}}).encode()
-        self.close_connection = True
-        try:
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.send_header("Connection", "close")
-            self.end_headers()
-            self.wfile.write(data)
-        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
-            pass
+        self._send_and_close(status, "application/json", data)
 
     def send_json(self, status: int, payload: JsonDict) -> None:
         data = json.dumps(payload, ensure_ascii=False).encode()
