@@ -20,8 +20,7 @@ import psutil
 import pytest
 
 from tests.conftest import require_postgres
-from wardian_harness.hosts import postgres
-from wardian_harness.hosts.postgres import OWNER_FILE, PrivateCluster, reap_orphans
+from wardian_harness.hosts.postgres import OWNER_FILE, PrivateCluster, reap_orphans, reaper
 from wardian_harness.processes.owner import Owner
 
 REPO = Path(__file__).resolve().parents[3]
@@ -156,7 +155,7 @@ def test_a_reused_owner_pid_counts_as_gone(parent: Path) -> None:
 def test_a_server_that_does_not_stop_is_killed(parent: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A server that cannot answer `pg_ctl stop` (here: SIGSTOPped) is SIGKILLed with its own processes once the
     bounded stop gave up, and the System V segment it could not remove itself goes too."""
-    monkeypatch.setattr(postgres, "STOP_TIMEOUT_S", 1)
+    monkeypatch.setattr(reaper, "STOP_TIMEOUT_S", 1)
     cluster = PrivateCluster(parent=parent).start()
     server = _server(cluster.root)
     try:
