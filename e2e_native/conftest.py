@@ -15,7 +15,8 @@ import pytest
 
 from wardian_harness.acceptance.homes import IsolatedRun
 from wardian_harness.acceptance.installs import Installs
-from wardian_harness.acceptance.native import NativeRun, Settings
+from wardian_harness.acceptance.native import NativeRun
+from wardian_harness.acceptance.settings import Settings
 from wardian_harness.models.scripted_model import ScriptedModel
 from wardian_harness.processes.proctree import RUN_MARKER_ENV, ProcessTree
 

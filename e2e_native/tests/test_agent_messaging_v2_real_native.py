@@ -23,30 +23,27 @@ from typing import Any
 import pytest
 
 from e2e_native.conftest import acceptance_enabled
-from wardian_harness.acceptance.native import (
+from wardian_harness.acceptance.exchange import (
     LATER_REQUEST,
-    OPERATOR,
     PLAIN_REQUEST,
     RECALL_ANSWER,
-    RECEIVER,
-    SENDER,
     SENDER_ANSWER,
     WARMUP_ANSWER,
     WORKER_ANSWER,
-    Agent,
-    NativeRun,
     script_exchange,
     script_recall,
-    tool_calls,
 )
+from wardian_harness.acceptance.native import Agent, NativeRun
 from wardian_harness.acceptance.report import (
     executable_evidence,
     find_rollouts,
     read_opencode_store,
     read_rollout,
     text_counts,
+    tool_calls,
     write_report,
 )
+from wardian_harness.acceptance.settings import OPERATOR, RECEIVER, SENDER
 from wardian_harness.models.scripted_model import Hold, Message
 from wardian_harness.models.scripted_model.reading import role_texts
 from wardian_harness.processes.terminal import capture, wait_for_text

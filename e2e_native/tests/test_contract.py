@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from e2e_native import conftest
-from wardian_harness.acceptance.native import SIX_TOOLS, Settings
 from wardian_harness.acceptance.report import SecretInReport, write_report
+from wardian_harness.acceptance.settings import SIX_TOOLS, Settings
 
 
 def test_the_acceptance_runs_only_when_opted_in(monkeypatch: pytest.MonkeyPatch) -> None:

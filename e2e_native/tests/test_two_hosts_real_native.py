@@ -36,22 +36,11 @@ import pytest
 
 from e2e_native.conftest import REPORT_DIR_ENV, RUN_ROOT_ENV, acceptance_enabled
 from wardian.app.outcomes import RESTART_LOST
+from wardian_harness.acceptance.exchange import PLAIN_REQUEST, SENDER_ANSWER, WORKER_ANSWER, script_exchange
 from wardian_harness.acceptance.homes import IsolatedRun
-from wardian_harness.acceptance.native import (
-    OPERATOR,
-    PLAIN_REQUEST,
-    RECEIVER,
-    SENDER,
-    SENDER_ANSWER,
-    WORKER_ANSWER,
-    Agent,
-    NativeRunError,
-    Settings,
-    poll,
-    script_exchange,
-    tool_calls,
-)
-from wardian_harness.acceptance.report import executable_evidence, find_rollouts, read_rollout, write_report
+from wardian_harness.acceptance.native import Agent, NativeRunError, poll
+from wardian_harness.acceptance.report import executable_evidence, find_rollouts, read_rollout, tool_calls, write_report
+from wardian_harness.acceptance.settings import OPERATOR, RECEIVER, SENDER, Settings
 from wardian_harness.acceptance.two_hosts import HostRun, TwoHosts
 from wardian_harness.hosts.postgres import PgNotFound, find_pg_bin
 from wardian_harness.models.scripted_model import (

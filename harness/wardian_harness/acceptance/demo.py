@@ -22,22 +22,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from wardian_harness.acceptance.exchange import PLAIN_REQUEST, script_exchange
 from wardian_harness.acceptance.homes import IsolatedRun
 from wardian_harness.acceptance.installs import Installs
-from wardian_harness.acceptance.native import (
-    OPERATOR,
-    PLAIN_REQUEST,
-    PROVIDERS,
-    RECEIVER,
-    SENDER,
-    Agent,
-    NativeRun,
-    NativeRunError,
-    Settings,
-    parse_providers,
-    script_exchange,
-)
+from wardian_harness.acceptance.native import Agent, NativeRun, NativeRunError
 from wardian_harness.acceptance.report import find_rollouts, read_opencode_store, sha256_file
+from wardian_harness.acceptance.settings import OPERATOR, PROVIDERS, RECEIVER, SENDER, Settings, parse_providers
 from wardian_harness.models.scripted_model import ScriptedModel
 from wardian_harness.processes.proctree import ProcessTree
 from wardian_harness.providers.claude_home import transcript_binding

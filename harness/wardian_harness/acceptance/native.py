@@ -7,9 +7,7 @@ starts them (`wardian agent start`, background or attached), attaches their TUIs
 harness terminal), sends the operator's plain-English request and collects the records. It asserts nothing;
 the acceptance test does.
 
-The scripted exchange (`script_exchange`) is the offline stand-in for a model: the sender calls
-`followup_task`, then `receive_messages` (which wakes with `provider_context_available` when the app pushes
-the reply into its conversation) and answers only if its final request holds the reply; the receiver answers.
+The team and its grants are `settings`; the scripted stand-in for a model is `exchange`.
 """
 
 from __future__ import annotations
@@ -17,25 +15,18 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wardian.client import AppClient
 from wardian.home import Home
+from wardian_harness.acceptance.exchange import WARMUP_ANSWER, WARMUP_PROMPT
 from wardian_harness.acceptance.homes import IsolatedRun
-from wardian_harness.models.scripted_model import (
-    AgentScript,
-    Message,
-    ScriptedModel,
-    ToolCall,
-    function_call_outputs,
-    user_texts,
-)
-from wardian_harness.models.scripted_model.reading import role_texts
+from wardian_harness.acceptance.settings import Settings
+from wardian_harness.models.scripted_model import AgentScript, ScriptedModel
 from wardian_harness.processes import apps
 from wardian_harness.processes.proctree import ProcessTree
 from wardian_harness.providers.claude_home import ScriptedClaude, claude_overrides
@@ -49,106 +40,9 @@ if TYPE_CHECKING:
     # on an install without that extra.
     from wardian_harness.processes.terminal import Terminal
 
-MODES = ("background", "attached_tui")
-PROVIDERS = ("codex", "opencode", "claude")
-NO_ATTACHED = {"opencode": "OpenCode", "claude": "Claude Code"}
-"""The providers without an attached TUI in wardian, by the name a person knows them by."""
-PROVIDERS_ENV = "WARDIAN_E2E_MESSAGING_V2_PROVIDERS"
-SIX_TOOLS = ("send_message", "followup_task", "wait_agent", "receive_messages", "reply", "list_agents")
-"""What WARDIAN_E2E_MESSAGING_V2_APPROVE_TOOLS=1 grants: every tool but the destructive `interrupt_agent`."""
-SENDER_TOOLS = ("followup_task",)
-"""The default grant (our choice): the sender's one open-world call; receive_messages needs no grant."""
-
-SENDER, RECEIVER, OPERATOR = "lead", "worker", "human"
-PLAIN_REQUEST = ("Please find out from worker what the capital of France is, wait for worker's answer, "
-                 "and then tell me what worker said.")
-LATER_REQUEST = "What did worker tell you earlier? Answer from memory."
-WORKER_QUESTION = "What is the capital of France? Answer in one sentence."
-WORKER_ANSWER = "The capital of France is Paris."
-SENDER_ANSWER = "worker said: The capital of France is Paris."
-RECALL_ANSWER = "Earlier, worker told me: The capital of France is Paris."
-WARMUP_PROMPT = "Hello, are you there?"
-WARMUP_ANSWER = "Yes, ready when you are."
-
 
 class NativeRunError(RuntimeError):
     """A step of the native run failed; the message says which and what was seen."""
-
-
-def parse_providers(value: str) -> tuple[str, str]:
-    """`lead,worker` providers, e.g. "codex,opencode".
-
-    Raises:
-        ValueError: not two names, or a name that is not a provider.
-    """
-    names = tuple(part.strip() for part in value.split(","))
-    if len(names) != 2 or any(n not in PROVIDERS for n in names):
-        raise ValueError(f"{PROVIDERS_ENV}={value!r}: give the lead's and the worker's provider, e.g. "
-                         f"codex,opencode (allowed: {', '.join(PROVIDERS)})")
-    return names[0], names[1]
-
-
-def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
-    value = env.get(name)
-    return default if value in (None, "") else value == "1"
-
-
-@dataclass(frozen=True)
-class Settings:
-    """The acceptance's `WARDIAN_E2E_*` variables (contract ACC-3, docs/guide/native-acceptance.md), read once."""
-
-    mode: str = "background"
-    lifecycle: bool = False
-    real: bool = False
-    trust: bool = True
-    approve_all: bool = False
-    cli: tuple[str, ...] = (sys.executable, "-m", "wardian")
-    app: tuple[str, ...] = (sys.executable, "-m", "wardian")
-    auth_home: Path | None = None
-    providers: tuple[str, str] = ("codex", "codex")
-    """The lead's and the worker's provider (WARDIAN_E2E_MESSAGING_V2_PROVIDERS=lead,worker)."""
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
-        """Raises: ValueError: an unknown mode or provider, or a combination the run cannot do."""
-        env = os.environ if env is None else env
-        mode = env.get("WARDIAN_E2E_MESSAGING_V2_MODE") or "background"
-        if mode not in MODES:
-            raise ValueError(f"WARDIAN_E2E_MESSAGING_V2_MODE={mode!r} (allowed: {', '.join(MODES)})")
-        providers = parse_providers(env.get(PROVIDERS_ENV) or "codex,codex")
-        real = _flag(env, "WARDIAN_E2E_REAL_MESSAGING_V2", False)
-        others = [NO_ATTACHED[p] for p in dict.fromkeys(providers) if p in NO_ATTACHED]
-        if others and mode != "background":
-            raise ValueError(f"{PROVIDERS_ENV}={','.join(providers)} needs WARDIAN_E2E_MESSAGING_V2_MODE=background: "
-                             f"{' and '.join(others)} agents have no attached TUI in wardian")
-        if others and real:
-            raise ValueError(f"{PROVIDERS_ENV}={','.join(providers)}: the real-model run signs in Codex agents only "
-                             f"(WARDIAN_E2E_CODEX_AUTH_HOME); {' and '.join(others)} agents run on the scripted model")
-        cli = env.get("WARDIAN_E2E_MESSAGING_CLI")
-        app = env.get("WARDIAN_NATIVE_APP")
-        source = (sys.executable, "-m", "wardian")
-        cli_cmd = (str(Path(cli).resolve()),) if cli else (str(Path(app).resolve()),) if app else source
-        app_cmd = (str(Path(app).resolve()),) if app else cli_cmd
-        auth = env.get("WARDIAN_E2E_CODEX_AUTH_HOME")
-        return cls(mode=mode, lifecycle=_flag(env, "WARDIAN_E2E_MESSAGING_V2_LIFECYCLE", False), real=real,
-                   trust=_flag(env, "WARDIAN_E2E_MESSAGING_V2_TRUST_FIXTURE_WORKSPACES", True),
-                   approve_all=_flag(env, "WARDIAN_E2E_MESSAGING_V2_APPROVE_TOOLS", False),
-                   cli=cli_cmd, app=app_cmd, auth_home=Path(auth) if auth else None, providers=providers)
-
-    @property
-    def attached(self) -> bool:
-        return self.mode == "attached_tui"
-
-    def provider(self, name: str) -> str:
-        """The provider of the agent called `name` (the operator's never-started agent is a Codex one)."""
-        return self.providers[0] if name == SENDER else self.providers[1] if name == RECEIVER else "codex"
-
-    def grants(self, name: str) -> tuple[str, ...]:
-        if self.provider(name) == "opencode":
-            return ()  # OpenCode has no approval step for MCP tools: wardian refuses grants for it
-        if self.approve_all:
-            return SIX_TOOLS
-        return SENDER_TOOLS if name == SENDER else ()
 
 
 @dataclass
@@ -416,97 +310,3 @@ class NativeRun:
 
     def agent_list(self) -> list[dict[str, Any]]:
         return list(self.cli_json("agent", "list")["agents"])
-
-
-# -- the scripted stand-in for the model -------------------------------------------------------------------
-
-
-def _receipt_of(body: dict[str, Any]) -> dict[str, Any]:
-    text = function_call_outputs(body)[-1].text
-    return json.loads(text.split("Output:\n", 1)[-1] if "Output:" in text else text)
-
-
-def _seen(body: dict[str, Any]) -> str:
-    """What a request shows the model: its user texts, tool results and, for Claude Code, the `role: "system"`
-    messages a push folded into a running turn arrives as."""
-    return "\n".join([*user_texts(body), *role_texts(body, "system"), *(o.text for o in function_call_outputs(body))])
-
-
-def script_exchange(lead: AgentScript, worker: AgentScript, receipts: list[dict[str, Any]]) -> None:
-    """The sender assigns, waits for the pushed reply and answers only when its request holds that reply."""
-
-    def after_followup(body: dict[str, Any]) -> ToolCall:
-        receipts.append(_receipt_of(body))
-        return ToolCall("receive_messages", {"timeout_ms": 60000})
-
-    def final(body: dict[str, Any]) -> Message:
-        seen = _seen(body)
-        ask = receipts[-1]["request_id"] if receipts else "?"
-        if WORKER_ANSWER not in seen or ask not in seen:
-            raise AssertionError(f"the sender's final request does not hold the reply to {ask}")
-        return Message(SENDER_ANSWER, phase="final_answer")
-
-    lead.add(ToolCall("followup_task", {"target": RECEIVER, "message": WORKER_QUESTION}), after_followup, final)
-    worker.add(Message(WORKER_ANSWER, phase="final_answer"))
-
-
-def script_recall(lead: AgentScript) -> None:
-    """The later task: answer only from the resumed conversation's history, never from the new input."""
-
-    def recall(body: dict[str, Any]) -> Message:
-        history = json.dumps(body.get("input") or body.get("messages") or [])
-        new_input = "\n".join(t for t in user_texts(body) if LATER_REQUEST in t)
-        if WORKER_ANSWER not in history or WORKER_ANSWER in new_input:
-            raise AssertionError("the earlier result is not in the resumed history (or was given again)")
-        return Message(RECALL_ANSWER, phase="final_answer")
-
-    lead.add(recall)
-
-
-def tool_calls(bodies: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every function call in the given request bodies' inputs, with its output (receipt), by call id. In the
-    chat dialect (OpenCode), a `wardian_<tool>` function is reported as `<tool>` in namespace `mcp__wardian`; in
-    the Messages dialect (Claude Code), an `mcp__wardian__<tool>` tool_use likewise."""
-    calls: dict[str, dict[str, Any]] = {}
-    for body in bodies:
-        for message in body.get("messages", []):
-            if isinstance(message, dict):
-                _chat_calls(message, calls)
-                _messages_calls(message, calls)
-        for item in body.get("input", []):
-            if not isinstance(item, dict):
-                continue
-            if item.get("type") == "function_call":
-                calls.setdefault(item["call_id"], {"call_id": item["call_id"], "name": item.get("name"),
-                                                   "namespace": item.get("namespace"),
-                                                   "arguments": item.get("arguments"), "output": None})
-            elif item.get("type") == "function_call_output" and item.get("call_id") in calls:
-                calls[item["call_id"]]["output"] = item.get("output")
-    return list(calls.values())
-
-
-def _chat_calls(message: dict[str, Any], calls: dict[str, dict[str, Any]]) -> None:
-    for call in message.get("tool_calls") or []:
-        function = call.get("function") or {} if isinstance(call, dict) else {}
-        server, _, tool = str(function.get("name", "")).partition("_")
-        calls.setdefault(call["id"], {"call_id": call["id"], "name": tool or server,
-                                      "namespace": f"mcp__{server}" if tool else None,
-                                      "arguments": function.get("arguments"), "output": None})
-    if message.get("role") == "tool" and message.get("tool_call_id") in calls:
-        calls[message["tool_call_id"]]["output"] = message.get("content")
-
-
-def _messages_calls(message: dict[str, Any], calls: dict[str, dict[str, Any]]) -> None:
-    content = message.get("content")
-    for block in content if isinstance(content, list) else []:
-        if not isinstance(block, dict):
-            continue
-        if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
-            prefix, _, tool = str(block.get("name", "")).rpartition("__")
-            calls.setdefault(block["id"], {"call_id": block["id"], "name": tool, "namespace": prefix or None,
-                                           "arguments": json.dumps(block.get("input", {})), "output": None})
-        elif block.get("type") == "tool_result" and block.get("tool_use_id") in calls:
-            output = block.get("content")
-            if isinstance(output, list):
-                output = "".join(str(part.get("text", "")) for part in output if isinstance(part, dict))
-            calls[block["tool_use_id"]]["output"] = output

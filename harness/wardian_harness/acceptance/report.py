@@ -7,7 +7,8 @@ session/message uuid binding with the transcript's sha256), thread, model, turn 
 receipts, and records the exact input, the tool schema Codex was shown, the visible output (TUI screens in
 attached mode) and the sha256 of every executable used. Reasoning effort that Codex does not record is
 "unverified", never inferred from the requested configuration. Character and word counts are labelled as
-such; they are not token counts.
+such; they are not token counts. `tool_calls` reads the calls and their receipts out of the scripted model's requests,
+in each provider's dialect.
 
 Invariant: no authentication material. `write_report` refuses to write a report that contains any session
 token of the run, anything shaped like a wardian session (`wsn1_`), a bearer header, or any value of a copied
@@ -244,3 +245,52 @@ def write_report(report: Mapping[str, Any], directory: Path, *, secrets: Iterabl
     md_path.write_text(summary, encoding="utf-8")
     os.chmod(json_path, 0o600)
     return json_path, md_path
+
+
+def tool_calls(bodies: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every function call in the given request bodies' inputs, with its output (receipt), by call id. In the
+    chat dialect (OpenCode), a `wardian_<tool>` function is reported as `<tool>` in namespace `mcp__wardian`; in
+    the Messages dialect (Claude Code), an `mcp__wardian__<tool>` tool_use likewise."""
+    calls: dict[str, dict[str, Any]] = {}
+    for body in bodies:
+        for message in body.get("messages", []):
+            if isinstance(message, dict):
+                _chat_calls(message, calls)
+                _messages_calls(message, calls)
+        for item in body.get("input", []):
+            if not isinstance(item, dict):
+                continue
+            if item.get("type") == "function_call":
+                calls.setdefault(item["call_id"], {"call_id": item["call_id"], "name": item.get("name"),
+                                                   "namespace": item.get("namespace"),
+                                                   "arguments": item.get("arguments"), "output": None})
+            elif item.get("type") == "function_call_output" and item.get("call_id") in calls:
+                calls[item["call_id"]]["output"] = item.get("output")
+    return list(calls.values())
+
+
+def _chat_calls(message: dict[str, Any], calls: dict[str, dict[str, Any]]) -> None:
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") or {} if isinstance(call, dict) else {}
+        server, _, tool = str(function.get("name", "")).partition("_")
+        calls.setdefault(call["id"], {"call_id": call["id"], "name": tool or server,
+                                      "namespace": f"mcp__{server}" if tool else None,
+                                      "arguments": function.get("arguments"), "output": None})
+    if message.get("role") == "tool" and message.get("tool_call_id") in calls:
+        calls[message["tool_call_id"]]["output"] = message.get("content")
+
+
+def _messages_calls(message: dict[str, Any], calls: dict[str, dict[str, Any]]) -> None:
+    content = message.get("content")
+    for block in content if isinstance(content, list) else []:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
+            prefix, _, tool = str(block.get("name", "")).rpartition("__")
+            calls.setdefault(block["id"], {"call_id": block["id"], "name": tool, "namespace": prefix or None,
+                                           "arguments": json.dumps(block.get("input", {})), "output": None})
+        elif block.get("type") == "tool_result" and block.get("tool_use_id") in calls:
+            output = block.get("content")
+            if isinstance(output, list):
+                output = "".join(str(part.get("text", "")) for part in output if isinstance(part, dict))
+            calls[block["tool_use_id"]]["output"] = output

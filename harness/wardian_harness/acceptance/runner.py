@@ -24,7 +24,7 @@ from pathlib import Path
 
 from wardian_harness.acceptance.homes import IsolatedRun
 from wardian_harness.acceptance.installs import Installs
-from wardian_harness.acceptance.native import Settings
+from wardian_harness.acceptance.settings import Settings
 from wardian_harness.processes.proctree import RUN_MARKER_ENV, ProcessTree
 from wardian_harness.providers.cli import REPO_ROOT, CliNotFound
 from wardian_harness.providers.codex_install import CodexInstall, CodexInstallError

@@ -26,7 +26,8 @@ from typing import Any
 import psutil
 
 from wardian_harness.acceptance.homes import IsolatedRun
-from wardian_harness.acceptance.native import NativeRun, NativeRunError, Settings
+from wardian_harness.acceptance.native import NativeRun, NativeRunError
+from wardian_harness.acceptance.settings import Settings
 from wardian_harness.hosts.postgres import PrivateCluster
 from wardian_harness.models.scripted_model import ScriptedModel
 from wardian_harness.processes.proctree import ProcessTree

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from wardian_harness.acceptance.native import Settings, parse_providers, tool_calls
+from wardian_harness.acceptance.report import tool_calls
+from wardian_harness.acceptance.settings import Settings, parse_providers
 from wardian_harness.providers.claude_home import (
     DUMMY_KEY,
     ClaudeNotFound,
