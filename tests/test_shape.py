@@ -19,6 +19,8 @@ MAX_MODULE_LINES = 500
 LONG_MODULE_LINES = 350
 MAX_LONG_MODULES = 3
 MAX_FUNCTION_LINES = 60
+HARNESS = ROOT / "harness" / "wardian_harness"
+MAX_HARNESS_MODULE_LINES = 400
 
 
 def _sources(*roots: Path) -> list[Path]:
@@ -36,6 +38,13 @@ def test_no_module_of_the_core_is_long() -> None:
     long = {p: n for p, n in sizes.items() if n > LONG_MODULE_LINES}
     assert len(long) <= MAX_LONG_MODULES, (
         f"at most {MAX_LONG_MODULES} modules may exceed {LONG_MODULE_LINES} lines; these do: {long}")
+
+
+def test_no_module_of_the_harness_is_long() -> None:
+    """The harness's rooms (docs/design/architecture.md, "The harness") hold modules of one job each."""
+    sizes = {p.relative_to(ROOT).as_posix(): _lines(p) for p in _sources(HARNESS)}
+    too_long = {p: n for p, n in sizes.items() if n > MAX_HARNESS_MODULE_LINES}
+    assert not too_long, f"harness modules over {MAX_HARNESS_MODULE_LINES} lines (split them by job): {too_long}"
 
 
 def test_no_function_of_the_core_or_the_harness_is_long() -> None:
