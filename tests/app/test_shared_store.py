@@ -387,11 +387,14 @@ def test_a_restarted_server_costs_no_false_receipt_and_the_apps_keep_serving() -
             cluster.crash()
             time.sleep(1.0)
             cluster.start()
-            before = len(outcomes)
+            with lock:
+                before = len(outcomes)
 
             def receipts_after_restart(app: AppHandle) -> int:
                 name = app.home.root.name
-                return sum(1 for t, o in list(outcomes.items())[before:] if o == "receipt" and t.startswith(name))
+                with lock:  # the senders add to `outcomes` as this reads it
+                    after = list(outcomes.items())[before:]
+                return sum(1 for t, o in after if o == "receipt" and t.startswith(name))
 
             # Each app's own: one app's writer may still wait out its reconnect backoff (up to 5 s) while the other's
             # senders already make receipts, and the reads below go to both.
