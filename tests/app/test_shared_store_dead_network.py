@@ -23,7 +23,7 @@ from tests.conftest import AppHandle, short_home, start_app, stop_app, unavailab
 from wardian import errors
 from wardian.client import AppClient
 from wardian.home import Home
-from wardian.store.postgres import engine, liveness
+from wardian.store.postgres import connection, liveness
 from wardian_harness.hosts import netns
 from wardian_harness.hosts.postgres import SUPERUSER, PrivateCluster
 
@@ -31,7 +31,7 @@ T = TypeVar("T")
 # A call made while the network is dead may wait for the batch in flight to notice (`DEAD_LINK_S`) and then for one
 # attempt to connect (`CONNECT_TIMEOUT_S`) before it is refused. The client waits three times that: a liveness bound,
 # not a speed figure; without the bound, the call outlasts it and the client reports `uncertain`.
-CALL_LIMIT_S = 3 * (liveness.DEAD_LINK_S + engine.CONNECT_TIMEOUT_S)
+CALL_LIMIT_S = 3 * (liveness.DEAD_LINK_S + connection.CONNECT_TIMEOUT_S)
 RECOVERY_S = 60.0  # a reconnection once the network is back: a deadline to poll against
 
 

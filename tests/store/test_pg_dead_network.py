@@ -27,7 +27,7 @@ from wardian import errors
 from wardian.model import Caller, InteractionKind
 from wardian.store import Store
 from wardian.store import testing as store_testing
-from wardian.store.postgres import PostgresStore, engine, liveness, wait_reader
+from wardian.store.postgres import PostgresStore, connection, liveness, wait_reader
 from wardian_harness.hosts import netns
 from wardian_harness.hosts.postgres import SUPERUSER, PrivateCluster
 
@@ -114,14 +114,14 @@ def test_a_statement_into_a_dead_network_is_unavailable_within_the_bound_and_the
     at once (the backoff runs from the failure): the writer is not held by one attempt after another."""
     store = through.store
     a, b = caller(store, "a"), caller(store, "b")
-    monkeypatch.setattr(store.test_backdoor(), "_backoff", 5.0)  # the first pause, long enough on a loaded machine
+    monkeypatch.setattr(store.test_backdoor().link, "_backoff", 5.0)  # the first pause, long enough on a loaded machine
     through.link.cut()
     with pytest.raises(errors.StorageUnavailable):
         within(DEAD_LINK_LIMIT_S, lambda: store.admit(a, b.agent, InteractionKind.INFORMATION, "into the void"))
     with pytest.raises(errors.StorageUnavailable):
-        within(3 * engine.CONNECT_TIMEOUT_S, lambda: store.admit(a, b.agent, InteractionKind.INFORMATION, "again"))
+        within(3 * connection.CONNECT_TIMEOUT_S, lambda: store.admit(a, b.agent, InteractionKind.INFORMATION, "again"))
     with pytest.raises(errors.StorageUnavailable):
-        within(engine.CONNECT_TIMEOUT_S / 2, lambda: store.admit(a, b.agent, InteractionKind.INFORMATION, "again"))
+        within(connection.CONNECT_TIMEOUT_S / 2, lambda: store.admit(a, b.agent, InteractionKind.INFORMATION, "again"))
     through.link.heal()
     receipt = until_served(lambda: store.admit(a, b.agent, InteractionKind.INFORMATION, "after"))
     assert receipt.recipient.uuid == b.agent.uuid

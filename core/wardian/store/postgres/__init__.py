@@ -1,9 +1,10 @@
 """The shared backend: PostgreSQL (psycopg 3), for agents on several machines.
 
-The parts are the same modules as the embedded store's; this package provides the engine's hooks (`engine`), its
-pipelined batches (`pipeline`), the roster cache (`roster_cache`), the schema and its migrations (`schema`), the
-announcements of other apps' commits (`announcements`), the read-only first look of waits (`wait_reader`) and how
-long each connection waits for a silent server (`liveness`).
+The parts are the same modules as the embedded store's; this package provides the engine's hooks (`engine`), the
+connection they run on and its replacement when it breaks (`connection`), its pipelined batches (`pipeline`), the
+roster cache (`roster_cache`), the schema and its migrations (`schema`), the announcements of other apps' commits
+(`announcements`), the read-only first look of waits (`wait_reader`) and how long each connection waits for a silent
+server (`liveness`).
 
 Invariants:
 - Every change runs inside `atomic()` (BEGIN, SAVEPOINT when nested) or a batch (one BEGIN, one COMMIT: group
@@ -30,7 +31,8 @@ from wardian import errors
 from wardian.store.base import SqlStore
 from wardian.store.postgres import schema
 from wardian.store.postgres.announcements import Announcements
-from wardian.store.postgres.engine import PgEngine, connect, map_pg_errors, storage_error
+from wardian.store.postgres.connection import connect, map_pg_errors, storage_error
+from wardian.store.postgres.engine import PgEngine
 from wardian.store.postgres.wait_reader import PgWaitReader
 from wardian.store.url import check_store_url, redact_url
 

@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator, Callable
 import psycopg
 
 from wardian.store.events import InterruptAnnounced, RecordAnnounced, Resynced, StoreEvent
+from wardian.store.postgres.connection import BACKOFF_FIRST_S, BACKOFF_MAX_S, CONNECT_TIMEOUT_S
 from wardian.store.postgres.db import q
-from wardian.store.postgres.engine import BACKOFF_FIRST_S, BACKOFF_MAX_S, CONNECT_TIMEOUT_S
 from wardian.store.postgres.liveness import with_liveness
 from wardian.store.postgres.schema import CHANNEL
 from wardian.store.url import redact_url

@@ -75,8 +75,16 @@ class PgDb:
         self.cache = cache
         self.wrote = False  # this transaction has taken the append lock (and written)
         self.pipe: psycopg.Pipeline | None = None
+        self.failed = False  # a statement of the open pipeline failed (the batch then runs again op by op)
         self.appends: list[Sequence[Any]] = []  # rows of INSERT_INTERACTION held back (see above)
         self._sql: dict[str, tuple[LiteralString, bool]] = {}
+
+    def replace(self, conn: psycopg.Connection[Any]) -> None:
+        """Run on `conn` from now on (the old one broke, and no transaction is open on this one)."""
+        self.conn = conn
+        self.wrote = False
+        self.pipe = None
+        self.appends = []
 
     def _query(self, sql: str) -> tuple[LiteralString, bool]:
         query = self._sql.get(sql)

@@ -21,8 +21,8 @@ or stuck while its machine runs, nor a COMMIT waiting for a synchronous standby 
 wait by nothing). For the writer, `Watchdog` bounds each call instead (`STALL_LIMIT_S`); the wait reader bounds its
 look itself (`wardian.store.postgres.wait_reader`). Both end the connection the same way, `shutdown()` of its socket:
 libpq then reads end-of-file, the call fails at once, and the connection is replaced; a COMMIT ended that way is
-`uncertain`, never a receipt (`engine.commit_lost`). Nothing is sent to the server to cancel anything: the network that
-would carry it may be the dead one.
+`uncertain`, never a receipt (`connection.commit_lost`). Nothing is sent to the server to cancel anything: the network
+that would carry it may be the dead one.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ TCP_LIVENESS: dict[str, str] = {
 }
 
 # The longest one call of the writer (a batch, its COMMIT, one transaction) may wait for the server before its
-# connection is ended: above the 30 s `lock_timeout` (`engine.LOCK_TIMEOUT_MS`), the longest wait the server itself
+# connection is ended: above the 30 s `lock_timeout` (`connection.LOCK_TIMEOUT_MS`), the longest wait the server itself
 # ends with an error, so a lock wait is never cut short, only a server that does not answer at all.
 STALL_LIMIT_S = 45.0
 

@@ -36,8 +36,8 @@ import psycopg
 
 from wardian import errors
 from wardian.store.api import WaitLook
+from wardian.store.postgres.connection import BACKOFF_FIRST_S, BACKOFF_MAX_S, CONNECT_TIMEOUT_S
 from wardian.store.postgres.db import q
-from wardian.store.postgres.engine import BACKOFF_FIRST_S, BACKOFF_MAX_S, CONNECT_TIMEOUT_S
 from wardian.store.postgres.liveness import shut, with_liveness
 from wardian.store.sessions import WAIT_LOOK_SESSION_COLS, WAIT_LOOK_SQL, TokenDigests, session_caller, session_hit
 from wardian.store.url import redact_url
