@@ -99,7 +99,7 @@ class MinimalServer:
             self.timer = None
         self.busy = True
         batch, self.pending = self.pending, []
-        begun = self.store.begin_batch([op for _, _, op, _ in batch], [True] * len(batch))
+        begun = self.store.begin_batch([(op, ()) for _, _, op, _ in batch], [True] * len(batch))
         if self.fill:
             self.last = len(batch)
             self.answer(batch, self.store.commit_batch(begun))

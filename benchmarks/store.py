@@ -41,7 +41,8 @@ def store_ceiling(cfg: Config, url: str | None = None, tag: dict[str, Any] | Non
         agents = [store.add_agent(f"ceil{i}", "codex", None) for i in range(32)]
         tokens = [store.create_session(a.id) for a in agents]
 
-        ops = [admit_op(tokens[i], agents[(i + 1) % 32].uuid, InteractionKind.INFORMATION, TEXT) for i in range(32)]
+        ops = [(admit_op(tokens[i], agents[(i + 1) % 32].uuid, InteractionKind.INFORMATION, TEXT), ())
+               for i in range(32)]
         bare = [True] * len(ops)
         rates, stmt_us, commit_us = [], [], []
         total = 0

@@ -92,7 +92,7 @@ def test_a_write_waits_for_an_outside_write_lock_without_stalling_the_loop(store
 
         added = anyio.run(main)
     assert [a.name for a in added] == ["alice"]
-    assert store.run_batch([names])[0].value == ["alice"]  # applied once
+    assert store.run_batch([(names, ())])[0].value == ["alice"]  # applied once
 
 
 def test_a_write_lock_held_past_the_bound_refuses_with_storage_unavailable(store: SqliteStore,
@@ -108,7 +108,7 @@ def test_a_write_lock_held_past_the_bound_refuses_with_storage_unavailable(store
     assert refused.value.code == "storage_unavailable"
     assert "another process" in refused.value.message
     assert "nothing was admitted" in refused.value.message
-    assert store.run_batch([names])[0].value == []  # nothing of it stands
+    assert store.run_batch([(names, ())])[0].value == []  # nothing of it stands
     assert anyio.run(add).name == "bob"  # the lock gone, the next write goes through
 
 
@@ -126,8 +126,8 @@ def test_a_batch_that_meets_busy_half_way_is_rolled_back_and_run_again_whole(sto
 
     # The engine rolls the whole batch back, its neighbour's write too, and says so.
     with pytest.raises(StoreBusy):
-        store.begin_batch([lambda s: s.add_agent("dave", "codex", None), busy_once])
-    assert store.run_batch([names])[0].value == []
+        store.begin_batch([(lambda s: s.add_agent("dave", "codex", None), ()), (busy_once, ())])
+    assert store.run_batch([(names, ())])[0].value == []
     # The writer runs it again whole: applied exactly once.
     writer = StoreWriter(store)
 
@@ -138,4 +138,4 @@ def test_a_batch_that_meets_busy_half_way_is_rolled_back_and_run_again_whole(sto
     attempts.clear()
     assert anyio.run(call) == "ok"
     assert len(attempts) == 2
-    assert store.run_batch([names])[0].value == ["carol"]
+    assert store.run_batch([(names, ())])[0].value == ["carol"]

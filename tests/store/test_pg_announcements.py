@@ -25,11 +25,11 @@ def test_a_batch_of_sends_is_announced_once_per_recipient_in_order(pg_cluster: P
         def send(target: str, text: str):
             return lambda s: s.admit(caller, s.resolve_target(caller, target), InteractionKind.INFORMATION, text)
 
-        warm = [lambda s: s.resolve_target(caller, "a"), lambda s: s.resolve_target(caller, "b")]
+        warm = [(lambda s: s.resolve_target(caller, "a"), ()), (lambda s: s.resolve_target(caller, "b"), ())]
         assert [r.error for r in store.run_batch(warm)] == [None, None]  # the targets are cached from here on
         with psycopg.connect(backend.url, autocommit=True) as listener:
             listener.execute("LISTEN wardian")
-            ops = [send("a", "1"), send("b", "2"), send("a", "3"), send("a", "4")]
+            ops = [(send("a", "1"), ()), (send("b", "2"), ()), (send("a", "3"), ()), (send("a", "4"), ())]
             results = store.run_batch(ops, bare=[True] * 4)
             assert [r.error for r in results] == [None] * 4
             ids = [r.value.interaction_id for r in results]

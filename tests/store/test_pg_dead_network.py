@@ -200,7 +200,7 @@ def test_a_server_that_never_answers_cannot_hold_the_writer(stopped_server: tupl
     pid = stop_backend(store)
     try:
         results = within(10 * STALL_LIMIT_S, lambda: store.run_batch(
-            [lambda s: s.admit(a, b.agent, InteractionKind.INFORMATION, "unanswered")]))
+            [(lambda s: s.admit(a, b.agent, InteractionKind.INFORMATION, "unanswered"), ())]))
     finally:
         os.kill(pid, signal.SIGCONT)
     assert isinstance(results[0].error, errors.StorageUnavailable)

@@ -115,7 +115,7 @@ def test_what_a_rolled_back_operation_saw_is_forgotten(store: Store) -> None:
     def sends_to_ghost(s: Store) -> object:
         return s.admit(caller, s.resolve_target(caller, "ghost"), InteractionKind.INFORMATION, "hi")
 
-    results = store.run_batch([adds_then_fails, sends_to_ghost])
+    results = store.run_batch([(adds_then_fails, ()), (sends_to_ghost, ())])
     assert isinstance(results[0].error, errors.InvalidArguments)
     assert isinstance(results[1].error, errors.UnknownTarget)
     assert [a.name for a in store.list_agents()] == ["me"]
@@ -129,7 +129,8 @@ def test_bare_operations_commit_with_their_batch(store: Store) -> None:
     def send(target: str):
         return lambda s: s.admit(caller, s.resolve_target(caller, target), InteractionKind.INFORMATION, target)
 
-    results = store.run_batch([send(peer.uuid), send("nobody"), send("peer")], bare=[True, True, True])
+    results = store.run_batch([(send(peer.uuid), ()), (send("nobody"), ()), (send("peer"), ())],
+                              bare=[True, True, True])
     assert results[0].error is None
     assert results[2].error is None
     assert isinstance(results[1].error, errors.UnknownTarget)
@@ -164,7 +165,7 @@ def test_a_cached_managed_session_goes_stale_when_a_new_generation_starts(store:
 
 def _batch(store: Store, op: object) -> object:
     """`op` run the way the app runs it: inside a batch (the only place a shared store's cache answers)."""
-    result = store.run_batch([op])[0]  # type: ignore[list-item]
+    result = store.run_batch([(op, ())])[0]  # type: ignore[list-item]
     if result.error is not None:
         raise result.error
     return result.value
@@ -218,7 +219,8 @@ def test_a_statement_that_fails_inside_a_batch_fails_only_its_operation(store: S
     def duplicate_key(s: Store) -> None:
         store_testing.execute(s, "INSERT INTO meta (key, value) VALUES ('epoch', ?)", (b"x",))
 
-    results = store.run_batch([send("one"), duplicate_key, send("two")], bare=[True, False, True])
+    results = store.run_batch([(send("one"), ()), (duplicate_key, ()), (send("two"), ())],
+                              bare=[True, False, True])
     assert results[0].error is None
     assert results[2].error is None
     assert isinstance(results[1].error, errors.WardianError)

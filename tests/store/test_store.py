@@ -159,7 +159,7 @@ def test_batch_isolates_a_failing_operation(store: Store) -> None:
         s.admit(a, b.agent, InteractionKind.INFORMATION, "rolled back")
         raise errors.InvalidTarget("boom")
 
-    results = store.run_batch([ok("one"), bad, ok("two")])
+    results = store.run_batch([(ok("one"), ()), (bad, ()), (ok("two"), ())])
     assert results[0].error is None
     assert results[2].error is None
     assert isinstance(results[1].error, errors.InvalidTarget)
@@ -173,8 +173,9 @@ def test_a_batch_of_sends_stores_every_body_exactly_in_order(store: Store) -> No
     a, b = caller_for(store, "a"), caller_for(store, "b")
     bodies = ['"quoted" \\ back\\slash', "{\"k\": [1, null]}", "line\nbreak\ttab\r", "\u2028\u2029 \x7f \x01",
               "émoji 🦀 𝄞", "x" * 60000, "null", "0"]
-    results = store.run_batch([(lambda s, t=t: s.admit(a, b.agent, InteractionKind.INFORMATION, t)) for t in bodies],
-                              bare=[True] * len(bodies))
+    results = store.run_batch(
+        [(lambda s, t=t: s.admit(a, b.agent, InteractionKind.INFORMATION, t), ()) for t in bodies],
+        bare=[True] * len(bodies))
     assert [r.error for r in results] == [None] * len(bodies)
     page = store.receive(b, cursor=None, ack_cursor=None, limit=20).records
     assert [r.interaction.text for r in page] == bodies
@@ -189,7 +190,7 @@ def test_storage_full_admits_nothing(backend: Backend, store: Store) -> None:
     a, b = caller_for(store, "a"), caller_for(store, "b")
     pages = store_testing.execute(store, "PRAGMA page_count")[0][0]
     store_testing.set_max_page_count(store, pages)
-    results = store.run_batch([lambda s: s.admit(a, b.agent, InteractionKind.INFORMATION, "x" * 60000)])
+    results = store.run_batch([(lambda s: s.admit(a, b.agent, InteractionKind.INFORMATION, "x" * 60000), ())])
     assert isinstance(results[0].error, errors.StorageFull)
     assert not store.has_unacked(b.agent.id)
     store_testing.set_max_page_count(store, 1 << 30)

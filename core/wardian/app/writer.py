@@ -43,15 +43,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, TypeVarTuple
 
 import anyio
 
 from wardian import errors
 from wardian.store import BatchResult, Store, StoreBusy
-from wardian.store.api import WaitReader
+from wardian.store.api import Call, WaitReader
 
 T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
 log = logging.getLogger("wardian.app.writer")
 
 # One batch at most this many operations, so a burst cannot hold the writer (and the loop) for long.
@@ -67,7 +68,7 @@ BUSY_LONGEST_PAUSE_S = 0.05
 # the last one (see the module docstring); below that store's round trip, far below its batch.
 FILL_WAIT_S = 0.0005
 
-_Op = tuple[Callable[[Store], Any], bool, "asyncio.Future[BatchResult]"]
+_Pending = tuple[Call, bool, "asyncio.Future[BatchResult]"]
 
 
 def _outcome(result: BatchResult) -> Any:
@@ -83,7 +84,7 @@ class StoreWriter:
     def __init__(self, store: Store, *, busy_deadline_s: float = BUSY_DEADLINE_S) -> None:
         self._store = store
         self._busy_deadline_s = busy_deadline_s
-        self._pending: list[_Op] = []
+        self._pending: list[_Pending] = []
         self._wakeup = anyio.Event()
         self._closed = False
         self._busy = False  # a batch is between BEGIN and the end of its COMMIT
@@ -96,8 +97,10 @@ class StoreWriter:
         # Called after every batch whose COMMIT made a change durable (the app's `ChangeFeed`, for live views).
         self.on_commit: Callable[[], None] | None = None
 
-    async def call(self, fn: Callable[[Store], T], *, bare: bool = False, urgent: bool = False) -> T:
-        """Run `fn(store)` inside the next batch's transaction and return its result after COMMIT.
+    async def call(self, fn: Callable[[Store, *Ts], T], *args: *Ts, bare: bool = False, urgent: bool = False) -> T:
+        """Run `fn(store, *args)` inside the next batch's transaction and return its result after COMMIT (in the shape
+        of anyio's `to_thread.run_sync(fn, *args)`: the call site names the operation and its arguments, and the type
+        checker checks them).
 
         `bare`: run it without a savepoint of its own (see `Store.begin_batch`). `urgent`: a write a delivery waits
         on (the dispatch claim): it goes to the front of the queue, and alone it commits on the loop with no yield
@@ -110,7 +113,7 @@ class StoreWriter:
             # the hand-over to the writer task and back (and, for a read, every await).
             self._busy = True
             try:
-                return _outcome((await self._execute([fn], [bare], inline=urgent))[0])
+                return _outcome((await self._execute([(fn, args)], [bare], inline=urgent))[0])
             finally:
                 self._busy = False
                 self._active = 1 + len(self._pending)
@@ -119,10 +122,10 @@ class StoreWriter:
         # A bare future, not an anyio.Event: one is made per call and the event costs 5x more here.
         done: asyncio.Future[BatchResult] = asyncio.get_running_loop().create_future()
         if urgent:
-            self._pending.insert(0, (fn, bare, done))
+            self._pending.insert(0, ((fn, args), bare, done))
             self._urgent = True
         else:
-            self._pending.append((fn, bare, done))
+            self._pending.append(((fn, args), bare, done))
         self._wakeup.set()
         with anyio.CancelScope(shield=True):
             # Shielded: the operation runs whatever happens to the caller; the caller may still be
@@ -162,8 +165,7 @@ class StoreWriter:
                 await self._wakeup.wait()
                 self._wakeup = anyio.Event()
 
-    async def _execute(self, fns: list[Callable[[Store], Any]], bare: list[bool], *,
-                       inline: bool = False) -> list[BatchResult]:
+    async def _execute(self, calls: list[Call], bare: list[bool], *, inline: bool = False) -> list[BatchResult]:
         """One batch, run again whole while another process holds the store's write lock, up to the bound (see the
         module docstring). Shielded: once begun, the batch ends, and its callers learn its final outcome."""
         with anyio.CancelScope(shield=True):
@@ -171,7 +173,7 @@ class StoreWriter:
             pause = BUSY_FIRST_PAUSE_S
             while True:
                 try:
-                    return await self._attempt(fns, bare, inline=inline)
+                    return await self._attempt(calls, bare, inline=inline)
                 except StoreBusy:
                     if anyio.current_time() >= give_up:
                         break
@@ -181,10 +183,9 @@ class StoreWriter:
         refused = errors.StorageUnavailable(
             f"another process held the store's write lock for more than {self._busy_deadline_s:g} s; nothing was "
             "admitted. Stop whatever else has wardian.db open (a shell, a backup), then try again")
-        return self._finish(fns, [BatchResult(None, refused) for _ in fns], wrote=False)
+        return self._finish(calls, [BatchResult(None, refused) for _ in calls], wrote=False)
 
-    async def _attempt(self, fns: list[Callable[[Store], Any]], bare: list[bool], *,
-                       inline: bool = False) -> list[BatchResult]:
+    async def _attempt(self, calls: list[Call], bare: list[bool], *, inline: bool = False) -> list[BatchResult]:
         """One try of a batch: statements here on the loop; a COMMIT that wrote on the worker thread (shielded), unless
         it is a lone write with nothing waiting, which commits here (see the module docstring).
 
@@ -197,19 +198,19 @@ class StoreWriter:
             wrote_box: list[bool] = []
 
             def whole_batch() -> list[BatchResult]:
-                begun = store.begin_batch(fns, bare)
+                begun = store.begin_batch(calls, bare)
                 wrote_box.append(store.batch_wrote)
                 return store.commit_batch(begun)
 
             results: list[BatchResult] = []
             with anyio.CancelScope(shield=True):
                 results = await anyio.to_thread.run_sync(whole_batch, limiter=self._limiter)
-            return self._finish(fns, results, wrote=bool(wrote_box and wrote_box[0]))
-        results = store.begin_batch(fns, bare)
+            return self._finish(calls, results, wrote=bool(wrote_box and wrote_box[0]))
+        results = store.begin_batch(calls, bare)
         wrote = store.batch_wrote
         if not wrote:
             results = store.commit_batch(results)
-        elif len(fns) > 1 or self._pending:
+        elif len(calls) > 1 or self._pending:
             with anyio.CancelScope(shield=True):
                 results = await anyio.to_thread.run_sync(store.commit_batch, results, limiter=self._limiter)
         else:
@@ -221,13 +222,11 @@ class StoreWriter:
             if not inline:
                 with anyio.CancelScope(shield=True):
                     await anyio.lowlevel.checkpoint()
-        return self._finish(fns, results, wrote=wrote)
+        return self._finish(calls, results, wrote=wrote)
 
-    def _finish(
-        self, fns: list[Callable[[Store], Any]], results: list[BatchResult], *, wrote: bool
-    ) -> list[BatchResult]:
+    def _finish(self, calls: list[Call], results: list[BatchResult], *, wrote: bool) -> list[BatchResult]:
         self.batches += 1
-        self.operations += len(fns)
+        self.operations += len(calls)
         if wrote and self.on_commit is not None:
             self.on_commit()
         for i, result in enumerate(results):

@@ -1,6 +1,6 @@
 """The store seam: the one interface the app uses, which every backend implements (SQLite, PostgreSQL).
 
-The app runs store operations as plain functions of a `Store` (`Callable[[Store], T]`) through its writer
+The app runs store operations as plain functions of a `Store` and their other arguments (a `Call`) through its writer
 (`wardian.app.writer`), many per transaction (group commit). A backend speaks records (`wardian.model`) and the
 domain errors of `wardian.errors`; no connection, cursor or row ever leaves the store package.
 
@@ -29,6 +29,7 @@ from wardian.store.events import InterruptAnnounced, RecordAnnounced, Resynced, 
 
 __all__ = [
     "BatchResult",
+    "Call",
     "History",
     "Hosts",
     "InterruptAnnounced",
@@ -51,6 +52,10 @@ class StoreBusy(errors.StorageUnavailable):
     """Another process holds the database's write lock: the batch was rolled back whole (nothing of it stands) and
     may run again once the lock is free. The app's writer waits and retries (`wardian.app.writer`); anything else
     sees an ordinary `storage_unavailable`."""
+
+
+# One operation of a batch: a function of the store and its other arguments, run as `fn(store, *args)`.
+Call = tuple[Callable[..., Any], tuple[Any, ...]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,9 +136,8 @@ class Store(Hosts, Roster, Mailbox, History, TaskLedger, LostTasks, Protocol):
         """One transaction or, nested, one savepoint, around several operations."""
         ...
 
-    def begin_batch(self, ops: Sequence[Callable[[Store], Any]],
-                    bare: Sequence[bool] | None = None) -> list[BatchResult]:
-        """Run `ops` in one open transaction, each in its own savepoint unless `bare`; results are final only
+    def begin_batch(self, calls: Sequence[Call], bare: Sequence[bool] | None = None) -> list[BatchResult]:
+        """Run `calls` in one open transaction, each in its own savepoint unless `bare`; results are final only
         once `commit_batch` returned them."""
         ...
 
@@ -146,8 +150,7 @@ class Store(Hosts, Roster, Mailbox, History, TaskLedger, LostTasks, Protocol):
         """COMMIT the open batch; if that fails, every operation fails with the storage error."""
         ...
 
-    def run_batch(self, ops: Sequence[Callable[[Store], Any]],
-                  bare: Sequence[bool] | None = None) -> list[BatchResult]: ...
+    def run_batch(self, calls: Sequence[Call], bare: Sequence[bool] | None = None) -> list[BatchResult]: ...
 
     def integrity_check(self) -> str: ...
 

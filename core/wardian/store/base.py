@@ -1,15 +1,14 @@
 """A store made of parts: the roster, mailbox, history, ledger and hosts parts over one transaction engine.
 
 `SqlStore` holds the parts (`roster`, `mailbox`, `history`, `ledger`, `leases`) and answers each part's operations
-itself by handing them to the part, so the app's writer still runs plain `Callable[[Store], T]` operations and a
+itself by handing them to the part, so the app's writer still runs plain functions of a store and a
 backend is only its engine (`wardian.store.engine`) and how it opens and closes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from typing import Any
 
 from wardian.model import (
     EXCHANGE_WINDOW,
@@ -38,7 +37,7 @@ from wardian.model import (
     TaskFacts,
 )
 from wardian.store import lost
-from wardian.store.api import BatchResult, Store, WaitReader
+from wardian.store.api import BatchResult, Call, WaitReader
 from wardian.store.contracts import Pushable, SessionKind
 from wardian.store.cursors import CursorCodec
 from wardian.store.engine import Engine
@@ -47,8 +46,6 @@ from wardian.store.hosts import SqlHosts
 from wardian.store.ledger import SqlLedger
 from wardian.store.mailbox import SqlMailbox
 from wardian.store.roster import SqlRoster
-
-Op = Callable[[Store], Any]
 
 
 class SqlStore:
@@ -86,8 +83,8 @@ class SqlStore:
         """One transaction or, nested, one savepoint."""
         return self._engine.atomic()
 
-    def begin_batch(self, ops: Sequence[Op], bare: Sequence[bool] | None = None) -> list[BatchResult]:
-        return self._engine.begin_batch(ops, bare, self)
+    def begin_batch(self, calls: Sequence[Call], bare: Sequence[bool] | None = None) -> list[BatchResult]:
+        return self._engine.begin_batch(calls, bare, self)
 
     @property
     def batch_wrote(self) -> bool:
@@ -96,10 +93,10 @@ class SqlStore:
     def commit_batch(self, results: list[BatchResult]) -> list[BatchResult]:
         return self._engine.commit_batch(results)
 
-    def run_batch(self, ops: Sequence[Op], bare: Sequence[bool] | None = None) -> list[BatchResult]:
-        """Run `ops` in one transaction (group commit): each in its own savepoint, one COMMIT for all. If the COMMIT
+    def run_batch(self, calls: Sequence[Call], bare: Sequence[bool] | None = None) -> list[BatchResult]:
+        """Run `calls` in one transaction (group commit): each in its own savepoint, one COMMIT for all. If the COMMIT
         itself fails, every operation of the batch fails with that storage error."""
-        return self.commit_batch(self.begin_batch(ops, bare))
+        return self.commit_batch(self.begin_batch(calls, bare))
 
     # --- cursors: the one seam every receive checks its cursors through --------------------------------
 

@@ -16,16 +16,14 @@ database aborted it by itself, how a driver error reads, and what a failed COMMI
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Generator, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
-from typing import Any, TypeVar
+from typing import Any
 
 from wardian import errors
 from wardian.store._sql import Db
-from wardian.store.api import BatchResult, StoreBusy
+from wardian.store.api import BatchResult, Call, StoreBusy
 from wardian.store.cache import RosterCache
-
-S = TypeVar("S")
 
 
 class Engine(ABC):
@@ -134,15 +132,14 @@ class Engine(ABC):
             else:
                 self.control(f"RELEASE SAVEPOINT sp{self.depth}")
 
-    def begin_batch(
-        self, ops: Sequence[Callable[[S], Any]], bare: Sequence[bool] | None, store: S
-    ) -> list[BatchResult]:
-        """`run_batch` up to its COMMIT: the transaction, then each op in its own savepoint (see `Store.begin_batch`).
+    def begin_batch(self, calls: Sequence[Call], bare: Sequence[bool] | None, store: object) -> list[BatchResult]:
+        """`run_batch` up to its COMMIT: the transaction, then each call `fn(store, *args)` in its own savepoint (see
+        `Store.begin_batch`).
 
-        `bare[i]` runs op i without a savepoint of its own: only for an op whose writes all happen in one store method
-        (which is atomic by itself) after its reads, so a failure leaves nothing behind (saves two statements per op on
-        the send path). The transaction stays open for `commit_batch`. If the database aborted the whole transaction,
-        every result already carries that error and no transaction is left open.
+        `bare[i]` runs call i without a savepoint of its own: only for an operation whose writes all happen in one store
+        method (which is atomic by itself) after its reads, so a failure leaves nothing behind (saves two statements per
+        operation on the send path). The transaction stays open for `commit_batch`. If the database aborted the whole
+        transaction, every result already carries that error and no transaction is left open.
 
         Raises: StoreBusy when another process holds the database (at BEGIN or in any op): the whole batch is rolled
         back first, so it may run again whole.
@@ -153,13 +150,13 @@ class Engine(ABC):
         except StoreBusy:
             raise
         except errors.WardianError as exc:
-            return [BatchResult(None, exc) for _ in ops]
+            return [BatchResult(None, exc) for _ in calls]
         self.depth = 1
         results: list[BatchResult] = []
         try:
-            for i, op in enumerate(ops):
+            for i, call in enumerate(calls):
                 try:
-                    value = self._run_op(op, store, bare is not None and bare[i])
+                    value = self._run_op(call, store, bare is not None and bare[i])
                 except Exception as exc:
                     if isinstance(exc, StoreBusy):
                         raise
@@ -167,7 +164,7 @@ class Engine(ABC):
                         self.depth = 0
                         self.undo(0)
                         error = self.abort_error(exc)
-                        return [BatchResult(None, error) for _ in ops]
+                        return [BatchResult(None, error) for _ in calls]
                     results.append(BatchResult(None, exc))
                 else:
                     results.append(BatchResult(value, None))
@@ -177,12 +174,13 @@ class Engine(ABC):
             raise
         return results
 
-    def _run_op(self, op: Callable[[S], Any], store: S, bare: bool) -> Any:
+    def _run_op(self, call: Call, store: object, bare: bool) -> Any:
+        fn, args = call
         if bare:
             with self.errors():
-                return op(store)
+                return fn(store, *args)
         with self.atomic():
-            return op(store)
+            return fn(store, *args)
 
     @property
     def batch_wrote(self) -> bool:

@@ -11,20 +11,18 @@ sends holds the lock from that statement to its COMMIT only.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterable, Sequence
+from collections.abc import Generator, Iterable, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import Any, TypeVar
+from typing import Any
 
 import psycopg
 
-from wardian.store.api import BatchResult
+from wardian.store.api import BatchResult, Call
 from wardian.store.engine import Engine
 from wardian.store.postgres.connection import PgConnection, commit_lost, map_pg_errors
 from wardian.store.postgres.db import q
 from wardian.store.postgres.pipeline import run_pipelined
 from wardian.store.postgres.roster_cache import VersionedRosterCache
-
-S = TypeVar("S")
 
 
 class PgEngine(Engine):
@@ -56,18 +54,16 @@ class PgEngine(Engine):
     def errors(self) -> AbstractContextManager[None]:
         return self.link.errors()
 
-    def run_op(self, op: Callable[[S], Any], store: S, bare: bool) -> Any:
-        return self._run_op(op, store, bare)
+    def run_op(self, call: Call, store: object, bare: bool) -> Any:
+        return self._run_op(call, store, bare)
 
-    def begin_batch(
-        self, ops: Sequence[Callable[[S], Any]], bare: Sequence[bool] | None, store: S
-    ) -> list[BatchResult]:
+    def begin_batch(self, calls: Sequence[Call], bare: Sequence[bool] | None, store: object) -> list[BatchResult]:
         """One pipelined transaction for the whole batch (see `pipeline.run_pipelined`); when a statement failed or a
         cached roster entry it used went stale, the batch runs again with a savepoint per operation, so the failing
         operation fails alone."""
         with self.link.watchdog.watch():
-            results = run_pipelined(self.link, self.roster_cache, self, ops, bare, store)
-            return results if results is not None else super().begin_batch(ops, bare, store)
+            results = run_pipelined(self.link, self.roster_cache, self, calls, bare, store)
+            return results if results is not None else super().begin_batch(calls, bare, store)
 
     def commit_batch(self, results: list[BatchResult]) -> list[BatchResult]:
         with self.link.watchdog.watch():

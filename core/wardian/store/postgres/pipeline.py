@@ -19,37 +19,35 @@ knows nothing of the engine that calls it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, Protocol, TypeVar
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import psycopg
 
 from wardian import errors
-from wardian.store.api import BatchResult
+from wardian.store.api import BatchResult, Call
 from wardian.store.postgres.connection import PgConnection
 from wardian.store.postgres.roster_cache import VersionedRosterCache
 
-S = TypeVar("S")
 
-
-class Tx(Protocol[S]):
+class Tx(Protocol):
     """What a pipelined batch drives of the store's transaction: its depth, one operation, and a rollback."""
 
     depth: int
 
-    def run_op(self, op: Callable[[S], Any], store: S, bare: bool) -> Any: ...
+    def run_op(self, call: Call, store: object, bare: bool) -> Any: ...
 
     def undo(self, depth: int) -> None: ...
 
 
-def run_pipelined(link: PgConnection, cache: VersionedRosterCache, tx: Tx[S], ops: Sequence[Callable[[S], Any]],
-                  bare: Sequence[bool] | None, store: S) -> list[BatchResult] | None:
+def run_pipelined(link: PgConnection, cache: VersionedRosterCache, tx: Tx, calls: Sequence[Call],
+                  bare: Sequence[bool] | None, store: object) -> list[BatchResult] | None:
     """`begin_batch` in one pipeline; None when the batch must run again op by op (nothing of it stands)."""
     try:
         with link.errors():
             link.ensure_connected()
     except errors.WardianError as exc:
-        return [BatchResult(None, exc) for _ in ops]
+        return [BatchResult(None, exc) for _ in calls]
     db = link.db
     cache.begin()
     db.failed = False
@@ -63,7 +61,7 @@ def run_pipelined(link: PgConnection, cache: VersionedRosterCache, tx: Tx[S], op
             db.wrote, db.appends = False, []
             version = link.conn.execute("SELECT v FROM roster_version")
             tx.depth = 1
-            _run_ops(link, tx, ops, bare, store, results)
+            _run_ops(link, tx, calls, bare, store, results)
             if not db.failed:
                 db.flush()
             if not db.failed and not db.wrote:
@@ -80,14 +78,14 @@ def run_pipelined(link: PgConnection, cache: VersionedRosterCache, tx: Tx[S], op
     finally:
         db.pipe = None
         db.appends.clear()
-    return _settle(link, cache, tx, len(ops), results, version, lost)
+    return _settle(link, cache, tx, len(calls), results, version, lost)
 
 
-def _run_ops(link: PgConnection, tx: Tx[S], ops: Sequence[Callable[[S], Any]], bare: Sequence[bool] | None, store: S,
+def _run_ops(link: PgConnection, tx: Tx, calls: Sequence[Call], bare: Sequence[bool] | None, store: object,
              results: list[BatchResult]) -> None:
-    for i, op in enumerate(ops):
+    for i, call in enumerate(calls):
         try:
-            value = tx.run_op(op, store, bare is not None and bare[i])
+            value = tx.run_op(call, store, bare is not None and bare[i])
         except psycopg.Error:
             link.db.failed = True
             return
@@ -99,7 +97,7 @@ def _run_ops(link: PgConnection, tx: Tx[S], ops: Sequence[Callable[[S], Any]], b
             results.append(BatchResult(value, None))
 
 
-def _settle(link: PgConnection, cache: VersionedRosterCache, tx: Tx[S], n: int, results: list[BatchResult],
+def _settle(link: PgConnection, cache: VersionedRosterCache, tx: Tx, n: int, results: list[BatchResult],
             version: Any, lost: psycopg.Error | None) -> list[BatchResult] | None:
     """After the pipeline's last sync: the results, or None to run the batch again op by op."""
     if link.db.failed or link.in_error:
