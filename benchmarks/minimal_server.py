@@ -1,7 +1,7 @@
 """The least server that does what a durable send needs: the floor under `durable_sends_per_s_32_senders`.
 
 Run as `python -m benchmarks.minimal_server SHAPE SOCKET DB` (the bench spawns it, `minimal_server_rate`): NDJSON
-over a Unix socket, the app's own send operation on the app's own store (`admit_op`, as the store's ceiling runs it)
+over a Unix socket, the app's own send operation on the app's own store (`admit_as`, as the store's ceiling runs it)
 and the app's own answer (`send_result`, encoded by orjson), with the request's params validated by the app's own
 model (`parse_params`), as every input must be. Nothing else: no task per connection, no future per request, no
 cancel scopes, no wake-ups, no runtime. Frames are split and batches started in the protocol's callbacks. Two shapes
@@ -38,7 +38,8 @@ from typing import Any
 
 import orjson
 
-from wardian.app.service import admit_op
+from wardian.app.service import admit_as
+from wardian.app.service.mailbox import receive_page
 from wardian.model import DEFAULT_RECEIVE_LIMIT, InteractionKind, Receipt, ReceivePage
 from wardian.protocol.methods import (
     MailboxReceiveParams,
@@ -47,10 +48,11 @@ from wardian.protocol.methods import (
     receive_result,
     send_result,
 )
-from wardian.store import BatchResult, SqliteStore, Store
+from wardian.store import BatchResult, Store, open_sqlite
+from wardian.store.api import Call
 
 # A request waiting for its batch: where to answer, its id, its operation, and how its value becomes the answer.
-_Pending = tuple[asyncio.Transport, Any, Callable[[Store], Any], Callable[[Any], Any]]
+_Pending = tuple[asyncio.Transport, Any, Call, Callable[[Any], Any]]
 SHAPES = ("fill", "overlap", "fill_unvalidated")
 # How long a `fill` batch waits at most for as many requests as its predecessor held.
 FILL_WAIT_S = 0.0005
@@ -59,7 +61,7 @@ FILL_WAIT_S = 0.0005
 class MinimalServer:
     """One writer over one store, in one of `SHAPES`; answers are written as soon as their COMMIT returned."""
 
-    def __init__(self, store: SqliteStore, loop: asyncio.AbstractEventLoop, shape: str) -> None:
+    def __init__(self, store: Store, loop: asyncio.AbstractEventLoop, shape: str) -> None:
         self.store = store
         self.fill = shape.startswith("fill")
         self.validate = not shape.endswith("_unvalidated")
@@ -83,7 +85,7 @@ class MinimalServer:
             session, target, message = p.session, p.target, p.message
         else:
             session, target, message = params["session"], params["target"], params["message"]
-        self.pending.append((transport, id_, admit_op(session, target, InteractionKind.INFORMATION, message),
+        self.pending.append((transport, id_, (admit_as, (session, target, InteractionKind.INFORMATION, message)),
                              _sent))
 
     def kick(self, *, waited: bool = False) -> None:
@@ -99,7 +101,7 @@ class MinimalServer:
             self.timer = None
         self.busy = True
         batch, self.pending = self.pending, []
-        begun = self.store.begin_batch([(op, ()) for _, _, op, _ in batch], [True] * len(batch))
+        begun = self.store.begin_batch([call for _, _, call, _ in batch], [True] * len(batch))
         if self.fill:
             self.last = len(batch)
             self.answer(batch, self.store.commit_batch(begun))
@@ -139,20 +141,17 @@ def _sent(receipt: Receipt) -> Any:
     return send_result(receipt, "admitted")
 
 
-def _receive_op(params: dict[str, Any]) -> tuple[Callable[[Store], ReceivePage], Callable[[ReceivePage], Any]]:
+def _receive_op(params: dict[str, Any]) -> tuple[Call, Callable[[ReceivePage], Any]]:
     """A receive as the app's handler runs it with no wait (`wardian.app.service.mailbox`), and its answer."""
     p = parse_params("mailbox/receive", params)
     assert isinstance(p, MailboxReceiveParams)
     assert not p.timeout_ms, "the least server answers at once: it has no waits"
     limit = p.limit if p.limit is not None else DEFAULT_RECEIVE_LIMIT
 
-    def op(s: Store) -> ReceivePage:
-        return s.receive(s.authenticate(p.session), cursor=p.cursor, ack_cursor=p.ack_cursor, limit=limit)
-
     def answer(page: ReceivePage) -> Any:
         return receive_result(page, cursor=page.cursor if page.cursor is not None else p.cursor, timed_out=False,
                               wake_reason=None)
-    return op, answer
+    return (receive_page, (p.session, p.cursor, p.ack_cursor, limit)), answer
 
 
 class _Connection(asyncio.Protocol):
@@ -179,7 +178,7 @@ class _Connection(asyncio.Protocol):
 
 async def serve(shape: str, socket_path: str, db_path: str) -> None:
     loop = asyncio.get_running_loop()
-    store = SqliteStore.open(db_path)
+    store = open_sqlite(db_path)
     server = MinimalServer(store, loop, shape)
     old_umask = os.umask(0o177)  # 0600 as the app makes its socket: a client refuses one open to others
     try:

@@ -141,14 +141,14 @@ def seed_pg(client: AppClient, url: str, recipients: int, per_recipient: int) ->
     recipients in turn) by INSERT ... SELECT generate_series in transactions of 100,000, through the store's raw
     statement hook; triggers off for the seeding session only (session_replication_role = replica: no NOTIFY of a
     million records to the running app), then VACUUM ANALYZE, as autovacuum would leave the table."""
-    from wardian.store.postgres import PostgresStore
+    from wardian.store.postgres import open_postgres
 
     sender = client.call("agent/add", {"name": "seed-sender", "provider": "codex"})
     sender_token = client.call("agent/session", {"agent": sender["uuid"]})["session_id"]
     inboxes = add_agents(client, "inbox", recipients)
     for agent, _ in inboxes:
         client.call("message/send", {"session": sender_token, "target": agent["uuid"], "message": TEXT})
-    store = PostgresStore.open(url, migrate=False)
+    store = open_postgres(url, migrate=False)
     try:
         ids = {str(uuid): int(id_) for uuid, id_ in store_testing.execute(store, "SELECT uuid, id FROM agents")}
         recipient_ids = [ids[agent["uuid"]] for agent, _ in inboxes]

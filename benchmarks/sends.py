@@ -29,7 +29,7 @@ from benchmarks.postgres import pg_raw_ceiling
 from benchmarks.store import fdatasync_p50, store_ceiling
 from wardian.client import AppClient
 from wardian.home import Home
-from wardian.store import SqliteStore
+from wardian.store import open_sqlite, roster
 
 if TYPE_CHECKING:
     from wardian_harness.hosts.postgres import PrivateCluster
@@ -182,10 +182,10 @@ def minimal_server_rate(cfg: Config) -> dict[str, MinimalServerRun]:
         for shape in SHAPES:
             root = new_home()
             roots.append(root)
-            store = SqliteStore.open(Home(root).db_path)
+            store = open_sqlite(Home(root).db_path)
             try:
-                agents = [store.add_agent(f"min{i}", "codex", None) for i in range(32)]
-                tokens = [store.create_session(a.id) for a in agents]
+                agents = [roster.add_agent(store, f"min{i}", "codex", None) for i in range(32)]
+                tokens = [roster.create_session(store, a.id) for a in agents]
             finally:
                 store.close()
             socket_path = str(root / "minimal.sock")

@@ -14,10 +14,10 @@ from typing import Any
 from benchmarks.apps import new_home
 from benchmarks.config import TEXT, Config
 from benchmarks.figures import emit, log
-from wardian.app.service import admit_op
+from wardian.app.service import admit_as
 from wardian.home import Home
 from wardian.model import InteractionKind
-from wardian.store import SqliteStore, Store
+from wardian.store import Store, mailbox, open_sqlite, roster
 from wardian.store import testing as store_testing
 
 
@@ -32,16 +32,16 @@ def store_ceiling(cfg: Config, url: str | None = None, tag: dict[str, Any] | Non
     root = new_home()
     store: Store
     if url is None:
-        store = SqliteStore.open(Home(root).db_path)
+        store = open_sqlite(Home(root).db_path)
     else:
-        from wardian.store.postgres import PostgresStore
+        from wardian.store.postgres import open_postgres
 
-        store = PostgresStore.open(url)
+        store = open_postgres(url)
     try:
-        agents = [store.add_agent(f"ceil{i}", "codex", None) for i in range(32)]
-        tokens = [store.create_session(a.id) for a in agents]
+        agents = [roster.add_agent(store, f"ceil{i}", "codex", None) for i in range(32)]
+        tokens = [roster.create_session(store, a.id) for a in agents]
 
-        ops = [(admit_op(tokens[i], agents[(i + 1) % 32].uuid, InteractionKind.INFORMATION, TEXT), ())
+        ops = [(admit_as, (tokens[i], agents[(i + 1) % 32].uuid, InteractionKind.INFORMATION, TEXT))
                for i in range(32)]
         bare = [True] * len(ops)
         rates, stmt_us, commit_us = [], [], []
@@ -100,16 +100,16 @@ def seed_store(root: Path, recipients: int, per_recipient: int) -> list[str]:
     home = Home(root)
     (root / "run").mkdir(mode=0o700, parents=True, exist_ok=True)
     (root / "logs").mkdir(mode=0o700, exist_ok=True)
-    store = SqliteStore.open(home.db_path)
+    store = open_sqlite(home.db_path)
     try:
-        sender = store.add_agent("seed-sender", "codex", None)
-        caller = store.authenticate(store.create_session(sender.id))
-        agents = [store.add_agent(f"inbox{i}", "codex", None) for i in range(recipients)]
-        tokens = [store.create_session(a.id) for a in agents]
+        sender = roster.add_agent(store, "seed-sender", "codex", None)
+        caller = roster.authenticate(store, roster.create_session(store, sender.id))
+        agents = [roster.add_agent(store, f"inbox{i}", "codex", None) for i in range(recipients)]
+        tokens = [roster.create_session(store, a.id) for a in agents]
         # The first record of each recipient goes through admit (the store's own path); the rest are the same
         # rows written by the store's seeding hook in big transactions, ~10x faster than 1M admits.
         for agent in agents:
-            store.admit(caller, agent, InteractionKind.INFORMATION, TEXT)
+            mailbox.admit(store, caller, agent, InteractionKind.INFORMATION, TEXT)
         total, done, batch = recipients * per_recipient, recipients, 100_000
         ids = [a.id for a in agents]
         t0 = time.perf_counter()

@@ -20,7 +20,7 @@ from wardian.app.signals import MailboxSignals
 from wardian.app.writer import StoreWriter
 from wardian.home import Home
 from wardian.providers.base import Capabilities
-from wardian.store import SqliteStore
+from wardian.store import Store, open_sqlite, roster
 
 T = TypeVar("T")
 
@@ -29,7 +29,7 @@ T = TypeVar("T")
 class World:
     service: AppService
     runtime: Runtime
-    store: SqliteStore
+    store: Store
     provider: FakeProvider
     lead: str  # the lead's session token
     worker_uuid: str
@@ -62,12 +62,12 @@ async def world(capabilities: Capabilities | None = None, lead_provider: str = "
     home = Home(root)
     (root / "logs").mkdir()
     (root / "run").mkdir(mode=0o700)
-    store = SqliteStore.open(home.db_path)
+    store = open_sqlite(home.db_path)
     provider = FakeProvider() if capabilities is None else FakeProvider(capabilities=capabilities)
     try:
-        lead = store.add_agent("lead", lead_provider, None)
-        worker = store.add_agent("worker", "fake", None)
-        token = store.create_session(lead.id)
+        lead = roster.add_agent(store, "lead", lead_provider, None)
+        worker = roster.add_agent(store, "worker", "fake", None)
+        token = roster.create_session(store, lead.id)
         writer = StoreWriter(store)
         signals = MailboxSignals()
         runtime = Runtime(home, writer, signals, providers={"fake": provider})

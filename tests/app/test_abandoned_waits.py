@@ -18,6 +18,7 @@ from tests.app.inprocess import World, world
 from tests.app.observe import app_is_idle, app_waiting, eventually
 from tests.conftest import AppHandle, wardian_cmd
 from wardian.app.server import ControlServer
+from wardian.store import roster
 
 pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
 
@@ -53,8 +54,8 @@ async def test_a_wait_whose_connection_closes_mid_wait_takes_no_provider_context
     has ended and unsubscribed, so the context is still unseen: the next wait reports it."""
     async with world() as w:
         await w.call("agent/start", agent="worker")
-        worker = w.store.resolve_agent("worker")
-        token = w.store.create_session(worker.id)
+        worker = roster.resolve_agent(w.store, "worker")
+        token = roster.create_session(w.store, worker.id)
         path = str(w.service.home.root / "control.sock")
         listener = await anyio.create_unix_listener(path)
         after: dict[str, Any] = {}
@@ -79,8 +80,8 @@ async def test_a_half_closed_connection_ends_its_wait_but_still_gets_every_answe
     """A client that sends a minute-long wait and a list, then half-closes: the wait ends at once as timed out (it
     acknowledged and consumed nothing), and both requests are answered, in order, before the app closes."""
     async with world() as w:
-        worker = w.store.resolve_agent("worker")
-        token = w.store.create_session(worker.id)
+        worker = roster.resolve_agent(w.store, "worker")
+        token = roster.create_session(w.store, worker.id)
         path = str(w.service.home.root / "control.sock")
         listener = await anyio.create_unix_listener(path)
         data, waiting = b"", -1

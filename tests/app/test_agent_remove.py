@@ -11,6 +11,7 @@ from tests.conftest import AppHandle
 from wardian import errors
 from wardian.cli import EXIT_NOT_FOUND
 from wardian.model import TaskState
+from wardian.store import ledger
 
 pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
 
@@ -35,7 +36,7 @@ async def test_removing_an_agent_answers_its_open_tasks_and_keeps_its_records() 
         assert result["answered"] == [pending]
         assert result["uncertain"] == [in_turn]
         assert fake.ready is False  # its runtime was stopped first
-        assert w.store.task(in_turn).state is TaskState.UNCERTAIN
+        assert ledger.task(w.store, in_turn).state is TaskState.UNCERTAIN
         notices = (await w.call("mailbox/receive", session=w.lead, limit=100))["records"]
         assert [(r["kind"], r["request_id"], r["status"], r["sender_kind"]) for r in notices] == [
             ("notice", pending, "failed", "wardian")]

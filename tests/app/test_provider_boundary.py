@@ -13,6 +13,7 @@ from tests.app.inprocess import World, world
 from wardian import errors
 from wardian.model import ReplyStatus, TaskState
 from wardian.providers.base import Capabilities, OutcomeStatus
+from wardian.store import ledger
 
 pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
 
@@ -40,8 +41,9 @@ async def test_a_second_provider_takes_a_task_and_its_turns_answer_is_the_reply(
         await w.until(lambda: _true(bool(fake.turns_started)), "the task never reached the fake provider")
         turn_id, delivered = fake.turns_started[0]
         assert (delivered.request_id, delivered.text, delivered.sender.name) == (rid, "Sum 2 and 2", "lead")
-        await w.until(lambda: _true(w.store.task(rid).state is TaskState.SUBMITTED), "the binding was never stored")
-        facts = w.store.task(rid)
+        await w.until(lambda: _true(ledger.task(w.store, rid).state is TaskState.SUBMITTED),
+                      "the binding was never stored")
+        facts = ledger.task(w.store, rid)
         assert (facts.state, facts.turn_id, facts.claimed_by) == (TaskState.SUBMITTED, turn_id, "dispatch")
         await w.until(lambda: _worker_active(w), "the runtime never recorded the turn as active")
         listed = await w.call("agent/list")
@@ -52,7 +54,7 @@ async def test_a_second_provider_takes_a_task_and_its_turns_answer_is_the_reply(
         records = await w.until(lambda: lead_records(w), "no reply reached the lead")
         assert [(r["kind"], r["request_id"], r["status"], r["text"], r["sender"]["name"]) for r in records] == [
             ("reply", rid, "done", "4", "worker")]
-        assert w.store.task(rid).reply_status is ReplyStatus.DONE
+        assert ledger.task(w.store, rid).reply_status is ReplyStatus.DONE
 
 
 @pytest.mark.anyio
@@ -67,7 +69,7 @@ async def test_without_steer_a_task_for_a_busy_agent_waits_for_its_own_turn() ->
         second = (await w.call("task/followup", session=w.lead, target="worker", message="two"))["request_id"]
         await anyio.sleep(0.05)
         assert len(fake.turns_started) == 1
-        assert w.store.task(second).state is TaskState.PENDING
+        assert ledger.task(w.store, second).state is TaskState.PENDING
         fake.end_turn(OutcomeStatus.DONE, "first answer")
         await w.until(lambda: _true(len(fake.turns_started) == 2), "the second task never got its own turn")
         assert [t.request_id for _, t in fake.turns_started] == [first, second]
@@ -121,7 +123,7 @@ async def test_without_an_exact_completion_boundary_the_recipient_must_reply() -
         fake.end_turn(OutcomeStatus.DONE, "said in the turn")
         await anyio.sleep(0.05)
         assert await lead_records(w) == []
-        assert w.store.task(rid).state is TaskState.SUBMITTED
+        assert ledger.task(w.store, rid).state is TaskState.SUBMITTED
         receipt = await w.call("message/send", session=w.lead, target="worker", message="FYI")
         assert receipt["delivery"] == "admitted"  # no inject: it stays on the receive path
         assert fake.pushed == []

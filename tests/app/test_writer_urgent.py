@@ -13,14 +13,14 @@ import pytest
 
 from wardian.app.writer import StoreWriter
 from wardian.home import Home
-from wardian.store import SqliteStore, Store
+from wardian.store import Store, open_sqlite
 
 pytestmark = [pytest.mark.anyio, pytest.mark.fast]
 
 
 async def test_an_urgent_call_runs_before_the_calls_queued_ahead_of_it() -> None:
     root = Path(tempfile.mkdtemp(prefix="wwu", dir="/tmp"))
-    store = SqliteStore.open(Home(root).db_path)
+    store = open_sqlite(Home(root).db_path)
     order: list[str] = []
 
     def op(name: str) -> Callable[[Store], str]:

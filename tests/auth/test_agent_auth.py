@@ -25,7 +25,7 @@ from wardian.app.writer import StoreWriter
 from wardian.auth.model import Credential, CredentialKind
 from wardian.auth.store import CredentialStore
 from wardian.home import Home
-from wardian.store import SqliteStore
+from wardian.store import open_sqlite
 
 pytestmark = [pytest.mark.fast, pytest.mark.usefixtures("file_backend")]
 
@@ -63,7 +63,7 @@ async def app() -> AsyncIterator[App]:
     home = Home(root)
     (root / "logs").mkdir()
     (root / "run").mkdir(mode=0o700)
-    store = SqliteStore.open(home.db_path)
+    store = open_sqlite(home.db_path)
     providers = {name: FakeProvider(name=name) for name in ("codex", "opencode", "claude")}
     try:
         writer = StoreWriter(store)

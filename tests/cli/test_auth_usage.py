@@ -8,7 +8,7 @@ import pytest
 
 from wardian.cli.auth_usage import agents_using, usage_of
 from wardian.home import Home
-from wardian.store import SqliteStore
+from wardian.store import open_sqlite, roster
 
 pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
 
@@ -22,12 +22,12 @@ def test_without_an_app_the_store_is_read_read_only(tmp_path: Path) -> None:
     home = Home(tmp_path)
     assert agents_using(home) == {}, "no store yet: no agents"
     assert sorted(p.name for p in tmp_path.iterdir()) == [], "nothing created"
-    store = SqliteStore.open(home.db_path)
-    lead = store.add_agent("lead", "codex", None)
-    store.add_agent("oc", "opencode", None)
-    store.set_auth(lead.id, "work")
-    removed = store.add_agent("gone", "codex", None)
-    store.remove_agent(removed.id)
+    store = open_sqlite(home.db_path)
+    lead = roster.add_agent(store, "lead", "codex", None)
+    roster.add_agent(store, "oc", "opencode", None)
+    roster.set_auth(store, lead.id, "work")
+    removed = roster.add_agent(store, "gone", "codex", None)
+    roster.remove_agent(store, removed.id)
     store.close()
     home.db_path.chmod(0o600)  # as the app keeps it (wardian.home_setup.prepare_home)
     before = home.db_path.read_bytes()

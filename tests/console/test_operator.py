@@ -15,7 +15,7 @@ from wardian import errors
 from wardian.cli import EXIT_NOT_FOUND, EXIT_NOTHING, EXIT_USAGE
 from wardian.model import OPERATOR_NAME, OPERATOR_UUID
 from wardian.protocol import methods as proto
-from wardian.store import SqliteStore
+from wardian.store import history, open_sqlite, roster
 from wardian.store.sqlite import migrations as sqlite_backend
 from wardian.store.sqlite.migrations import MIGRATIONS
 
@@ -137,7 +137,7 @@ def test_an_agent_named_operator_from_before_the_operator_existed_stays_an_agent
     """Migration 6 adds the operator beside an existing agent named `operator`: that agent keeps its name, its
     records and its place as a target; the reserved operator is a different participant."""
     monkeypatch.setattr(sqlite_backend, "MIGRATIONS", MIGRATIONS[:5])
-    SqliteStore.open(tmp_path / "w.db").close()
+    open_sqlite(tmp_path / "w.db").close()
     # The rows a version-5 app wrote (today's operations write today's columns, so the old rows are made here).
     with sqlite3.connect(tmp_path / "w.db") as db:
         for name, uuid in (("operator", "00000000-0000-4000-8000-00000000000a"),
@@ -147,19 +147,19 @@ def test_an_agent_named_operator_from_before_the_operator_existed_stays_an_agent
                    "('msg_legacy', 'information', (SELECT id FROM agents WHERE name = 'lead'), "
                    "(SELECT id FROM agents WHERE name = 'operator'), 'for the legacy agent', 2)")
     monkeypatch.setattr(sqlite_backend, "MIGRATIONS", MIGRATIONS)
-    store = SqliteStore.open(tmp_path / "w.db")
+    store = open_sqlite(tmp_path / "w.db")
     try:
-        legacy, lead = (store.resolve_agent(u) for u in ("00000000-0000-4000-8000-00000000000a",
-                                                         "00000000-0000-4000-8000-00000000000b"))
-        caller = store.authenticate(store.create_session(lead.id))
-        assert [a.uuid for a in store.list_agents()] == [lead.uuid, legacy.uuid]  # by name: lead, operator
-        assert store.resolve_target(caller, "operator").uuid == legacy.uuid
-        me = store.operator()
+        legacy, lead = (roster.resolve_agent(store, u) for u in ("00000000-0000-4000-8000-00000000000a",
+                                                                 "00000000-0000-4000-8000-00000000000b"))
+        caller = roster.authenticate(store, roster.create_session(store, lead.id))
+        assert [a.uuid for a in roster.list_agents(store)] == [lead.uuid, legacy.uuid]  # by name: lead, operator
+        assert roster.resolve_target(store, caller, "operator").uuid == legacy.uuid
+        me = roster.operator(store)
         assert (me.agent.uuid, me.agent.name) == (OPERATOR_UUID, OPERATOR_NAME)
         assert me.agent.id not in (legacy.id, lead.id)
-        page = store.exchange(participant=legacy.id, kind=None, uncertain=False, before=None, limit=10)
+        page = history.exchange(store, participant=legacy.id, kind=None, uncertain=False, before=None, limit=10)
         assert [r.interaction.text for r in page.records] == ["for the legacy agent"]
-        assert store.exchange(participant=me.agent.id, kind=None, uncertain=False, before=None,
-                              limit=10).records == ()
+        assert history.exchange(store, participant=me.agent.id, kind=None, uncertain=False, before=None,
+                                limit=10).records == ()
     finally:
         store.close()

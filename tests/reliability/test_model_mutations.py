@@ -1,7 +1,8 @@
 """Model-based tests (docs/reliability.md row P1: the mutation gate, P1 at the nightly size).
 
 The gate: the P1 state machine (tests/store/test_mailbox_machine.py) must catch each seeded bug within 150
-examples. A mutant is a subclass of the real SqliteStore that breaks one rule; core is never edited.
+examples. A mutant replaces one of the store operations the machine drives (`StoreOps`) with one that breaks one
+rule; core is never edited.
 """
 
 from __future__ import annotations
@@ -16,47 +17,58 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from tests.conftest import ALL_HEALTH_CHECKS
 from tests.reliability.world import report
-from tests.store.test_mailbox_machine import MailboxMachine
+from tests.store.test_mailbox_machine import MailboxMachine, StoreOps
 from wardian.model import Caller, ClaimKind, ReceivedRecord, ReceivePage, ReplyReceipt, ReplyStatus
-from wardian.store import SqliteStore
+from wardian.store import Store, history, ledger, mailbox, roster
 from wardian.store import testing as store_testing
 from wardian.store.api import Pushable
+from wardian.store.tokens import CursorCodec
 
 
-class DispatchIgnoresClaim(SqliteStore):
+class DispatchIgnoresClaim(StoreOps):
     """Dispatch takes a task whoever holds its claim."""
 
-    def claim_task(self, request_id: str, by: ClaimKind, generation: int, *, provider_message_id: str | None = None,
-                   thread_id: str | None = None) -> bool:
-        super().claim_task(request_id, by, generation, provider_message_id=provider_message_id, thread_id=thread_id)
+    @staticmethod
+    def claim_task(store: Store, request_id: str, by: ClaimKind, generation: int,
+                   provider_message_id: str | None = None, thread_id: str | None = None) -> bool:
+        ledger.claim_task(store, request_id, by, generation, provider_message_id, thread_id)
         return True
 
 
-class ReplySkipsRecipientCheck(SqliteStore):
+class ReplySkipsRecipientCheck(StoreOps):
     """Anyone may reply to a task (the reply is filed as if its recipient wrote it)."""
 
-    def reply(self, caller: Caller, request_id: str, status: ReplyStatus, text: str,
+    @staticmethod
+    def reply(store: Store, caller: Caller, request_id: str, status: ReplyStatus, text: str,
               push: Pushable | None = None) -> ReplyReceipt:
-        rows = store_testing.execute(self, "SELECT recipient_id FROM tasks WHERE request_id = ?", (request_id,))
+        rows = store_testing.execute(store, "SELECT recipient_id FROM tasks WHERE request_id = ?", (request_id,))
         if rows:
-            caller = dataclasses.replace(caller, agent=self.agent(rows[0][0]))
-        return super().reply(caller, request_id, status, text, push)
+            caller = dataclasses.replace(caller, agent=roster.agent(store, rows[0][0]))
+        return ledger.reply(store, caller, request_id, status, text, push)
 
 
-class AckPastTheCursor(SqliteStore):
-    """An ack_cursor acknowledges everything after its batch too."""
-
-    def decode_cursor(self, cursor: str, recipient_id: int, field: str) -> tuple[int, int]:
-        start, end = super().decode_cursor(cursor, recipient_id, field)
+class _AckPastTheCursorCodec(CursorCodec):
+    def decode(self, cursor: str, recipient_id: int, field: str) -> tuple[int, int]:
+        start, end = super().decode(cursor, recipient_id, field)
         return (start, end + 1_000_000) if field == "ack_cursor" else (start, end)
 
 
-class ReceiveLeaksAnotherRecipientsRecord(SqliteStore):
+class AckPastTheCursor(StoreOps):
+    """An ack_cursor acknowledges everything after its batch too."""
+
+    @staticmethod
+    def prepare(store: Store) -> None:
+        store.cursors = _AckPastTheCursorCodec(store.epoch, store.backend.cursor_key)
+
+
+class ReceiveLeaksAnotherRecipientsRecord(StoreOps):
     """A page also carries one unacknowledged record addressed to someone else."""
 
-    def receive(self, caller: Caller, *, cursor: str | None, ack_cursor: str | None, limit: int) -> ReceivePage:
-        page = super().receive(caller, cursor=cursor, ack_cursor=ack_cursor, limit=limit)
-        foreign = [r.interaction for r in self.log_records(limit=100_000)
+    @staticmethod
+    def receive(store: Store, caller: Caller, *, cursor: str | None, ack_cursor: str | None,
+                limit: int) -> ReceivePage:
+        page = mailbox.receive(store, caller, cursor=cursor, ack_cursor=ack_cursor, limit=limit)
+        foreign = [r.interaction for r in history.log_records(store, 100_000)
                    if not r.interaction.acked and r.interaction.recipient.uuid != caller.agent.uuid]
         if not foreign:
             return page
@@ -64,8 +76,8 @@ class ReceiveLeaksAnotherRecipientsRecord(SqliteStore):
         return dataclasses.replace(page, records=(*page.records, leaked))
 
 
-MUTANTS: list[type[SqliteStore]] = [DispatchIgnoresClaim, ReplySkipsRecipientCheck, AckPastTheCursor,
-                                         ReceiveLeaksAnotherRecipientsRecord]
+MUTANTS: list[type[StoreOps]] = [DispatchIgnoresClaim, ReplySkipsRecipientCheck, AckPastTheCursor,
+                                 ReceiveLeaksAnotherRecipientsRecord]
 GATE_EXAMPLES = 150
 
 
@@ -75,23 +87,21 @@ class _CountedMachine(MailboxMachine):
     examples: ClassVar[int] = 0
 
 
-def machine_on(store_class: type[SqliteStore]) -> type[_CountedMachine]:
+def machine_on(ops: type[StoreOps]) -> type[_CountedMachine]:
     class Mutated(_CountedMachine):
         examples: ClassVar[int] = 0
 
         def __init__(self) -> None:
             super().__init__()
             type(self).examples += 1
-            self.store.close()
-            self.store = store_class.open(self.dir / "w.db")
-            store_testing.execute(self.store, "PRAGMA synchronous = OFF")
 
-    Mutated.__name__ = f"MailboxMachineOn{store_class.__name__}"
+    Mutated.ops = ops
+    Mutated.__name__ = f"MailboxMachineOn{ops.__name__}"
     return Mutated
 
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[m.__name__ for m in MUTANTS])
-def test_the_mailbox_model_catches_each_seeded_bug_within_150_examples(mutant: type[SqliteStore]) -> None:
+def test_the_mailbox_model_catches_each_seeded_bug_within_150_examples(mutant: type[StoreOps]) -> None:
     """P1 mutation gate: each seeded bug (dispatch ignores the claim; reply skips the
     recipient check; ack acks past the cursor; receive returns another recipient's record) fails the model
     test within 150 examples of 40 steps."""
@@ -115,7 +125,7 @@ def test_the_mailbox_model_catches_each_seeded_bug_within_150_examples(mutant: t
 
 def test_the_unmutated_store_passes_the_same_gate_settings() -> None:
     """The gate's control: the real store survives the very settings that catch every mutant."""
-    run_state_machine_as_test(machine_on(SqliteStore), settings=settings(
+    run_state_machine_as_test(machine_on(StoreOps), settings=settings(
         max_examples=30, stateful_step_count=40, deadline=None, database=None, phases=(Phase.generate,),
         suppress_health_check=ALL_HEALTH_CHECKS))
 
@@ -123,7 +133,7 @@ def test_the_unmutated_store_passes_the_same_gate_settings() -> None:
 @pytest.mark.slow
 def test_p1_at_the_nightly_size() -> None:
     """P1 [NIGHTLY]: 2,000 examples of 60 steps, no counterexample."""
-    machine: Any = machine_on(SqliteStore)
+    machine: Any = machine_on(StoreOps)
     run_state_machine_as_test(machine, settings=settings(
         max_examples=2000, stateful_step_count=60, deadline=None, database=None,
         suppress_health_check=ALL_HEALTH_CHECKS))

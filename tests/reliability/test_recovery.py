@@ -26,7 +26,7 @@ from tests.reliability.world import (
     wait_owner_ready,
 )
 from wardian.model import InteractionKind, now_ms
-from wardian.store import SqliteStore
+from wardian.store import mailbox, open_sqlite, roster
 from wardian.store import testing as store_testing
 
 
@@ -70,14 +70,14 @@ def test_d9_restart_dispatches_pending_tasks_once_and_publishes_captured_outcome
     without rerunning its turn; a second restart makes 0 new attempts and 0 new replies."""
     app, lead, generation = started_worker(root, fake)
     stop(app)
-    store = SqliteStore.open(root / "wardian.db")
+    store = open_sqlite(root / "wardian.db")
     try:
-        agents = {a.name: a for a in store.list_agents()}
-        caller = store.authenticate(lead)
+        agents = {a.name: a for a in roster.list_agents(store)}
+        caller = roster.authenticate(store, lead)
         worker = agents["worker"]
 
         def admit(kind: InteractionKind, text: str) -> str:
-            return store.admit(caller, worker, kind, text).interaction_id
+            return mailbox.admit(store, caller, worker, kind, text).interaction_id
 
         pending = [admit(InteractionKind.TASK, f"pending {i}") for i in range(10)]
         uncertain = [admit(InteractionKind.TASK, f"uncertain {i}") for i in range(10)]

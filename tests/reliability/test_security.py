@@ -107,7 +107,7 @@ def test_s5_no_forged_session_is_accepted_and_attribution_is_the_servers(drained
     assert senders == [(a_agent["uuid"],)]
     # Every authentication (the writer's and the shared store's wait reader's) checks the secret in one place.
     assert "hmac.compare_digest" in inspect.getsource(store_sessions.session_caller)
-    assert "session_caller(" in inspect.getsource(store_roster.SqlRoster.authenticate)
+    assert "session_caller(" in inspect.getsource(store_roster.authenticate)
 
 
 def _cli(app: AppHandle, token: str | None, *args: str) -> subprocess.CompletedProcess[bytes]:

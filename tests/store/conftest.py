@@ -7,11 +7,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from wardian.store import SqliteStore, Store
+from wardian.store import Store, open_sqlite
 from wardian_harness.hosts.postgres import PrivateCluster
+
+if TYPE_CHECKING:
+    from wardian.store.postgres import PostgresBackend
 
 BACKENDS = ("sqlite", "postgresql")
 
@@ -29,24 +33,24 @@ class Backend:
     def open(self) -> Store:
         """The test's store (the same database every time: a reopen)."""
         if self.cluster is None:
-            store: Store = SqliteStore.open(self.tmp_path / "wardian.db")
+            store: Store = open_sqlite(self.tmp_path / "wardian.db")
         else:
-            from wardian.store.postgres import PostgresStore
+            from wardian.store.postgres import open_postgres
 
             if not self.url:
                 self.url = self.cluster.database()
-            store = PostgresStore.open(self.url)
+            store = open_postgres(self.url)
         self.opened.append(store)
         return store
 
     def other(self) -> Store:
         """A different, fresh store (another home, or another database)."""
         if self.cluster is None:
-            store: Store = SqliteStore.open(self.tmp_path / "other.db")
+            store: Store = open_sqlite(self.tmp_path / "other.db")
         else:
-            from wardian.store.postgres import PostgresStore
+            from wardian.store.postgres import open_postgres
 
-            store = PostgresStore.open(self.cluster.database())
+            store = open_postgres(self.cluster.database())
         self.opened.append(store)
         return store
 
@@ -78,3 +82,12 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
 @pytest.fixture
 def store(backend: Backend) -> Store:
     return backend.open()
+
+
+def pg(store: Store) -> PostgresBackend:
+    """The shared backend under a store a test opened on PostgreSQL (its connection, its wait reader, its URL)."""
+    from wardian.store.postgres import PostgresBackend
+
+    backend = store.backend
+    assert isinstance(backend, PostgresBackend)
+    return backend

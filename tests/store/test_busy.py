@@ -17,7 +17,7 @@ import pytest
 
 from wardian import errors
 from wardian.app.writer import StoreWriter
-from wardian.store import SqliteStore, Store, StoreBusy
+from wardian.store import Store, StoreBusy, open_sqlite, roster
 
 pytestmark = pytest.mark.fast
 
@@ -56,8 +56,8 @@ def release(holder: subprocess.Popen[str]) -> None:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteStore]:
-    opened = SqliteStore.open(tmp_path / "wardian.db")
+def store(tmp_path: Path) -> Iterator[Store]:
+    opened = open_sqlite(tmp_path / "wardian.db")
     try:
         yield opened
     finally:
@@ -65,10 +65,10 @@ def store(tmp_path: Path) -> Iterator[SqliteStore]:
 
 
 def names(store: Store) -> list[str]:
-    return [a.name for a in store.list_agents()]
+    return [a.name for a in roster.list_agents(store)]
 
 
-def test_a_write_waits_for_an_outside_write_lock_without_stalling_the_loop(store: SqliteStore,
+def test_a_write_waits_for_an_outside_write_lock_without_stalling_the_loop(store: Store,
                                                                            tmp_path: Path) -> None:
     writer = StoreWriter(store)
     with write_lock_held(tmp_path / "wardian.db") as holder:
@@ -77,7 +77,7 @@ def test_a_write_waits_for_an_outside_write_lock_without_stalling_the_loop(store
             outcome: list[Any] = []
 
             async def add() -> None:
-                outcome.append(await writer.call(lambda s: s.add_agent("alice", "codex", None)))
+                outcome.append(await writer.call(roster.add_agent, "alice", "codex", None))
 
             with anyio.fail_after(60):
                 async with anyio.create_task_group() as tg:
@@ -95,13 +95,13 @@ def test_a_write_waits_for_an_outside_write_lock_without_stalling_the_loop(store
     assert store.run_batch([(names, ())])[0].value == ["alice"]  # applied once
 
 
-def test_a_write_lock_held_past_the_bound_refuses_with_storage_unavailable(store: SqliteStore,
+def test_a_write_lock_held_past_the_bound_refuses_with_storage_unavailable(store: Store,
                                                                            tmp_path: Path) -> None:
     writer = StoreWriter(store, busy_deadline_s=0.5)
 
     async def add() -> Any:
         with anyio.fail_after(60):
-            return await writer.call(lambda s: s.add_agent("bob", "codex", None))
+            return await writer.call(roster.add_agent, "bob", "codex", None)
 
     with write_lock_held(tmp_path / "wardian.db"), pytest.raises(errors.StorageUnavailable) as refused:
         anyio.run(add)
@@ -112,13 +112,13 @@ def test_a_write_lock_held_past_the_bound_refuses_with_storage_unavailable(store
     assert anyio.run(add).name == "bob"  # the lock gone, the next write goes through
 
 
-def test_a_batch_that_meets_busy_half_way_is_rolled_back_and_run_again_whole(store: SqliteStore) -> None:
+def test_a_batch_that_meets_busy_half_way_is_rolled_back_and_run_again_whole(store: Store) -> None:
     """SQLite reports BUSY after BEGIN IMMEDIATE only in rare cases (another process recovering the WAL index); the
     fault is raised here by the operation itself, as the engine maps it."""
     attempts: list[int] = []
 
     def busy_once(s: Store) -> str:
-        s.add_agent("carol", "codex", None)
+        roster.add_agent(s, "carol", "codex", None)
         attempts.append(1)
         if len(attempts) == 1:
             raise StoreBusy("another process holds the store's write lock: database is locked")
@@ -126,7 +126,7 @@ def test_a_batch_that_meets_busy_half_way_is_rolled_back_and_run_again_whole(sto
 
     # The engine rolls the whole batch back, its neighbour's write too, and says so.
     with pytest.raises(StoreBusy):
-        store.begin_batch([(lambda s: s.add_agent("dave", "codex", None), ()), (busy_once, ())])
+        store.begin_batch([(roster.add_agent, ("dave", "codex", None)), (busy_once, ())])
     assert store.run_batch([(names, ())])[0].value == []
     # The writer runs it again whole: applied exactly once.
     writer = StoreWriter(store)

@@ -10,10 +10,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.store.conftest import Backend
+from tests.store.conftest import Backend, pg
 from wardian.model import InteractionKind
-from wardian.store import SqliteStore, Store, open_store
+from wardian.store import Store, mailbox, open_store, roster
 from wardian.store import testing as store_testing
+from wardian.store.sqlite import SqliteBackend
 from wardian_harness.hosts.postgres import PrivateCluster
 
 PARTS = Path(__file__).resolve().parents[2] / "core" / "wardian" / "store"
@@ -28,14 +29,14 @@ class _Home:
 def test_open_store_opens_the_backend_a_home_or_a_url_names(backend: Backend) -> None:
     if backend.cluster is None:
         store = open_store(_Home(backend.tmp_path / "wardian.db"))
-        assert isinstance(store, SqliteStore)
+        assert isinstance(store.backend, SqliteBackend)
     else:
-        from wardian.store.postgres import PostgresStore
+        from wardian.store.postgres import PostgresBackend
 
         store = open_store(backend.cluster.database())
-        assert isinstance(store, PostgresStore)
+        assert isinstance(store.backend, PostgresBackend)
     backend.opened.append(store)
-    assert store.integrity_check() == "ok"
+    assert store.backend.integrity_check() == "ok"
 
 
 def test_the_embedded_store_never_loads_the_postgresql_driver(tmp_path: Path) -> None:
@@ -97,19 +98,19 @@ def _advisory_locks(other: Store, pid: int) -> int:
 
 
 def test_only_a_transaction_that_writes_takes_the_append_lock(pg_cluster: PrivateCluster) -> None:
-    from wardian.store.postgres import PostgresStore
+    from wardian.store.postgres import open_postgres
 
     url = pg_cluster.database()
-    store, other = PostgresStore.open(url), PostgresStore.open(url)  # other: looks at the first one's locks
+    store, other = open_postgres(url), open_postgres(url)  # other: looks at the first one's locks
     try:
-        a = store.authenticate(store.create_session(store.add_agent("a", "codex", None).id))
-        b = store.add_agent("b", "codex", None)
-        (pid,) = store.backend_pids
+        a = roster.authenticate(store, roster.create_session(store, roster.add_agent(store, "a", "codex", None).id))
+        b = roster.add_agent(store, "b", "codex", None)
+        (pid,) = pg(store).link.backend_pids
         with store.atomic():
-            store.list_agents()
-            store.receive(a, cursor=None, ack_cursor=None, limit=5)  # reads only: nothing to order
+            roster.list_agents(store)
+            mailbox.receive(store, a, cursor=None, ack_cursor=None, limit=5)  # reads only: nothing to order
             assert _advisory_locks(other, pid) == 0
-            store.admit(a, b, InteractionKind.INFORMATION, "x")
+            mailbox.admit(store, a, b, InteractionKind.INFORMATION, "x")
             assert _advisory_locks(other, pid) == 1
         assert _advisory_locks(other, pid) == 0  # released at COMMIT
     finally:

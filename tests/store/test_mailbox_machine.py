@@ -10,6 +10,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
+from typing import ClassVar
 
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -18,7 +19,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from tests.conftest import ALL_HEALTH_CHECKS
 from wardian import errors
 from wardian.model import Caller, ClaimKind, InteractionKind, ReplyStatus
-from wardian.store import SqliteStore, Store
+from wardian.store import Store, ledger, mailbox, open_sqlite, roster
 from wardian.store import testing as store_testing
 from wardian_harness.hosts.postgres import PrivateCluster
 
@@ -26,16 +27,32 @@ AGENTS = 3
 texts = st.text(alphabet="ab\n✓ ", min_size=1, max_size=6).filter(lambda t: t.strip() != "")
 
 
+class StoreOps:
+    """The store operations the machine drives, as the store runs them. A mutant (tests/reliability/
+    test_model_mutations.py) replaces one with a broken one, or changes the store it runs on (`prepare`)."""
+
+    receive = staticmethod(mailbox.receive)
+    claim_task = staticmethod(ledger.claim_task)
+    reply = staticmethod(ledger.reply)
+
+    @staticmethod
+    def prepare(store: Store) -> None:
+        """Change the freshly opened store (the real one: nothing)."""
+
+
 class MailboxMachine(RuleBasedStateMachine):
+    ops: ClassVar[type[StoreOps]] = StoreOps
+
     def __init__(self) -> None:
         super().__init__()
         self.dir = Path(tempfile.mkdtemp(prefix="wm"))
         self.store = self.open_store()
+        self.ops.prepare(self.store)
         self.seq: dict[str, int] = {}  # record id -> admission order
         self.callers: list[Caller] = []
         for i in range(AGENTS):
-            agent = self.store.add_agent(f"a{i}", "codex", None)
-            self.callers.append(self.store.authenticate(self.store.create_session(agent.id)))
+            agent = roster.add_agent(self.store, f"a{i}", "codex", None)
+            self.callers.append(roster.authenticate(self.store, roster.create_session(self.store, agent.id)))
         self.pending: list[list[str]] = [[] for _ in range(AGENTS)]  # unacked ids, in order
         self.last_page: list[tuple[str | None, list[str]]] = [(None, []) for _ in range(AGENTS)]
         self.tasks: dict[str, tuple[int, int]] = {}  # request id -> (requester, recipient)
@@ -48,7 +65,7 @@ class MailboxMachine(RuleBasedStateMachine):
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def open_store(self) -> Store:
-        store = SqliteStore.open(self.dir / "w.db")
+        store = open_sqlite(self.dir / "w.db")
         # P1 checks logic, not durability: skip the fsyncs so 150 examples stay fast.
         store_testing.execute(store, "PRAGMA synchronous = OFF")
         return store
@@ -57,12 +74,12 @@ class MailboxMachine(RuleBasedStateMachine):
     def send(self, s: int, r: int, task: bool, text: str) -> None:
         if s == r:
             try:
-                self.store.resolve_target(self.callers[s], self.callers[r].agent.uuid)
+                roster.resolve_target(self.store, self.callers[s], self.callers[r].agent.uuid)
             except errors.InvalidTarget:
                 return
             raise AssertionError("sending to yourself was accepted")
         kind = InteractionKind.TASK if task else InteractionKind.INFORMATION
-        receipt = self.store.admit(self.callers[s], self.callers[r].agent, kind, text)
+        receipt = mailbox.admit(self.store, self.callers[s], self.callers[r].agent, kind, text)
         self.seq[receipt.interaction_id] = len(self.seq)
         self.pending[r].append(receipt.interaction_id)
         if task:
@@ -77,7 +94,7 @@ class MailboxMachine(RuleBasedStateMachine):
         if ack_cursor:
             self.pending[a] = [i for i in self.pending[a] if i not in batch]
         after = cursor if cont and cursor else None
-        page = self.store.receive(self.callers[a], cursor=after, ack_cursor=ack_cursor, limit=limit)
+        page = self.ops.receive(self.store, self.callers[a], cursor=after, ack_cursor=ack_cursor, limit=limit)
         candidates = self.pending[a]
         if after:
             last = max(self.seq[i] for i in batch) if batch else -1
@@ -97,7 +114,7 @@ class MailboxMachine(RuleBasedStateMachine):
     def peek(self, a: int) -> None:
         """A second reader of the same mailbox (another MCP server of the agent) reads further ahead and keeps its
         cursor to itself: what it saw is returned, and still unacknowledged."""
-        page = self.store.receive(self.callers[a], cursor=None, ack_cursor=None, limit=4)
+        page = self.ops.receive(self.store, self.callers[a], cursor=None, ack_cursor=None, limit=4)
         assert [r.interaction.id for r in page.records] == self.pending[a][:4]
         for rec in page.records:
             if rec.new_work:
@@ -108,7 +125,7 @@ class MailboxMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def dispatch(self, data: st.DataObject) -> None:
         rid = data.draw(st.sampled_from(list(self.tasks)))  # creation order: stable when replayed
-        won = self.store.claim_task(rid, ClaimKind.DISPATCH, 0)
+        won = self.ops.claim_task(self.store, rid, ClaimKind.DISPATCH, 0)
         assert won == (rid in self.unclaimed)
         if won:
             self.exposed[rid] = self.exposed.get(rid, 0) + 1
@@ -120,7 +137,7 @@ class MailboxMachine(RuleBasedStateMachine):
         rid = data.draw(st.sampled_from(list(self.tasks)))  # creation order: stable when replayed
         requester, recipient = self.tasks[rid]
         try:
-            receipt = self.store.reply(self.callers[caller], rid, status, "r")
+            receipt = self.ops.reply(self.store, self.callers[caller], rid, status, "r")
         except errors.NotRecipient:
             assert caller != recipient
             return
@@ -142,7 +159,7 @@ class MailboxMachine(RuleBasedStateMachine):
         if cursor is None or a == b:
             return
         try:
-            self.store.receive(self.callers[a], cursor=None, ack_cursor=cursor, limit=1)
+            self.ops.receive(self.store, self.callers[a], cursor=None, ack_cursor=cursor, limit=1)
         except errors.InvalidCursor:
             return
         raise AssertionError("another recipient's cursor was accepted")
@@ -158,10 +175,10 @@ class PgMailboxMachine(MailboxMachine):
     cluster: PrivateCluster | None = None
 
     def open_store(self) -> Store:
-        from wardian.store.postgres import PostgresStore
+        from wardian.store.postgres import open_postgres
 
         assert self.cluster is not None
-        store = PostgresStore.open(self.cluster.database())
+        store = open_postgres(self.cluster.database())
         store_testing.execute(store, "SET synchronous_commit TO off")  # logic, not durability (see above)
         return store
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import psycopg
 
 from tests.store.conftest import Backend
-from wardian.model import InteractionKind
+from wardian.model import InteractionKind, Receipt
+from wardian.store import Store, mailbox, roster
 from wardian.store.events import RecordAnnounced
 from wardian.store.postgres.announcements import announced
 from wardian_harness.hosts.postgres import PrivateCluster
@@ -19,17 +20,18 @@ def test_a_batch_of_sends_is_announced_once_per_recipient_in_order(pg_cluster: P
     backend = Backend("postgresql", tmp_path, pg_cluster)
     store = backend.open()
     try:
-        caller = store.authenticate(store.create_session(store.add_agent("me", "codex", None).id))
-        a, b = store.add_agent("a", "codex", None), store.add_agent("b", "codex", None)
+        me = roster.add_agent(store, "me", "codex", None)
+        caller = roster.authenticate(store, roster.create_session(store, me.id))
+        a, b = roster.add_agent(store, "a", "codex", None), roster.add_agent(store, "b", "codex", None)
 
-        def send(target: str, text: str):
-            return lambda s: s.admit(caller, s.resolve_target(caller, target), InteractionKind.INFORMATION, text)
+        def send(s: Store, target: str, text: str) -> Receipt:
+            return mailbox.admit(s, caller, roster.resolve_target(s, caller, target), InteractionKind.INFORMATION, text)
 
-        warm = [(lambda s: s.resolve_target(caller, "a"), ()), (lambda s: s.resolve_target(caller, "b"), ())]
+        warm = [(roster.resolve_target, (caller, "a")), (roster.resolve_target, (caller, "b"))]
         assert [r.error for r in store.run_batch(warm)] == [None, None]  # the targets are cached from here on
         with psycopg.connect(backend.url, autocommit=True) as listener:
             listener.execute("LISTEN wardian")
-            ops = [(send("a", "1"), ()), (send("b", "2"), ()), (send("a", "3"), ()), (send("a", "4"), ())]
+            ops = [(send, ("a", "1")), (send, ("b", "2")), (send, ("a", "3")), (send, ("a", "4"))]
             results = store.run_batch(ops, bare=[True] * 4)
             assert [r.error for r in results] == [None] * 4
             ids = [r.value.interaction_id for r in results]

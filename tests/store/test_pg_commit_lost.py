@@ -19,7 +19,7 @@ from wardian import errors
 from wardian.client import AppClient
 from wardian.home import Home
 from wardian.model import Caller, InteractionKind
-from wardian.store import Store
+from wardian.store import Store, mailbox, roster
 from wardian.store import testing as store_testing
 from wardian_harness.hosts.postgres import SUPERUSER, PrivateCluster
 
@@ -38,14 +38,14 @@ def cut(pg_cluster: PrivateCluster) -> Iterator[tuple[CommitCutter, str, str]]:
 
 
 def _caller(store: Store, name: str) -> Caller:
-    agent = store.add_agent(name, "codex", None)
-    return store.authenticate(store.create_session(agent.id))
+    agent = roster.add_agent(store, name, "codex", None)
+    return roster.authenticate(store, roster.create_session(store, agent.id))
 
 
 def _stored(url: str, text: str) -> int:
-    from wardian.store.postgres import PostgresStore
+    from wardian.store.postgres import open_postgres
 
-    store = PostgresStore.open(url)
+    store = open_postgres(url)
     try:
         return int(store_testing.execute(store, "SELECT count(*) FROM interactions WHERE body = ?", (text,))[0][0])
     finally:
@@ -55,20 +55,20 @@ def _stored(url: str, text: str) -> int:
 @pytest.mark.parametrize(("mode", "committed"), [("after", 1), ("before", 0)])
 def test_a_lost_commit_answer_is_uncertain_and_the_store_serves_on(
         cut: tuple[CommitCutter, str, str], mode: Literal["after", "before"], committed: int) -> None:
-    from wardian.store.postgres import PostgresStore
+    from wardian.store.postgres import open_postgres
 
     proxy, through, direct = cut
-    store = PostgresStore.open(through)
+    store = open_postgres(through)
     try:
         a, b = _caller(store, "a"), _caller(store, "b")
         probe = f"probe-{mode}"
         proxy.arm(probe, mode)
         with pytest.raises(errors.DeliveryUncertain) as lost:
-            store.admit(a, b.agent, InteractionKind.INFORMATION, probe)
+            mailbox.admit(store, a, b.agent, InteractionKind.INFORMATION, probe)
         assert proxy.fired.is_set()
         assert "not retried" in lost.value.message
         assert _stored(direct, probe) == committed  # what the server did; the caller was told it cannot know
-        receipt = store.admit(a, b.agent, InteractionKind.INFORMATION, "after the fault")  # reconnected
+        receipt = mailbox.admit(store, a, b.agent, InteractionKind.INFORMATION, "after the fault")  # reconnected
         assert _stored(direct, "after the fault") == 1
         assert receipt.recipient.uuid == b.agent.uuid
     finally:
@@ -106,24 +106,25 @@ def test_a_stalled_writer_cannot_hold_the_store(pg_cluster: PrivateCluster) -> N
     """An app stalled inside a write transaction (stopped, partitioned) holds the append lock every host needs; the
     server ends its session once it idled IDLE_IN_TRANSACTION_MS inside it, so the others go on, and the stalled
     one's COMMIT, when it comes, is uncertain (here: nothing of it was committed)."""
-    from wardian.store.postgres import PostgresStore
+    from wardian.store.postgres import open_postgres
 
     url = pg_cluster.database()
-    stalled, other = PostgresStore.open(url), PostgresStore.open(url)
+    stalled, other = open_postgres(url), open_postgres(url)
     try:
         a, b = _caller(stalled, "a"), _caller(stalled, "b")
-        a_elsewhere = other.authenticate(other.create_session(a.agent.id))
+        a_elsewhere = roster.authenticate(other, roster.create_session(other, a.agent.id))
 
         def stall() -> None:
             with stalled.atomic():
-                stalled.admit(a, b.agent, InteractionKind.INFORMATION, "stalled")  # holds the append lock, idles
-                other.admit(a_elsewhere, b.agent, InteractionKind.INFORMATION, "goes on")  # waits, then gets it
+                # The first holds the append lock and idles; the second waits for it, then gets it.
+                mailbox.admit(stalled, a, b.agent, InteractionKind.INFORMATION, "stalled")
+                mailbox.admit(other, a_elsewhere, b.agent, InteractionKind.INFORMATION, "goes on")
 
         with pytest.raises(errors.DeliveryUncertain):
             stall()
         assert _stored(url, "goes on") == 1
         assert _stored(url, "stalled") == 0
-        stalled.admit(a, b.agent, InteractionKind.INFORMATION, "back")  # the stalled store reconnects
+        mailbox.admit(stalled, a, b.agent, InteractionKind.INFORMATION, "back")  # the stalled store reconnects
         assert _stored(url, "back") == 1
     finally:
         stalled.close()

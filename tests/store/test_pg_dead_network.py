@@ -22,12 +22,13 @@ import anyio
 import pytest
 
 from tests.conftest import unavailable
+from tests.store.conftest import pg
 from tests.store.test_pg_wait_reader import kept
 from wardian import errors
-from wardian.model import Caller, InteractionKind
-from wardian.store import Store
+from wardian.model import Caller, InteractionKind, Receipt
+from wardian.store import Store, mailbox, roster
 from wardian.store import testing as store_testing
-from wardian.store.postgres import PostgresStore, connection, liveness, wait_reader
+from wardian.store.postgres import PostgresBackend, connection, liveness, open_postgres, wait_reader
 from wardian_harness.hosts import netns
 from wardian_harness.hosts.postgres import SUPERUSER, PrivateCluster
 
@@ -46,7 +47,7 @@ class Link:
         self.link = link
         self.direct = cluster.database()
         dbname = self.direct.split("///", 1)[1].split("?", 1)[0]
-        self.store = PostgresStore.open(link.url(dbname, SUPERUSER))
+        self.store = open_postgres(link.url(dbname, SUPERUSER))
 
 
 @pytest.fixture
@@ -97,11 +98,11 @@ def until_served(call: Callable[[], T]) -> T:
 
 
 def caller(store: Store, name: str) -> Caller:
-    return store.authenticate(store.create_session(store.add_agent(name, "codex", None).id))
+    return roster.authenticate(store, roster.create_session(store, roster.add_agent(store, name, "codex", None).id))
 
 
 def stored(url: str, text: str) -> int:
-    store = PostgresStore.open(url)
+    store = open_postgres(url)
     try:
         return int(store_testing.execute(store, "SELECT count(*) FROM interactions WHERE body = ?", (text,))[0][0])
     finally:
@@ -114,16 +115,19 @@ def test_a_statement_into_a_dead_network_is_unavailable_within_the_bound_and_the
     at once (the backoff runs from the failure): the writer is not held by one attempt after another."""
     store = through.store
     a, b = caller(store, "a"), caller(store, "b")
-    monkeypatch.setattr(store.test_backdoor().link, "_backoff", 5.0)  # the first pause, long enough on a loaded machine
+    monkeypatch.setattr(pg(store).link, "_backoff", 5.0)  # the first pause, long enough on a loaded machine
     through.link.cut()
+    def send(text: str) -> Receipt:
+        return mailbox.admit(store, a, b.agent, InteractionKind.INFORMATION, text)
+
     with pytest.raises(errors.StorageUnavailable):
-        within(DEAD_LINK_LIMIT_S, lambda: store.admit(a, b.agent, InteractionKind.INFORMATION, "into the void"))
+        within(DEAD_LINK_LIMIT_S, lambda: send("into the void"))
     with pytest.raises(errors.StorageUnavailable):
-        within(3 * connection.CONNECT_TIMEOUT_S, lambda: store.admit(a, b.agent, InteractionKind.INFORMATION, "again"))
+        within(3 * connection.CONNECT_TIMEOUT_S, lambda: send("again"))
     with pytest.raises(errors.StorageUnavailable):
-        within(connection.CONNECT_TIMEOUT_S / 2, lambda: store.admit(a, b.agent, InteractionKind.INFORMATION, "again"))
+        within(connection.CONNECT_TIMEOUT_S / 2, lambda: send("again"))
     through.link.heal()
-    receipt = until_served(lambda: store.admit(a, b.agent, InteractionKind.INFORMATION, "after"))
+    receipt = until_served(lambda: mailbox.admit(store, a, b.agent, InteractionKind.INFORMATION, "after"))
     assert receipt.recipient.uuid == b.agent.uuid
     assert stored(through.direct, "into the void") == 0
     assert stored(through.direct, "after") == 1
@@ -137,21 +141,21 @@ def test_a_commit_into_a_dead_network_is_uncertain_within_the_bound(through: Lin
 
     def commit_into_the_void() -> None:
         with store.atomic():
-            store.admit(a, b.agent, InteractionKind.INFORMATION, "lost commit")
+            mailbox.admit(store, a, b.agent, InteractionKind.INFORMATION, "lost commit")
             through.link.cut()
 
     with pytest.raises(errors.DeliveryUncertain):
         within(DEAD_LINK_LIMIT_S, commit_into_the_void)
     through.link.heal()
-    until_served(lambda: store.admit(a, b.agent, InteractionKind.INFORMATION, "after"))
+    until_served(lambda: mailbox.admit(store, a, b.agent, InteractionKind.INFORMATION, "after"))
     assert stored(through.direct, "lost commit") == 0
     assert stored(through.direct, "after") == 1
 
 
 def test_a_look_into_a_dead_network_is_left_to_the_writer_and_its_connection_replaced(through: Link) -> None:
     store = through.store
-    agent = store.add_agent("a", "codex", None)
-    token = store.create_session(agent.id)
+    agent = roster.add_agent(store, "a", "codex", None)
+    token = roster.create_session(store, agent.id)
 
     async def body() -> None:
         async with kept(store) as reader:
@@ -178,35 +182,35 @@ def stopped_server(pg_cluster: PrivateCluster, monkeypatch: pytest.MonkeyPatch) 
     """A store whose writer's watchdog allows `STALL_LIMIT_S`, over the server's own socket."""
     monkeypatch.setattr(liveness, "STALL_LIMIT_S", STALL_LIMIT_S)
     url = pg_cluster.database()
-    store = PostgresStore.open(url)
+    store = open_postgres(url)
     try:
         yield store, url
     finally:
         store.close()
 
 
-def stop_backend(store: PostgresStore) -> int:
+def stop_backend(store: Store) -> int:
     """SIGSTOP the server process of the store's connection: its kernel still acknowledges every packet and answers
     every keepalive, so only a bound on the call itself notices that nothing answers."""
-    (pid,) = store.backend_pids
+    (pid,) = pg(store).link.backend_pids
     os.kill(pid, signal.SIGSTOP)
     return pid
 
 
 def test_a_server_that_never_answers_cannot_hold_the_writer(stopped_server: tuple[Store, str]) -> None:
     store, url = stopped_server
-    assert isinstance(store, PostgresStore)
+    assert isinstance(store.backend, PostgresBackend)
     a, b = caller(store, "a"), caller(store, "b")
     pid = stop_backend(store)
     try:
         results = within(10 * STALL_LIMIT_S, lambda: store.run_batch(
-            [(lambda s: s.admit(a, b.agent, InteractionKind.INFORMATION, "unanswered"), ())]))
+            [(mailbox.admit, (a, b.agent, InteractionKind.INFORMATION, "unanswered"))]))
     finally:
         os.kill(pid, signal.SIGCONT)
     assert isinstance(results[0].error, errors.StorageUnavailable)
-    receipt = until_served(lambda: store.admit(a, b.agent, InteractionKind.INFORMATION, "after"))
+    receipt = until_served(lambda: mailbox.admit(store, a, b.agent, InteractionKind.INFORMATION, "after"))
     assert receipt.recipient.uuid == b.agent.uuid
-    assert len(store.backend_pids) == 2  # on a new connection
+    assert len(pg(store).link.backend_pids) == 2  # on a new connection
     assert stored(url, "unanswered") == 0
 
 
@@ -216,13 +220,13 @@ def test_a_commit_the_server_never_answers_is_uncertain_and_may_have_committed(
     `uncertain`. When the server runs again it reads that COMMIT and commits: uncertain was the truth, a receipt or a
     refusal would not have been."""
     store, url = stopped_server
-    assert isinstance(store, PostgresStore)
+    assert isinstance(store.backend, PostgresBackend)
     a, b = caller(store, "a"), caller(store, "b")
     stopped: list[int] = []
 
     def commit_unanswered() -> None:
         with store.atomic():
-            store.admit(a, b.agent, InteractionKind.INFORMATION, "committed unanswered")
+            mailbox.admit(store, a, b.agent, InteractionKind.INFORMATION, "committed unanswered")
             stopped.append(stop_backend(store))
 
     try:
@@ -237,9 +241,9 @@ def test_a_commit_the_server_never_answers_is_uncertain_and_may_have_committed(
     assert stored(url, "committed unanswered") == 1
 
 
-def in_use(store: PostgresStore) -> dict[str, str]:
+def in_use(store: Store) -> dict[str, str]:
     """The connection options libpq uses for the store's writer connection (PQconninfo)."""
-    options = store.test_backdoor().conn.pgconn.info
+    options = pg(store).link.conn.pgconn.info
     return {o.keyword.decode(): (o.val or b"").decode() for o in options}
 
 
@@ -247,8 +251,8 @@ def test_every_connection_carries_the_liveness_settings_and_a_url_keeps_its_own(
     """wardian adds libpq's keepalive and `tcp_user_timeout` settings where the URL names none of its own; the URL's
     own values win (docs/guide/several-machines.md)."""
     url = pg_cluster.database()
-    store = PostgresStore.open(url)
-    mine = PostgresStore.open(url + "&keepalives_idle=30&tcp_user_timeout=0")
+    store = open_postgres(url)
+    mine = open_postgres(url + "&keepalives_idle=30&tcp_user_timeout=0")
     try:
         assert {k: in_use(store)[k] for k in liveness.TCP_LIVENESS} == liveness.TCP_LIVENESS
         assert {k: in_use(mine)[k] for k in liveness.TCP_LIVENESS} == {

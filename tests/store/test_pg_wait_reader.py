@@ -17,20 +17,21 @@ import psycopg
 import pytest
 
 from tests.conftest import app_on_a_fresh_home
-from tests.store.conftest import Backend
+from tests.store.conftest import Backend, pg
 from wardian import errors
+from wardian.app.service.mailbox import receive_page
 from wardian.app.writer import StoreWriter
 from wardian.model import InteractionKind, ReceivePage
-from wardian.store import SqliteStore, Store
+from wardian.store import Store, mailbox, open_sqlite, roster
 from wardian.store.api import WaitLook
-from wardian.store.postgres import PgWaitReader, PostgresStore, wait_reader
+from wardian.store.postgres import PgWaitReader, PostgresBackend, wait_reader
 from wardian_harness.hosts.postgres import PrivateCluster
 
 
 @asynccontextmanager
-async def kept(store: PostgresStore) -> AsyncIterator[PgWaitReader]:
+async def kept(store: Store) -> AsyncIterator[PgWaitReader]:
     """The store's wait reader with its connection kept open (as the app keeps it), closed after."""
-    reader = store.wait_reader()
+    reader = pg(store).wait_reader()
     async with anyio.create_task_group() as tg:
         await tg.start(lambda task_status: reader.keep(task_status.started))
         try:
@@ -41,14 +42,15 @@ async def kept(store: PostgresStore) -> AsyncIterator[PgWaitReader]:
 
 
 def writer_look(store: Store, token: str) -> tuple[str, Any]:
-    """What the writer's look answers (the mailbox wait handler's `authenticate_and_look`), as comparable values: the
+    """What the writer's look answers (the mailbox wait handler's `_authenticate_and_look`), as comparable values: the
     caller's agent and whether a record waits, or the error's code. It may take pushed context (a write)."""
     try:
-        caller = store.authenticate(token)
+        caller = roster.authenticate(store, token)
     except errors.WardianError as exc:
         return "refused", exc.code
-    return caller.agent.uuid, store.has_unacked(caller.agent.id) or ("context" if store.take_unseen_context(
-        caller.agent.id) else False)
+    me = caller.agent.id
+    return caller.agent.uuid, mailbox.has_unacked(store, me) or (
+        "context" if mailbox.take_unseen_context(store, me) else False)
 
 
 async def reader_look(reader: PgWaitReader, token: str) -> tuple[str, Any] | None:
@@ -59,11 +61,11 @@ async def reader_look(reader: PgWaitReader, token: str) -> tuple[str, Any] | Non
     return None if looked is None else (looked.caller.agent.uuid, looked.pending)
 
 
-def run(pg_cluster: PrivateCluster, tmp_path: Path, body: Callable[[PostgresStore, PgWaitReader],
+def run(pg_cluster: PrivateCluster, tmp_path: Path, body: Callable[[Store, PgWaitReader],
                                                                    Awaitable[None]]) -> None:
     backend = Backend("postgresql", tmp_path, pg_cluster)
     store = backend.open()
-    assert isinstance(store, PostgresStore)
+    assert isinstance(store.backend, PostgresBackend)
 
     async def main() -> None:
         async with kept(store) as reader:
@@ -76,11 +78,11 @@ def run(pg_cluster: PrivateCluster, tmp_path: Path, body: Callable[[PostgresStor
 
 
 def test_an_empty_wait_is_answered_by_the_reader_alone(pg_cluster: PrivateCluster, tmp_path: Path) -> None:
-    async def body(store: PostgresStore, reader: PgWaitReader) -> None:
-        agent = store.add_agent("a", "codex", None)
-        token = store.create_session(agent.id)
+    async def body(store: Store, reader: PgWaitReader) -> None:
+        agent = roster.add_agent(store, "a", "codex", None)
+        token = roster.create_session(store, agent.id)
         looked = await reader.look(token)
-        assert looked == WaitLook(store.authenticate(token), False)
+        assert looked == WaitLook(roster.authenticate(store, token), False)
         assert (reader.answered, reader.passed) == (1, 0)
         assert writer_look(store, token) == (agent.uuid, False)  # the same answer
 
@@ -91,21 +93,20 @@ def test_a_pending_record_is_reported_and_still_received_through_the_writer(
         pg_cluster: PrivateCluster, tmp_path: Path) -> None:
     """A record waiting wakes the wait (read only: the writer's look writes nothing either); receiving it is the
     writer's, and returns it."""
-    async def body(store: PostgresStore, reader: PgWaitReader) -> None:
-        me = store.authenticate(store.create_session(store.add_agent("me", "codex", None).id))
-        agent = store.add_agent("a", "codex", None)
-        token = store.create_session(agent.id)
-        receipt = store.admit(me, agent, InteractionKind.INFORMATION, "hello")
+    async def body(store: Store, reader: PgWaitReader) -> None:
+        me = roster.authenticate(store, roster.create_session(store, roster.add_agent(store, "me", "codex", None).id))
+        agent = roster.add_agent(store, "a", "codex", None)
+        token = roster.create_session(store, agent.id)
+        receipt = mailbox.admit(store, me, agent, InteractionKind.INFORMATION, "hello")
         assert await reader_look(reader, token) == writer_look(store, token) == (agent.uuid, True)
         writer = StoreWriter(store)
         pages: list[ReceivePage] = []
         async with anyio.create_task_group() as tg:
             await tg.start(writer.run)
-            pages.append(await writer.call(lambda s: s.receive(s.authenticate(token), cursor=None, ack_cursor=None,
-                                                               limit=10)))
+            pages.append(await writer.call(receive_page, token, None, None, 10))
             writer.close()
         assert [r.interaction.id for r in pages[0].records] == [receipt.interaction_id]
-        store.receive(store.authenticate(token), cursor=None, ack_cursor=pages[0].cursor, limit=10)
+        mailbox.receive(store, roster.authenticate(store, token), cursor=None, ack_cursor=pages[0].cursor, limit=10)
         assert await reader_look(reader, token) == writer_look(store, token) == (agent.uuid, False)
 
     run(pg_cluster, tmp_path, body)
@@ -115,9 +116,9 @@ def test_a_revoked_session_or_removed_agent_is_refused_by_the_reader(pg_cluster:
                                                                      tmp_path: Path) -> None:
     """Read as the roster is committed now: a session the reader just answered is refused once revoked (here, or by
     another app of the store: another connection), with the writer's error; so are forgeries and another home's."""
-    async def body(store: PostgresStore, reader: PgWaitReader) -> None:
-        agent = store.add_agent("a", "codex", None)
-        token = store.create_session(agent.id)
+    async def body(store: Store, reader: PgWaitReader) -> None:
+        agent = roster.add_agent(store, "a", "codex", None)
+        token = roster.create_session(store, agent.id)
         assert await reader_look(reader, token) == (agent.uuid, False)
         forged = token[:-4] + ("AAAA" if not token.endswith("AAAA") else "BBBB")
         prefix, tag, session_id, secret = token.split("_", 3)
@@ -127,13 +128,13 @@ def test_a_revoked_session_or_removed_agent_is_refused_by_the_reader(pg_cluster:
             assert refused == writer_look(store, bad)
             assert refused is not None
             assert refused[0] == "refused"
-        with psycopg.connect(store.test_backdoor().url, autocommit=True) as other_app:
+        with psycopg.connect(pg(store).url, autocommit=True) as other_app:
             other_app.execute("UPDATE sessions SET revoked_at = 1 WHERE id = %s", (int(session_id),))
         assert await reader_look(reader, token) == ("refused", "unknown_session") == writer_look(store, token)
-        second = store.add_agent("b", "codex", None)
-        token = store.create_session(second.id)
+        second = roster.add_agent(store, "b", "codex", None)
+        token = roster.create_session(store, second.id)
         assert await reader_look(reader, token) == (second.uuid, False)
-        store.remove_agent(second.id)
+        roster.remove_agent(store, second.id)
         assert await reader_look(reader, token) == ("refused", "unknown_session") == writer_look(store, token)
         assert reader.passed == 0
 
@@ -141,12 +142,12 @@ def test_a_revoked_session_or_removed_agent_is_refused_by_the_reader(pg_cluster:
 
 
 def test_pushed_context_is_left_to_the_writer_which_takes_it(pg_cluster: PrivateCluster, tmp_path: Path) -> None:
-    async def body(store: PostgresStore, reader: PgWaitReader) -> None:
-        me = store.authenticate(store.create_session(store.add_agent("me", "codex", None).id))
-        agent = store.add_agent("a", "codex", None)
-        token = store.create_session(agent.id)
-        pushed = store.admit(me, agent, InteractionKind.INFORMATION, "into the conversation", push=True)
-        store.push_done(pushed.interaction_id)
+    async def body(store: Store, reader: PgWaitReader) -> None:
+        me = roster.authenticate(store, roster.create_session(store, roster.add_agent(store, "me", "codex", None).id))
+        agent = roster.add_agent(store, "a", "codex", None)
+        token = roster.create_session(store, agent.id)
+        pushed = mailbox.admit(store, me, agent, InteractionKind.INFORMATION, "into the conversation", push=True)
+        mailbox.push_done(store, pushed.interaction_id)
         assert await reader.look(token) is None
         assert reader.passed == 1
         assert writer_look(store, token) == (agent.uuid, "context")  # taken: a write
@@ -164,14 +165,14 @@ async def reconnected(reader: PgWaitReader) -> None:
 
 
 def test_a_terminated_reader_connection_falls_back_then_is_replaced(pg_cluster: PrivateCluster,
-                                                                     tmp_path: Path) -> None:
-    async def body(store: PostgresStore, reader: PgWaitReader) -> None:
-        agent = store.add_agent("a", "codex", None)
-        token = store.create_session(agent.id)
+                                                                    tmp_path: Path) -> None:
+    async def body(store: Store, reader: PgWaitReader) -> None:
+        agent = roster.add_agent(store, "a", "codex", None)
+        token = roster.create_session(store, agent.id)
         assert await reader_look(reader, token) == (agent.uuid, False)
         killed = reader.backend_pid
         assert killed is not None
-        with psycopg.connect(store.test_backdoor().url, autocommit=True) as admin:
+        with psycopg.connect(pg(store).url, autocommit=True) as admin:
             admin.execute("SELECT pg_terminate_backend(%s)", (killed,))
         assert await reader.look(token) is None  # the broken connection is noticed: this wait is the writer's
         assert writer_look(store, token) == (agent.uuid, False)
@@ -189,10 +190,10 @@ def test_a_slow_look_is_left_to_the_writer(pg_cluster: PrivateCluster, tmp_path:
     lock is gone the reader answers again."""
     monkeypatch.setattr(wait_reader, "LOOK_TIMEOUT_S", 0.3)
 
-    async def body(store: PostgresStore, reader: PgWaitReader) -> None:
-        agent = store.add_agent("a", "codex", None)
-        token = store.create_session(agent.id)
-        with psycopg.connect(store.test_backdoor().url) as other:
+    async def body(store: Store, reader: PgWaitReader) -> None:
+        agent = roster.add_agent(store, "a", "codex", None)
+        token = roster.create_session(store, agent.id)
+        with psycopg.connect(pg(store).url) as other:
             other.execute("LOCK TABLE sessions IN ACCESS EXCLUSIVE MODE")
             with anyio.fail_after(15):
                 assert await reader.look(token) is None
@@ -206,9 +207,9 @@ def test_a_slow_look_is_left_to_the_writer(pg_cluster: PrivateCluster, tmp_path:
 
 def test_a_look_while_another_holds_the_connection_is_the_writers(pg_cluster: PrivateCluster,
                                                                    tmp_path: Path) -> None:
-    async def body(store: PostgresStore, reader: PgWaitReader) -> None:
-        agent = store.add_agent("a", "codex", None)
-        token = store.create_session(agent.id)
+    async def body(store: Store, reader: PgWaitReader) -> None:
+        agent = roster.add_agent(store, "a", "codex", None)
+        token = roster.create_session(store, agent.id)
         found: list[tuple[str, Any] | None] = []
 
         async def one() -> None:
@@ -228,16 +229,16 @@ def test_a_reader_without_a_connection_leaves_every_look_to_the_writer(pg_cluste
     """Not kept (no connection yet, or the app stopping); the embedded store has no reader."""
     backend = Backend("postgresql", tmp_path, pg_cluster)
     store = backend.open()
-    assert isinstance(store, PostgresStore)
-    token = store.create_session(store.add_agent("a", "codex", None).id)
+    assert isinstance(store.backend, PostgresBackend)
+    token = roster.create_session(store, roster.add_agent(store, "a", "codex", None).id)
     try:
-        assert anyio.run(store.wait_reader().look, token) is None
-        assert store.wait_reader() is store.wait_reader()
+        assert anyio.run(pg(store).wait_reader().look, token) is None
+        assert pg(store).wait_reader() is pg(store).wait_reader()
     finally:
         backend.close_all()
-    sqlite = SqliteStore.open(tmp_path / "wardian.db")
+    sqlite = open_sqlite(tmp_path / "wardian.db")
     try:
-        assert sqlite.wait_reader() is None
+        assert sqlite.backend.wait_reader() is None
     finally:
         sqlite.close()
 

@@ -10,7 +10,7 @@ from typing import Any
 from tests.store.conftest import Backend
 from tests.store.test_store import caller_for
 from wardian.model import InteractionKind
-from wardian.store import Store
+from wardian.store import Store, history, mailbox, roster
 from wardian.store import testing as store_testing
 
 
@@ -28,46 +28,46 @@ def receipts(store: Store) -> int:
 
 def test_a_page_s_first_read_writes_its_receipts_and_a_reread_writes_none(store: Store) -> None:
     a, b = caller_for(store, "a"), caller_for(store, "b")
-    sent = [store.admit(a, b.agent, InteractionKind.INFORMATION, f"m{i}").interaction_id for i in range(5)]
-    assert store.record_story(sent[0]).delivery.received_at is None
-    first = store.receive(b, cursor=None, ack_cursor=None, limit=3)
+    sent = [mailbox.admit(store, a, b.agent, InteractionKind.INFORMATION, f"m{i}").interaction_id for i in range(5)]
+    assert history.record_story(store, sent[0]).delivery.received_at is None
+    first = mailbox.receive(store, b, cursor=None, ack_cursor=None, limit=3)
     assert [r.interaction.text for r in first.records] == ["m0", "m1", "m2"]
     assert receipts(store) == 3
-    again = store.receive(b, cursor=None, ack_cursor=None, limit=3)  # the same page again
+    again = mailbox.receive(store, b, cursor=None, ack_cursor=None, limit=3)  # the same page again
     assert [r.interaction.text for r in again.records] == ["m0", "m1", "m2"]
     assert receipts(store) == 3
-    story = store.record_story(sent[1]).delivery
+    story = history.record_story(store, sent[1]).delivery
     assert story.received_at is not None
     assert story.acked_at is None
-    assert store.record_story(sent[3]).delivery.received_at is None
-    rest = store.receive(b, cursor=first.cursor, ack_cursor=first.cursor, limit=10)
+    assert history.record_story(store, sent[3]).delivery.received_at is None
+    rest = mailbox.receive(store, b, cursor=first.cursor, ack_cursor=first.cursor, limit=10)
     assert ([r.interaction.text for r in rest.records], rest.acked) == (["m3", "m4"], 3)
     assert receipts(store) == 5
 
 
 def test_only_a_received_record_is_acknowledged_and_a_received_record_is_never_pushed(store: Store) -> None:
     a, b = caller_for(store, "a"), caller_for(store, "b")
-    m0 = store.admit(a, b.agent, InteractionKind.INFORMATION, "m0").interaction_id
-    m1 = store.admit(a, b.agent, InteractionKind.INFORMATION, "m1").interaction_id
-    m2 = store.admit(a, b.agent, InteractionKind.INFORMATION, "m2").interaction_id
-    assert store.claim_push(m1)  # m1 is out for a push while the page is read
-    page = store.receive(b, cursor=None, ack_cursor=None, limit=10)
+    m0 = mailbox.admit(store, a, b.agent, InteractionKind.INFORMATION, "m0").interaction_id
+    m1 = mailbox.admit(store, a, b.agent, InteractionKind.INFORMATION, "m1").interaction_id
+    m2 = mailbox.admit(store, a, b.agent, InteractionKind.INFORMATION, "m2").interaction_id
+    assert mailbox.claim_push(store, m1)  # m1 is out for a push while the page is read
+    page = mailbox.receive(store, b, cursor=None, ack_cursor=None, limit=10)
     assert [r.interaction.id for r in page.records] == [m0, m2]
-    store.push_released(m1)  # the push gave it back to the receive path, inside the page's range, unseen
-    acked = store.receive(b, cursor=None, ack_cursor=page.cursor, limit=10)
+    mailbox.push_released(store, m1)  # the push gave it back to the receive path, inside the page's range, unseen
+    acked = mailbox.receive(store, b, cursor=None, ack_cursor=page.cursor, limit=10)
     assert acked.acked == 2
     assert [r.interaction.id for r in acked.records] == [m1]  # not acknowledged: no receive had returned it
-    assert store.record_story(m1).delivery.acked_at is None
-    assert store.record_story(m0).delivery.acked_at is not None
-    assert not store.claim_push(m1)  # returned by that receive now: it travels the receive path only
-    assert store.record_story(m1).delivery.push_state is None
+    assert history.record_story(store, m1).delivery.acked_at is None
+    assert history.record_story(store, m0).delivery.acked_at is not None
+    assert not mailbox.claim_push(store, m1)  # returned by that receive now: it travels the receive path only
+    assert history.record_story(store, m1).delivery.push_state is None
 
 
 def test_a_store_migrated_from_the_per_record_mark_keeps_every_receipt(backend: Backend) -> None:
     store = backend.open()
     a, b = caller_for(store, "a"), caller_for(store, "b")
-    ids = [store.admit(a, b.agent, InteractionKind.INFORMATION, f"m{i}").interaction_id for i in range(4)]
-    page = store.receive(b, cursor=None, ack_cursor=None, limit=2)  # m0 and m1 received, m2 and m3 not
+    ids = [mailbox.admit(store, a, b.agent, InteractionKind.INFORMATION, f"m{i}").interaction_id for i in range(4)]
+    page = mailbox.receive(store, b, cursor=None, ack_cursor=None, limit=2)  # m0 and m1 received, m2 and m3 not
     backend.close_all()
     if backend.cluster is None:
         import sqlite3
@@ -82,10 +82,10 @@ def test_a_store_migrated_from_the_per_record_mark_keeps_every_receipt(backend: 
             undo_receipts(db, postgresql=True)
             db.execute("DELETE FROM wardian_schema WHERE version >= 6")
     again = backend.open()
-    assert [again.record_story(i).delivery.received_at is not None for i in ids] == [True, True, False, False]
-    assert not again.claim_push(ids[0])  # received before the upgrade: never pushed
-    assert again.claim_push(ids[2])  # never received: still free for a push
-    b2 = again.authenticate(again.create_session(b.agent.id))
-    acked = again.receive(b2, cursor=None, ack_cursor=page.cursor, limit=10)  # a page read before the upgrade
+    assert [history.record_story(again, i).delivery.received_at is not None for i in ids] == [True, True, False, False]
+    assert not mailbox.claim_push(again, ids[0])  # received before the upgrade: never pushed
+    assert mailbox.claim_push(again, ids[2])  # never received: still free for a push
+    b2 = roster.authenticate(again, roster.create_session(again, b.agent.id))
+    acked = mailbox.receive(again, b2, cursor=None, ack_cursor=page.cursor, limit=10)  # a page read before the upgrade
     assert acked.acked == 2
     assert [r.interaction.text for r in acked.records] == ["m3"]

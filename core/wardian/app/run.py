@@ -35,7 +35,7 @@ from wardian.app.signals import ChangeFeed, MailboxSignals
 from wardian.app.writer import StoreWriter
 from wardian.home import Home
 from wardian.home_setup import prepare_home
-from wardian.store import SqliteStore, Store
+from wardian.store import Store, hosts, open_sqlite
 from wardian.store.api import WaitReader
 from wardian.store.url import check_store_url, redact_url
 
@@ -212,11 +212,11 @@ def run_app(
 def _open_store(home: Home, url: str | None) -> tuple[Store, Announcements | None]:
     """The home's own SQLite store, or the shared one at `url` with its announcements of other apps' commits."""
     if url is None:
-        return SqliteStore.open(home.db_path), None
-    from wardian.store.postgres import PostgresStore  # psycopg is imported only for a shared store
+        return open_sqlite(home.db_path), None
+    from wardian.store.postgres import PostgresBackend  # psycopg is imported only for a shared store
 
-    store = PostgresStore.open(url)
-    return store, store.announcements()
+    backend = PostgresBackend.open(url)
+    return Store(backend), backend.announcements()
 
 
 def _serve_store(home: Home, url: str | None, name: str, on_ready: Callable[[], None] | None,
@@ -227,7 +227,8 @@ def _serve_store(home: Home, url: str | None, name: str, on_ready: Callable[[], 
         # On the embedded store the home lock makes this app the only one: it takes the host whatever the row
         # says (a killed app leaves its lease behind) and serves every agent. On a shared store a live app of the
         # same host name elsewhere refuses this one.
-        store.claim_host(
+        hosts.claim_host(
+            store,
             name,
             secrets.token_hex(16),
             EMBEDDED_LEASE_MS if url is None else HOST_LEASE_MS,
@@ -242,7 +243,7 @@ def _serve_store(home: Home, url: str | None, name: str, on_ready: Callable[[], 
         anyio.run(_serve, home, store, on_ready, console, announcements)
         if url is not None:
             with suppress(errors.WardianError):
-                store.release_host()  # a clean stop: the host shows offline at once
+                hosts.release_host(store)  # a clean stop: the host shows offline at once
     finally:
         store.close()
 
@@ -304,7 +305,7 @@ async def _serve_until_stopped(
     async with anyio.create_task_group() as outer:
         await outer.start(writer.run)
         async with anyio.create_task_group() as providers:
-            reader = writer.wait_reader()
+            reader = writer.wait_reader
             if reader is not None:
                 await providers.start(_keep_wait_reader, reader)
             # Recovery (lost bindings -> uncertain, captured outcomes -> published) runs before readiness.
@@ -344,7 +345,7 @@ async def _heartbeat(writer: StoreWriter, stopping: anyio.Event) -> None:
     while True:
         await anyio.sleep(HEARTBEAT_S)
         try:
-            renewed = await writer.call(lambda s: s.renew_host(HOST_LEASE_MS))
+            renewed = await writer.call(hosts.renew_host, HOST_LEASE_MS)
         except errors.WardianError as exc:
             log.warning("could not renew the host lease (%s: %s); trying again", exc.code, exc.message)
             continue
@@ -358,7 +359,7 @@ async def _heartbeat(writer: StoreWriter, stopping: anyio.Event) -> None:
 
 async def _keep_wait_reader(reader: WaitReader, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
                             ) -> None:
-    """The shared store's first look of waits (`Store.wait_reader`): its connection opened before readiness (its
+    """The shared store's first look of waits (`Backend.wait_reader`): its connection opened before readiness (its
     first attempt bounded by the store's connect timeout; until it is open waits look through the writer), kept
     while the app runs, and closed, shielded and bounded, when the app stops (after the clients were served)."""
     try:

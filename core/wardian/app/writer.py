@@ -96,6 +96,9 @@ class StoreWriter:
         self.operations = 0
         # Called after every batch whose COMMIT made a change durable (the app's `ChangeFeed`, for live views).
         self.on_commit: Callable[[], None] | None = None
+        # The store's read-only first look of waits, beside this writer (None: every look is the writer's; see
+        # `Backend.wait_reader`).
+        self.wait_reader: WaitReader | None = store.backend.wait_reader()
 
     async def call(self, fn: Callable[[Store, *Ts], T], *args: *Ts, bare: bool = False, urgent: bool = False) -> T:
         """Run `fn(store, *args)` inside the next batch's transaction and return its result after COMMIT (in the shape
@@ -235,11 +238,6 @@ class StoreWriter:
                 results[i] = BatchResult(None, errors.InternalError(
                     f"internal store error: {type(result.error).__name__}"))
         return results
-
-    def wait_reader(self) -> WaitReader | None:
-        """The store's read-only first look of waits, beside this writer (None: every look is the writer's; see
-        `Store.wait_reader`)."""
-        return self._store.wait_reader()
 
     def close(self) -> None:
         self._closed = True

@@ -1,7 +1,8 @@
-"""The interaction store: the app's only persistent state, behind one seam (`Store`).
+"""The interaction store: the app's only persistent state, one `Store` over a backend (`wardian.store.api.Backend`).
 
 SQLite is the embedded backend (`wardian.store.sqlite`), PostgreSQL the shared one (`wardian.store.postgres`, which
-imports its driver only when a shared store is opened).
+imports its driver only when a shared store is opened). The store's operations are functions of a `Store` in its parts
+(`roster`, `mailbox`, `history`, `ledger`, `hosts`, `lost`), which the app runs through its writer.
 """
 
 from __future__ import annotations
@@ -9,10 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-from wardian.store.api import BatchResult, Store, StoreBusy
-from wardian.store.sqlite import SqliteStore
+from wardian.store.api import BatchResult, StoreBusy
+from wardian.store.engine import Store
+from wardian.store.sqlite import open_sqlite
 
-__all__ = ["BatchResult", "SqliteStore", "Store", "StoreBusy", "StoreHome", "open_store"]
+__all__ = ["BatchResult", "Store", "StoreBusy", "StoreHome", "open_sqlite", "open_store"]
 
 
 class StoreHome(Protocol):
@@ -30,7 +32,7 @@ def open_store(url_or_home: str | StoreHome) -> Store:
         StorageUnavailable, StorageFull, StoreCorrupt: the store cannot be opened or migrated.
     """
     if isinstance(url_or_home, str):
-        from wardian.store.postgres import PostgresStore  # psycopg is imported only for a shared store
+        from wardian.store.postgres import open_postgres  # psycopg is imported only for a shared store
 
-        return PostgresStore.open(url_or_home)
-    return SqliteStore.open(url_or_home.db_path)
+        return open_postgres(url_or_home)
+    return open_sqlite(url_or_home.db_path)

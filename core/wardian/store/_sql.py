@@ -1,17 +1,14 @@
-"""What the store's parts share: the connection they run statements on (`Db`), the engine they run inside (`Tx`),
-and row to record conversion. Statements are plain SQL with `?` parameters over the schema of the backends'
-migrations (`sqlite/migrations.py`, `postgres/schema.py`).
-
-A backend provides the connection and the transaction rules' hooks (`wardian.store.engine`); the parts (`roster`,
-`mailbox`, `history`, `ledger`, `hosts`) are written once against `Tx`.
+"""What the store's parts share beyond the store itself: row to record conversion, the columns they read, and the
+host filter. Statements are plain SQL with `?` parameters over the schema of the backends' migrations
+(`sqlite/migrations.py`, `postgres/schema.py`), run on `store.db` (`wardian.store.api.Db`); the parts (`roster`,
+`mailbox`, `history`, `ledger`, `hosts`, `lost`) are functions of a `wardian.store.engine.Store`.
 """
 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterable, Sequence
-from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Any
 
 from wardian.model import (
     ID_PREFIX,
@@ -25,7 +22,8 @@ from wardian.model import (
     TaskState,
     now_ms,
 )
-from wardian.store.cache import RosterCache
+from wardian.store.api import Db
+from wardian.store.engine import Store
 
 __all__ = [
     "AGENT_COLS",
@@ -34,8 +32,6 @@ __all__ = [
     "STATUSES",
     "TASK_FACT_COLS",
     "TASK_FACT_COUNT",
-    "Db",
-    "Tx",
     "agent_of",
     "facts_of",
     "new_public_id",
@@ -45,49 +41,6 @@ __all__ = [
     "party_of",
     "party_of_id",
 ]
-
-
-class Db(Protocol):
-    """The part of a DB-API connection the parts use.
-
-    `write` runs a statement that changes rows. The split is what a shared store needs: there every transaction
-    takes the append lock before its first write (`lock_appends`), so the parts say which statements write
-    instead of the backend guessing it from their text. On SQLite `write` is `execute`.
-    """
-
-    def execute(self, sql: str, parameters: Sequence[Any] = ..., /) -> Any: ...
-
-    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> Any: ...
-
-    def write(self, sql: str, parameters: Sequence[Any] = ..., /) -> Any: ...
-
-
-class Tx(Protocol):
-    """What a part sees of the store it belongs to: the connection of the moment (a shared store replaces a broken
-    one), the open transaction, the host it serves and the roster cache (`wardian.store.engine.Engine`)."""
-
-    @property
-    def db(self) -> Db: ...
-
-    @property
-    def depth(self) -> int:
-        """Open transaction (1) and savepoints (more) of `atomic`; 0 outside any transaction."""
-        ...
-
-    host: str | None  # the host this store session serves (set by `claim_host`)
-
-    @property
-    def cache(self) -> RosterCache: ...
-
-    def atomic(self) -> AbstractContextManager[None]: ...
-
-    def clock_ms(self) -> int:
-        """Now, in Unix ms, on the clock every host of this store shares."""
-        ...
-
-    def index_hint(self, index: str) -> str:
-        """A clause that makes the backend read `index` for the table named before it ("" where there is none)."""
-        ...
 
 
 def new_public_id(kind: InteractionKind) -> str:
@@ -152,12 +105,12 @@ def facts_of(row: Sequence[Any]) -> TaskFacts:
                      STATUSES[row[9]], row[10], row[11])
 
 
-def of_this_host(tx: Tx, agent_column: str) -> tuple[str, tuple[Any, ...]]:
+def of_this_host(store: Store, agent_column: str) -> tuple[str, tuple[Any, ...]]:
     """A WHERE term keeping rows whose `agent_column` (an agent id) is an agent of this host, and its argument;
     nothing before a host is claimed (a store opened by a tool or a test sees every agent)."""
-    if tx.host is None:
+    if store.host is None:
         return "", ()
-    return f" AND {agent_column} IN (SELECT id FROM agents WHERE host = ?)", (tx.host,)
+    return f" AND {agent_column} IN (SELECT id FROM agents WHERE host = ?)", (store.host,)
 
 
 def party_by_id(db: Db, agent_id: int | None, cache: dict[int, Party]) -> Party | None:

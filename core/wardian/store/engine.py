@@ -1,90 +1,53 @@
-"""The transaction engine: `atomic` and the batches (group commit), written once for every backend.
+"""The store over a backend: the state its parts share and its transactions, written once for every backend.
+
+`Store` holds a backend (`wardian.store.api.Backend`: SQLite, PostgreSQL) and never is one: a backend supplies its
+connection and the few transaction primitives that differ, and the store runs `atomic` and the group-commit batches
+with them. The parts (`roster`, `mailbox`, `history`, `ledger`, `hosts`, `lost`) are plain functions of a `Store`;
+the app's writer runs each as `fn(store, *args)` inside a batch (`writer.call(ledger.claim_task, ...)`).
 
 Invariants:
-- Every change runs inside `atomic()`: a transaction at the outside (`_begin`), a SAVEPOINT when nested.
+- Every change runs inside `atomic()`: a transaction at the outside (the backend's `begin`), a SAVEPOINT when nested.
   `begin_batch` wraps many operations in one transaction, each in its own savepoint, so one failing operation never
   takes its neighbours down (group commit).
 - A caller learns an outcome only after COMMIT returned (`commit_batch`): an acknowledged record is durable.
-- Every path that ends a transaction or savepoint without COMMIT/RELEASE forgets the roster cache (`_undo`): a cache
+- Every path that ends a transaction or savepoint without COMMIT/RELEASE forgets the roster cache (`undo`): a cache
   filled inside a transaction that did not commit must not outlive it.
-- Driver errors become storage errors in the backend (`_errors`); nothing driver-specific leaves the store.
-
-A backend supplies only what really differs: how a transaction begins, whether one is still open, whether the
-database aborted it by itself, how a driver error reads, and what a failed COMMIT means (`Engine`'s hooks).
+- Driver errors become storage errors in the backend (`Backend.errors`); nothing driver-specific leaves the store.
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from collections.abc import Generator, Sequence
-from contextlib import AbstractContextManager, contextmanager, suppress
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from wardian import errors
-from wardian.store._sql import Db
-from wardian.store.api import BatchResult, Call, StoreBusy
-from wardian.store.cache import RosterCache
+from wardian.store.api import Backend, BatchResult, Call, StoreBusy
+from wardian.store.tokens import CursorCodec, TokenDigests
 
 
-class Engine(ABC):
-    """One connection's transactions (implements `wardian.store._sql.Tx` for the parts). Not thread-safe: one caller
-    at a time (the app's writer, which may run a batch's COMMIT on a worker thread)."""
+class Store:
+    """One home's interaction store over one backend. Not thread-safe: one caller at a time (the app's writer, which
+    may run a batch's COMMIT on a worker thread)."""
 
-    driver_error: type[Exception]  # the driver's base error class (what a rollback attempt may raise)
-    db: Db  # the connection of the moment (a plain attribute: every statement of every part reads it)
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        # Plain attributes, read by every statement of every part: the backend's `db` stays the same object.
+        self.db = backend.db
+        self.cache = backend.cache
+        self.inline_statements = backend.inline_statements
+        self.epoch = backend.epoch
+        self.home_tag = backend.epoch.hex()[:8]  # a short public tag, embedded in session tokens of this store
+        self.cursors = CursorCodec(backend.epoch, backend.cursor_key)
+        self.digests = TokenDigests(self.home_tag)  # one per caller thread: the writer's
+        self.depth = 0  # open transaction (1) and savepoints (more) of `atomic`; 0 outside any transaction
+        self.host: str | None = None  # the host this store session serves (set by `hosts.claim_host`)
+        self.lease_owner: str | None = None  # this app's token in the host's lease (set with `host`)
 
-    def __init__(self, cache: RosterCache) -> None:
-        self.cache = cache
-        self.depth = 0  # open transaction (1) and savepoints (more) of `atomic`
-        self.host: str | None = None  # the host this store session serves (set by `claim_host`)
-
-    # --- the backend's hooks --------------------------------------------------------------------------
-
-    @abstractmethod
-    def errors(self) -> AbstractContextManager[None]:
-        """Translate driver errors into storage errors."""
-
-    @abstractmethod
-    def operation_errors(self) -> AbstractContextManager[None]:
-        """What wraps an operation's own statements inside `atomic`."""
-
-    @abstractmethod
-    def begin(self) -> None:
-        """Open the outermost transaction (inside `errors`)."""
-
-    @abstractmethod
-    def control(self, sql: str) -> None:
-        """Run one transaction-control statement (SAVEPOINT, RELEASE, ROLLBACK, COMMIT) of the engine's own text."""
-
-    @abstractmethod
-    def can_roll_back(self) -> bool:
-        """Whether a rollback can still run (a transaction is open and the connection is alive)."""
-
-    @abstractmethod
-    def wrote(self) -> bool:
-        """Whether the open transaction changed anything (its COMMIT then has something to make durable)."""
-
-    @abstractmethod
-    def batch_aborted(self) -> bool:
-        """After an operation failed: whether the whole transaction is lost (the database rolled it back, or the
-        connection broke), so nothing of the batch stands."""
-
-    def abort_error(self, exc: Exception) -> BaseException:
-        """The error every operation of an aborted batch reports."""
-        return exc
-
-    def commit_failed(self, exc: Exception, wrote: bool) -> None:  # noqa: B027  # most backends: nothing to add
-        """A COMMIT raised `exc`: raise the error it means when that is not "nothing was committed"."""
-
-    def before_commit(self) -> None:  # noqa: B027  # most backends: nothing to check
-        """Checks a batch that wrote must pass before its COMMIT. Raises: a storage error (nothing is committed)."""
-
-    def clock_ms(self) -> int:
-        """Now, in Unix ms, on the clock every host of this store shares."""
-        raise NotImplementedError
-
-    def index_hint(self, index: str) -> str:
-        return ""
+    def close(self) -> None:
+        """The store's owner ends it without knowing its backend (a boundary, not a forward: its only caller is
+        whoever opened the store)."""
+        self.backend.close()
 
     # --- transactions ---------------------------------------------------------------------------------
 
@@ -92,61 +55,80 @@ class Engine(ABC):
         """End the transaction (`depth` 0) or savepoint `depth` without committing; the original error matters, so
         a failing rollback is ignored (the database may already have rolled everything back)."""
         self.cache.clear()
-        if self.can_roll_back():
-            with suppress(self.driver_error):
+        backend = self.backend
+        if backend.can_roll_back():
+            with suppress(backend.driver_error):
                 if depth == 0:
-                    self.control("ROLLBACK")
+                    backend.control("ROLLBACK")
                 else:
-                    self.control(f"ROLLBACK TO SAVEPOINT sp{depth}")
-                    self.control(f"RELEASE SAVEPOINT sp{depth}")
+                    backend.control(f"ROLLBACK TO SAVEPOINT sp{depth}")
+                    backend.control(f"RELEASE SAVEPOINT sp{depth}")
 
-    def commit(self, wrote: bool) -> None:
+    def _commit(self, wrote: bool) -> None:
         """COMMIT the outermost transaction (inside `errors`); on failure roll back and raise."""
         try:
-            self.control("COMMIT")
-        except self.driver_error as exc:
-            self.commit_failed(exc, wrote)
+            self.backend.control("COMMIT")
+        except self.backend.driver_error as exc:
+            self.backend.commit_failed(exc, wrote)
             self.undo(0)
             raise
 
     @contextmanager
     def atomic(self) -> Generator[None]:
         """One transaction or, nested, one savepoint."""
-        with self.errors():
-            if self.depth == 0:
-                self.begin()
-            else:
-                self.control(f"SAVEPOINT sp{self.depth}")
-        self.depth += 1
-        try:
-            with self.operation_errors():
-                yield
-        except BaseException:
+        backend = self.backend
+        with backend.watch():
+            with backend.errors():
+                if self.depth == 0:
+                    backend.begin()
+                else:
+                    backend.control(f"SAVEPOINT sp{self.depth}")
+            self.depth += 1
+            try:
+                with backend.operation_errors():
+                    yield
+            except BaseException:
+                self.depth -= 1
+                self.undo(self.depth)
+                raise
             self.depth -= 1
-            self.undo(self.depth)
-            raise
-        self.depth -= 1
-        with self.errors():
-            if self.depth == 0:
-                self.commit(self.wrote())
-            else:
-                self.control(f"RELEASE SAVEPOINT sp{self.depth}")
+            with backend.errors():
+                if self.depth == 0:
+                    self._commit(backend.wrote())
+                else:
+                    backend.control(f"RELEASE SAVEPOINT sp{self.depth}")
 
-    def begin_batch(self, calls: Sequence[Call], bare: Sequence[bool] | None, store: object) -> list[BatchResult]:
-        """`run_batch` up to its COMMIT: the transaction, then each call `fn(store, *args)` in its own savepoint (see
-        `Store.begin_batch`).
+    def run_call(self, call: Call, bare: bool) -> Any:
+        """One operation of a batch: `fn(store, *args)` in its own savepoint, or `bare` (see `begin_batch`)."""
+        fn, args = call
+        if bare:
+            with self.backend.errors():
+                return fn(self, *args)
+        with self.atomic():
+            return fn(self, *args)
+
+    def begin_batch(self, calls: Sequence[Call], bare: Sequence[bool] | None = None) -> list[BatchResult]:
+        """`run_batch` up to its COMMIT: the transaction, then each call `fn(store, *args)` in its own savepoint.
 
         `bare[i]` runs call i without a savepoint of its own: only for an operation whose writes all happen in one store
-        method (which is atomic by itself) after its reads, so a failure leaves nothing behind (saves two statements per
-        operation on the send path). The transaction stays open for `commit_batch`. If the database aborted the whole
-        transaction, every result already carries that error and no transaction is left open.
+        function (which is atomic by itself) after its reads, so a failure leaves nothing behind (saves two statements
+        per operation on the send path). The transaction stays open for `commit_batch`; results are final only once
+        `commit_batch` returned them. If the database aborted the whole transaction, every result already carries that
+        error and no transaction is left open. A backend may run the batch its own faster way
+        (`Backend.pipelined_batch`).
 
         Raises: StoreBusy when another process holds the database (at BEGIN or in any op): the whole batch is rolled
         back first, so it may run again whole.
         """
+        with self.backend.watch():
+            results = self.backend.pipelined_batch(self, calls, bare)
+            return results if results is not None else self._begin_batch(calls, bare)
+
+    def _begin_batch(self, calls: Sequence[Call], bare: Sequence[bool] | None) -> list[BatchResult]:
+        backend = self.backend
         try:
-            with self.errors():
-                self.begin()
+            with backend.errors():
+                backend.begin()
         except StoreBusy:
             raise
         except errors.WardianError as exc:
@@ -156,14 +138,14 @@ class Engine(ABC):
         try:
             for i, call in enumerate(calls):
                 try:
-                    value = self._run_op(call, store, bare is not None and bare[i])
+                    value = self.run_call(call, bare is not None and bare[i])
                 except Exception as exc:
                     if isinstance(exc, StoreBusy):
                         raise
-                    if self.batch_aborted():
+                    if backend.batch_aborted():
                         self.depth = 0
                         self.undo(0)
-                        error = self.abort_error(exc)
+                        error = backend.abort_error(exc)
                         return [BatchResult(None, error) for _ in calls]
                     results.append(BatchResult(None, exc))
                 else:
@@ -174,18 +156,10 @@ class Engine(ABC):
             raise
         return results
 
-    def _run_op(self, call: Call, store: object, bare: bool) -> Any:
-        fn, args = call
-        if bare:
-            with self.errors():
-                return fn(store, *args)
-        with self.atomic():
-            return fn(store, *args)
-
     @property
     def batch_wrote(self) -> bool:
         """Whether the open batch changed anything (its COMMIT then has something to make durable)."""
-        return self.depth > 0 and self.wrote()
+        return self.depth > 0 and self.backend.wrote()
 
     def commit_batch(self, results: list[BatchResult]) -> list[BatchResult]:
         """COMMIT the batch `begin_batch` left open and return its final results.
@@ -199,13 +173,14 @@ class Engine(ABC):
         if self.depth == 0:
             return results  # begin_batch failed or the database aborted the batch: the errors are in `results`
         self.depth = 0
-        wrote = self.wrote()
+        backend = self.backend
+        wrote = backend.wrote()
         try:
-            with self.errors():
+            with backend.watch(), backend.errors():
                 try:
                     if wrote:
-                        self.before_commit()  # a read-only batch promises nothing
-                    self.commit(wrote)
+                        backend.before_commit()  # a read-only batch promises nothing
+                    self._commit(wrote)
                 except errors.WardianError:
                     self.undo(0)
                     raise
@@ -214,3 +189,8 @@ class Engine(ABC):
         except errors.WardianError as exc:
             return [BatchResult(None, exc) for _ in results]
         return results
+
+    def run_batch(self, calls: Sequence[Call], bare: Sequence[bool] | None = None) -> list[BatchResult]:
+        """Run `calls` in one transaction (group commit): each in its own savepoint, one COMMIT for all. If the COMMIT
+        itself fails, every operation of the batch fails with that storage error."""
+        return self.commit_batch(self.begin_batch(calls, bare))

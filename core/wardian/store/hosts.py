@@ -1,4 +1,4 @@
-"""Hosts: which app serves which part of the roster.
+"""Hosts: which app serves which part of the roster, as functions of a `Store`.
 
 Every app serves one host of its store: a name (`--host-name`, default the machine's hostname) under which it holds
 a lease (`hosts.lease_owner`, renewed by heartbeat until `lease_expires_at`). Agents belong to the host that added
@@ -16,92 +16,84 @@ from __future__ import annotations
 
 from wardian import errors
 from wardian.model import HostInfo
-from wardian.store._sql import Tx
+from wardian.store.engine import Store
 
 HOST_COLS = "name, lease_owner, lease_expires_at, heartbeat_at, started_at, pid, machine, home"
 
 
-class SqlHosts:
-    """The hosts part of a store (implements `wardian.store.contracts.Hosts`): the lease of the host it serves."""
+def claim_host(
+    store: Store, name: str, owner: str, ttl_ms: int, *, pid: int, machine: str, home: str, force: bool = False
+) -> None:
+    """Take the lease of host `name` for `owner` (an app's random token) and serve it from now on.
 
-    def __init__(self, tx: Tx) -> None:
-        self._tx = tx
-        self._lease_owner: str | None = None
+    `force`: take it whatever the row says (the embedded store, whose home lock already makes this app the
+    only one); this also makes every agent of the store this host's.
 
-    @property
-    def host(self) -> str | None:
-        """The host this store session serves, once claimed (the parts read it from the engine)."""
-        return self._tx.host
-
-    def claim_host(
-        self, name: str, owner: str, ttl_ms: int, *, pid: int, machine: str, home: str, force: bool = False
-    ) -> None:
-        """Take the lease of host `name` for `owner` (an app's random token) and serve it from now on.
-
-        `force`: take it whatever the row says (the embedded store, whose home lock already makes this app the
-        only one); this also makes every agent of the store this host's.
-
-        Raises:
-            AlreadyRunning: another app holds a live lease on `name` from another machine or home.
-        """
-        with self._tx.atomic():
-            now = self._tx.clock_ms()
-            self._tx.db.write(
-                "INSERT INTO hosts (name, started_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING", (name, now)
+    Raises:
+        AlreadyRunning: another app holds a live lease on `name` from another machine or home.
+    """
+    with store.atomic():
+        now = store.backend.clock_ms()
+        store.db.write(
+            "INSERT INTO hosts (name, started_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING", (name, now)
+        )
+        row = store.db.execute(f"SELECT {HOST_COLS} FROM hosts WHERE name = ?", (name,)).fetchone()
+        live = row[1] is not None and row[2] is not None and row[2] > now
+        same_place = row[6] == machine and row[7] == home
+        if live and not force and not same_place:
+            ago = max(0, now - (row[3] or now)) / 1000
+            raise errors.AlreadyRunning(
+                f"host {name!r} is served by a live app (pid {row[5]} on {row[6]}, home {row[7]}, last heartbeat "
+                f"{ago:.1f} s ago); give this app another --host-name, or stop that one",
+                field="host_name",
+                host=name,
             )
-            row = self._tx.db.execute(f"SELECT {HOST_COLS} FROM hosts WHERE name = ?", (name,)).fetchone()
-            live = row[1] is not None and row[2] is not None and row[2] > now
-            same_place = row[6] == machine and row[7] == home
-            if live and not force and not same_place:
-                ago = max(0, now - (row[3] or now)) / 1000
-                raise errors.AlreadyRunning(
-                    f"host {name!r} is served by a live app (pid {row[5]} on {row[6]}, home {row[7]}, last heartbeat "
-                    f"{ago:.1f} s ago); give this app another --host-name, or stop that one",
-                    field="host_name",
-                    host=name,
-                )
-            self._tx.db.write(
-                "UPDATE hosts SET lease_owner = ?, lease_expires_at = ?, heartbeat_at = ?, started_at = ?, pid = ?, "
-                "machine = ?, home = ? WHERE name = ?",
-                (owner, now + ttl_ms, now, now, pid, machine, home, name),
+        store.db.write(
+            "UPDATE hosts SET lease_owner = ?, lease_expires_at = ?, heartbeat_at = ?, started_at = ?, pid = ?, "
+            "machine = ?, home = ? WHERE name = ?",
+            (owner, now + ttl_ms, now, now, pid, machine, home, name),
+        )
+        if force:
+            store.db.write(
+                "UPDATE agents SET host = ? WHERE kind = 'agent' AND (host IS NULL OR host != ?)", (name, name)
             )
-            if force:
-                self._tx.db.write(
-                    "UPDATE agents SET host = ? WHERE kind = 'agent' AND (host IS NULL OR host != ?)", (name, name)
-                )
-        self._tx.host = name
-        self._lease_owner = owner
+    store.host = name
+    store.lease_owner = owner
 
-    def renew_host(self, ttl_ms: int) -> bool:
-        """Extend this app's lease; False when it was lost (another app took the host after it expired)."""
-        with self._tx.atomic():
-            now = self._tx.clock_ms()
-            return (
-                self._tx.db.write(
-                    "UPDATE hosts SET lease_expires_at = ?, heartbeat_at = ? WHERE name = ? AND lease_owner = ?",
-                    (now + ttl_ms, now, self._tx.host, self._lease_owner),
-                ).rowcount
-                == 1
-            )
 
-    def release_host(self) -> None:
-        """A clean stop: the lease ends now, so the host shows offline at once."""
-        with self._tx.atomic():
-            self._tx.db.write(
-                "UPDATE hosts SET lease_owner = NULL, lease_expires_at = NULL WHERE name = ? AND lease_owner = ?",
-                (self._tx.host, self._lease_owner),
-            )
+def renew_host(store: Store, ttl_ms: int) -> bool:
+    """Extend this app's lease; False when it was lost (another app took the host after it expired)."""
+    with store.atomic():
+        now = store.backend.clock_ms()
+        return (
+            store.db.write(
+                "UPDATE hosts SET lease_expires_at = ?, heartbeat_at = ? WHERE name = ? AND lease_owner = ?",
+                (now + ttl_ms, now, store.host, store.lease_owner),
+            ).rowcount
+            == 1
+        )
 
-    def hosts(self) -> list[HostInfo]:
-        now = self._tx.clock_ms()
-        return [
-            HostInfo(
-                name=r[0],
-                live=r[1] is not None and r[2] is not None and r[2] > now,
-                heartbeat_at=r[3],
-                started_at=r[4],
-                pid=r[5],
-                machine=r[6],
-            )
-            for r in self._tx.db.execute(f"SELECT {HOST_COLS} FROM hosts ORDER BY name")
-        ]
+
+def release_host(store: Store) -> None:
+    """A clean stop: the lease ends now, so the host shows offline at once."""
+    with store.atomic():
+        store.db.write(
+            "UPDATE hosts SET lease_owner = NULL, lease_expires_at = NULL WHERE name = ? AND lease_owner = ?",
+            (store.host, store.lease_owner),
+        )
+
+
+def list_hosts(store: Store) -> list[HostInfo]:
+    """Every host of the store, by name, and whether its app's lease is live on the store's clock."""
+    now = store.backend.clock_ms()
+    return [
+        HostInfo(
+            name=r[0],
+            live=r[1] is not None and r[2] is not None and r[2] > now,
+            heartbeat_at=r[3],
+            started_at=r[4],
+            pid=r[5],
+            machine=r[6],
+        )
+        for r in store.db.execute(f"SELECT {HOST_COLS} FROM hosts ORDER BY name")
+    ]

@@ -2,8 +2,8 @@
 database connection leaves the store package.
 
 Never used by the app. Each hook takes a store the caller opened itself (never the running app's) and returns
-plain values. A backend offers them through `test_backdoor()`, which returns an object of the protocol below
-(`Backdoor`; the embedded store's also `SqliteBackdoor`), so these hooks need nothing private of a store.
+plain values. Each backend is also its store's backdoor: it implements the protocol below (`Backdoor`; the embedded
+one also `SqliteBackdoor`), so these hooks need nothing private of a store.
 """
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from wardian.model import InteractionKind
 from wardian.store._sql import new_public_id, now_ms
-from wardian.store.api import Store
+from wardian.store.engine import Store
 
 T = TypeVar("T")
 
 
+@runtime_checkable
 class Backdoor(Protocol):
     """Statements of a test's own, on the store's connection, with the store's error mapping."""
 
@@ -28,31 +29,22 @@ class Backdoor(Protocol):
         ...
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        """Run one statement for each of `rows`, inside one transaction."""
+        """Run one statement for each of `rows`, inside the caller's transaction."""
         ...
 
 
+@runtime_checkable
 class SqliteBackdoor(Backdoor, Protocol):
     """The embedded store's: also SQLite's progress handler (how much work its virtual machine did)."""
 
     def set_progress_handler(self, handler: Callable[[], int] | None, every: int) -> None: ...
 
 
-@runtime_checkable
-class HasBackdoor(Protocol):
-    def test_backdoor(self) -> Backdoor: ...
-
-
-@runtime_checkable
-class HasSqliteBackdoor(Protocol):
-    def test_backdoor(self) -> SqliteBackdoor: ...
-
-
 def backdoor(store: Store) -> Backdoor:
-    """The backdoor of a store this process opened. Raises: TypeError (a store without one)."""
-    if not isinstance(store, HasBackdoor):
-        raise TypeError(f"{type(store).__name__} offers no test backdoor")
-    return store.test_backdoor()
+    """The backdoor of a store this process opened: its backend. Raises: TypeError (a backend without one)."""
+    if not isinstance(store.backend, Backdoor):
+        raise TypeError(f"{type(store.backend).__name__} offers no test backdoor")
+    return store.backend
 
 
 def execute(store: Store, sql: str, parameters: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -67,7 +59,8 @@ def execute(store: Store, sql: str, parameters: Sequence[Any] = ()) -> list[tupl
 
 def executemany(store: Store, sql: str, rows: Iterable[Sequence[Any]]) -> None:
     """Run one statement for each of `rows`, inside one transaction."""
-    backdoor(store).executemany(sql, rows)
+    with store.atomic():
+        backdoor(store).executemany(sql, rows)
 
 
 def set_max_page_count(store: Store, pages: int) -> int:
@@ -88,9 +81,9 @@ def seed_information(store: Store, sender_id: int, recipient_ids: Sequence[int],
 def vm_steps(store: Store, fn: Callable[[], T], every: int = 100) -> tuple[T, int]:
     """Run `fn` and count how much work SQLite did for it: the number of times its virtual machine passed another
     `every` instructions. A query whose count does not grow with the store reads only what it returns."""
-    if not isinstance(store, HasSqliteBackdoor):
-        raise TypeError(f"{type(store).__name__} is not an embedded store")
-    door = store.test_backdoor()
+    door = store.backend
+    if not isinstance(door, SqliteBackdoor):
+        raise TypeError(f"{type(door).__name__} is not an embedded store's backend")
     count = 0
 
     def tick() -> int:

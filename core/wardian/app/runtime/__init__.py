@@ -28,7 +28,7 @@ from wardian import errors
 from wardian.app import outcomes
 from wardian.app.runtime.dispatch import Dispatcher
 from wardian.app.runtime.handle import AgentHandle, Owners
-from wardian.app.runtime.hosts import HostScope, OtherHosts
+from wardian.app.runtime.hosts import HostScope, OtherHosts, served_host
 from wardian.app.runtime.launch import Launcher
 from wardian.app.runtime.lost import recover_lost
 from wardian.app.runtime.observe import Observer
@@ -37,6 +37,7 @@ from wardian.app.signals import MailboxSignals
 from wardian.app.writer import StoreWriter
 from wardian.home import Home
 from wardian.providers import Provider
+from wardian.store import ledger, mailbox, roster
 from wardian.store.api import StoreEvent
 
 log = logging.getLogger("wardian.app.runtime")
@@ -73,29 +74,29 @@ class Runtime:
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         async with anyio.create_task_group() as tg:
             self.launcher.tg = tg
-            self.hosts.host = await self.writer.call(lambda s: s.host)
+            self.hosts.host = await self.writer.call(served_host)
             await self.recover()
             task_status.started()
-            for agent_id in await self.writer.call(lambda s: s.agents_desired_on()):
-                agent = await self.writer.call(lambda s, a=agent_id: s.managed_agent(a))
+            for agent_id in await self.writer.call(roster.agents_desired_on):
+                agent = await self.writer.call(roster.managed_agent, agent_id)
                 tg.start_soon(self.launcher.launch_logged, agent)
             await anyio.sleep_forever()
 
     async def recover(self) -> None:
         """Startup: mark bindings whose observation was lost uncertain, then let their providers settle them from
         their own records (`lost`); publish captured outcomes once."""
-        await self.writer.call(lambda s: s.reset_observed_state())
-        lost = await self.writer.call(lambda s: s.mark_lost_bindings_uncertain(outcomes.RESTART_LOST))
+        await self.writer.call(roster.reset_observed_state)
+        lost = await self.writer.call(ledger.mark_lost_bindings_uncertain, outcomes.RESTART_LOST)
         if lost:
             log.warning("marked %d deliveries uncertain after a restart: %s", len(lost), ", ".join(lost))
         # Before any agent starts (and is dispatched to), each provider settles what its own records show of these
         # (and of any a start that stopped midway left unsettled).
         await recover_lost(self.home, self.writer, self.providers, self.signals.notify)
-        pushes = await self.writer.call(lambda s: s.pushes_interrupted(outcomes.PUSH_INTERRUPTED))
+        pushes = await self.writer.call(mailbox.pushes_interrupted, outcomes.PUSH_INTERRUPTED)
         if pushes:
             log.warning("marked %d pushes uncertain after a restart: %s", len(pushes), ", ".join(pushes))
-        for request_id in await self.writer.call(lambda s: s.unpublished_outcomes()):
-            published = await self.writer.call(lambda s, r=request_id: s.publish_outcome(r))
+        for request_id in await self.writer.call(ledger.unpublished_outcomes):
+            published = await self.writer.call(ledger.publish_outcome, request_id)
             if published is not None:
                 self.signals.notify(published.requester_uuid)
 

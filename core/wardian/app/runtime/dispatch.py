@@ -29,7 +29,7 @@ from wardian.app.writer import StoreWriter
 from wardian.faults import crashpoint
 from wardian.model import ClaimKind, ManagedAgent, PendingTask
 from wardian.providers import TaskDelivery
-from wardian.store import Store
+from wardian.store import Store, ledger, roster
 
 log = logging.getLogger("wardian.app.runtime")
 
@@ -43,16 +43,17 @@ STALE_SETTLE_S = 2.0  # after a stale-turn rejection, how long to wait for that 
 Submitted = Literal["accepted", "stale", "busy", "rejected", "uncertain"]
 
 
-def _read_pending(s: Store, handle: AgentHandle,
+def _read_pending(store: Store, handle: AgentHandle,
                   plan: tuple[str, str | None] | None) -> tuple[list[PendingTask], tuple[str, str] | None]:
     """The agent's pending tasks and, with `plan` (message id, conversation), the first one's dispatch claim taken in
     the same transaction: (its request id, the message id) when won."""
-    tasks = s.pending_tasks(handle.agent_id)
+    tasks = ledger.pending_tasks(store, handle.agent_id)
     if plan is None or not tasks:
         return tasks, None
     message_id, thread = plan
     rid = tasks[0].request_id
-    won = s.claim_task(rid, ClaimKind.DISPATCH, handle.generation, provider_message_id=message_id, thread_id=thread)
+    won = ledger.claim_task(store, rid, ClaimKind.DISPATCH, handle.generation, provider_message_id=message_id,
+                            thread_id=thread)
     return (tasks, (rid, message_id)) if won else (tasks[1:], None)
 
 
@@ -81,8 +82,7 @@ class Dispatcher:
             # the dispatcher woke. Busy: the tasks are read, and each claimed when it is offered.
             plan = self._first_claim(handle)
             # Bare (no savepoint of its own): its one write, the claim, comes after its reads.
-            tasks, first = await self.writer.call(lambda s, p=plan: _read_pending(s, handle, p), bare=True,
-                                                  urgent=plan is not None)
+            tasks, first = await self.writer.call(_read_pending, handle, plan, bare=True, urgent=plan is not None)
             if not tasks or not await self._dispatch_round(handle, tasks, first):
                 return
 
@@ -109,9 +109,8 @@ class Dispatcher:
                 # A provider that takes a client-chosen message id gets one now; it is persisted with the claim.
                 message_id = runtime.plan_message_id() if active is None else None
                 thread = runtime.thread_id if message_id is not None else None
-                won = await self.writer.call(lambda s, t=task, m=message_id, th=thread: s.claim_task(
-                    t.request_id, ClaimKind.DISPATCH, handle.generation, provider_message_id=m, thread_id=th),
-                    bare=True, urgent=True)
+                won = await self.writer.call(ledger.claim_task, task.request_id, ClaimKind.DISPATCH, handle.generation,
+                                             message_id, thread, bare=True, urgent=True)
                 if not won:
                     continue
             crashpoint("after_claim_before_provider_submit")
@@ -154,13 +153,12 @@ class Dispatcher:
         except errors.WardianError as exc:
             reason = outcomes.submission_unknown(exc.code, exc.message)
             looked_up = bool(exc.details.get("looked_up"))
-            await self.writer.call(lambda s: s.mark_uncertain(rid, reason, looked_up=looked_up))
+            await self.writer.call(ledger.mark_uncertain, rid, reason, looked_up)
             log.warning("task %s: delivery uncertain (%s: %s)%s; it will not be resubmitted", rid, exc.code,
                         exc.message, "; a lookup did not find its message" if looked_up else "")
             return "uncertain"
         crashpoint("after_provider_submit_before_ack_persist")
-        await self.writer.call(lambda s: s.bind_submission(rid, handle.generation, runtime.thread_id or "", turn_id,
-                                                           lookup=lookup))
+        await self.writer.call(ledger.bind_submission, rid, handle.generation, runtime.thread_id or "", turn_id, lookup)
         if lookup is not None:
             log.warning("task %s: the provider's answer was lost (%s), and a lookup found message %s: the delivery "
                         "is confirmed", rid, lookup, turn_id)
@@ -173,13 +171,12 @@ class Dispatcher:
         """The provider certainly did not admit the task: give its claim back, and say what to do next."""
         if isinstance(exc, errors.StaleTurn):
             # Confirmed not admitted: give the claim back, then read the current activity again.
-            await self.writer.call(lambda s: s.release_claim(rid, handle.generation))
+            await self.writer.call(ledger.release_claim, rid, handle.generation)
             log.info("task %s: stale turn %s, claim released", rid, active)
             return "stale"
         if isinstance(exc, errors.ConversationGone):
             # Nothing was accepted, and the provider already has a fresh conversation: offer the task again there.
-            note = exc.message
-            await self.writer.call(lambda s: s.release_claim(rid, handle.generation, rejection=note))
+            await self.writer.call(ledger.release_claim, rid, handle.generation, exc.message)
             handle.gone[rid] = handle.gone.get(rid, 0) + 1
             log.warning("task %s: %s; claim released, offered again", rid, exc.message)
             if handle.gone[rid] < MAX_CONVERSATION_REJECTIONS:
@@ -187,15 +184,14 @@ class Dispatcher:
             del handle.gone[rid]
             return exc
         if isinstance(exc, errors.ProviderBusy):
-            await self.writer.call(lambda s: s.release_claim(rid, handle.generation))
+            await self.writer.call(ledger.release_claim, rid, handle.generation)
             log.info("task %s: %s; claim released, offered again shortly", rid, exc.message)
             return "busy"
         if isinstance(exc, errors.ProviderRefused):
             # Nothing was accepted, and the same request would be refused again: the task gets its answer now.
-            note = exc.message
-            await self.writer.call(lambda s: s.release_claim(rid, handle.generation, rejection=note))
+            await self.writer.call(ledger.release_claim, rid, handle.generation, exc.message)
             return exc
-        await self.writer.call(lambda s: s.release_claim(rid, handle.generation))
+        await self.writer.call(ledger.release_claim, rid, handle.generation)
         log.info("task %s: not admitted (%s), claim released", rid, exc.code)
         return "rejected"
 
@@ -203,7 +199,7 @@ class Dispatcher:
         """A definite failure before submission (the provider accepted nothing, and would refuse again): one
         correlated `failed` notice from Wardian, committed together with the task's failure."""
         text = outcomes.refused_notice(handle.name, exc.code, exc.message)
-        published = await self.writer.call(lambda s: s.fail_task(rid, handle.generation, text, self.pushes.can_push))
+        published = await self.writer.call(ledger.fail_task, rid, handle.generation, text, self.pushes.can_push)
         log.warning("task %s: refused by the provider (%s); answered with a failed notice", rid, exc.code)
         if published is not None and published.record_id is not None:
             await self.pushes.deliver(published.requester_uuid, published.record_id, published.pushing)
@@ -211,10 +207,10 @@ class Dispatcher:
     async def fail_pending(self, agent: ManagedAgent, exc: errors.WardianError) -> None:
         """A definite failure before submission: each pending task gets one correlated `failed` notice from
         Wardian, committed together with the task's failure (nothing was submitted)."""
-        generation = (await self.writer.call(lambda s: s.managed_agent(agent.id))).generation
+        generation = (await self.writer.call(roster.managed_agent, agent.id)).generation
         text = start_failure_notice(agent.name, exc.code, exc.message)
-        for task in await self.writer.call(lambda s: s.pending_tasks(agent.id)):
-            published = await self.writer.call(lambda s, t=task: s.fail_task(t.request_id, generation, text,
-                                                                             self.pushes.can_push))
+        for task in await self.writer.call(ledger.pending_tasks, agent.id):
+            published = await self.writer.call(ledger.fail_task, task.request_id, generation, text,
+                                               self.pushes.can_push)
             if published is not None and published.record_id is not None:
                 await self.pushes.deliver(published.requester_uuid, published.record_id, published.pushing)

@@ -17,9 +17,15 @@ from wardian.app.runtime.handle import Owners
 from wardian.app.runtime.push import PushQueue
 from wardian.app.signals import MailboxSignals
 from wardian.app.writer import StoreWriter
+from wardian.store import Store, mailbox, roster
 from wardian.store.api import InterruptAnnounced, RecordAnnounced, Resynced, StoreEvent
 
 log = logging.getLogger("wardian.app.runtime")
+
+
+def served_host(store: Store) -> str | None:
+    """The host the store serves: the one the app claimed when it started (None: a store no app claimed yet)."""
+    return store.host
 
 
 class HostScope:
@@ -34,7 +40,7 @@ class HostScope:
 
     async def check_mine(self, writer: StoreWriter, agent_id: int) -> None:
         """Raises: Unsupported (the agent belongs to another host, whose app alone runs it)."""
-        agent = await writer.call(lambda s: s.agent(agent_id))
+        agent = await writer.call(roster.agent, agent_id)
         if not self.is_mine(agent.host):
             raise errors.Unsupported(
                 f"agent {agent.name!r} belongs to host {agent.host!r}; this app serves host {self.host!r}: start, "
@@ -92,6 +98,6 @@ class OtherHosts:
         for handle in list(self.owners.values()):
             handle.kick.set()
         for uuid in self.signals.subscribed():
-            found = await self.writer.call(lambda s, u=uuid: s.find_agents(u))
-            if found and await self.writer.call(lambda s, a=found[0].id: s.has_unacked(a)):
+            found = await self.writer.call(roster.find_agents, uuid)
+            if found and await self.writer.call(mailbox.has_unacked, found[0].id):
                 self.signals.notify(uuid)

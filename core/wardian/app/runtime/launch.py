@@ -32,7 +32,7 @@ from wardian.home import Home
 from wardian.model import AgentStatus, ManagedAgent
 from wardian.overrides import check_override
 from wardian.providers import Capabilities, LaunchSpec, Provider
-from wardian.store import Store
+from wardian.store import Store, ledger, roster
 
 log = logging.getLogger("wardian.app.runtime")
 
@@ -76,7 +76,7 @@ class Launcher:
         Raises: NotMine (another host's agent); Unsupported (no such mode, no tool grants); InvalidArguments (a bad
             setting)."""
         await self.hosts.check_mine(self.writer, agent_id)
-        saved = await self.writer.call(lambda s: s.managed_agent(agent_id))
+        saved = await self.writer.call(roster.managed_agent, agent_id)
         provider = self._provider(saved)
         try:
             caps: Capabilities | None = (await provider.probe()).capabilities
@@ -94,8 +94,8 @@ class Launcher:
         """
         # The grants are kept with the agent like its settings (the same rule: this start's replace the last's), so
         # an app restart and a relaunch for new work grant them again.
-        await self.writer.call(lambda s: s.set_desired(agent_id, "on", mode, list(overrides), list(approve_tools)))
-        agent = await self.writer.call(lambda s: s.managed_agent(agent_id))
+        await self.writer.call(roster.set_desired, agent_id, "on", mode, list(overrides), list(approve_tools))
+        agent = await self.writer.call(roster.managed_agent, agent_id)
         existing = self.owners.get(agent.uuid)
         if existing is not None:
             await self._stop(existing)
@@ -106,8 +106,8 @@ class Launcher:
     async def turn_off(self, agent_id: int) -> AgentHandle | None:
         """Stop the agent's runtime, and do not start it again for new tasks (desired off); the stopped runtime's
         handle, or None when none ran."""
-        await self.writer.call(lambda s: s.set_desired(agent_id, "off"))
-        agent = await self.writer.call(lambda s: s.managed_agent(agent_id))
+        await self.writer.call(roster.set_desired, agent_id, "off")
+        agent = await self.writer.call(roster.managed_agent, agent_id)
         handle = self.owners.get(agent.uuid)
         if handle is None:
             return None
@@ -116,7 +116,7 @@ class Launcher:
 
     async def attach_info(self, agent_id: int) -> dict[str, Any]:
         """How a person's terminal attaches to the agent's app-owned runtime (`wardian agent attach`)."""
-        agent = await self.writer.call(lambda s: s.managed_agent(agent_id))
+        agent = await self.writer.call(roster.managed_agent, agent_id)
         handle = self.owners.get(agent.uuid)
         if handle is None or not handle.caps.attach:
             raise errors.NotActive(f"agent {agent.name!r} has no attached-mode runtime; start it with "
@@ -144,10 +144,10 @@ class Launcher:
     async def _start_inactive(self, agent_uuid: str) -> None:
         """An accepted task for an inactive agent that was started before (desired on) starts its runtime and
         resumes the same conversation; an explicit off stays off until the agent is started again."""
-        agents = await self.writer.call(lambda s: s.find_agents(agent_uuid))
+        agents = await self.writer.call(roster.find_agents, agent_uuid)
         if not agents or not self.hosts.is_mine(agents[0].host):
             return  # another host's agent: its own app starts it (it hears of the task from the store)
-        agent = await self.writer.call(lambda s: s.managed_agent(agents[0].id))
+        agent = await self.writer.call(roster.managed_agent, agents[0].id)
         if agent.desired != "on" or agent.uuid in self.owners or agent.uuid in self._starting:
             return
         try:
@@ -168,10 +168,10 @@ class Launcher:
         except errors.NotSignedIn as exc:
             # Refused for missing or rejected credentials: the agent shows signed_out (with the reason), not errored.
             reason = exc.message
-            await self.writer.call(lambda s: _refused_signed_out(s, agent.id, reason))
+            await self.writer.call(_refused_signed_out, agent.id, reason)
             raise
         except errors.WardianError:
-            await self.writer.call(lambda s: s.mark_errored(agent.id))
+            await self.writer.call(roster.mark_errored, agent.id)
             raise
 
     def _provider(self, agent: ManagedAgent) -> Provider:
@@ -191,10 +191,10 @@ class Launcher:
         # answer over D-Bus. A missing named credential refuses the start before anything runs.
         credentials = await anyio.to_thread.run_sync(
             lambda: credentials_for(self.credentials, agent.provider, agent.name, agent.auth))
-        generation = await self.writer.call(lambda s: s.begin_generation(agent.id))
+        generation = await self.writer.call(roster.begin_generation, agent.id)
         # Managed startup registers wardian's MCP server with a session bound to this generation, so whatever the
         # agent does through it is fenced by the generation that runs it.
-        session = await self.writer.call(lambda s: s.create_session(agent.id, "managed"))
+        session = await self.writer.call(roster.create_session, agent.id, "managed")
         workspace = Path(agent.workspace) if agent.workspace else self.home.default_workspace(agent.uuid)
         await anyio.to_thread.run_sync(lambda: workspace.mkdir(parents=True, exist_ok=True))
         spec = LaunchSpec(
@@ -241,10 +241,10 @@ class Launcher:
             handle.done.set()
             raise failure  # the launcher records the failure (errored)
         with anyio.CancelScope(shield=True):
-            await self.writer.call(lambda s: s.observe(handle.agent_id, handle.generation, AgentStatus.OFF))
+            await self.writer.call(roster.observe, handle.agent_id, handle.generation, AgentStatus.OFF)
             # Turns this runtime was running can no longer be observed to end: never guess, never replay.
-            lost = await self.writer.call(lambda s: s.mark_generation_lost(
-                handle.agent_id, handle.generation, outcomes.runtime_lost(handle.generation)))
+            lost = await self.writer.call(ledger.mark_generation_lost, handle.agent_id, handle.generation,
+                                          outcomes.runtime_lost(handle.generation))
             handle.lost = lost
             if lost:
                 log.warning("runtime of %s ended; deliveries marked uncertain: %s", handle.name, ", ".join(lost))
@@ -260,8 +260,7 @@ class Launcher:
                 log.error("the provider runtime of %s failed to start", handle.name, exc_info=exc)
                 return _first_cause(exc)
             status = AgentStatus.IDLE if runtime.ready else AgentStatus.STARTING
-            await self.writer.call(lambda s: s.observe(handle.agent_id, handle.generation, status,
-                                                       thread_id=thread_id))
+            await self.writer.call(roster.observe, handle.agent_id, handle.generation, status, thread_id)
             self.owners[handle.uuid] = handle
             tg.start_soon(self.observer.run, handle)
             tg.start_soon(self.dispatcher.run, handle)
@@ -300,9 +299,9 @@ def start_warnings(runtime: object) -> list[str]:
 def _refused_signed_out(store: Store, agent_id: int, reason: str) -> None:
     """The agent's start was refused because it is not signed in: `signed_out` (and why) in its current generation
     (a start refused before its runtime ran still has its previous one); the next start clears it."""
-    generation = store.managed_agent(agent_id).generation
-    store.observe(agent_id, generation, AgentStatus.SIGNED_OUT)
-    store.mark_signed_out(agent_id, generation, reason)
+    generation = roster.managed_agent(store, agent_id).generation
+    roster.observe(store, agent_id, generation, AgentStatus.SIGNED_OUT)
+    roster.mark_signed_out(store, agent_id, generation, reason)
 
 
 def _first_cause(exc: BaseException) -> BaseException:

@@ -23,6 +23,7 @@ from wardian.home import Home
 from wardian.model import LostTask
 from wardian.providers import Provider
 from wardian.providers.base import Finding, LostDelivery, RecoversLost, Recovery, lost_recoverer
+from wardian.store import ledger, lost, roster
 
 log = logging.getLogger("wardian.app.runtime")
 
@@ -34,9 +35,9 @@ running, then reads its records)."""
 async def recover_lost(home: Home, writer: StoreWriter, providers: Mapping[str, Provider],
                        notify: Callable[[str], None]) -> None:
     """Settle every restart-lost delivery of this host's agents whose provider keeps a record of them."""
-    lost = await writer.call(lambda s: s.restart_lost_tasks(outcomes.RESTART_LOST))
+    uncertain = await writer.call(lost.restart_lost_tasks, outcomes.RESTART_LOST)
     by_agent: dict[int, list[LostTask]] = {}
-    for task in lost:
+    for task in uncertain:
         by_agent.setdefault(task.agent_id, []).append(task)
     async with anyio.create_task_group() as tg:
         for agent_id, tasks in by_agent.items():
@@ -45,7 +46,7 @@ async def recover_lost(home: Home, writer: StoreWriter, providers: Mapping[str, 
 
 async def _recover_agent(home: Home, writer: StoreWriter, providers: Mapping[str, Provider],
                          notify: Callable[[str], None], agent_id: int, tasks: Sequence[LostTask]) -> None:
-    agent = await writer.call(lambda s: s.managed_agent(agent_id))
+    agent = await writer.call(roster.managed_agent, agent_id)
     provider = providers.get(agent.provider)
     recoverer: RecoversLost | None = None if provider is None else lost_recoverer(provider)
     if provider is None or recoverer is None:
@@ -73,15 +74,16 @@ async def _settle(writer: StoreWriter, notify: Callable[[str], None], agent_name
     reply = None if recovery.outcome is None else outcome_reply(recovery.outcome)
     if recovery.finding is Finding.ANSWERED and reply is not None:
         status, text = reply
-        await writer.call(lambda s: s.capture_outcome(rid, status, text))
-        published = await writer.call(lambda s: s.publish_outcome(rid))
+        await writer.call(ledger.capture_outcome, rid, status, text)
+        published = await writer.call(ledger.publish_outcome, rid)
         if published is not None:
             notify(published.requester_uuid)
         log.warning("agent %s: the result of task %s, lost when the app stopped, was recovered from the "
                     "provider's record (%s)", agent_name, rid, status.value)
     elif recovery.finding is Finding.NOT_FOUND:
-        await writer.call(lambda s: s.restate_uncertain(rid, outcomes.RESTART_NOT_FOUND, looked_up=True))
+        looked_up = True  # the provider's record was searched for its message
+        await writer.call(lost.restate_uncertain, rid, outcomes.RESTART_NOT_FOUND, looked_up)
         log.warning("agent %s: task %s is not in the provider's record; it stays uncertain", agent_name, rid)
     else:
-        await writer.call(lambda s: s.restate_uncertain(rid, outcomes.RESTART_TAKEN))
+        await writer.call(lost.restate_uncertain, rid, outcomes.RESTART_TAKEN)
         log.warning("agent %s: task %s was taken but never answered; it stays uncertain", agent_name, rid)

@@ -18,6 +18,7 @@ from wardian.faults import crashpoint
 from wardian.model import AgentStatus
 from wardian.providers import StateChange
 from wardian.providers.base import ConversationReplaced, TurnOutcome
+from wardian.store import ledger, roster
 
 log = logging.getLogger("wardian.app.runtime")
 
@@ -39,15 +40,14 @@ class Observer:
                     await self._turn_ended(handle, event)
 
     async def _replaced(self, handle: AgentHandle, event: ConversationReplaced) -> None:
-        await self.writer.call(lambda s: s.replace_thread(
-            handle.agent_id, handle.generation, event.previous, event.current, event.reason))
+        await self.writer.call(roster.replace_thread, handle.agent_id, handle.generation, event.previous,
+                               event.current, event.reason)
         log.warning("agent %s: conversation %s could not be used (%s); it is now %s", handle.name,
                     event.previous, event.reason, event.current)
 
     async def _state(self, handle: AgentHandle, event: StateChange) -> None:
-        await self.writer.call(lambda s: s.observe(
-            handle.agent_id, handle.generation, event.status, thread_id=event.thread_id,
-            active_turn_id=event.active_turn_id))
+        await self.writer.call(roster.observe, handle.agent_id, handle.generation, event.status, event.thread_id,
+                               event.active_turn_id)
         if event.status is AgentStatus.OFF:
             handle.scope.cancel()  # the runtime ended: take its dispatcher and observer down with it
         elif event.status is AgentStatus.IDLE:
@@ -56,26 +56,26 @@ class Observer:
 
     async def _turn_ended(self, handle: AgentHandle, outcome: TurnOutcome) -> None:
         if outcome.credentials_rejected:
-            await self.writer.call(lambda s: s.mark_signed_out(
-                handle.agent_id, handle.generation, outcome.error or "credentials rejected"))
+            await self.writer.call(roster.mark_signed_out, handle.agent_id, handle.generation,
+                                   outcome.error or "credentials rejected")
             log.warning("agent %s: its provider rejected its credentials (turn %s)", handle.name, outcome.turn_id)
         async with handle.runtime.submit_lock:  # every binding of this turn is persisted by now
-            request_ids = await self.writer.call(lambda s: s.tasks_of_turn(outcome.turn_id))
+            request_ids = await self.writer.call(ledger.tasks_of_turn, outcome.turn_id)
         if request_ids and handle.caps.exact_completion:
             reply = outcome_reply(outcome)
             if reply is None:
                 # Never guessed, never replayed: the turn's tasks are uncertain from now on.
+                reason = outcomes.unknown_outcome(outcome.turn_id)
                 for rid in request_ids:
-                    await self.writer.call(lambda s, r=rid: s.mark_uncertain(r, outcomes.unknown_outcome(
-                        outcome.turn_id)))
+                    await self.writer.call(ledger.mark_uncertain, rid, reason)
                 log.warning("turn %s of %s ended with an unknown outcome; uncertain: %s", outcome.turn_id,
                             handle.name, ", ".join(request_ids))
             else:
                 status, text = reply
                 for rid in request_ids:
-                    await self.writer.call(lambda s, r=rid: s.capture_outcome(r, status, text))
+                    await self.writer.call(ledger.capture_outcome, rid, status, text)
                     crashpoint("after_terminal_evidence_before_reply_publish")
-                    published = await self.writer.call(lambda s, r=rid: s.publish_outcome(r, self.pushes.can_push))
+                    published = await self.writer.call(ledger.publish_outcome, rid, self.pushes.can_push)
                     if published is not None and published.record_id is not None:
                         await self.pushes.deliver(published.requester_uuid, published.record_id, published.pushing)
         handle.kick.set()  # the turn ended: pending tasks get another chance

@@ -18,6 +18,7 @@ from wardian.app import outcomes
 from wardian.app.runtime.handle import AgentHandle, Owners
 from wardian.app.signals import PROVIDER_CONTEXT, MailboxSignals
 from wardian.app.writer import StoreWriter
+from wardian.store import history, mailbox
 
 log = logging.getLogger("wardian.app.runtime")
 
@@ -64,7 +65,7 @@ class PushQueue:
         """At idle: push what waited for the turn to end, each record only if no receive has taken it meanwhile."""
         while handle.deferred and handle.runtime.ready and handle.runtime.active_turn_id is None:
             record_id = handle.deferred.pop(0)
-            if await self.writer.call(lambda s, r=record_id: s.claim_push(r)):
+            if await self.writer.call(mailbox.claim_push, record_id):
                 await self.push(handle.uuid, record_id)
 
     async def push(self, recipient_uuid: str, record_id: str) -> bool:
@@ -79,7 +80,7 @@ class PushQueue:
         if handle is None or not handle.runtime.ready or not handle.caps.inject:
             await self._release(recipient_uuid, record_id, "the runtime is gone")
             return False
-        record = await self.writer.call(lambda s: s.interaction(record_id))
+        record = await self.writer.call(history.interaction, record_id)
         try:
             await handle.runtime.push([record], timeout_s=PUSH_TIMEOUT_S)
         except errors.Rejected as exc:
@@ -87,16 +88,16 @@ class PushQueue:
             return False
         except errors.WardianError as exc:
             reason = outcomes.push_unknown(exc.code, exc.message)
-            await self.writer.call(lambda s: s.push_uncertain(record_id, reason))
+            await self.writer.call(mailbox.push_uncertain, record_id, reason)
             log.warning("record %s: push uncertain (%s); it stays off the receive path", record_id, exc.code)
             self.signals.notify(recipient_uuid, PROVIDER_CONTEXT)
             return False
-        await self.writer.call(lambda s: s.push_done(record_id))
+        await self.writer.call(mailbox.push_done, record_id)
         self.signals.notify(recipient_uuid, PROVIDER_CONTEXT)
         return True
 
     async def _release(self, recipient_uuid: str, record_id: str, why: str) -> None:
-        await self.writer.call(lambda s: s.push_released(record_id))
+        await self.writer.call(mailbox.push_released, record_id)
         log.info("record %s goes to the receive path (push: %s)", record_id, why)
         self.signals.notify(recipient_uuid)
 
@@ -104,7 +105,7 @@ class PushQueue:
         """A record another app admitted on the receive path (it cannot push into this host's conversations): push
         it now when the recipient's runtime can, if no receive took it first; True when it was pushed."""
         if self.can_push(recipient_uuid):
-            if await self.writer.call(lambda s: s.claim_push(record_id)):
+            if await self.writer.call(mailbox.claim_push, record_id):
                 return await self.push(recipient_uuid, record_id)
             return False
         self.defer(recipient_uuid, record_id)

@@ -4,6 +4,6 @@ agents, operator, story) holding the functions that serve them."""
 from __future__ import annotations
 
 from wardian.app.service.app import HANDLERS, AppService, ConsoleLogins
-from wardian.app.service.messages import admit_op, operator_admit_op
+from wardian.app.service.messages import admit_as
 
-__all__ = ["HANDLERS", "AppService", "ConsoleLogins", "admit_op", "operator_admit_op"]
+__all__ = ["HANDLERS", "AppService", "ConsoleLogins", "admit_as"]

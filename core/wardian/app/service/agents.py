@@ -4,19 +4,28 @@ and the sessions they act under."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 
 from wardian import errors
 from wardian.app import outcomes
+from wardian.app.service.messages import caller_of
 from wardian.app.service.registry import handlers
 from wardian.auth.agents import check_auth_choice
 from wardian.auth.model import DEFAULT_NAME
 from wardian.auth.store import CredentialStore
-from wardian.model import Agent, AgentStatus, Caller, InterruptReceipt, Published
+from wardian.model import (
+    Agent,
+    AgentStatus,
+    Caller,
+    DeliveryDoubts,
+    HostInfo,
+    InterruptReceipt,
+    ManagedAgent,
+    Published,
+)
 from wardian.protocol.methods import (
     AgentAddParams,
     AgentAttachParams,
@@ -41,7 +50,8 @@ from wardian.protocol.methods import (
     managed_agent_result,
     party_result,
 )
-from wardian.store import Store
+from wardian.store import Store, hosts, ledger, mailbox, roster
+from wardian.store.api import Pushable
 
 if TYPE_CHECKING:
     from wardian.app.service.app import AppService
@@ -54,23 +64,29 @@ def offline(agent: Agent) -> Agent:
     return replace(agent, status=AgentStatus.OFF, active_turn_id=None)
 
 
+def _target_of(store: Store, session: str | None, target: str) -> Agent:
+    return roster.resolve_target(store, caller_of(store, session), target)
+
+
+def _record_interrupt(store: Store, session: str | None, target: str) -> InterruptReceipt:
+    caller = caller_of(store, session)
+    return mailbox.record_interrupt(store, caller, roster.resolve_target(store, caller, target))
+
+
 @handlers.serves("agent/interrupt")
 async def interrupt(app: AppService, p: AgentInterruptParams) -> InterruptResult:
-    return await interrupt_as(app, p.target, lambda s: s.authenticate(p.session))
+    return await interrupt_as(app, p.target, p.session)
 
 
-async def interrupt_as(app: AppService, target_name: str, who: Callable[[Store], Caller]) -> InterruptResult:
-    """Interrupt `target_name`'s active turn for the caller `who` names (a session's, or the operator)."""
-    def op(s: Store) -> InterruptReceipt:
-        caller = who(s)
-        return s.record_interrupt(caller, s.resolve_target(caller, target_name))
-
+async def interrupt_as(app: AppService, target_name: str, session: str | None) -> InterruptResult:
+    """Interrupt `target_name`'s active turn for the caller `session` names (`caller_of`: a session's, or the
+    operator's for None)."""
     # A provider that cannot interrupt is refused before anything is recorded.
-    target = await app.writer.call(lambda s: s.resolve_target(who(s), target_name))
+    target = await app.writer.call(_target_of, session, target_name)
     local = app.runtime.is_mine(target.host)
     if local:
         app.runtime.check_interruptible(target.uuid)
-    receipt = await app.writer.call(op)
+    receipt = await app.writer.call(_record_interrupt, session, target_name)
     if local:
         await app.runtime.interrupt(receipt.target.uuid, receipt.turn_id)
     # Another host's agent: the app of that host hears of the recorded interrupt from the store and interrupts
@@ -88,7 +104,7 @@ async def start_agent(app: AppService, p: AgentStartParams) -> AgentStartResult:
         raise errors.InvalidArguments("reset_settings starts the agent without any -c setting; to replace the "
                                       "saved settings give config alone", field="reset_settings",
                                       allowed="reset_settings, or config, not both")
-    agent = await app.writer.call(lambda s: s.resolve_agent(p.agent))
+    agent = await app.writer.call(roster.resolve_agent, p.agent)
     # Everything a start is given is checked before any of it is saved, and a second start of the agent while this
     # one runs is refused with nothing saved: a refused start leaves the agent's settings, grants and sign-in as
     # they were.
@@ -96,7 +112,7 @@ async def start_agent(app: AppService, p: AgentStartParams) -> AgentStartResult:
         auth = await _auth_choice(app, agent.provider, agent.name, p.auth) if p.auth is not None else None
         # A plain start keeps what the last start was given: its mode and its -c settings (the agent's settings
         # travel with it, as a service's do in `docker compose`); `config` replaces them, `reset_settings` drops them.
-        saved = await app.writer.call(lambda s: s.managed_agent(agent.id))
+        saved = await app.writer.call(roster.managed_agent, agent.id)
         mode = p.mode or saved.mode or "background"
         config = [] if p.reset_settings else list(saved.overrides) if p.config is None else list(p.config)
         # Grants are kept with the agent too, but an explicit start grants only what it names (no --approve-tools:
@@ -105,9 +121,9 @@ async def start_agent(app: AppService, p: AgentStartParams) -> AgentStartResult:
         grants = list(saved.approve_tools) if p.keep_settings and not p.approve_tools else list(p.approve_tools)
         await app.runtime.check_start(agent.id, mode, config, grants)
         if p.auth is not None:
-            await app.writer.call(lambda s: s.set_auth(agent.id, auth))
+            await app.writer.call(roster.set_auth, agent.id, auth)
         started = await app.runtime.start_agent(agent.id, mode, config, grants)
-    current = await app.writer.call(lambda s: s.agent(agent.id))
+    current = await app.writer.call(roster.agent, agent.id)
     return {"agent": agent_result(current), "thread_id": started["thread_id"],
             "generation": started["generation"], "provider_version": started["provider_version"],
             "warnings": started["warnings"]}
@@ -115,7 +131,7 @@ async def start_agent(app: AppService, p: AgentStartParams) -> AgentStartResult:
 
 @handlers.serves("agent/attach")
 async def attach_agent(app: AppService, p: AgentAttachParams) -> AgentAttachResult:
-    agent = await app.writer.call(lambda s: s.resolve_agent(p.agent))
+    agent = await app.writer.call(roster.resolve_agent, p.agent)
     info = await app.runtime.attach_info(agent.id)
     return {"socket": info["socket"], "workspace": info["workspace"], "codex": info["codex"],
             "codex_home": info["codex_home"], "thread_id": info["thread_id"], "config": info["config"]}
@@ -123,29 +139,33 @@ async def attach_agent(app: AppService, p: AgentAttachParams) -> AgentAttachResu
 
 @handlers.serves("agent/stop")
 async def stop_agent(app: AppService, p: AgentStopParams) -> AgentStopResult:
-    agent = await app.writer.call(lambda s: s.resolve_agent(p.agent))
+    agent = await app.writer.call(roster.resolve_agent, p.agent)
     stopped = await app.runtime.stop_agent(agent.id)
-    current = await app.writer.call(lambda s: s.agent(agent.id))
+    current = await app.writer.call(roster.agent, agent.id)
     return {"agent": agent_result(current), "stopped": stopped}
+
+
+def _listing(store: Store, session: str | None) -> tuple[
+        Caller | None, list[Agent], dict[int, DeliveryDoubts], list[HostInfo], list[ManagedAgent] | None]:
+    """`agent/list`'s reads, in one transaction: the session's caller (None: the operator), the agents, their
+    delivery doubts, the hosts, and for the operator what the app keeps to start each agent."""
+    caller = roster.authenticate(store, session) if session is not None else None
+    # What the app keeps to start each agent (its settings) is the operator's to see, not its peers'.
+    managed = roster.managed_agents(store) if session is None else None
+    return caller, roster.list_agents(store), ledger.delivery_doubts(store), hosts.list_hosts(store), managed
 
 
 @handlers.serves("agent/list")
 async def list_agents(app: AppService, p: AgentListParams) -> AgentListResult:
-    def op(s: Store) -> Any:
-        caller = s.authenticate(p.session) if p.session is not None else None
-        # What the app keeps to start each agent (its settings) is the operator's to see, not its peers'.
-        managed = s.managed_agents() if p.session is None else None
-        return caller, s.list_agents(), s.delivery_doubts(), s.hosts(), managed
-
-    caller, agents, doubts, hosts, managed = await app.writer.call(op)
-    down = {h.name for h in hosts if not h.live}
+    caller, agents, doubts, all_hosts, managed = await app.writer.call(_listing, p.session)
+    down = {h.name for h in all_hosts if not h.live}
     agents = [offline(a) if a.host in down else a for a in agents]
     result: AgentListResult = {
         "agents": [agent_result(a) for a in agents],
         "caller": party_result(caller.agent) if caller else None,
         "deliveries": {a.uuid: {"uncertain": d.uncertain, "confirmed_by_lookup": d.confirmed_by_lookup}
                        for a in agents if (d := doubts.get(a.id)) is not None},
-        "hosts": {h.name: {"live": h.live, "heartbeat_at": h.heartbeat_at} for h in hosts}}
+        "hosts": {h.name: {"live": h.live, "heartbeat_at": h.heartbeat_at} for h in all_hosts}}
     if managed is not None:
         result["managed"] = {m.uuid: managed_agent_result(m) for m in managed}
     return result
@@ -155,15 +175,7 @@ async def list_agents(app: AppService, p: AgentListParams) -> AgentListResult:
 async def add_agent(app: AppService, p: AgentAddParams) -> AgentResult:
     workspace = p.workspace  # the CLI sends an absolute path
     auth = None if p.auth is None else await _auth_choice(app, p.provider, p.name, p.auth)
-
-    def op(s: Store) -> Agent:
-        with s.atomic():
-            added = s.add_agent(p.name, p.provider, workspace)
-            if auth is not None:
-                s.set_auth(added.id, auth)
-        return added
-
-    agent = await app.writer.call(op)
+    agent = await app.writer.call(_add_agent, p.name, p.provider, workspace, auth)
     log.info("agent added: %s %s", agent.name, agent.uuid)
     return agent_result(agent)
 
@@ -181,13 +193,23 @@ async def _auth_choice(app: AppService, provider: str, agent: str, auth: str) ->
     return auth
 
 
+def _add_agent(store: Store, name: str, provider: str, workspace: str | None, auth: str | None) -> Agent:
+    """A new agent with the credential name its starts use (None: its provider's default), in one transaction."""
+    with store.atomic():
+        added = roster.add_agent(store, name, provider, workspace)
+        if auth is not None:
+            roster.set_auth(store, added.id, auth)
+    return added
+
+
+def _new_session(store: Store, name_or_uuid: str) -> tuple[Agent, str]:
+    agent = roster.resolve_agent(store, name_or_uuid)
+    return agent, roster.create_session(store, agent.id)
+
+
 @handlers.serves("agent/session")
 async def session(app: AppService, p: AgentSessionParams) -> AgentSessionResult:
-    def op(s: Store) -> tuple[Agent, str]:
-        agent = s.resolve_agent(p.agent)
-        return agent, s.create_session(agent.id)
-
-    agent, token = await app.writer.call(op)
+    agent, token = await app.writer.call(_new_session, p.agent)
     log.info("session issued for agent %s", agent.uuid)  # never the token itself
     return {"agent": agent_result(agent), "session_id": token, "home": str(app.home.root)}
 
@@ -195,18 +217,10 @@ async def session(app: AppService, p: AgentSessionParams) -> AgentSessionResult:
 @handlers.serves("agent/remove")
 async def remove_agent(app: AppService, p: AgentRemoveParams) -> AgentRemoveResult:
     runtime = app.runtime
-    agent = await app.writer.call(lambda s: s.resolve_agent(p.agent))
+    agent = await app.writer.call(roster.resolve_agent, p.agent)
     # Its runtime ends first, so nothing of it is in flight any more; what that leaves uncertain is reported.
     lost = await runtime.forget(agent.id)
-
-    def op(s: Store) -> tuple[Agent, list[Published], list[str]]:
-        with s.atomic():
-            removed = s.remove_agent(agent.id)
-            answered, uncertain = s.answer_open_tasks(agent.id, outcomes.removed_notice(removed.name),
-                                                      outcomes.REMOVED_UNCERTAIN, runtime.can_push)
-        return removed, answered, uncertain
-
-    removed, answered, uncertain = await app.writer.call(op)
+    removed, answered, uncertain = await app.writer.call(_remove_agent, agent.id, runtime.can_push)
     log.info("agent removed: %s %s (%d open tasks answered)", removed.name, removed.uuid, len(answered))
     for published in answered:
         if published.record_id is not None:
@@ -215,12 +229,22 @@ async def remove_agent(app: AppService, p: AgentRemoveParams) -> AgentRemoveResu
             "uncertain": [*lost, *uncertain]}
 
 
+def _remove_agent(store: Store, agent_id: int, push: Pushable) -> tuple[Agent, list[Published], list[str]]:
+    """The agent off the roster and each of its open tasks answered (or made uncertain), in one transaction."""
+    with store.atomic():
+        removed = roster.remove_agent(store, agent_id)
+        answered, uncertain = ledger.answer_open_tasks(store, agent_id, outcomes.removed_notice(removed.name),
+                                                       outcomes.REMOVED_UNCERTAIN, push)
+    return removed, answered, uncertain
+
+
+def _revoke(store: Store, name_or_uuid: str, managed_too: bool) -> tuple[Agent, int]:
+    agent = roster.resolve_agent(store, name_or_uuid)
+    return agent, roster.revoke_sessions(store, agent.id, managed_too=managed_too)
+
+
 @handlers.serves("agent/revoke")
 async def revoke_sessions(app: AppService, p: AgentRevokeParams) -> AgentRevokeResult:
-    def op(s: Store) -> tuple[Agent, int]:
-        agent = s.resolve_agent(p.agent)
-        return agent, s.revoke_sessions(agent.id, managed_too=p.all)
-
-    agent, revoked = await app.writer.call(op)
+    agent, revoked = await app.writer.call(_revoke, p.agent, p.all)
     log.info("revoked %d sessions of agent %s", revoked, agent.uuid)
     return {"agent": agent_result(agent), "revoked": revoked}

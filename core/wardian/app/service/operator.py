@@ -14,7 +14,7 @@ from wardian.app.service.agents import interrupt_as, offline
 from wardian.app.service.mailbox import receive_as
 from wardian.app.service.messages import admit
 from wardian.app.service.registry import handlers
-from wardian.model import PROTOCOL_VERSION, InteractionKind
+from wardian.model import PROTOCOL_VERSION, AgentOverview, HostInfo, InteractionKind, ManagedAgent
 from wardian.protocol.methods import (
     AgentOverviewListResult,
     AppStatusResult,
@@ -29,6 +29,7 @@ from wardian.protocol.methods import (
     SendResult,
     agent_overview_result,
 )
+from wardian.store import Store, hosts, roster
 
 if TYPE_CHECKING:
     from wardian.app.service.app import AppService
@@ -48,19 +49,25 @@ async def operator_followup(app: AppService, p: OperatorSendParams) -> SendResul
 
 @handlers.serves("operator/receive")
 async def operator_receive(app: AppService, p: OperatorReceiveParams) -> ReceiveResult:
-    return await receive_as(app, p, lambda s: s.operator())
+    return await receive_as(app, p, None)
 
 
 @handlers.serves("operator/interrupt")
 async def operator_interrupt(app: AppService, p: OperatorInterruptParams) -> InterruptResult:
-    return await interrupt_as(app, p.target, lambda s: s.operator())
+    return await interrupt_as(app, p.target, None)
+
+
+def _overview(store: Store) -> tuple[list[AgentOverview], list[HostInfo], str | None, dict[str, ManagedAgent]]:
+    """`agent/overview`'s reads, in one transaction: the agents with their task counts, the hosts, the host this
+    app serves, and what the app keeps to start each agent (by UUID)."""
+    return (roster.agents_overview(store), hosts.list_hosts(store), store.host,
+            {m.uuid: m for m in roster.managed_agents(store)})
 
 
 @handlers.serves("agent/overview")
 async def agent_overview(app: AppService, p: EmptyParams) -> AgentOverviewListResult:
-    rows, hosts, mine, managed = await app.writer.call(
-        lambda s: (s.agents_overview(), s.hosts(), s.host, {m.uuid: m for m in s.managed_agents()}))
-    down = {h.name for h in hosts if not h.live}
+    rows, all_hosts, mine, managed = await app.writer.call(_overview)
+    down = {h.name for h in all_hosts if not h.live}
     rows = [replace(o, agent=offline(o.agent)) if o.agent.host in down else o for o in rows]
     return {"agents": [agent_overview_result(o, host_live=o.agent.host not in down,
                                              local=o.agent.host in (None, mine),
@@ -79,7 +86,7 @@ async def console_login(app: AppService, p: EmptyParams) -> ConsoleLoginResult:
 
 @handlers.serves("app/status")
 async def status(app: AppService, p: EmptyParams) -> AppStatusResult:
-    agents = await app.writer.call(lambda s: len(s.list_agents()))
+    agents = len(await app.writer.call(roster.list_agents))
     return {"running": True, "version": __version__, "protocol": PROTOCOL_VERSION, "pid": os.getpid(),
             "home": str(app.home.root), "started_at": app.started_at, "agents": agents,
             "waiting": app.signals.waiting(), "console": app.console.address if app.console else None,

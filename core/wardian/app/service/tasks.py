@@ -6,8 +6,10 @@ from typing import TYPE_CHECKING
 
 from wardian.app.service.messages import admit
 from wardian.app.service.registry import handlers
-from wardian.model import InteractionKind, ReplyStatus
+from wardian.model import InteractionKind, ReplyReceipt, ReplyStatus
 from wardian.protocol.methods import ReplyResult, SendResult, TaskFollowupParams, TaskReplyParams, reply_result
+from wardian.store import Store, ledger, roster
+from wardian.store.api import Pushable
 
 if TYPE_CHECKING:
     from wardian.app.service.app import AppService
@@ -18,11 +20,17 @@ async def followup(app: AppService, p: TaskFollowupParams) -> SendResult:
     return await admit(app, p, InteractionKind.TASK)
 
 
+def reply_as(store: Store, session: str, request_id: str, status: ReplyStatus, text: str,
+             push: Pushable) -> ReplyReceipt:
+    """The session's caller replies to its task (`ledger.reply`): its reads come first and its writes are one atomic
+    store function, so it may run bare in a batch."""
+    return ledger.reply(store, roster.authenticate(store, session), request_id, status, text, push)
+
+
 @handlers.serves("task/reply")
 async def reply(app: AppService, p: TaskReplyParams) -> ReplyResult:
     status = ReplyStatus(p.status)
     runtime = app.runtime
-    receipt = await app.writer.call(
-        lambda s: s.reply(s.authenticate(p.session), p.request_id, status, p.message, runtime.can_push), bare=True)
+    receipt = await app.writer.call(reply_as, p.session, p.request_id, status, p.message, runtime.can_push, bare=True)
     pushed = await runtime.deliver(receipt.requester.uuid, receipt.reply_id, receipt.pushing)
     return reply_result(receipt, "provider_visible" if pushed else "admitted")

@@ -10,38 +10,28 @@ batch that only read queues its COMMIT with the rest.
 In a pipeline the server skips everything after a failed statement, and psycopg may report that error in a later
 statement's call, so which operation failed is not known there. A batch in which any statement failed is rolled back
 whole and run again the old way, each operation in its own savepoint, so the operation that failed fails alone and
-the others stand (`Engine.begin_batch`). So is a batch that answered from a roster entry whose version moved. A batch
+the others stand (`Store.begin_batch`). So is a batch that answered from a roster entry whose version moved. A batch
 whose connection broke reports the error to every operation: nothing of it was committed (COMMIT was not sent).
 
-It runs on the store's connection (`connection.PgConnection`) and drives the store's transaction through `Tx`; it
-knows nothing of the engine that calls it.
+It runs on the store's connection (`connection.PgConnection`) and drives the store's transaction
+(`wardian.store.api.Transaction`); it knows nothing of the backend that calls it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import psycopg
 
 from wardian import errors
-from wardian.store.api import BatchResult, Call
+from wardian.store.api import BatchResult, Call, Transaction
 from wardian.store.postgres.connection import PgConnection
 from wardian.store.postgres.roster_cache import VersionedRosterCache
 
 
-class Tx(Protocol):
-    """What a pipelined batch drives of the store's transaction: its depth, one operation, and a rollback."""
-
-    depth: int
-
-    def run_op(self, call: Call, store: object, bare: bool) -> Any: ...
-
-    def undo(self, depth: int) -> None: ...
-
-
-def run_pipelined(link: PgConnection, cache: VersionedRosterCache, tx: Tx, calls: Sequence[Call],
-                  bare: Sequence[bool] | None, store: object) -> list[BatchResult] | None:
+def run_pipelined(link: PgConnection, cache: VersionedRosterCache, tx: Transaction, calls: Sequence[Call],
+                  bare: Sequence[bool] | None) -> list[BatchResult] | None:
     """`begin_batch` in one pipeline; None when the batch must run again op by op (nothing of it stands)."""
     try:
         with link.errors():
@@ -61,7 +51,7 @@ def run_pipelined(link: PgConnection, cache: VersionedRosterCache, tx: Tx, calls
             db.wrote, db.appends = False, []
             version = link.conn.execute("SELECT v FROM roster_version")
             tx.depth = 1
-            _run_ops(link, tx, calls, bare, store, results)
+            _run_ops(link, tx, calls, bare, results)
             if not db.failed:
                 db.flush()
             if not db.failed and not db.wrote:
@@ -81,11 +71,11 @@ def run_pipelined(link: PgConnection, cache: VersionedRosterCache, tx: Tx, calls
     return _settle(link, cache, tx, len(calls), results, version, lost)
 
 
-def _run_ops(link: PgConnection, tx: Tx, calls: Sequence[Call], bare: Sequence[bool] | None, store: object,
+def _run_ops(link: PgConnection, tx: Transaction, calls: Sequence[Call], bare: Sequence[bool] | None,
              results: list[BatchResult]) -> None:
     for i, call in enumerate(calls):
         try:
-            value = tx.run_op(call, store, bare is not None and bare[i])
+            value = tx.run_call(call, bare is not None and bare[i])
         except psycopg.Error:
             link.db.failed = True
             return
@@ -97,7 +87,7 @@ def _run_ops(link: PgConnection, tx: Tx, calls: Sequence[Call], bare: Sequence[b
             results.append(BatchResult(value, None))
 
 
-def _settle(link: PgConnection, cache: VersionedRosterCache, tx: Tx, n: int, results: list[BatchResult],
+def _settle(link: PgConnection, cache: VersionedRosterCache, tx: Transaction, n: int, results: list[BatchResult],
             version: Any, lost: psycopg.Error | None) -> list[BatchResult] | None:
     """After the pipeline's last sync: the results, or None to run the batch again op by op."""
     if link.db.failed or link.in_error:

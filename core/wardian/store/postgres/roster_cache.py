@@ -6,9 +6,9 @@ here at once), so a cached entry is only as good as the version it was read unde
 `agents` or `sessions`, from any host, advances `roster_version.v` in its own transaction (schema migration 4). A
 batch reads that version in its first round trip, before any of its statements, and may answer from entries read
 under that same version; when the version moved, an entry it used may be stale, so the batch is rolled back and run
-again from the database (`PgEngine`). Entries read during a batch are kept for the next batches once the version
-they were read under is known. The guarantee is the same as reading the roster every time: a roster change committed
-before a batch began is seen by that batch.
+again from the database (`pipeline.run_pipelined`). Entries read during a batch are kept for the next batches once the
+version they were read under is known. The guarantee is the same as reading the roster every time: a roster change
+committed before a batch began is seen by that batch.
 
 A LISTEN/NOTIFY invalidation alone could not keep it: a notification reaches the other apps only after its COMMIT
 returned, so for a moment a revoked session would still be honoured. The version read rides in the batch's first

@@ -39,7 +39,8 @@ from wardian.store.api import WaitLook
 from wardian.store.postgres.connection import BACKOFF_FIRST_S, BACKOFF_MAX_S, CONNECT_TIMEOUT_S
 from wardian.store.postgres.db import q
 from wardian.store.postgres.liveness import shut, with_liveness
-from wardian.store.sessions import WAIT_LOOK_SESSION_COLS, WAIT_LOOK_SQL, TokenDigests, session_caller, session_hit
+from wardian.store.sessions import WAIT_LOOK_SESSION_COLS, WAIT_LOOK_SQL, session_caller, session_hit
+from wardian.store.tokens import TokenDigests
 from wardian.store.url import redact_url
 
 log = logging.getLogger("wardian.store.postgres")
@@ -120,7 +121,7 @@ class PgWaitReader:
         """The first look of a wait by session `token`: its caller and whether a record waits for it, or None when
         only the writer can answer (see the module docstring).
 
-        Raises: what `Store.authenticate(token)` raises (UnknownSession, SessionHomeMismatch, Unauthenticated,
+        Raises: what `roster.authenticate(store, token)` raises (UnknownSession, SessionHomeMismatch, Unauthenticated,
             StaleSession), as the roster is committed now."""
         conn = self._conn
         if conn is None or self._in_use or conn.broken:

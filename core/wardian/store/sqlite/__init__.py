@@ -16,65 +16,16 @@ from __future__ import annotations
 
 import os
 
-from wardian import errors
-from wardian.store.base import SqlStore
-from wardian.store.sqlite import migrations
-from wardian.store.sqlite.engine import SqliteEngine, connect, map_sqlite_errors
+from wardian.store.engine import Store
+from wardian.store.sqlite.engine import SqliteBackend
 
-__all__ = ["SqliteStore"]
-
-# Opening and migrating: nothing else is served yet, so SQLite's own wait is fine (as long as the writer's bound).
-OPEN_BUSY_TIMEOUT_MS = 20_000
-# Afterwards: a few ms, so no statement holds the event loop for long in the busy handler.
-BUSY_TIMEOUT_MS = 5
+__all__ = ["SqliteBackend", "open_sqlite"]
 
 
-class SqliteStore(SqlStore):
-    """Synchronous access to one home's `wardian.db` (implements `wardian.store.api.Store`).
+def open_sqlite(path: str | os.PathLike[str]) -> Store:
+    """The store in the SQLite file at `path`, created and migrated when needed.
 
-    Not thread-safe: one caller at a time (the app's writer, which may run a batch's COMMIT on a worker thread).
+    Raises:
+        StorageUnavailable, StorageFull, StoreCorrupt: the file cannot be opened or migrated.
     """
-
-    inline_statements = True  # statements take microseconds: the app's writer runs them on its event loop
-
-    def __init__(self, engine: SqliteEngine, epoch: bytes, cursor_key: bytes) -> None:
-        super().__init__(engine, epoch, cursor_key)
-        self._sqlite = engine
-
-    @classmethod
-    def open(cls, path: str | os.PathLike[str]) -> SqliteStore:
-        """Open (creating and migrating when needed) the store at `path`.
-
-        Raises:
-            StorageUnavailable, StorageFull, StoreCorrupt: the file cannot be opened or migrated.
-        """
-        with map_sqlite_errors():
-            conn = connect(os.fspath(path))
-            try:
-                conn.execute(f"PRAGMA busy_timeout = {OPEN_BUSY_TIMEOUT_MS}")
-                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-                if str(mode).lower() != "wal":
-                    raise errors.StorageUnavailable(f"the store could not enter WAL mode (got {mode!r})")
-                # FULL: a receipt is a durability promise across OS crash and power loss, not only across an app
-                # crash.
-                conn.execute("PRAGMA synchronous = FULL")
-                conn.execute("PRAGMA foreign_keys = ON")
-                migrations.migrate(conn)
-                epoch, key = migrations.load_meta(conn)
-                engine = SqliteEngine(conn, os.fspath(path))
-                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            except BaseException:
-                conn.close()
-                raise
-        return cls(engine, epoch, key)
-
-    def close(self) -> None:
-        self._sqlite.conn.close()
-
-    def integrity_check(self) -> str:
-        with map_sqlite_errors():
-            return str(self._sqlite.conn.execute("PRAGMA integrity_check").fetchone()[0])
-
-    def test_backdoor(self) -> SqliteEngine:
-        """What the tests and the bench reach beneath the operations (`wardian.store.testing`); never the app."""
-        return self._sqlite
+    return Store(SqliteBackend.open(path))

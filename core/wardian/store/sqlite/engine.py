@@ -1,6 +1,6 @@
-"""The embedded engine's hooks: SQLite's transactions (`BEGIN IMMEDIATE`, so a read-then-write never meets
-SQLITE_BUSY half-way), its error mapping, the check that the file is still the one opened, and the roster cache's
-invalidation by TEMP triggers.
+"""The embedded backend (implements `wardian.store.api.Backend`): opening `wardian.db`, SQLite's transactions (`BEGIN
+IMMEDIATE`, so a read-then-write never meets SQLITE_BUSY half-way), its error mapping, the check that the file is still
+the one opened, and the roster cache's invalidation by TEMP triggers.
 """
 
 from __future__ import annotations
@@ -13,9 +13,14 @@ from typing import Any
 
 from wardian import errors
 from wardian.model import now_ms
-from wardian.store.api import StoreBusy
+from wardian.store.api import Backend, StoreBusy
 from wardian.store.cache import MemoryRosterCache
-from wardian.store.engine import Engine
+from wardian.store.sqlite import migrations
+
+# Opening and migrating: nothing else is served yet, so SQLite's own wait is fine (as long as the writer's bound).
+OPEN_BUSY_TIMEOUT_MS = 20_000
+# Afterwards: a few ms, so no statement holds the event loop for long in the busy handler.
+BUSY_TIMEOUT_MS = 5
 
 
 @contextmanager
@@ -48,18 +53,21 @@ def connect(path: str) -> Connection:
     return conn
 
 
-class SqliteEngine(Engine):
-    """Transactions of one SQLite connection; also the test backdoor of the embedded store
+class SqliteBackend(Backend):
+    """One SQLite connection to a home's `wardian.db`; also the test backdoor of the embedded store
     (`wardian.store.testing.SqliteBackdoor`)."""
 
     driver_error = sqlite3.Error
+    inline_statements = True  # statements take microseconds: the app's writer runs them on its event loop
 
-    def __init__(self, conn: Connection, path: str | None) -> None:
+    def __init__(self, conn: Connection, path: str | None, epoch: bytes, cursor_key: bytes) -> None:
         # The roster caches are valid for what this connection sees: a TEMP trigger on every write to agents or
-        # sessions clears them, and so does every rollback (the engine's `undo`).
-        super().__init__(MemoryRosterCache())
+        # sessions clears them, and so does every rollback (the store's `undo`).
+        self.cache = MemoryRosterCache()
         self.conn = conn
         self.db = conn
+        self.epoch = epoch
+        self.cursor_key = cursor_key
         self._batch_changes = 0
         self._path = path
         self._identity: tuple[int, int] = (0, 0)
@@ -71,6 +79,40 @@ class SqliteEngine(Engine):
             for event in ("INSERT", "UPDATE", "DELETE"):
                 conn.execute(f"CREATE TEMP TRIGGER IF NOT EXISTS roster_{table}_{event.lower()} AFTER {event} "
                              f"ON main.{table} BEGIN SELECT wardian_roster_changed(); END")
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str]) -> SqliteBackend:
+        """Open (creating and migrating when needed) the store at `path`.
+
+        Raises:
+            StorageUnavailable, StorageFull, StoreCorrupt: the file cannot be opened or migrated.
+        """
+        with map_sqlite_errors():
+            conn = connect(os.fspath(path))
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {OPEN_BUSY_TIMEOUT_MS}")
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    raise errors.StorageUnavailable(f"the store could not enter WAL mode (got {mode!r})")
+                # FULL: a receipt is a durability promise across OS crash and power loss, not only across an app
+                # crash.
+                conn.execute("PRAGMA synchronous = FULL")
+                conn.execute("PRAGMA foreign_keys = ON")
+                migrations.migrate(conn)
+                epoch, key = migrations.load_meta(conn)
+                backend = cls(conn, os.fspath(path), epoch, key)
+                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            except BaseException:
+                conn.close()
+                raise
+        return backend
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def integrity_check(self) -> str:
+        with map_sqlite_errors():
+            return str(self.conn.execute("PRAGMA integrity_check").fetchone()[0])
 
     def errors(self) -> AbstractContextManager[None]:
         return map_sqlite_errors()
@@ -124,7 +166,7 @@ class SqliteEngine(Engine):
             return [tuple(row) for row in self.conn.execute(sql, parameters).fetchall()]
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        with self.atomic(), map_sqlite_errors():
+        with map_sqlite_errors():
             self.conn.executemany(sql, rows)
 
     def set_progress_handler(self, handler: Callable[[], int] | None, every: int) -> None:
