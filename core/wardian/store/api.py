@@ -56,6 +56,8 @@ Pushable = Callable[[str], bool]
 SessionKind = Literal["operator", "managed"]
 # One operation of a batch: a function of the store and its other arguments, run as `fn(store, *args)`.
 Call = tuple[Callable[..., Any], tuple[Any, ...]]
+# What `Backend.watch` gives where nothing is watched: one shared, stateless context (not one made per transaction).
+_UNWATCHED: AbstractContextManager[None] = nullcontext()
 
 
 class StoreBusy(errors.StorageUnavailable):
@@ -176,7 +178,7 @@ class Backend(Protocol):
     def watch(self) -> AbstractContextManager[None]:
         """Around each call into the database (a transaction, a batch, its COMMIT): a bound on how long it may wait
         for a server that stopped answering."""
-        return nullcontext()
+        return _UNWATCHED
 
     def pipelined_batch(self, tx: Transaction, calls: Sequence[Call],
                         bare: Sequence[bool] | None) -> list[BatchResult] | None:
