@@ -373,7 +373,7 @@ async def _follow_announcements(announcements: Announcements, runtime: Runtime) 
     """Act on what other apps of the shared store commit (and read durable state again after each reconnect)."""
     async for event in announcements.events():
         try:
-            await runtime.announced(event)
+            await runtime.other_hosts.announced(event)
         except errors.WardianError as exc:
             log.warning("could not act on an announcement (%s: %s)", exc.code, exc.message)
 

@@ -3,7 +3,9 @@ event observer, so a task admitted for a managed agent is delivered into its con
 What a provider can do is read from its `Capabilities`; how it does it (wire shapes, version gates, error
 classification, final text) is the provider's (`wardian.providers`). Every fact is persisted through the writer.
 
-`Runtime` is what the service and the app's main loop hold; its parts, each with one job:
+`Runtime` is what the service and the app's main loop hold: it owns the parts, each with one job, and the service
+calls the part whose job it needs (`runtime.launcher.start_agent`, `runtime.pushes.deliver`); `Runtime` itself does
+only what spans parts (recovery at start-up, stopping, interruption):
 
 ```
 launch.Launcher     start, stop and own each agent's runtime (tg.start readiness), start an inactive one for a task
@@ -17,9 +19,7 @@ hosts               which agents run here, and what other apps of a shared store
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager
-from typing import Any
+from collections.abc import Mapping
 
 import anyio
 import anyio.abc
@@ -38,7 +38,6 @@ from wardian.app.writer import StoreWriter
 from wardian.home import Home
 from wardian.providers import Provider
 from wardian.store import ledger, mailbox, roster
-from wardian.store.api import StoreEvent
 
 log = logging.getLogger("wardian.app.runtime")
 
@@ -102,21 +101,6 @@ class Runtime:
 
     # --- agent start/stop ----------------------------------------------------------------------------
 
-    def starting(self, agent_uuid: str, name: str) -> AbstractContextManager[None]:
-        """The agent's one start at a time (`Launcher.starting`). Raises: Unsupported (already starting)."""
-        return self.launcher.starting(agent_uuid, name)
-
-    async def check_start(self, agent_id: int, mode: str, overrides: Sequence[str],
-                          approve_tools: Sequence[str] = ()) -> None:
-        """Refuse a start this app cannot make, before anything of it is saved (`Launcher.check_start`)."""
-        await self.launcher.check_start(agent_id, mode, overrides, approve_tools)
-
-    async def start_agent(self, agent_id: int, mode: str, overrides: Sequence[str],
-                          approve_tools: Sequence[str] = ()) -> dict[str, Any]:
-        """Start (or restart with new settings) the agent's runtime; returns once its conversation is ready. Call it
-        inside `starting`, after `check_start`."""
-        return await self.launcher.start_agent(agent_id, mode, overrides, approve_tools)
-
     async def stop_agent(self, agent_id: int) -> bool:
         """An explicit off: stop the runtime, and do not start it again for new tasks (until started again)."""
         await self.hosts.check_mine(self.writer, agent_id)
@@ -127,45 +111,6 @@ class Runtime:
         the request ids its ending made uncertain."""
         handle = await self.launcher.turn_off(agent_id)
         return [] if handle is None else list(handle.lost)
-
-    async def attach_info(self, agent_id: int) -> dict[str, Any]:
-        """How a person's terminal attaches to the agent's app-owned runtime (`wardian agent attach`)."""
-        return await self.launcher.attach_info(agent_id)
-
-    def is_mine(self, host: str | None) -> bool:
-        """Whether an agent of `host` runs here (an agent no app has claimed yet counts as everyone's)."""
-        return self.hosts.is_mine(host)
-
-    # --- delivery -------------------------------------------------------------------------------------
-
-    def task_admitted(self, recipient_uuid: str) -> None:
-        """A task was admitted for this agent: a dispatch opportunity (or a reason to start its runtime)."""
-        self.launcher.task_admitted(recipient_uuid)
-
-    def can_push(self, recipient_uuid: str) -> bool:
-        """Whether a record for this agent is admitted for a push (`PushQueue.can_push`)."""
-        return self.pushes.can_push(recipient_uuid)
-
-    def can_push_later(self, recipient_uuid: str) -> bool:
-        """Whether the recipient's runtime can push, but not while its current turn runs."""
-        return self.pushes.can_push_later(recipient_uuid)
-
-    async def deliver(self, recipient_uuid: str, record_id: str, pushing: bool) -> bool:
-        """A record was committed for `recipient_uuid`: push it, or wake its waits (`PushQueue.deliver`). True when
-        it is in the recipient's conversation."""
-        return await self.pushes.deliver(recipient_uuid, record_id, pushing)
-
-    def defer_push(self, recipient_uuid: str, record_id: str) -> None:
-        """Remember a record admitted on the receive path while its recipient's turn ran, to push it at idle."""
-        self.pushes.defer(recipient_uuid, record_id)
-
-    async def push(self, recipient_uuid: str, record_id: str) -> bool:
-        """Push a record admitted for a push; True when the provider took it (always settled: `PushQueue.push`)."""
-        return await self.pushes.push(recipient_uuid, record_id)
-
-    async def announced(self, event: StoreEvent) -> None:
-        """Act on another app's commit: wake waits, dispatch, push or interrupt for this host's agents."""
-        await self.other_hosts.announced(event)
 
     # --- interruption ---------------------------------------------------------------------------------
 

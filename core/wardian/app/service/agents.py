@@ -83,7 +83,7 @@ async def interrupt_as(app: AppService, target_name: str, session: str | None) -
     operator's for None)."""
     # A provider that cannot interrupt is refused before anything is recorded.
     target = await app.writer.call(_target_of, session, target_name)
-    local = app.runtime.is_mine(target.host)
+    local = app.runtime.hosts.is_mine(target.host)
     if local:
         app.runtime.check_interruptible(target.uuid)
     receipt = await app.writer.call(_record_interrupt, session, target_name)
@@ -108,7 +108,7 @@ async def start_agent(app: AppService, p: AgentStartParams) -> AgentStartResult:
     # Everything a start is given is checked before any of it is saved, and a second start of the agent while this
     # one runs is refused with nothing saved: a refused start leaves the agent's settings, grants and sign-in as
     # they were.
-    with app.runtime.starting(agent.uuid, agent.name):
+    with app.runtime.launcher.starting(agent.uuid, agent.name):
         auth = await _auth_choice(app, agent.provider, agent.name, p.auth) if p.auth is not None else None
         # A plain start keeps what the last start was given: its mode and its -c settings (the agent's settings
         # travel with it, as a service's do in `docker compose`); `config` replaces them, `reset_settings` drops them.
@@ -119,10 +119,10 @@ async def start_agent(app: AppService, p: AgentStartParams) -> AgentStartResult:
         # no grants), so a person never grants a tool by omission; keep_settings (the saved start as a whole) keeps
         # them.
         grants = list(saved.approve_tools) if p.keep_settings and not p.approve_tools else list(p.approve_tools)
-        await app.runtime.check_start(agent.id, mode, config, grants)
+        await app.runtime.launcher.check_start(agent.id, mode, config, grants)
         if p.auth is not None:
             await app.writer.call(roster.set_auth, agent.id, auth)
-        started = await app.runtime.start_agent(agent.id, mode, config, grants)
+        started = await app.runtime.launcher.start_agent(agent.id, mode, config, grants)
     current = await app.writer.call(roster.agent, agent.id)
     return {"agent": agent_result(current), "thread_id": started["thread_id"],
             "generation": started["generation"], "provider_version": started["provider_version"],
@@ -132,7 +132,7 @@ async def start_agent(app: AppService, p: AgentStartParams) -> AgentStartResult:
 @handlers.serves("agent/attach")
 async def attach_agent(app: AppService, p: AgentAttachParams) -> AgentAttachResult:
     agent = await app.writer.call(roster.resolve_agent, p.agent)
-    info = await app.runtime.attach_info(agent.id)
+    info = await app.runtime.launcher.attach_info(agent.id)
     return {"socket": info["socket"], "workspace": info["workspace"], "codex": info["codex"],
             "codex_home": info["codex_home"], "thread_id": info["thread_id"], "config": info["config"]}
 
@@ -220,11 +220,11 @@ async def remove_agent(app: AppService, p: AgentRemoveParams) -> AgentRemoveResu
     agent = await app.writer.call(roster.resolve_agent, p.agent)
     # Its runtime ends first, so nothing of it is in flight any more; what that leaves uncertain is reported.
     lost = await runtime.forget(agent.id)
-    removed, answered, uncertain = await app.writer.call(_remove_agent, agent.id, runtime.can_push)
+    removed, answered, uncertain = await app.writer.call(_remove_agent, agent.id, runtime.pushes.can_push)
     log.info("agent removed: %s %s (%d open tasks answered)", removed.name, removed.uuid, len(answered))
     for published in answered:
         if published.record_id is not None:
-            await runtime.deliver(published.requester_uuid, published.record_id, published.pushing)
+            await runtime.pushes.deliver(published.requester_uuid, published.record_id, published.pushing)
     return {"agent": agent_result(removed), "answered": [a.request_id for a in answered],
             "uncertain": [*lost, *uncertain]}
 

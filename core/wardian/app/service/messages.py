@@ -42,12 +42,12 @@ async def admit(app: AppService, p: MessageSendParams | OperatorSendParams, kind
     its dispatch, information to a push into the recipient's live conversation where it can take one."""
     runtime = app.runtime
     session = p.session if isinstance(p, MessageSendParams) else None
-    receipt = await app.writer.call(admit_as, session, p.target, kind, p.message, runtime.can_push, bare=True)
+    receipt = await app.writer.call(admit_as, session, p.target, kind, p.message, runtime.pushes.can_push, bare=True)
     if kind is InteractionKind.TASK:
-        runtime.task_admitted(receipt.recipient.uuid)
+        runtime.launcher.task_admitted(receipt.recipient.uuid)
         app.signals.notify(receipt.recipient.uuid)
         return send_result(receipt, "admitted")
-    if await runtime.deliver(receipt.recipient.uuid, receipt.interaction_id, receipt.pushing):
+    if await runtime.pushes.deliver(receipt.recipient.uuid, receipt.interaction_id, receipt.pushing):
         return send_result(receipt, "provider_visible")  # already in the peer's live conversation
     return send_result(receipt, "admitted")
 

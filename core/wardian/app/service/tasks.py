@@ -30,7 +30,7 @@ def reply_as(store: Store, session: str, request_id: str, status: ReplyStatus, t
 @handlers.serves("task/reply")
 async def reply(app: AppService, p: TaskReplyParams) -> ReplyResult:
     status = ReplyStatus(p.status)
-    runtime = app.runtime
-    receipt = await app.writer.call(reply_as, p.session, p.request_id, status, p.message, runtime.can_push, bare=True)
-    pushed = await runtime.deliver(receipt.requester.uuid, receipt.reply_id, receipt.pushing)
+    pushes = app.runtime.pushes
+    receipt = await app.writer.call(reply_as, p.session, p.request_id, status, p.message, pushes.can_push, bare=True)
+    pushed = await pushes.deliver(receipt.requester.uuid, receipt.reply_id, receipt.pushing)
     return reply_result(receipt, "provider_visible" if pushed else "admitted")
