@@ -151,7 +151,7 @@ class ProviderRuntime(Protocol):
     events: MemoryObjectReceiveStream[ProviderEvent]
     """State changes and turn outcomes in the order observed; it ends when the runtime stops. Never lossy."""
 
-    # Read only: a runtime may keep them in what it holds (Codex's, in its conversation).
+    # Read only for the app: the runtime sets them (`wardian.providers.turns.TurnState.became_ready`).
     @property
     def ready(self) -> bool:
         """The conversation is ready for deliveries."""

@@ -3,10 +3,15 @@ conversation (`thread_id`), whether deliveries may begin (`ready`), the exact ac
 holds, and the events that report each change, in order (`wardian.providers.events`).
 
 A runtime is one of these (it inherits `TurnState`: these members are the observed half of the `ProviderRuntime`
-Protocol it implements) and says, as its provider's wire shows them: `became_ready` once deliveries may begin,
+Protocol it implements) and says, as its provider's wire shows them: `became_ready` once deliveries may begin (again
+whenever its conversation changes: Codex's conversation, which the runtime holds, is handed the runtime to say so),
 `activate(turn_id)` when a turn starts, `deactivate()` when it ends (then emits the turn's `TurnOutcome`),
 `stopping()` when it begins to stop (if deliveries must end before its process does), and `ended()` last,
 whatever ended it. Which turn is which, and what a turn's end means, stay the provider's own.
+
+Invariants: the active turn is a turn of `thread_id` (a change of conversation leaves none active); `wait_idle`
+returns once no turn is active, however often a turn's start is reported; `ended` emits OFF last and closes the
+stream.
 """
 
 from __future__ import annotations
@@ -45,7 +50,11 @@ class TurnState:
         self._stream.emit(event)
 
     def became_ready(self, thread_id: str | None) -> None:
-        """Deliveries may begin, into `thread_id`: the runtime is ready and idle."""
+        """Deliveries may begin, into `thread_id`: the runtime is ready and idle. A conversation other than the one
+        observed so far (a replacement, or one a person opened) has no turn active: a turn of the one left is no
+        longer observed, so it cannot be seen to end here."""
+        if thread_id != self.thread_id:
+            self.active_turn_id = None
         self.thread_id = thread_id
         self.ready = True
         self._idle.set()
@@ -54,7 +63,8 @@ class TurnState:
     def activate(self, turn_id: str) -> None:
         """The turn `turn_id` started."""
         self.active_turn_id = turn_id
-        self._idle = anyio.Event()
+        if self._idle.is_set():  # a start seen twice (an answer, then a notification) keeps whoever waits waiting
+            self._idle = anyio.Event()
         self.emit(StateChange(AgentStatus.ACTIVE, turn_id, self.thread_id))
 
     def deactivate(self) -> None:

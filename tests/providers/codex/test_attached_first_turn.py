@@ -15,17 +15,15 @@ the subscription (its end is seen only as the thread's status changes, which Cod
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import anyio
 import orjson
 import pytest
 
+from tests.providers.codex.app_server_peer import IDLE, AppServerPeer, attached_runtime, connected
 from wardian.model import Party
 from wardian.providers.base import OutcomeStatus, ProviderEvent, StateChange, TaskDelivery, TurnOutcome
-from wardian.providers.codex.app_server import AppServerClient
-from wardian.providers.codex.launch import AppServerSpec
 from wardian.providers.codex.runtime import CodexRuntime
 
 pytestmark = pytest.mark.fast
@@ -35,12 +33,11 @@ TURN = "01a23307-3d01-7511-81aa-dda426cc6ed3"
 ANSWER = {"type": "agentMessage", "id": "msg_mock_1_0", "text": "attached answer 42", "phase": "final_answer"}
 USER = {"type": "userMessage", "id": "item-1", "content": [{"type": "text", "text": "attached question"}]}
 ACTIVE = {"type": "active", "activeFlags": []}
-IDLE = {"type": "idle"}
 WAIT_S = 30  # a bound on each wait, never a measurement
 
 
-class TuiAppServer:
-    """One connection to Codex 0.171.0's app-server while a TUI holds a brand-new thread (a `MessageStream`).
+class TuiAppServer(AppServerPeer):
+    """One connection to Codex 0.171.0's app-server while a TUI holds a brand-new thread.
 
     Like the real one, it sends this connection a thread's turn and item notifications only once the connection has
     subscribed (`thread/resume`), and `thread/status/changed` always. `order` says what happens after `turn/start`
@@ -48,13 +45,10 @@ class TuiAppServer:
     then runs the turn to completion; `ended_first` interrupts the turn before the resume, which then lists it so."""
 
     def __init__(self, order: str) -> None:
+        super().__init__()
         self.order = order
         self.subscribed = False
         self.methods: list[str] = []
-        self._send, self._receive = anyio.create_memory_object_stream[bytes](100)
-
-    def line(self, message: dict[str, Any]) -> None:
-        self._send.send_nowait(orjson.dumps(message))
 
     def notify(self, method: str, params: dict[str, Any], *, turn_scoped: bool = True) -> None:
         if self.subscribed or not turn_scoped:
@@ -62,10 +56,6 @@ class TuiAppServer:
 
     def status(self, status: dict[str, Any]) -> None:
         self.notify("thread/status/changed", {"threadId": THREAD, "status": status}, turn_scoped=False)
-
-    def announce_thread(self) -> None:
-        self.line({"method": "thread/started", "params": {"thread": {
-            "id": THREAD, "ephemeral": False, "threadSource": "user", "status": IDLE, "turns": []}}})
 
     def run_turn(self) -> None:
         """Codex's live state takes the turn up, and the model answers at once."""
@@ -106,37 +96,15 @@ class TuiAppServer:
     def _turn_start(self) -> dict[str, Any]:
         return {"result": {"turn": {"id": TURN, "items": [], "status": "inProgress", "error": None}}}
 
-    async def receive(self) -> bytes:
-        return await self._receive.receive()
-
-    async def aclose(self) -> None:
-        self._send.close()
-
-    def close(self) -> None:
-        self._send.close()
-        self._receive.close()
-
-
-def _attached_runtime() -> CodexRuntime:
-    spec = AppServerSpec(name="worker", codex="codex", codex_home=Path("/nonexistent"), workspace=Path("/nonexistent"),
-                         overrides=(), env={}, thread_id=None, capabilities=None,  # type: ignore[arg-type]
-                         stderr_path=Path("/nonexistent"), mode="attached")
-    return CodexRuntime(spec)
-
 
 async def _first_task(order: str) -> tuple[CodexRuntime, list[ProviderEvent]]:
     """The TUI's thread is announced and adopted, a task is delivered as its first turn, and the events run until
     that turn's outcome (bounded)."""
-    runtime = _attached_runtime()
+    runtime = attached_runtime(None)
     server = TuiAppServer(order)
-    client = AppServerClient(server, name="codex:worker", tap=runtime._tui.saw)  # as `CodexRuntime.run` makes it
-    runtime.client = client
     events: list[ProviderEvent] = []
-    async with anyio.create_task_group() as tg:
-        await tg.start(client.run)
-        tg.start_soon(runtime._watch, client)
-        tg.start_soon(runtime._follow_tui, client)
-        server.announce_thread()
+    async with connected(runtime, server):
+        server.announce_thread(THREAD)
         with anyio.fail_after(WAIT_S):
             async for event in runtime.events:
                 events.append(event)
@@ -147,12 +115,6 @@ async def _first_task(order: str) -> tuple[CodexRuntime, list[ProviderEvent]]:
                 events.append(event)
                 if isinstance(event, TurnOutcome):
                     break
-        tg.cancel_scope.cancel()
-    await client.aclose()
-    server.close()
-    runtime._events.close()
-    runtime.events.close()
-    runtime._tui.close()
     return runtime, events
 
 
@@ -163,7 +125,7 @@ def test_a_first_turn_listed_interrupted_before_codex_took_it_up_ends_with_its_r
     outcomes = [e for e in events if isinstance(e, TurnOutcome)]
     assert outcomes == [TurnOutcome(TURN, OutcomeStatus.DONE, "attached answer 42")]
     assert runtime.active_turn_id is None
-    assert runtime.idle.is_set()
+    assert runtime._idle.is_set()
 
 
 def test_a_first_turn_that_ended_before_the_subscription_ends_from_the_listing() -> None:
@@ -173,4 +135,4 @@ def test_a_first_turn_that_ended_before_the_subscription_ends_from_the_listing()
     outcomes = [e for e in events if isinstance(e, TurnOutcome)]
     assert outcomes == [TurnOutcome(TURN, OutcomeStatus.INTERRUPTED, None)]
     assert runtime.active_turn_id is None
-    assert runtime.idle.is_set()
+    assert runtime._idle.is_set()

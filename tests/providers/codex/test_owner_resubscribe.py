@@ -23,13 +23,13 @@ def _owner(client: object, *, name: str = "worker", mode: str = "background") ->
                      stderr_path=Path("/nonexistent"), mode=mode)
     owner = CodexRuntime(spec)
     owner.client = client  # type: ignore[assignment]
-    owner.conversation.ready = True
+    owner.ready = True
     return owner
 
 
 def _close(owner: CodexRuntime) -> None:
     """The owner never ran, so nothing else closes its streams."""
-    owner._events.close()
+    owner._stream.close()
     owner.events.close()
     owner._tui.close()
 
@@ -89,7 +89,7 @@ def test_a_turn_that_ended_before_its_start_answer_was_read_is_not_left_active()
 
     assert anyio.run(start) == Started("turn-9")
     assert owner.active_turn_id is None
-    assert owner.idle.is_set()
+    assert owner._idle.is_set()
     _close(owner)
 
 
@@ -119,7 +119,7 @@ def test_a_turn_a_resume_lists_as_interrupted_on_an_active_thread_is_not_taken_a
         owner._observe(Notification("item/completed", {"threadId": "thread-1", "turnId": "turn-1", "item": item}))
         owner._observe(Notification("turn/completed", {"threadId": "thread-1", "turn": {
             "id": "turn-1", "status": "completed", "items": [item]}}))
-        owner._events.close()
+        owner._stream.close()
         return [event async for event in owner.events]
 
     events = anyio.run(subscribe_then_end)

@@ -9,10 +9,12 @@ does not have is `ConversationGone`, raised once a fresh thread replaced it (`Co
 request is `ProviderUnavailable`; anything else after a byte left is an unknown outcome; a stale turn is `NotActive`
 for an interrupt. Sign-in (`signin`): the key goes after `initialize`; no sign-in, no start; a rejected key ends a turn.
 
-The runtime holds the agent's conversation (`conversation`: which thread, and how it is opened, replaced and
-followed; a start resumes the agent's thread, one Codex cannot resume is replaced, and the change reported). What is
-the runtime's own: the process and its client, the observation of turns (the turn observed active, each turn's
-items and outcome, the TUI's threads and their status) and delivery, under its submit lock.
+The runtime is a `TurnState` (`wardian.providers.turns`: the thread, whether it is ready, the turn observed active,
+the submit lock, idleness and the event stream, kept as every provider keeps them) and holds the agent's
+conversation (`conversation`: how the thread is opened, replaced and followed, saying so on that state; a start
+resumes the agent's thread, one Codex cannot resume is replaced, and the change reported). What is the runtime's own:
+the process and its client, the observation of turns (which notification starts and ends a turn, each turn's items
+and outcome, the TUI's threads and their status) and delivery, under its submit lock.
 """
 
 from __future__ import annotations
@@ -24,11 +26,10 @@ from typing import Any, NoReturn
 import anyio
 import anyio.abc
 import pydantic
-from anyio.streams.memory import MemoryObjectReceiveStream
 
 from wardian import __version__, errors
-from wardian.model import AgentStatus, Interaction
-from wardian.providers.base import ProviderEvent, Started, StateChange, TaskDelivery
+from wardian.model import Interaction
+from wardian.providers.base import Started, TaskDelivery
 from wardian.providers.codex import chatgpt, projection, signin, threads
 from wardian.providers.codex import messages as m
 from wardian.providers.codex.app_server import AppServerClient, Notification
@@ -38,42 +39,28 @@ from wardian.providers.codex.items import TASK_ITEM_KIND, inbox_items, steer_con
 from wardian.providers.codex.launch import AppServerSpec, app_server_command, attach_info, open_stream
 from wardian.providers.codex.rejections import Verdict, as_error, classify
 from wardian.providers.codex.turns import TurnBook, read_result
-from wardian.providers.events import EventStream
 from wardian.providers.process import ProviderProcess, StopPolicy
+from wardian.providers.turns import TurnState
 
 log = logging.getLogger("wardian.codex.runtime")
 # The app-server exits once its input closes; SIGTERM and SIGKILL only for one that does not, within these bounds.
 STOP_POLICY = StopPolicy(polite_s=3.0, term_s=3.0, kill_s=3.0)
 
 
-class CodexRuntime:
+class CodexRuntime(TurnState):
     """Run with `await tg.start(runtime.run)`: returns once the conversation is ready (thread started/resumed)."""
 
     def __init__(self, spec: AppServerSpec) -> None:
+        super().__init__(f"codex:{spec.name}", spec.thread_id)
         self.spec = spec
         self.capabilities = spec.capabilities
         self.client: AppServerClient | None = None
-        self.active_turn_id: str | None = None
-        self.idle = anyio.Event()
-        self.submit_lock = anyio.Lock(fast_acquire=True)  # uncontended: no yield between claim and write
-        self._events = EventStream(f"codex:{spec.name}")
-        self._emit = self._events.emit
-        self.events: MemoryObjectReceiveStream[ProviderEvent] = self._events.receive
-        self.conversation = CodexConversation(spec, emit=self._emit, on_ready=self._ready_on)
+        self.conversation = CodexConversation(spec, self)
         self._stop = anyio.Event()
         self._child: ProviderProcess | None = None
         self._tui = TuiThreads()
         self._turns = TurnBook()
         self._rejected = signin.RejectedTurns(spec.credentials, agent=spec.name)
-
-    # The provider boundary (`ProviderRuntime`) names these two; the conversation owns them.
-    @property
-    def ready(self) -> bool:
-        return self.conversation.ready
-
-    @property
-    def thread_id(self) -> str | None:
-        return self.conversation.thread_id
 
     # --- lifecycle ------------------------------------------------------------------------------------
 
@@ -112,38 +99,33 @@ class CodexRuntime:
 
     async def _ended(self, started: bool) -> None:
         """However `run` ends: the app-server and its group are gone, and the stream says OFF, then ends."""
-        self.conversation.ready = False
-        self.active_turn_id = None
+        self.stopping()
         with anyio.CancelScope(shield=True):
             if self._child is not None:
                 await self._child.stop(STOP_POLICY, polite=self._close_input)
             if self.spec.attached:
                 # The launch settings were projected into config.toml for the TUI; put back what was there.
                 await anyio.to_thread.run_sync(projection.recover, self.spec.codex_home)
-        self._emit(StateChange(AgentStatus.OFF, None, self.thread_id))
-        self._events.close()
+        self.ended()
         self._tui.close()
         if not started:
             log.error("Codex runtime %s failed to start", self.spec.name)
 
-    def _ready_on(self, thread_id: str, new_thread: bool) -> None:
-        """The conversation is ready on `thread_id` (`CodexConversation`'s `on_ready`): idle, and on a new thread no
-        turn is active."""
-        if new_thread:
-            self.active_turn_id = None
-        self.idle.set()
-        self._emit(StateChange(AgentStatus.IDLE, None, thread_id))
-
     async def _follow_tui(self, client: AppServerClient) -> None:
         """Attached mode: the conversation follows each thread the TUI starts (`attached`), once the current turn has
-        ended: never switch threads under a running turn, nor while a submission is in flight."""
+        ended: never switch threads under a running turn, nor while a submission is in flight. A turn/completed names
+        its thread, so a turn left running on the thread left would never be seen to end."""
         async for thread_id in self._tui.receive:
             if thread_id == self.thread_id:
                 continue
-            if self.active_turn_id is not None:
-                await self.idle.wait()
-            async with self.submit_lock:
-                await self.conversation.follow(client, thread_id)
+            while True:
+                if self.active_turn_id is not None:
+                    await self.wait_idle()
+                async with self.submit_lock:
+                    # The submission this waited for may have started a turn: then that turn's end comes first.
+                    if self.active_turn_id is None:
+                        await self.conversation.follow(client, thread_id)
+                        break
 
     async def _subscribe_after_first_turn(self, turn_id: str) -> None:
         thread = await self.conversation.subscribe(self._client())
@@ -160,9 +142,6 @@ class CodexRuntime:
 
     def stop(self) -> None:
         self._stop.set()
-
-    async def wait_idle(self) -> None:
-        await self.idle.wait()
 
     async def _close_input(self) -> None:
         """The polite first step of a stop: the app-server exits once its input closes."""
@@ -187,7 +166,7 @@ class CodexRuntime:
         if p.get("threadId") not in (None, self.thread_id):
             return
         if note.method == "turn/started":
-            self._activate(m.TurnStartedNotification.model_validate(p).turn.id)
+            self._turn_started(m.TurnStartedNotification.model_validate(p).turn.id)
         elif note.method == "item/completed":
             done = m.ItemCompletedNotification.model_validate(p)
             if done.item.type == "agentMessage":
@@ -197,20 +176,16 @@ class CodexRuntime:
         elif note.method == "error":
             self._rejected.observed(p, self.active_turn_id)  # a 401 ends its turn at once, not after retries
 
-    def _activate(self, turn_id: str) -> None:
-        self.active_turn_id = turn_id
+    def _turn_started(self, turn_id: str) -> None:
         self._turns.started(turn_id)
-        self.idle = anyio.Event()
-        self._emit(StateChange(AgentStatus.ACTIVE, turn_id, self.thread_id))
+        self.activate(turn_id)
 
     def _turn_completed(self, note: m.TurnCompletedNotification) -> None:
         turn = note.turn
         outcome = self._rejected.outcome(self._turns.ended(turn))
         if self.active_turn_id == turn.id:
-            self.active_turn_id = None
-            self.idle.set()
-            self._emit(StateChange(AgentStatus.IDLE, None, self.thread_id))
-        self._emit(outcome)
+            self.deactivate()
+        self.emit(outcome)
 
     # --- delivery -------------------------------------------------------------------------------------
 
@@ -254,7 +229,7 @@ class CodexRuntime:
         raw = await self._deliver("turn/start", {"input": [{"type": "text", "text": task_payload(task)}]}, timeout_s)
         turn_id = read_result(m.TurnStartResponse, raw, "turn/start").turn.id
         if self.active_turn_id is None and not self._turns.has_ended(turn_id):
-            self._activate(turn_id)
+            self._turn_started(turn_id)
         if not self.conversation.subscribed:
             # The turn was accepted; its outcome is only observable once subscribed. A failure here leaves the
             # task uncertain (the caller's error path), never resubmitted.
