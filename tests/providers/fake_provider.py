@@ -2,7 +2,8 @@
 the app's runtime is provider-neutral (decision 0014). Its turns end when the test says so, and every call is recorded.
 
 It has no steer (a task for an active agent waits for the turn to end) and an exact completion boundary, so the
-app publishes each turn's final text itself; `capabilities` can be replaced per test.
+app publishes each turn's final text itself; `capabilities` can be replaced per test. Its turn bookkeeping is the
+providers' own (`TurnState`), as a new provider's would be.
 """
 
 from __future__ import annotations
@@ -15,67 +16,50 @@ from typing import Any
 import anyio
 import anyio.abc
 import anyio.lowlevel
-from anyio.streams.memory import MemoryObjectReceiveStream
 
 from wardian import errors
-from wardian.model import AgentStatus, Interaction
+from wardian.model import Interaction
 from wardian.overrides import ValueSyntax
 from wardian.providers.base import (
     Capabilities,
     LaunchSpec,
     OutcomeStatus,
-    ProviderEvent,
     ProviderInfo,
     Started,
-    StateChange,
     TaskDelivery,
     TurnOutcome,
 )
-from wardian.providers.events import EventStream
+from wardian.providers.turns import TurnState
 
 FAKE_CAPABILITIES = Capabilities(steer=False, inject=True, interrupt=True, exact_completion=True)
 
 
-@dataclass
-class FakeRuntime:
-    spec: LaunchSpec
-    capabilities: Capabilities
-    ready: bool = False
-    thread_id: str | None = None
-    active_turn_id: str | None = None
-    submit_lock: anyio.Lock = field(default_factory=anyio.Lock)
-    turns_started: list[tuple[str, TaskDelivery]] = field(default_factory=list)
-    pushed: list[Interaction] = field(default_factory=list)
-    interrupted: list[str] = field(default_factory=list)
-    turn_started: anyio.Event = field(default_factory=anyio.Event)
-    push_yields: int = 0
-    push_faults: list[str | None] = field(default_factory=list)  # per push: None, "unavailable" or "lost"
+class FakeRuntime(TurnState):
+    """One started fake agent: a turn starts at `start_turn` and ends when the test plays the model (`end_turn`)."""
 
-    def __post_init__(self) -> None:
-        self._events = EventStream(f"fake:{self.spec.name}")
-        self.events: MemoryObjectReceiveStream[ProviderEvent] = self._events.receive
+    def __init__(self, spec: LaunchSpec, capabilities: Capabilities) -> None:
+        super().__init__(f"fake:{spec.name}", spec.thread_id)
+        self.spec = spec
+        self.capabilities = capabilities
+        self.turns_started: list[tuple[str, TaskDelivery]] = []
+        self.pushed: list[Interaction] = []
+        self.interrupted: list[str] = []
+        self.turn_started = anyio.Event()
+        self.push_yields = 0
+        self.push_faults: list[str | None] = []  # per push: None, "unavailable" or "lost"
         self._stop = anyio.Event()
-        self._idle = anyio.Event()
-        self._idle.set()
         self._turn_ids = itertools.count(1)
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[str | None] = anyio.TASK_STATUS_IGNORED) -> None:
-        self.thread_id = self.spec.thread_id or f"fake-thread-{self.spec.uuid[:8]}"
-        self.ready = True
-        self._events.emit(StateChange(AgentStatus.IDLE, None, self.thread_id))
+        self.became_ready(self.thread_id or f"fake-thread-{self.spec.uuid[:8]}")
         task_status.started(self.thread_id)
         try:
             await self._stop.wait()
         finally:
-            self.ready = False
-            self._events.emit(StateChange(AgentStatus.OFF, None, self.thread_id))
-            self._events.close()
+            self.ended()
 
     def stop(self) -> None:
         self._stop.set()
-
-    async def wait_idle(self) -> None:
-        await self._idle.wait()
 
     def plan_message_id(self) -> str | None:
         return None
@@ -86,10 +70,8 @@ class FakeRuntime:
         if self.active_turn_id is not None:
             raise errors.DeliveryUncertain("the fake runtime was asked to start a turn while one is active")
         turn_id = f"fake-turn-{next(self._turn_ids)}"
-        self.active_turn_id = turn_id
-        self._idle = anyio.Event()
         self.turns_started.append((turn_id, task))
-        self._events.emit(StateChange(AgentStatus.ACTIVE, turn_id, self.thread_id))
+        self.activate(turn_id)
         self.turn_started.set()
         self.turn_started = anyio.Event()
         return Started(turn_id)
@@ -120,10 +102,8 @@ class FakeRuntime:
         """The active turn ends (the test plays the model): idle, then its outcome, as a provider reports them."""
         turn_id = self.active_turn_id
         assert turn_id is not None, "no turn is active"
-        self.active_turn_id = None
-        self._idle.set()
-        self._events.emit(StateChange(AgentStatus.IDLE, None, self.thread_id))
-        self._events.emit(TurnOutcome(turn_id, status, final_text))
+        self.deactivate()
+        self.emit(TurnOutcome(turn_id, status, final_text))
         return turn_id
 
 
