@@ -171,6 +171,7 @@ def render_cli() -> str:
 
 
 def render_tools() -> str:
+    from wardian import limits
     from wardian.protocol import tools
 
     out = [_banner("`wardian.protocol.tools.TOOLS`"), "# MCP tools of `wardian mcp serve`\n\n",
@@ -185,7 +186,7 @@ def render_tools() -> str:
     out.append(_table(("limit", "value"), [
         ("largest stdio line read (bytes)", str(tools.MAX_MCP_FRAME_BYTES)),
         ("deepest JSON nesting accepted", str(tools.MAX_MCP_JSON_DEPTH)),
-        ("`tool_timeout_sec` written by Codex registration", str(tools.CODEX_TOOL_TIMEOUT_SEC)),
+        ("`tool_timeout_sec` written by Codex registration", str(limits.CODEX_TOOL_TIMEOUT_SEC)),
     ]))
     out.append(f"\n## Server instructions\n\n> {_cell(tools.SERVER_INSTRUCTIONS)}\n\n")
     for t in tools.TOOLS:

@@ -13,6 +13,7 @@ $WARDIAN_HOME/
   logs/<provider>-<uuid>.log    each provider process's standard error
   run/<provider>-<uuid>.pid     the process group of an agent's provider runtime while it runs
   agents/<uuid>/                one agent's private provider home (e.g. codex/), socket and default workspace
+  codex-auth/     0700          the Codex home of wardian's own ChatGPT sign-in (wardian.providers.codex.chatgpt_owner)
   app.out                       `wardian app start`'s capture of the app's own output
 ```
 Clients never create anything here: discovery without a home must leave the disk untouched.
@@ -109,6 +110,10 @@ class Home:
     @property
     def app_out_path(self) -> Path:
         return self.root / "app.out"
+
+    @property
+    def codex_auth_dir(self) -> Path:
+        return self.root / "codex-auth"
 
     def agent_dir(self, agent_uuid: str) -> Path:
         return self.root / "agents" / agent_uuid

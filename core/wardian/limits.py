@@ -19,6 +19,9 @@ MAX_PAGE_TEXT_BYTES = 1024 * 1024
 # The console's exchange timeline shows this much of each record's text; the request view shows all of it
 # (docs/guide/console.md#pages).
 EXCHANGE_PREVIEW_CHARS = 400
+# A one-time login URL of the web console works this long (wardian.console.auth); `wardian console` removes its private
+# login pages in run/ once they are older (docs/guide/console.md#logging-in-and-the-security-model).
+LOGIN_TTL_MS = 10 * 60 * 1000
 # A page of the exchange filtered by participant searches at most this many records (by id) below its start.
 EXCHANGE_WINDOW = 100_000
 # The largest NDJSON frame the app reads from a client; larger frames get a JSON-RPC error.
@@ -27,6 +30,9 @@ MAX_REQUEST_FRAME_BYTES = 1024 * 1024
 MAX_RESPONSE_FRAME_BYTES = 16 * 1024 * 1024
 # Extra time the client allows beyond a wait's own timeout before the exchange counts as lost.
 CONTROL_GRACE_MS = 5_000
+# Codex's per-server tool timeout that registration writes (rule CFG-4 of docs/design/contract.md). It must exceed
+# the longest wait (MAX_WAIT_MS) plus the client's grace, so an expired wait is a result, not a timeout.
+CODEX_TOOL_TIMEOUT_SEC = 70
 # The control socket's protocol version. It is part of the socket's file name, so a client of another
 # version finds no socket it can speak to and reports app_incompatible instead of sending a byte.
 PROTOCOL_VERSION = 1

@@ -19,7 +19,6 @@ from tests.conftest import wardian_cmd
 from tests.providers.codex.conftest import codex_or_skip
 from wardian.home import Home
 from wardian.home_setup import adopt_home
-from wardian.providers.codex.chatgpt_owner import owner_home
 from wardian_harness.models.chatgpt_backend import EMAIL, PLAN_TYPE, ChatGPTBackend
 from wardian_harness.models.scripted_model import ScriptedModel
 
@@ -78,8 +77,8 @@ def cli(tmp_path: Path) -> Iterator[Cli]:
     with ScriptedModel() as model, ChatGPTBackend(tmp_path / "chatgpt", model) as backend:
         home = Home(tmp_path / "home")
         adopt_home(home)  # a wardian home, as the CLI makes one
-        owner_home(home).mkdir(mode=0o700)
-        (owner_home(home) / "config.toml").write_text("\n".join(backend.codex_overrides()) + "\n", encoding="utf-8")
+        home.codex_auth_dir.mkdir(mode=0o700)
+        (home.codex_auth_dir / "config.toml").write_text("\n".join(backend.codex_overrides()) + "\n", encoding="utf-8")
         yield Cli(home, backend)
 
 
@@ -98,11 +97,11 @@ def test_login_status_logout_with_a_device_code(cli: Cli) -> None:
     assert (entry["kind"], entry["mask"]) == ("chatgpt", "…")
     assert cli.run("auth", "status").stdout.decode().count("chatgpt") == 1
 
-    session = json.loads((owner_home(cli.home) / "auth.json").read_text())["tokens"]
+    session = json.loads((cli.home.codex_auth_dir / "auth.json").read_text())["tokens"]
     out = cli.run("auth", "logout", "codex")
     assert out.returncode == 0, out.stderr
     assert [r.body["token"] for r in cli.backend.requests_to("/oauth/revoke")] == [session["refresh_token"]]
-    assert not (owner_home(cli.home) / "auth.json").exists()
+    assert not (cli.home.codex_auth_dir / "auth.json").exists()
     assert cli.run("auth", "logout", "codex").returncode == 4
     assert json.loads(cli.run("auth", "status", "--json").stdout)["credentials"] == []
     secrets = [s.encode() for s in cli.backend.issued_secrets()]
@@ -115,7 +114,7 @@ def test_ctrl_c_cancels_the_sign_in_with_exit_130_and_nothing_stored(cli: Cli) -
     assert code == 130
     assert "Sign-in cancelled." in stderr
     assert json.loads(cli.run("auth", "status", "--json").stdout)["credentials"] == []
-    assert not (owner_home(cli.home) / "auth.json").exists()
+    assert not (cli.home.codex_auth_dir / "auth.json").exists()
 
 
 def test_a_second_name_or_a_browser_on_another_provider_is_refused(cli: Cli) -> None:
@@ -125,4 +124,4 @@ def test_a_second_name_or_a_browser_on_another_provider_is_refused(cli: Cli) -> 
     other = cli.run("auth", "login", "opencode", "--browser")
     assert other.returncode == 2
     assert cli.backend.requests == []  # nothing was asked of the sign-in
-    assert not (owner_home(cli.home) / "auth.json").exists()
+    assert not (cli.home.codex_auth_dir / "auth.json").exists()

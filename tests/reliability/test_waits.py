@@ -16,8 +16,7 @@ import pytest
 from tests.mcp.mcp_harness import raw_server, server_env
 from tests.reliability.world import AppHandle, db_rows, report, seeded_random, size
 from wardian.client import AppClient
-from wardian.model import CONTROL_GRACE_MS, MAX_WAIT_MS
-from wardian.protocol.tools import CODEX_TOOL_TIMEOUT_SEC
+from wardian.limits import CODEX_TOOL_TIMEOUT_SEC, CONTROL_GRACE_MS, MAX_WAIT_MS
 
 
 def test_t1_the_longest_wait_ends_before_codex_gives_up_on_the_tool() -> None:

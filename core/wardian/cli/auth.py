@@ -112,7 +112,6 @@ def chatgpt_login(args: argparse.Namespace, store: CredentialStore, name: str) -
     import anyio
 
     from wardian.providers.codex.chatgpt_login import login
-    from wardian.providers.codex.chatgpt_owner import owner_home
 
     signed = anyio.run(functools.partial(login, store.home, out=sys.stderr, browser=args.browser, name=name))
     entry = next(e for e in store.entries() if e.provider == "codex" and e.kind is CredentialKind.CHATGPT)
@@ -121,7 +120,7 @@ def chatgpt_login(args: argparse.Namespace, store: CredentialStore, name: str) -
     else:
         account = ", ".join(v for v in (signed.email, signed.plan_type) if v) or "ChatGPT"
         out(f"signed in: ChatGPT ({account}) for Codex agents, as {name!r}; wardian's own session is kept in "
-            f"{owner_home(store.home)}")
+            f"{store.home.codex_auth_dir}")
     return EXIT_OK
 
 
@@ -259,9 +258,7 @@ def _describe(e: CredentialEntry) -> str:
 
 def _where(e: CredentialEntry, store: CredentialStore) -> str:
     if e.kind is CredentialKind.CHATGPT:
-        from wardian.providers.codex.chatgpt_owner import owner_home
-
-        return f"{owner_home(store.home)} (wardian's own Codex sign-in)"
+        return f"{store.home.codex_auth_dir} (wardian's own Codex sign-in)"
     return str(store.path) if e.stored == "file" else f"the OS keyring, service {store.service}"
 
 

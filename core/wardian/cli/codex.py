@@ -23,7 +23,7 @@ def _registrar() -> Registrar:
 
 
 def _tool_timeout_sec() -> int:
-    from wardian.protocol.tools import CODEX_TOOL_TIMEOUT_SEC  # written into the entry, shown as written
+    from wardian.limits import CODEX_TOOL_TIMEOUT_SEC  # written into the entry, shown as written
 
     return CODEX_TOOL_TIMEOUT_SEC
 

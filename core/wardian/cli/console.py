@@ -61,7 +61,7 @@ def _open_browser(run_dir: Path, url: str) -> None:
     import webbrowser
 
     from wardian.console import login_page
-    from wardian.console.auth import LOGIN_TTL_MS
+    from wardian.limits import LOGIN_TTL_MS
 
     try:
         login_page.remove_pages(run_dir, older_than_ms=LOGIN_TTL_MS)  # their logins have expired

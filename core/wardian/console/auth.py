@@ -18,9 +18,9 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from wardian.limits import LOGIN_TTL_MS
 from wardian.model import now_ms
 
-LOGIN_TTL_MS = 10 * 60 * 1000
 SESSION_TTL_MS = 12 * 60 * 60 * 1000
 MAX_LOGINS = 32
 MAX_SESSIONS = 64

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wardian import errors
-from wardian.model import (
+from wardian.limits import (
     DEFAULT_RECEIVE_LIMIT,
     DEFAULT_WAIT_MS,
     MAX_CURSOR_CHARS,
@@ -40,9 +40,6 @@ MAX_MCP_FRAME_BYTES = MAX_REQUEST_FRAME_BYTES
 # Deeper JSON than this is refused as a parse error before any model sees it (deep nesting used to crash the SDK's
 # parser and leave the request unanswered: https://github.com/modelcontextprotocol/python-sdk/issues/2751).
 MAX_MCP_JSON_DEPTH = 64
-# Codex's per-server tool timeout that registration writes (rule CFG-4 of docs/design/contract.md). It must exceed
-# the longest wait (MAX_WAIT_MS) plus the client's grace, so an expired wait is a result, not a timeout.
-CODEX_TOOL_TIMEOUT_SEC = 70
 
 SERVER_NAME = "wardian"
 SERVER_INSTRUCTIONS = (

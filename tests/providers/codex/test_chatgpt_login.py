@@ -28,7 +28,7 @@ from wardian.auth.store import CredentialStore
 from wardian.home import Home
 from wardian.home_setup import adopt_home
 from wardian.providers.codex.chatgpt_login import BROWSER_PORT, SignedIn, login, logout
-from wardian.providers.codex.chatgpt_owner import OwnerTokens, owner_home
+from wardian.providers.codex.chatgpt_owner import OwnerTokens
 from wardian_harness.models.chatgpt_backend import EMAIL, PLAN_TYPE, ChatGPTBackend
 from wardian_harness.models.scripted_model import ScriptedModel
 
@@ -59,7 +59,7 @@ def backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ChatGPT
 
 def point_owner(home: Home, backend: ChatGPTBackend) -> Path:
     adopt_home(home)  # a wardian home, as the CLI makes one
-    owner = owner_home(home)
+    owner = home.codex_auth_dir
     owner.mkdir(mode=0o700)
     (owner / "config.toml").write_text("\n".join(backend.codex_overrides()) + "\n", encoding="utf-8")
     return owner

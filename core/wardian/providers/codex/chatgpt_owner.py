@@ -38,7 +38,6 @@ from wardian.providers.process import ProviderProcess, StopPolicy
 
 log = logging.getLogger("wardian.auth.chatgpt")  # the name the app's log has always given these lines
 
-OWNER_DIR = "codex-auth"
 OWNER_CLIENT = "wardian-auth"
 """The owner's `clientInfo.name`; Codex sends it as the `originator` of the owner's requests."""
 LOCK_TIMEOUT_S = 60.0
@@ -51,15 +50,10 @@ _AUTH_CLAIMS = "https://api.openai.com/auth"
 NOT_SIGNED_IN = "wardian has no ChatGPT sign-in for Codex: run `wardian auth login codex`"
 
 
-def owner_home(home: Home) -> Path:
-    """The Codex home of wardian's own ChatGPT session."""
-    return home.root / OWNER_DIR
-
-
 def _prepare(home: Home) -> Path:
     """Create the owner's home (0700) and make sure its config keeps the session in the file store there."""
     adopt_home(home)  # as the credential store and the app make a home: only its owner may enter
-    path = owner_home(home)
+    path = home.codex_auth_dir
     path.mkdir(mode=0o700, exist_ok=True)
     os.chmod(path, 0o700)
     config = path / "config.toml"

@@ -27,7 +27,8 @@ import tomlkit.exceptions
 
 from wardian import errors
 from wardian.home import ENV_HOME, ENV_SESSION, Home
-from wardian.protocol.tools import CODEX_TOOL_TIMEOUT_SEC, SERVER_NAME
+from wardian.limits import CODEX_TOOL_TIMEOUT_SEC
+from wardian.protocol.tools import SERVER_NAME
 from wardian.providers.mcp_command import SERVE_ARGS, wardian_executable, write_private
 from wardian.providers.registration import Registration, existing_entry, launches_wardian, target_dir
 
