@@ -14,8 +14,12 @@ Exit codes (documented in README):
 Cold start matters (`wardian message wait --timeout-ms 0` is a benchmark figure, measured against the interpreter's
 own start-up in docs/benchmarks.md): a command imports and registers only its own group's module (`main` builds the
 whole parser only for help, the version and a command it does not know, so every usage message and `--help` reads as
-before), and the group modules import only the stdlib and the client at module level (orjson only for `--json`);
-the app, pydantic and anyio load only for `wardian app run`, and `mcp` only for `wardian mcp serve`.
+before), and the group modules import only the stdlib, the client and light parts of wardian at module level (orjson
+only for `--json`). A command whose handler needs more names it by where it is (`"wardian.cli.up:cmd_up"`,
+`common.Handler`): that module imports its stack at its top and loads only when the command runs, never for the
+group's other commands or the whole parser. The app, pydantic and anyio load only for `wardian app run`, and `mcp`
+only for `wardian mcp serve`; the few imports left inside functions keep such a stack off a command's other branches
+(tests/test_shape.py counts them and asks each for its reason).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import sys
 from collections.abc import Sequence
 
 from wardian import __version__, errors
-from wardian.cli.common import Commands, Parser
+from wardian.cli.common import Commands, Parser, handler
 from wardian.cli.exits import (
     EXIT_APP,
     EXIT_HOME,
@@ -122,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not hasattr(args, "json"):
         args.json = False
     try:
-        return args.func(args)
+        return handler(args.func)(args)
     except errors.WardianError as exc:
         print_error(exc, args.json)
         return exit_code_for(exc)

@@ -1,20 +1,27 @@
-"""`wardian app run|start|stop|status`: run the app, in the foreground or in the background, and control it."""
+"""`wardian app run|start|stop|status`: run the app, in the foreground or in the background, and control it; and
+starting an app in the background and stopping it, which `wardian up` and `down` do too (`wardian.cli.team_run`).
+
+`app run` is `wardian.cli.app_run`'s: the app's stack loads for it alone."""
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
+import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from wardian import errors
 from wardian.cli.common import Commands, client, store_arg
 from wardian.cli.exits import EXIT_APP, EXIT_OK
 from wardian.cli.output import dump, out
-from wardian.home import ENV_STORE, resolve_home
+from wardian.home import ENV_STORE, Home, resolve_home
+from wardian.home_setup import adopt_home
 
 if TYPE_CHECKING:
-    import psutil
+    import subprocess
+
+    from wardian.client import AppClient
 
 CONSOLE_HELP = ("also serve the web console on this loopback address (default 127.0.0.1:8765; PORT 0 picks a free "
                 "port); log in with `wardian console`")
@@ -28,7 +35,7 @@ HOST_HELP = "the host this app serves (default: the machine's hostname); agents 
 
 def register(commands: Commands) -> None:
     app = commands.group("app", "run and control the app")
-    p = commands.add(app, "run", cmd_app_run, "run the app in the foreground")
+    p = commands.add(app, "run", "wardian.cli.app_run:cmd_app_run", "run the app in the foreground")
     p.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
     _serving_args(p)
     p = commands.add(app, "start", cmd_app_start, "start the app in the background; returns once it accepts calls")
@@ -45,64 +52,48 @@ def _serving_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host-name", dest="host_name", default=None, metavar="NAME", help=HOST_HELP)
 
 
-def cmd_app_run(args: argparse.Namespace) -> int:
-    """Run the app; reports readiness, or the startup error, on `--ready-fd` when given (`app start` reads it)."""
-    import orjson
-
-    from wardian.app.run import run_app
-    from wardian.app.spawn import READY, report_ready
-    from wardian.cli.console import WebConsoleSetup
-
-    home, ready_fd = resolve_home(args.home), args.ready_fd
-    try:
-        run_app(
-            home,
-            on_ready=lambda: report_ready(ready_fd, READY),
-            log_stream=sys.stderr,
-            console=None if args.console is None else WebConsoleSetup(args.console),
-            host_name=args.host_name,
-            store_url=store_arg(args),
-        )
-    except errors.WardianError as exc:
-        report_ready(ready_fd, orjson.dumps(exc.to_data()).decode("utf-8"))
-        raise
-    return EXIT_OK
-
-
 def _start_args(args: argparse.Namespace) -> list[str]:
     """The `app run` options of an `app start`, each refused here (nothing of the home changes) when bad."""
+    extra: list[str] = []
     if args.console is not None:
+        # Its dataclass (dataclasses, inspect; ~5 ms): not for `app status`, `stop` or a start without a console.
         from wardian.console.address import parse_console_address
 
         parse_console_address(args.console)  # a refused address changes nothing, not even the home
+        extra += ["--console", args.console]
     store_url = store_arg(args)
-    extra: list[str] = [] if args.console is None else ["--console", args.console]
-    if args.host_name is not None:
-        from wardian.app.run import check_host_name
+    if args.host_name is not None or store_url is not None:
+        # Their checks are the app's own (pydantic, anyio, the store; ~200 ms): only for a start that names them.
+        from wardian.app.run import check_host_name, check_store_url
 
-        extra += ["--host-name", check_host_name(args.host_name)]
-    if store_url is not None:
-        from wardian.app.run import check_store_url
-
-        extra += ["--store", check_store_url(store_url)]  # refused here too: nothing of the home changes
+        if args.host_name is not None:
+            extra += ["--host-name", check_host_name(args.host_name)]
+        if store_url is not None:
+            extra += ["--store", check_store_url(store_url)]  # refused here too: nothing of the home changes
     return extra
 
 
-def cmd_app_start(args: argparse.Namespace) -> int:
-    from wardian.app.spawn import start_app
+def start_in_background(home: Home, extra: Sequence[str], timeout_s: float) -> subprocess.Popen[bytes]:
+    """`wardian app run` on `home` in a process of its own that outlives this command, writing to the home's app.out;
+    returns once it accepts calls. The home is made private first, or refused having had nothing written.
 
-    home = resolve_home(args.home)
-    extra = _start_args(args)
-    from wardian.home_setup import adopt_home
+    Raises: the app's own startup error; InternalError (no readiness in `timeout_s`), which names app.out.
+    """
+    from wardian.app.spawn import start_app  # orjson (~10 ms): only a command that starts an app
 
     adopt_home(home)  # created private, or refused having written nothing (not even app.out)
     log_path = home.app_out_path
     flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
     with open(os.open(log_path, flags, 0o600), "ab") as log_file:
         try:
-            proc = start_app(home.root, stdout=log_file, stderr=log_file, timeout_s=args.timeout, extra_args=extra)
+            return start_app(home.root, stdout=log_file, stderr=log_file, timeout_s=timeout_s, extra_args=extra)
         except errors.InternalError as exc:
             raise errors.InternalError(f"{exc.message}; see {log_path}") from None
+
+
+def cmd_app_start(args: argparse.Namespace) -> int:
+    home = resolve_home(args.home)
+    proc = start_in_background(home, _start_args(args), args.timeout)
     console = None
     if args.console is not None:
         with client(args) as app:
@@ -118,24 +109,13 @@ def cmd_app_start(args: argparse.Namespace) -> int:
 
 def cmd_app_stop(args: argparse.Namespace) -> int:
     """Stop the app and return once its process has exited (a script may remove the home right after)."""
-    import psutil
-
     with client(args) as app:
         try:
             status = app.call("app/status")
         except errors.AppNotRunning:
             out("app not running")
             return EXIT_OK
-        try:
-            # Taken before asking it to stop: psutil keeps the start time, so a reused pid is never mistaken for it.
-            app_process: psutil.Process | None = psutil.Process(status["pid"])
-        except psutil.Error:
-            app_process = None
-        app.call("app/stop")
-    if app_process is not None and not _exited(app_process, args.timeout):
-        raise errors.InternalError(
-            f"the app (pid {status['pid']}) accepted stop but has not exited within {args.timeout:g} s; it may "
-            "still be ending its agents' provider processes: wait, or end it yourself")
+        stop_and_wait(app, status["pid"], args.timeout)
     if args.json:
         out(dump({"stopped": True, "pid": status["pid"]}))
     else:
@@ -143,22 +123,34 @@ def cmd_app_stop(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _exited(process: psutil.Process, timeout_s: float) -> bool:
-    """Whether the process ended within `timeout_s`. A zombie has ended: it only waits for whoever inherited it
-    (the `app start` that spawned it is gone) to collect its status."""
-    import time
+def stop_and_wait(app: AppClient, pid: int, timeout_s: float) -> None:
+    """Ask the app `app` is connected to, whose process is `pid`, to stop; close the connection and return once that
+    process has exited.
 
-    import psutil
+    Raises: InternalError (it accepted stop but has not exited within `timeout_s`).
+    """
+    import psutil  # ~13 ms: only stopping an app waits for its process
 
+    try:
+        # Taken before asking it to stop: psutil keeps the start time, so a reused pid is never mistaken for it.
+        process = psutil.Process(pid)
+    except psutil.Error:
+        process = None
+    app.call("app/stop")
+    app.close()
     deadline = time.monotonic() + timeout_s
-    while True:
+    while process is not None:
         try:
+            # A zombie has ended: it only waits for whoever inherited it (the `app start` that spawned it is gone)
+            # to collect its status.
             if not process.is_running() or process.status() == psutil.STATUS_ZOMBIE:
-                return True
+                return
         except psutil.Error:
-            return True  # gone
+            return  # gone
         if time.monotonic() >= deadline:
-            return False
+            raise errors.InternalError(
+                f"the app (pid {pid}) accepted stop but has not exited within {timeout_s:g} s; it may still be "
+                "ending its agents' provider processes: wait, or end it yourself")
         time.sleep(0.01)
 
 

@@ -72,4 +72,3 @@ COMMAND = RegisterCommand(
                   metavar="TOOL,..."),
     registrar=_registrar, summary=_summary, report=_report)
 register = COMMAND.add
-cmd_claude_register = COMMAND.run

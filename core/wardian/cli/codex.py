@@ -7,6 +7,7 @@ import shlex
 
 from wardian.cli.registration import Grants, RegisterCommand, Target
 from wardian.home import ENV_HOME, ENV_SESSION
+from wardian.limits import CODEX_TOOL_TIMEOUT_SEC
 
 # `typing` is not imported at run time: it is a sizeable part of the CLI's cold start (docs/benchmarks.md).
 TYPE_CHECKING = False
@@ -17,15 +18,9 @@ if TYPE_CHECKING:
 
 
 def _registrar() -> Registrar:
-    from wardian.providers.codex import registration  # Codex's stack (tomlkit) only for this command
+    from wardian.providers.codex import registration  # Codex's stack (tomlkit, ~50 ms): only for this command
 
     return registration
-
-
-def _tool_timeout_sec() -> int:
-    from wardian.limits import CODEX_TOOL_TIMEOUT_SEC  # written into the entry, shown as written
-
-    return CODEX_TOOL_TIMEOUT_SEC
 
 
 def equivalent_command(reg: Registration) -> str:
@@ -37,7 +32,7 @@ def equivalent_command(reg: Registration) -> str:
 def _summary(reg: Registration) -> dict[str, Any]:
     return {
         "config": str(reg.config_path), "server": reg.server, "command": reg.command, "args": list(reg.args),
-        "tool_timeout_sec": _tool_timeout_sec(), "agent": {"name": reg.agent["name"], "uuid": reg.agent["uuid"]},
+        "tool_timeout_sec": CODEX_TOOL_TIMEOUT_SEC, "agent": {"name": reg.agent["name"], "uuid": reg.agent["uuid"]},
         "home": reg.home, "approved_tools": list(reg.approved), "created": reg.created, "enabled": reg.enabled,
         "equivalent": equivalent_command(reg),
     }
@@ -47,7 +42,7 @@ def _report(reg: Registration) -> list[str]:
     verb = "registered" if reg.created else "updated"
     lines = [f"{verb} [mcp_servers.{reg.server}] for agent {reg.agent['name']} ({reg.agent['uuid']}) in "
              f"{reg.config_path}",
-             f"  command = {reg.command} {' '.join(reg.args)}; tool_timeout_sec = {_tool_timeout_sec()}"]
+             f"  command = {reg.command} {' '.join(reg.args)}; tool_timeout_sec = {CODEX_TOOL_TIMEOUT_SEC}"]
     if reg.approved:
         lines.append(f"  approval_mode = \"approve\" for: {', '.join(reg.approved)}")
     if not reg.enabled:
@@ -64,4 +59,3 @@ COMMAND = RegisterCommand(
     grants=Grants("comma-separated tool names to grant approval_mode = \"approve\""),
     registrar=_registrar, summary=_summary, report=_report)
 register = COMMAND.add
-cmd_codex_register = COMMAND.run

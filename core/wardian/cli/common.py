@@ -4,6 +4,7 @@ session, the message text and the store from the arguments."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Callable
@@ -20,6 +21,9 @@ if TYPE_CHECKING:
     from wardian.client import AppClient
 
 Handler = Callable[[argparse.Namespace], int]
+"""What a command runs: the function itself, or where it is, `"wardian.cli.up:cmd_up"`, for a command whose module
+imports what only that command needs (`handler` imports it when the command runs, so the group's other commands and
+the whole parser that `--help` builds never do)."""
 
 
 class Parser(argparse.ArgumentParser):
@@ -70,7 +74,7 @@ class Commands:
         return self.groups.add_parser(name, help=help_).add_subparsers(
             dest="cmd", required=True, metavar="ACTION", parser_class=Parser)
 
-    def add(self, group: Group, name: str, func: Handler, help_: str) -> Parser:
+    def add(self, group: Group, name: str, func: Handler | str, help_: str) -> Parser:
         """An action of a group, running `func`."""
         if self.action is not None:
             if name != self.action:
@@ -80,7 +84,8 @@ class Commands:
         p.set_defaults(func=func)
         return p
 
-    def single(self, name: str, func: Handler, help_: str | None = None, description: str | None = None) -> Parser:
+    def single(self, name: str, func: Handler | str, help_: str | None = None,
+               description: str | None = None) -> Parser:
         """A command without actions (`wardian console`), running `func`. Without `help_` argparse lists no line
         for it (help=SUPPRESS would print "==SUPPRESS==")."""
         self.missed = False  # no actions: the word after it is its own argument
@@ -92,12 +97,23 @@ class Commands:
         return p
 
 
+def handler(func: Handler | str) -> Handler:
+    """The function a command runs; one given by where it is (`module:name`) is imported now."""
+    if not isinstance(func, str):
+        return func
+    module, _, name = func.partition(":")
+    found: Handler = getattr(importlib.import_module(module), name)
+    return found
+
+
 def text_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("text", nargs="?", help="the text (kept exactly)")
     p.add_argument("--stdin", action="store_true", help="read the text from standard input")
 
 
 def client(args: argparse.Namespace) -> AppClient:
+    # The client's sockets and selectors (~3 ms): not for the commands that need no app, `wardian mcp serve`'s start
+    # first (its first tool call loads it).
     from wardian.client import AppClient
 
     return AppClient(resolve_home(args.home))

@@ -52,4 +52,3 @@ COMMAND = RegisterCommand(
     Target("--config-dir", "the OpenCode config dir to register in (its opencode.json or opencode.jsonc)"),
     registrar=_registrar, summary=_summary, report=_report)
 register = COMMAND.add
-cmd_opencode_register = COMMAND.run

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from wardian.cli.output import out
 
 # `typing` is not imported at run time: it is a sizeable part of the CLI's cold start (docs/benchmarks.md).
@@ -53,11 +55,10 @@ def _indented(text: str, indent: str) -> None:
 
 
 def _when(ms: int | None) -> str:
+    """A time in ms as UTC to the millisecond; with `time`, which the client has loaded already (not `datetime`)."""
     if ms is None:
         return "-"
-    import datetime
-
-    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ms // 1000)) + f".{ms % 1000:03d}Z"
 
 
 def print_story(s: dict[str, Any], provider: str | None = None) -> None:

@@ -19,6 +19,7 @@ def register(commands: Commands) -> None:
 
 
 def cmd_store_migrate(args: argparse.Namespace) -> int:
+    # The app's stack (~200 ms; psycopg once it connects): this command's, not the whole parser's (`--help`).
     from wardian.app.run import migrate_shared_store, redact_url
 
     url = store_arg(args)

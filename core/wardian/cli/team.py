@@ -1,25 +1,44 @@
-"""`wardian init|up|down|status`: the team file (`wardian.toml`, docs/guide/team-file.md): writing one here, and
-making the home's team what it says in `wardian.cli.up`."""
+"""`wardian init|up|down|status`: the team file's commands (`wardian.toml`, docs/guide/team-file.md), their parsers.
+
+Their handlers are named by where they are, `wardian.cli.init` (writing a team file) and `wardian.cli.up` (making
+the home's team what it says), each imported only when its command runs: the team file's package, its checks and
+the threads that carry a file out are no other command's, nor the whole parser's that `--help` builds."""
 
 from __future__ import annotations
 
-import argparse
-
-from wardian.cli import up
 from wardian.cli.common import Commands
-from wardian.cli.exits import EXIT_OK
-from wardian.cli.output import dump, out
 
 DEFAULT_FILE = "wardian.toml"  # wardian.team.DEFAULT_FILE, without importing the package for every parser
+FILE_HELP = "the team file (default: ./wardian.toml)"
 
 
 def register(commands: Commands) -> None:
     _init(commands)
-    up.register(commands)
+    _up(commands)
+
+
+def _up(commands: Commands) -> None:
+    up = "start the team of a team file: the app, then every agent as the file says"
+    p = commands.single("up", "wardian.cli.up:cmd_up", up, description=(
+        f"{up}. Agents already running as the file says are left alone; one whose start differs is restarted "
+        "(the output names the fields); the home's agents the file does not name are listed, never removed "
+        "without --prune."))
+    p.add_argument("-f", "--file", default=None, metavar="FILE", help=FILE_HELP)
+    p.add_argument("--prune", action="store_true",
+                   help="remove the home's agents the file does not name (as `wardian agent remove` does)")
+    p.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for each agent's conversation")
+    down = "stop the team file's agents, and the app if `wardian up` started it"
+    p = commands.single("down", "wardian.cli.up:cmd_down", down, description=down)
+    p.add_argument("-f", "--file", default=None, metavar="FILE", help=FILE_HELP)
+    status = "the team at a glance: each agent's status, credential, pending and in-flight tasks"
+    p = commands.single("status", "wardian.cli.up:cmd_status", status, description=(
+        f"{status}, and the home's agents the file does not name; exit 3 when the app is not running."))
+    p.add_argument("-f", "--file", default=None, metavar="FILE", help=FILE_HELP)
 
 
 def _init(commands: Commands) -> None:
-    p = commands.single("init", cmd_init, "write a commented team file (wardian.toml) with a lead and a worker",
+    p = commands.single("init", "wardian.cli.init:cmd_init",
+                        "write a commented team file (wardian.toml) with a lead and a worker",
                         description="Write a commented team file: a lead and a worker of the chosen providers, "
                         "every key explained. Edit it, then `wardian up`.")
     p.add_argument("file", nargs="?", default=DEFAULT_FILE, metavar="FILE",
@@ -32,32 +51,3 @@ def _init(commands: Commands) -> None:
                    help="also write the team file's JSON Schema beside it (wardian.schema.json) for editors, and point "
                    "a new file's first line at it; an existing team file is kept and only the schema is brought up to "
                    "date")
-
-
-def cmd_init(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from wardian.team.init import SCHEMA_NAME, parse_providers, roster, schema_path, write_schema, write_team_file
-
-    providers = parse_providers(args.providers)
-    if args.schema:
-        schema_path(Path(args.file))  # refused before the team file is written
-    keep = args.schema and not args.force and Path(args.file).exists()  # --schema alone refreshes the schema
-    path = Path(args.file).absolute() if keep else write_team_file(args.file, providers, force=args.force,
-                                                                    schema=args.schema)
-    schema = write_schema(path) if args.schema else None
-    agents = roster(providers)
-    if args.json:
-        result: dict[str, object] = {"path": str(path), "agents": [{"name": n, "provider": p} for n, p in agents]}
-        if schema is not None:
-            result |= {"schema": str(schema), "written": not keep}
-        out(dump(result))
-        return EXIT_OK
-    if schema is not None:
-        out(f"wrote {schema}")
-    if keep:
-        out(f"kept {path}; for completion in editors its first line should be `#:schema ./{SCHEMA_NAME}`")
-    else:
-        team = ", ".join(f"{n} ({p})" for n, p in agents)
-        out(f"wrote {path}: {team}; edit it, then `wardian up`")
-    return EXIT_OK

@@ -14,13 +14,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from wardian import errors
+from wardian.cli.app import start_in_background, stop_and_wait
 from wardian.client import AppClient
+from wardian.console.address import parse_console_address
 from wardian.home import Home
+from wardian.home_setup import inspect_home
+from wardian.team.state import AppMark
 
 if TYPE_CHECKING:
     from wardian.team.model import Team, TeamAgent
     from wardian.team.plan import Step
-    from wardian.team.state import AppMark
 
 Show = Callable[[str, str], None]
 """Progress of one agent: its name and what happens to it now."""
@@ -66,30 +69,17 @@ def app_status(home: Home) -> dict[str, Any] | None:
 def ensure_app(home: Home, console: str | None) -> AppMark | None:
     """Start the home's app in the background unless one runs (as `wardian app start` does; it outlives this
     command); the mark of the app started, None when one ran already."""
-    from wardian.app.spawn import start_app
-    from wardian.home_setup import adopt_home, inspect_home
-    from wardian.team.state import AppMark
-
     extra: list[str] = []
     if console is not None:
-        from wardian.console.address import parse_console_address
-
         parse_console_address(console)
         extra = ["--console", console]
     inspect_home(home)  # a folder that is not a wardian home is refused as such, before its socket is looked at
     if app_status(home) is not None:
         return None
-    adopt_home(home)  # created private, or refused having written nothing (not even app.out)
-    log_path = home.app_out_path
-    with open(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600),
-               "ab") as log_file:
-        try:
-            start_app(home.root, stdout=log_file, stderr=log_file, timeout_s=APP_START_TIMEOUT_S, extra_args=extra)
-        except errors.InternalError as exc:
-            raise errors.InternalError(f"{exc.message}; see {log_path}") from None
+    start_in_background(home, extra, APP_START_TIMEOUT_S)
     status = app_status(home)
     if status is None:
-        raise errors.InternalError(f"the app started for {home.root} but does not answer; see {log_path}")
+        raise errors.InternalError(f"the app started for {home.root} but does not answer; see {home.app_out_path}")
     return AppMark(int(status["pid"]), int(status["started_at"]))
 
 
@@ -202,21 +192,9 @@ def stop_agents(home: Home, team: Team, rows: Mapping[str, Mapping[str, Any]], s
 def stop_app(home: Home, mark: AppMark | None, timeout_s: float = 60.0) -> dict[str, Any] | None:
     """Stop the app when it is the one `up` started (same pid, same start), and wait until it has exited; its
     `app/status` when stopped, None when it was left alone (another app, or none)."""
-    import psutil
-
-    from wardian.cli.app import _exited  # pyright: ignore[reportPrivateUsage]
-
     status = app_status(home)
     if status is None or mark is None or (status["pid"], status["started_at"]) != (mark.pid, mark.started_at):
         return None
-    try:
-        process: psutil.Process | None = psutil.Process(status["pid"])
-    except psutil.Error:
-        process = None
     with AppClient(home) as app:
-        app.call("app/stop")
-    if process is not None and not _exited(process, timeout_s):
-        raise errors.InternalError(
-            f"the app (pid {status['pid']}) accepted stop but has not exited within {timeout_s:g} s; it may still be "
-            "ending its agents' provider processes: wait, or end it yourself")
+        stop_and_wait(app, status["pid"], timeout_s)
     return status

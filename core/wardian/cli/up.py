@@ -1,45 +1,35 @@
 """`wardian up|down|status [-f FILE]`: make the home's team what its team file says, take it down, show it
-(docs/guide/team-file.md). The file is read and checked whole first; a broken one changes nothing."""
+(docs/guide/team-file.md). The file is read and checked whole first; a broken one changes nothing.
+
+`wardian.cli.team` adds these commands' parsers and names their handlers here, so this module, and what it imports,
+loads only when one of them runs."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from wardian.cli.common import Commands
 from wardian.cli.exits import EXIT_APP, EXIT_OK, exit_code_for
 from wardian.cli.output import dump, out
-
-if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
-
-    from wardian.cli.team_run import Outcome
-    from wardian.home import Home
-    from wardian.team.model import Team
-
-FILE_HELP = "the team file (default: ./wardian.toml)"
-
-
-def register(commands: Commands) -> None:
-    up = "start the team of a team file: the app, then every agent as the file says"
-    p = commands.single("up", cmd_up, up, description=(
-        f"{up}. Agents already running as the file says are left alone; one whose start differs is restarted "
-        "(the output names the fields); the home's agents the file does not name are listed, never removed "
-        "without --prune."))
-    p.add_argument("-f", "--file", default=None, metavar="FILE", help=FILE_HELP)
-    p.add_argument("--prune", action="store_true",
-                   help="remove the home's agents the file does not name (as `wardian agent remove` does)")
-    p.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for each agent's conversation")
-    down = "stop the team file's agents, and the app if `wardian up` started it"
-    p = commands.single("down", cmd_down, down, description=down)
-    p.add_argument("-f", "--file", default=None, metavar="FILE", help=FILE_HELP)
-    status = "the team at a glance: each agent's status, credential, pending and in-flight tasks"
-    p = commands.single("status", cmd_status, status, description=(
-        f"{status}, and the home's agents the file does not name; exit 3 when the app is not running."))
-    p.add_argument("-f", "--file", default=None, metavar="FILE", help=FILE_HELP)
+from wardian.cli.team_run import (
+    Outcome,
+    app_status,
+    ensure_app,
+    overview,
+    remove_agents,
+    run_steps,
+    stop_agents,
+    stop_app,
+)
+from wardian.cli.team_show import progress, table
+from wardian.home import Home
+from wardian.team import DEFAULT_FILE, Team, load_team
+from wardian.team.plan import plan_team
+from wardian.team.state import read_state, write_state
 
 
 def _load(args: argparse.Namespace) -> Team:
@@ -48,8 +38,6 @@ def _load(args: argparse.Namespace) -> Team:
     Raises:
         TeamFileError: every problem of a broken file (exit 2), before anything is started or changed.
     """
-    from wardian.team import DEFAULT_FILE, load_team
-
     environ = dict(os.environ)
     if args.home is not None:
         environ["WARDIAN_HOME"] = args.home
@@ -57,12 +45,6 @@ def _load(args: argparse.Namespace) -> Team:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from wardian.cli.team_run import ensure_app, overview, remove_agents, run_steps
-    from wardian.cli.team_show import progress
-    from wardian.home import Home
-    from wardian.team.plan import plan_team
-    from wardian.team.state import read_state, write_state
-
     team = _load(args)
     home = Home(team.home)
     state = read_state(home.root)
@@ -93,8 +75,6 @@ def cmd_up(args: argparse.Namespace) -> int:
 def _console_note(home: Home, console: str) -> None:
     """The file asks for a web console, and the app that runs already was started without one: say so (a running
     app's console cannot be added)."""
-    from wardian.cli.team_run import app_status
-
     status = app_status(home)
     if status is not None and not status.get("console"):
         sys.stderr.write(f"wardian: warning: the running app serves no web console, and the team file asks for one at "
@@ -112,8 +92,6 @@ def _exit_of(outcomes: Sequence[Outcome]) -> int:
 
 def _print_up(team: Team, outcomes: Sequence[Outcome], extras: Sequence[Mapping[str, Any]],
               pruned: Sequence[Outcome]) -> None:
-    from wardian.cli.team_show import table
-
     rows = [("NAME", "PROVIDER", "STATUS", "CONVERSATION", "UP")]
     rows += [(o.name, o.provider, o.status, o.thread_id or "-", o.action) for o in outcomes]
     rows += [(r["agent"]["name"], r["agent"]["provider"], r["agent"]["status"],
@@ -145,11 +123,6 @@ def _row_data(row: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def cmd_down(args: argparse.Namespace) -> int:
-    from wardian.cli.team_run import app_status, overview, stop_agents, stop_app
-    from wardian.cli.team_show import progress
-    from wardian.home import Home
-    from wardian.team.state import read_state, write_state
-
     team = _load(args)
     home = Home(team.home)
     state = read_state(home.root)
@@ -181,9 +154,6 @@ def cmd_down(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from wardian.cli.team_run import app_status, overview
-    from wardian.home import Home
-
     team = _load(args)
     home = Home(team.home)
     status = app_status(home)
@@ -205,8 +175,6 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def _print_status(team: Team, root: Path, status: Mapping[str, Any] | None, agents: Sequence[Mapping[str, Any]],
                   extras: Sequence[Mapping[str, Any]]) -> None:
-    from wardian.cli.team_show import table
-
     if status is None:
         out(f"app not running for {root} (`wardian up -f {team.path.name}` starts the team)")
     else:

@@ -15,7 +15,8 @@ import tomlkit
 
 from tests.conftest import AppHandle, pinned_npm_tool, wardian_cmd
 from wardian import errors
-from wardian.cli.codex import cmd_codex_register as main_register
+from wardian.cli.codex import COMMAND as CODEX_REGISTER
+from wardian.cli.register import cmd_register
 from wardian.errors import CliNotFound
 from wardian.protocol.tools import TOOL_NAMES
 
@@ -228,9 +229,9 @@ def test_a_missing_cli_is_reported_before_anything_changes(tmp_path: Path, monke
     bindir.mkdir(parents=True)
     monkeypatch.setattr(sys, "executable", str(bindir / "python"))  # an interpreter with no wardian beside it
     args = argparse.Namespace(codex_home=str(tmp_path / "codex"), agent="a", approve_tools=None,
-                              home=str(tmp_path / "home"), json=True)
+                              home=str(tmp_path / "home"), json=True, registration=CODEX_REGISTER)
     with pytest.raises(CliNotFound) as caught:
-        main_register(args)
+        cmd_register(args)
     assert isinstance(caught.value, errors.WardianError)
     assert caught.value.code == "cli_not_found"
     assert not (tmp_path / "codex").exists()
