@@ -299,7 +299,7 @@ def _user(uid: int) -> str:
 
 
 def _user_name(uid: int) -> str | None:
-    import pwd  # only on this error path: the CLI's cold start does not load it (docs/benchmarks.md)
+    import pwd  # POSIX only, and for this error path alone: the CLI's cold start never loads it (docs/benchmarks.md)
 
     try:
         return pwd.getpwuid(uid).pw_name

@@ -92,7 +92,7 @@ class KeyringAccess:
             raise _unavailable("write", exc) from None
 
     def delete(self, service: str, account: str) -> None:
-        from keyring.errors import PasswordDeleteError
+        from keyring.errors import PasswordDeleteError  # keyring is never loaded with this module (see its docstring)
 
         try:
             self._call("delete an entry of", lambda: self._backend.delete_password(service, account))
@@ -113,7 +113,7 @@ def open_keyring(service: str, *, probe: bool = True) -> KeyringAccess | None:
     """The OS keyring, or None when none is usable here. `probe` writes, reads back and deletes one entry of
     `service` first (a backend may exist and still refuse, e.g. a locked or absent Secret Service)."""
     try:
-        import keyring
+        import keyring  # keyring and its backends (~100 ms): only once a keyring is asked for, not with this module
         from keyring.backends import fail, null
 
         backend = bounded(keyring.get_keyring, TIMEOUT_S)  # choosing one may ask D-Bus which services exist

@@ -16,6 +16,7 @@ Containment:
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -47,8 +48,6 @@ def _die_with_parent(parent: int) -> Callable[[], None] | None:
     """A pre-exec hook that makes the kernel SIGKILL the child when `parent` dies (Linux only)."""
     if not sys.platform.startswith("linux"):
         return None
-    import ctypes  # only this hook needs it: imported here, not at every import of the launcher
-
     libc = ctypes.CDLL(None, use_errno=True)  # loaded before fork: the hook only calls into it
 
     def hook() -> None:

@@ -128,11 +128,8 @@ class SdkWaits:
         self.threads = 0  # worker threads in a wait's exchange now, aborted ones included (diagnostics and tests)
 
     @contextmanager
-    def track(self, request_id: JsonId | None) -> Iterator[WaitExchange]:
-        """The exchange of the wait `request_id` while the handler runs it (on the SDK's loop)."""
-        from wardian.mcp._calls import WaitExchange
-
-        exchange = WaitExchange()
+    def track(self, request_id: JsonId | None, exchange: WaitExchange) -> Iterator[WaitExchange]:
+        """`exchange`, that of the wait `request_id`, kept while the handler runs it (on the SDK's loop)."""
         with self._lock:
             serial = next(self._serials)
             self._live[serial] = (request_id, exchange)

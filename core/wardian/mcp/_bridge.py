@@ -77,11 +77,9 @@ def run_sdk(write: Callable[[bytes], None], get_caller: Callable[[], Caller], in
         # The quick path's modules first (pydantic, the app client, ~0.1 s): a quick call then never waits for the
         # SDK's own import (~1 s), whose finders hold the interpreter's import lock now and then.
         get_caller()
-        import anyio
+        from wardian.mcp._sdk import serve_sdk  # the SDK and anyio (~1 s): on this thread, while the stdin one serves
 
-        from wardian.mcp._sdk import serve_sdk
-
-        anyio.run(serve_sdk, write, get_caller, inbox, outstanding, front, waits)
+        serve_sdk(write, get_caller, inbox, outstanding, front, waits)
     except BaseException:
         log.exception("the MCP SDK server failed")
         inbox.fail()

@@ -135,6 +135,7 @@ class QuickPath:
         """The answer line to `call` (an internal error if the call failed here); None if it was cancelled before
         its wait began."""
         try:
+            # pydantic and the client (~0.1 s): a first call's, never the server's start (as `StdioServer.caller`).
             from wardian.mcp._calls import WaitExchange, call_tool_result, tool_outcome
 
             exchange = None

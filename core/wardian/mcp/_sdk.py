@@ -35,7 +35,7 @@ from pydantic import ValidationError
 from wardian import __version__
 from wardian.mcp._book import EOF_GRACE_S, Outstanding, SdkWaits
 from wardian.mcp._bridge import Inbox
-from wardian.mcp._calls import Caller, tool_outcome
+from wardian.mcp._calls import Caller, WaitExchange, tool_outcome
 from wardian.mcp._frames import FrameError, encode_message
 from wardian.mcp._front import Front
 from wardian.protocol.jsonrpc import INVALID_PARAMS, INVALID_REQUEST
@@ -66,7 +66,7 @@ def build_server(caller: Caller, waits: SdkWaits | None = None) -> Server[Any]:
                 partial(tool_outcome, caller, spec, params.arguments), abandon_on_cancel=True)
         else:
             request_id = ctx.request_id
-            with tracked.track(request_id) as exchange:
+            with tracked.track(request_id, WaitExchange()) as exchange:
                 try:
                     text, structured, is_error = await anyio.to_thread.run_sync(
                         partial(tracked.run, request_id, partial(tool_outcome, caller, spec, params.arguments,
@@ -199,7 +199,11 @@ class SdkSession:
                     self._write(data + b"\n")
 
 
-async def serve_sdk(write: Callable[[bytes], None], get_caller: Callable[[], Caller], inbox: Inbox,
-                    outstanding: Outstanding, front: Front, waits: SdkWaits) -> None:
-    """Run the SDK session on this thread's loop, fed by `inbox`, until stdin ends."""
-    await SdkSession(write, get_caller(), inbox, outstanding, front, waits).serve()
+def serve_sdk(write: Callable[[bytes], None], get_caller: Callable[[], Caller], inbox: Inbox,
+              outstanding: Outstanding, front: Front, waits: SdkWaits) -> None:
+    """Run the SDK session on an event loop of this thread's own, fed by `inbox`, until stdin ends."""
+
+    async def serve() -> None:
+        await SdkSession(write, get_caller(), inbox, outstanding, front, waits).serve()  # made on the loop
+
+    anyio.run(serve)

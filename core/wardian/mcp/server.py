@@ -68,6 +68,7 @@ from wardian.mcp._book import EOF_GRACE_S, Outstanding, SdkWaits
 from wardian.mcp._bridge import Inbox, run_sdk
 from wardian.mcp._frames import FrameError, JsonId, cancelled_request, decode_line, encode_message
 from wardian.mcp._front import Front, Route
+from wardian.mcp._host import watch
 from wardian.mcp._quick import QuickPath
 from wardian.mcp._stdio import StdioFds, read_lines
 from wardian.protocol.jsonrpc import INTERNAL_ERROR
@@ -195,13 +196,7 @@ class StdioServer:
 def _watch_parent(on_death: Callable[[], None]) -> threading.Thread:
     """Call `on_death` once, from a daemon thread, when the host or the direct parent has died (`_host.watch`)."""
     parent = os.getppid()
-
-    def run() -> None:
-        from wardian.mcp._host import watch  # on this thread: importing it costs the start nothing
-
-        watch(parent, on_death)
-
-    thread = threading.Thread(target=run, name="wardian-mcp-parent", daemon=True)
+    thread = threading.Thread(target=watch, args=(parent, on_death), name="wardian-mcp-parent", daemon=True)
     thread.start()
     return thread
 

@@ -41,11 +41,11 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name == "PROVIDERS":
-        from wardian.providers.registry import PROVIDERS
+        from wardian.providers.registry import PROVIDERS  # every provider's implementation: on first use (see above)
 
         return PROVIDERS
     if name in __all__:
-        from wardian.providers import base
+        from wardian.providers import base  # the boundary's stack (anyio): on first use (see above)
 
         return getattr(base, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

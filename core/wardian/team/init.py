@@ -14,6 +14,7 @@ from pathlib import Path
 
 from wardian import errors
 from wardian.model import PROVIDERS
+from wardian.team.rules import capabilities
 from wardian.team.schema import AGENT_FIELDS, DEFAULTS_DOC, SCHEMA_FILE, SETTINGS_OF, TEAM_FIELDS
 
 DEFAULT_PROVIDERS = ("codex",)
@@ -86,8 +87,6 @@ def _defaults(providers: Sequence[str]) -> list[str]:
 
 def _agent(name: str, provider: str, lead: bool) -> list[str]:
     """The lead's table explains every key; a worker's repeats only what differs."""
-    from wardian.team.rules import capabilities
-
     caps = capabilities(provider)
     tools = ", ".join(f'"{t}"' for t in GRANTS)
     grants = (f"approve_tools = [{tools}]" if caps.tool_grants

@@ -2,9 +2,10 @@
 command line (`wardian agent add`, `wardian agent start`, `wardian app run --console`), so a file is refused for
 exactly what those commands would refuse, with their words.
 
-Each check returns None when the value is fine, else what is wrong and what is allowed. The provider modules are
-imported only here and only when a file names that provider: they are heavy, and a file that fails on its syntax
-needs none of them.
+Each check returns None when the value is fine, else what is wrong and what is allowed. What each provider can do
+is read from its version gates (`compat`), which are light; the checks that need a heavy stack (pydantic, the app's
+launch check, the providers' implementations) import it only when a file has a value for them, so `wardian init`,
+which reads this module for the capabilities, and a file that fails on its syntax need none of them.
 """
 
 from __future__ import annotations
@@ -14,8 +15,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from wardian import errors
+from wardian.console.address import parse_console_address
 from wardian.model import PROVIDERS
 from wardian.overrides import MAX_OVERRIDE_CHARS, parse_override
+from wardian.protocol.tools import parse_tool_names
+from wardian.providers.claude import compat as claude
+from wardian.providers.codex import compat as codex
+from wardian.providers.opencode import compat as opencode
+from wardian.providers.version import Version
 from wardian.team.values import toml_value
 
 if TYPE_CHECKING:
@@ -34,7 +41,7 @@ def provider_error(value: str) -> str | None:
 
 
 def agent_name_error(name: str) -> str | None:
-    from wardian.protocol.methods.base import check_agent_name
+    from wardian.protocol.methods.base import check_agent_name  # pydantic (~100 ms): not `wardian init`'s
 
     try:
         check_agent_name(name)
@@ -44,7 +51,7 @@ def agent_name_error(name: str) -> str | None:
 
 
 def credential_name_error(name: str) -> str | None:
-    from wardian.auth.checks import check_name
+    from wardian.auth.checks import check_name  # the credential model: `wardian init` never loads it
 
     try:
         check_name(name, "auth")
@@ -54,8 +61,6 @@ def credential_name_error(name: str) -> str | None:
 
 
 def console_error(text: str) -> str | None:
-    from wardian.console.address import parse_console_address
-
     try:
         parse_console_address(text)
     except errors.WardianError as exc:
@@ -64,8 +69,6 @@ def console_error(text: str) -> str | None:
 
 
 def tools_error(names: Sequence[str]) -> tuple[tuple[str, ...], str | None]:
-    from wardian.protocol.tools import parse_tool_names
-
     try:
         return tuple(sorted(parse_tool_names(list(names)))), None
     except errors.WardianError as exc:
@@ -74,6 +77,7 @@ def tools_error(names: Sequence[str]) -> tuple[tuple[str, ...], str | None]:
 
 @functools.cache
 def _provider(name: str) -> Provider:
+    # Every provider's implementation with anyio and their wire stacks (~300 ms): only for a file with settings.
     from wardian.providers.registry import PROVIDERS as IMPLEMENTATIONS
 
     return IMPLEMENTATIONS[name]
@@ -85,22 +89,15 @@ def capabilities(name: str) -> Capabilities:
     grants does not change between eligible versions, so the oldest eligible one answers for all (the start itself
     asks the installed one again)."""
     if name == "codex":
-        from wardian.providers.codex import compat as codex
-        from wardian.providers.version import Version
-
         return codex.capabilities(Version(*codex.MIN_STABLE))
     if name == "opencode":
-        from wardian.providers.opencode import compat as opencode
-
         return opencode.capabilities(opencode.MIN_VERSION)
-    from wardian.providers.claude import compat as claude
-
     return claude.capabilities(claude.MIN_VERSION)
 
 
 def launch_error(provider: str, mode: str, approve_tools: Sequence[str]) -> str | None:
     """What `wardian agent start` refuses of this mode and these grants for the provider (`check_launch`)."""
-    from wardian.app.runtime.launch import check_launch
+    from wardian.app.runtime.launch import check_launch  # the app's runtime (anyio; ~100 ms): not `wardian init`'s
 
     try:
         check_launch(provider, capabilities(provider), mode, approve_tools)
@@ -121,6 +118,7 @@ def setting_error(provider: str, key: tuple[str, ...], text: str) -> str | None:
     try:
         parsed = parse_override(text, syntax)
         if provider == "claude":
+            # Loaded already with the registry (`_provider`); at module level `wardian init` would load it too.
             from wardian.providers.claude.settings import parse
 
             parse([text])

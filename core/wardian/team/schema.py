@@ -14,6 +14,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from wardian.model import MAX_AGENT_NAME_CHARS, OPERATOR_NAME, PROVIDERS
+from wardian.protocol.tools import TOOL_NAMES
+from wardian.team import rules
+
 SCHEMA_FILE = Path(__file__).resolve().with_name("schema.json")
 DIALECT = "http://json-schema.org/draft-07/schema#"  # the draft taplo and Even Better TOML read
 
@@ -60,8 +64,7 @@ def _anycase(word: str) -> str:
 
 
 def agent_name_schema() -> dict[str, Any]:
-    from wardian.model import MAX_AGENT_NAME_CHARS, OPERATOR_NAME
-    from wardian.protocol.methods import base
+    from wardian.protocol.methods import base  # pydantic (~100 ms): the schema's alone, not `wardian init`'s
 
     reserved = sorted(n for n in {*base.BROADCAST_NAMES, "wardian", OPERATOR_NAME} if base.AGENT_NAME_RE.match(n))
     return {"type": "string", "pattern": base.AGENT_NAME_RE.pattern,
@@ -72,10 +75,7 @@ def agent_name_schema() -> dict[str, Any]:
 
 
 def _agent_schema() -> dict[str, Any]:
-    from wardian.auth.checks import NAME_ALLOWED, NAME_PATTERN
-    from wardian.model import PROVIDERS
-    from wardian.protocol.tools import TOOL_NAMES
-    from wardian.team import rules
+    from wardian.auth.checks import NAME_ALLOWED, NAME_PATTERN  # the credential model: `wardian init` never loads it
 
     props: dict[str, Any] = {
         "provider": {"enum": list(PROVIDERS)},
@@ -108,8 +108,6 @@ def _settings_schema(provider: str) -> dict[str, Any]:
 
 def schema() -> dict[str, Any]:
     """The schema document."""
-    from wardian.model import PROVIDERS
-
     team = {"type": "object", "additionalProperties": False, "description": TEAM_DOC,
             "properties": {"home": {"type": "string", "minLength": 1, "description": TEAM_FIELDS["home"]},
                            "console": {"type": "string", "minLength": 1, "description": TEAM_FIELDS["console"]}}}

@@ -133,6 +133,7 @@ class Runtime:
 
 def _concrete_providers() -> Mapping[str, Provider]:
     """The registry of real providers, imported only by an app that runs them (never by importing this module)."""
+    # The provider registry imports every provider (their runtimes and wire stacks).
     from wardian.providers.registry import PROVIDERS
 
     return PROVIDERS
