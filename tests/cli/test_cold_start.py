@@ -1,6 +1,7 @@
 """The plain client commands start light: `wardian message wait` and `message send` import neither the app's stack
-(pydantic, anyio, psutil), nor the credential store's (keyring), nor `mcp`, httpx, orjson or a provider; and the
-parser they build for one command parses and reads exactly as the whole one (docs/benchmarks.md, the cold start)."""
+(pydantic, anyio, psutil), nor the credential store's (keyring), nor `mcp`, httpx, orjson or a provider; the other
+commands load only their own stack, and the whole parser (`--help`) none; and the parser they build for one command
+parses and reads exactly as the whole one (docs/benchmarks.md, the cold start)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 
 from tests.conftest import AppHandle, short_home
 from wardian import cli
+from wardian.cli.common import handler
 from wardian.model import PROVIDERS
 from wardian.team.init import team_file
 
@@ -41,7 +43,7 @@ print(code, ",".join(heavy))
 
 def loaded(env: dict[str, str], *argv: str, heavy: tuple[str, ...] = HEAVY) -> tuple[str, list[str]]:
     proc = subprocess.run([sys.executable, "-c", PROBE.format(heavy=heavy), *argv], env=env, capture_output=True,
-                          text=True, timeout=60, check=True)
+                          text=True, timeout=60, check=True, stdin=subprocess.DEVNULL)
     code, _, mods = proc.stdout.strip().rpartition("\n")[2].partition(" ")
     return code, [m for m in mods.split(",") if m]
 
@@ -68,10 +70,12 @@ def test_message_wait_and_send_against_a_running_app_import_nothing_heavy(app: A
 
 
 # `wardian init` reads what each provider can do (an attached mode, tool grants) from the providers' version gates
-# alone: not their runtimes, the provider boundary (anyio) or the registry of implementations.
+# alone: not their runtimes, the provider boundary (anyio) or the registry of implementations; nor what carries a
+# team file out (`wardian up`: the client, its threads).
 INIT_HEAVY = ("anyio", "pydantic", "psutil", "keyring", "mcp", "httpx", "wardian.app", "wardian.auth",
               "wardian.providers.base", "wardian.providers.registry", "wardian.providers.codex.runtime",
-              "wardian.providers.opencode.runtime", "wardian.providers.claude.runtime")
+              "wardian.providers.opencode.runtime", "wardian.providers.claude.runtime", "wardian.client",
+              "wardian.cli.up", "concurrent")
 
 
 def test_init_with_every_provider_imports_no_runtime(tmp_path: Path) -> None:
@@ -80,6 +84,77 @@ def test_init_with_every_provider_imports_no_runtime(tmp_path: Path) -> None:
     code, heavy = loaded(env, "init", "--providers", ",".join(PROVIDERS), str(target), heavy=INIT_HEAVY)
     assert (code, heavy) == ("0", [])
     assert target.read_text(encoding="utf-8") == team_file(PROVIDERS)  # the capabilities were read, as in-process
+
+
+# The handlers named by where they are (wardian.cli.common.Handler): each command's own stack.
+HANDLER_MODULES = ("wardian.cli.app_run", "wardian.cli.auth_chatgpt", "wardian.cli.console_login",
+                   "wardian.cli.credentials", "wardian.cli.init", "wardian.cli.register", "wardian.cli.up")
+# The whole parser (`--help`, `--version`, an unknown command) imports every group's module, and no command's stack.
+WHOLE_PARSER_HEAVY = ("pydantic", "anyio", "psutil", "keyring", "mcp", "httpx", "tomlkit", "orjson", "wardian.app",
+                      "wardian.store", "wardian.team", "wardian.auth.store", "wardian.console", "wardian.client",
+                      "wardian.protocol.tools", "wardian.providers", *HANDLER_MODULES)
+
+
+@pytest.mark.parametrize("argv", [("--help",), ("up", "--help"), ("--version",), ("bogus",)])
+def test_the_whole_parser_imports_no_command_s_stack(argv: tuple[str, ...]) -> None:
+    env = plain_env(WARDIAN_HOME=str(short_home("coldhelp")))
+    code, heavy = loaded(env, *argv, heavy=WHOLE_PARSER_HEAVY)
+    assert code in ("0", "2")
+    assert heavy == []
+
+
+# A client command of the app's or the agents' groups: the app's answer printed, as `message wait` does; `agent start`
+# adds the tool table (its dataclasses) and `agent attach` psutil, not the group's other commands.
+CLIENT_HEAVY = ("pydantic", "anyio", "psutil", "keyring", "mcp", "httpx", "wardian.providers", "wardian.app",
+                "wardian.auth.store", "orjson", "dataclasses", "wardian.console", *HANDLER_MODULES)
+
+
+def test_agent_list_and_app_status_import_nothing_heavy(app: AppHandle) -> None:
+    env = app.env()
+    app.add_agent("coldlisted")
+    assert loaded(env, "agent", "list", heavy=CLIENT_HEAVY) == ("0", [])
+    assert loaded(env, "app", "status", heavy=CLIENT_HEAVY) == ("0", [])
+
+
+# `wardian auth` opens the home's credential store (and the keyring it may use), never the app's stack or a provider:
+# Codex's ChatGPT sign-in (anyio, its app-server client) loads only when it is asked for.
+AUTH_HEAVY = ("pydantic", "anyio", "psutil", "mcp", "httpx", "tomlkit", "wardian.app", "wardian.providers",
+              "wardian.cli.auth_chatgpt", "wardian.team", "wardian.console")
+
+
+@pytest.mark.parametrize("argv", [("auth", "status"), ("auth", "login", "opencode", "--with-api-key", "--provider",
+                                                       "openai"), ("auth", "logout", "claude")])
+def test_auth_commands_import_the_credential_store_alone(argv: tuple[str, ...]) -> None:
+    env = plain_env(WARDIAN_HOME=str(short_home("coldauth")), WARDIAN_CREDENTIAL_STORE="file")
+    code, heavy = loaded(env, *argv, heavy=AUTH_HEAVY)
+    assert code in ("0", "2", "4")  # listed; an empty key refused; nothing to sign out of
+    assert heavy == []
+
+
+# `wardian <provider> register`: its handler's module and that provider's registration, never Codex's stack (tomlkit)
+# for another provider, nor another command's.
+REGISTER_HEAVY = ("pydantic", "anyio", "psutil", "keyring", "mcp", "tomlkit", "wardian.app", "wardian.providers.codex",
+                  *(m for m in HANDLER_MODULES if m != "wardian.cli.register"))
+
+
+@pytest.mark.parametrize("provider", ["claude", "opencode"])
+def test_a_registration_imports_its_provider_s_stack_alone(provider: str, tmp_path: Path) -> None:
+    env = plain_env(WARDIAN_HOME=str(short_home("coldreg")))
+    code, heavy = loaded(env, provider, "register", "--agent", "x", "--config-dir", str(tmp_path),
+                         heavy=REGISTER_HEAVY)
+    assert code == "3"  # the app is not running: everything was checked, and the app was asked
+    assert heavy == []
+
+
+def test_the_mcp_server_starts_without_pydantic_the_sdk_the_client_or_the_records() -> None:
+    """`wardian mcp serve` answers the handshake from constant data before any of them loads (wardian.mcp.server);
+    its tool table reads the protocol's limits from `wardian.limits`, not the records' dataclasses (`wardian.model`)."""
+    probe = ("import sys; from wardian import cli; cli.build_parser('mcp', 'serve'); import wardian.mcp.server; "
+             "print(sorted(m for m in sys.modules if m.split('.')[0] in {'pydantic', 'mcp', 'anyio', 'psutil'} "
+             "or m in {'wardian.client', 'wardian.mcp._calls', 'wardian.mcp._sdk', 'wardian.model'}))")
+    proc = subprocess.run([sys.executable, "-c", probe], env=plain_env(), capture_output=True, text=True, timeout=60,
+                          check=True)
+    assert proc.stdout.strip() == "[]"
 
 
 def test_the_groups_table_names_every_command_in_the_order_help_lists_them() -> None:
@@ -155,3 +230,22 @@ def test_an_action_the_command_does_not_have_builds_the_whole_command(capsys: py
 ])
 def test_the_action_is_the_word_after_the_command(argv: list[str], route: tuple[str | None, str | None]) -> None:
     assert cli.route(argv) == route
+
+
+def _handlers() -> list[tuple[str, str | None, object]]:
+    """Each command's handler as its parser holds it, with its action (None: a command without actions)."""
+    found: list[tuple[str, str | None, object]] = []
+    for command, parser in _subparsers(cli.build_parser()).items():
+        actions: dict[str | None, argparse.ArgumentParser] = {**_subparsers(parser)} or {None: parser}
+        found += [(command, action, p.get_default("func")) for action, p in actions.items()]
+    return found
+
+
+@pytest.mark.parametrize(("command", "action", "func"), _handlers())
+def test_every_command_s_handler_is_found(command: str, action: str | None, func: object) -> None:
+    """A handler named by where it is (`module:name`) is a function of one of the CLI's handler modules, imported when
+    its command runs."""
+    if isinstance(func, str):
+        assert func.partition(":")[0] in HANDLER_MODULES
+        func = handler(func)
+    assert callable(func)
