@@ -11,15 +11,15 @@ from __future__ import annotations
 import os
 import shutil
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
 from tests.app.observe import app_waiting, eventually
 from tests.conftest import AppHandle, short_home, start_app, stop_app, unavailable
+from tests.store.test_pg_dead_network import until_served
 from wardian import errors
 from wardian.client import AppClient
 from wardian.home import Home
@@ -27,12 +27,10 @@ from wardian.store.postgres import connection, liveness
 from wardian_harness.hosts import netns
 from wardian_harness.hosts.postgres import SUPERUSER, PrivateCluster
 
-T = TypeVar("T")
 # A call made while the network is dead may wait for the batch in flight to notice (`DEAD_LINK_S`) and then for one
 # attempt to connect (`CONNECT_TIMEOUT_S`) before it is refused. The client waits three times that: a liveness bound,
 # not a speed figure; without the bound, the call outlasts it and the client reports `uncertain`.
 CALL_LIMIT_S = 3 * (liveness.DEAD_LINK_S + connection.CONNECT_TIMEOUT_S)
-RECOVERY_S = 60.0  # a reconnection once the network is back: a deadline to poll against
 
 
 class Apps:
@@ -63,18 +61,6 @@ def link(pg_cluster: PrivateCluster) -> Iterator[netns.DeadLink]:
         unavailable(why)
     with netns.DeadLink(os.path.join(pg_cluster.socket_dir, f".s.PGSQL.{pg_cluster.port}")) as made:
         yield made
-
-
-def until_served(call: Callable[[], T]) -> T:
-    """`call()` once the app reconnected: `storage_unavailable` (nothing admitted, so a retry is safe) until then."""
-    deadline = time.monotonic() + RECOVERY_S
-    while True:
-        try:
-            return call()
-        except errors.StorageUnavailable:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
 
 
 def test_an_app_cut_off_from_its_store_refuses_calls_then_serves_again(pg_cluster: PrivateCluster,
