@@ -119,24 +119,24 @@ class PgDb:
         if self.pipe is not None and sql == INSERT_INTERACTION:
             self.appends.append(parameters)
             return None
-        if self.appends:
-            self.flush()
-        self.lock_appends()
-        query, roster = self._query(sql)
-        if roster:
-            self.cache.roster_written()
-        return self._run(query, parameters)
+        return self._run(self._writing(sql), parameters)
 
     def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> psycopg.Cursor[Any]:
-        if self.appends:
-            self.flush()
-        self.lock_appends()
-        query, roster = self._query(sql)
-        if roster:
-            self.cache.roster_written()
+        query = self._writing(sql)
         with self.conn.cursor() as cur:
             cur.executemany(query, parameters)
             return cur
+
+    def _writing(self, sql: str) -> LiteralString:
+        """Before a statement that writes: the appends queued so far go first, the transaction holds the append lock,
+        and a roster write makes the roster cache stale; the statement's query."""
+        if self.appends:
+            self.flush()
+        self.lock_appends()
+        query, roster = self._query(sql)
+        if roster:
+            self.cache.roster_written()
+        return query
 
 
 def q(text: str) -> LiteralString:
