@@ -19,7 +19,7 @@ __all__ = ["ServerCertificate", "make_server_certificate"]
 @dataclass(frozen=True, slots=True)
 class ServerCertificate:
     """PEM texts: the CA's certificate (what a client verifies against), the server's certificate and its private key
-    (PKCS #8, unencrypted: the test server reads it without a pass phrase)."""
+    (PKCS8, unencrypted: the test server reads it without a pass phrase)."""
 
     ca: bytes
     cert: bytes
