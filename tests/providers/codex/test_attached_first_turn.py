@@ -8,8 +8,10 @@ complete on the person's screen.
 
 The real Codex cannot be made to answer in that order on demand, so these tests play its app-server for one
 connection, in its own JSON-RPC lines, through the runtime's real client and observation path, in both orders: the
-listing read before Codex took the turn up (the turn then runs and completes), and a turn that really ended before
-the subscription (its end is seen only as the thread's status changes, which Codex sends every connection).
+listing read before Codex took the turn up (the turn then runs and completes), a turn that really ended before
+the subscription (its end is seen only as the thread's status changes, which Codex sends every connection), and a
+turn that completed before the subscription but whose end Codex had not yet recorded where its listing reads it (it
+said the thread was idle first; seen on 0.171.0 under load).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import pytest
 from tests.providers.codex.app_server_peer import IDLE, AppServerPeer, attached_runtime, connected
 from wardian.model import Party
 from wardian.providers.base import OutcomeStatus, ProviderEvent, StateChange, TaskDelivery, TurnOutcome
+from wardian.providers.codex import threads
 from wardian.providers.codex.runtime import CodexRuntime
 
 pytestmark = pytest.mark.fast
@@ -42,7 +45,9 @@ class TuiAppServer(AppServerPeer):
     Like the real one, it sends this connection a thread's turn and item notifications only once the connection has
     subscribed (`thread/resume`), and `thread/status/changed` always. `order` says what happens after `turn/start`
     is answered: `listed_first` answers the subscribing resume with the turn listed `interrupted` on an idle thread,
-    then runs the turn to completion; `ended_first` interrupts the turn before the resume, which then lists it so."""
+    then runs the turn to completion; `ended_first` interrupts the turn before the resume, which then lists it so;
+    `completed_lagging` completes the turn before the resume, which still lists it `interrupted`, and only the
+    second `thread/read` after it lists it `completed`."""
 
     def __init__(self, order: str) -> None:
         super().__init__()
@@ -76,7 +81,7 @@ class TuiAppServer(AppServerPeer):
         assert answer is not None, f"the fake app-server was not asked for {method}"
         result = answer()
         self.line({"id": rid, **result})
-        if method == "turn/start" and self.order == "ended_first":
+        if method == "turn/start" and self.order in ("ended_first", "completed_lagging"):
             self.status(ACTIVE)  # the turn runs and is interrupted before the connection subscribes: status only
             self.status(IDLE)
         if method == "thread/resume" and self.subscribed and self.order == "listed_first":
@@ -91,7 +96,12 @@ class TuiAppServer(AppServerPeer):
             {"id": TURN, "items": [USER], "status": "interrupted", "error": None}]}}}
 
     def _thread_read(self) -> dict[str, Any]:
-        return {"result": {"thread": {"id": THREAD, "status": IDLE, "turns": []}}}
+        if "turn/start" not in self.methods:
+            return {"result": {"thread": {"id": THREAD, "status": IDLE, "turns": []}}}
+        recorded = self.order == "completed_lagging" and self.methods.count("thread/read") > 2
+        turn = ({"id": TURN, "items": [USER, ANSWER], "status": "completed", "error": None} if recorded
+                else {"id": TURN, "items": [USER], "status": "interrupted", "error": None})
+        return {"result": {"thread": {"id": THREAD, "status": IDLE, "turns": [turn]}}}
 
     def _turn_start(self) -> dict[str, Any]:
         return {"result": {"turn": {"id": TURN, "items": [], "status": "inProgress", "error": None}}}
@@ -128,11 +138,25 @@ def test_a_first_turn_listed_interrupted_before_codex_took_it_up_ends_with_its_r
     assert runtime._idle.is_set()
 
 
-def test_a_first_turn_that_ended_before_the_subscription_ends_from_the_listing() -> None:
+def test_a_first_turn_that_ended_before_the_subscription_ends_from_the_listing(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """The thread went active and back to idle before the resume answered (the connection saw only the status
-    changes): the turn did end, no turn/completed will come for it, and the listing is its outcome."""
+    changes): the turn did end, no turn/completed will come for it, and the listing is its outcome once re-reading
+    has not shown it `completed`."""
+    monkeypatch.setattr(threads, "LISTING_CATCH_UP_READS", 3)
     runtime, events = anyio.run(_first_task, "ended_first")
     outcomes = [e for e in events if isinstance(e, TurnOutcome)]
     assert outcomes == [TurnOutcome(TURN, OutcomeStatus.INTERRUPTED, None)]
+    assert runtime.active_turn_id is None
+    assert runtime._idle.is_set()
+
+
+def test_a_completed_first_turn_listed_interrupted_before_codex_recorded_its_end_ends_with_its_answer() -> None:
+    """The turn completed before the subscription, but Codex said the thread was idle before it recorded the turn's
+    end, so the resume listed it `interrupted`: re-reading the thread shows it `completed`, and the task's outcome is
+    the answer the person's screen shows."""
+    runtime, events = anyio.run(_first_task, "completed_lagging")
+    outcomes = [e for e in events if isinstance(e, TurnOutcome)]
+    assert outcomes == [TurnOutcome(TURN, OutcomeStatus.DONE, "attached answer 42")]
     assert runtime.active_turn_id is None
     assert runtime._idle.is_set()

@@ -12,7 +12,9 @@ also in the moment after it accepted the turn/start and recorded the turn's star
 turn up. So only a `completed` listing proves the end by itself. Any other listed end is believed only when this
 connection saw the thread's status go active and then leave active since the turn/start was sent: Codex sends
 every connection `thread/status/changed`, subscribed or not, and the reader sees those in wire order, before the
-resume's answer (`saw` runs in the reader, `AppServerClient(tap=...)`). docs/providers/codex.md#attached-terminals
+resume's answer (`saw` runs in the reader, `AppServerClient(tap=...)`). And even then a listed end other than
+`completed` may be stale: the listing can lag the idle status, so it is re-read until it says `completed`, bounded
+(`threads.settled_end`). docs/providers/codex.md#attached-terminals
 has the facts.
 """
 

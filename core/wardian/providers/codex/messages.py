@@ -61,6 +61,10 @@ class ThreadResumeResponse(_Message):
     thread: Thread
 
 
+class ThreadReadResponse(_Message):
+    thread: Thread
+
+
 class TurnStartResponse(_Message):
     turn: Turn
 

@@ -131,6 +131,8 @@ class CodexRuntime(TurnState):
         thread = await self.conversation.subscribe(self._client())
         # A turn that ended before the subscription ends from the listing; else its turn/completed comes now.
         turn = threads.ended_turn(thread, turn_id, stopped=self._tui.ran_and_stopped(thread.id), agent=self.spec.name)
+        if turn is not None and turn.status != "completed":
+            turn = await threads.settled_end(self._client(), thread.id, turn)
         if turn is not None:
             self._turn_completed(m.TurnCompletedNotification(thread_id=self.thread_id, turn=turn))
 

@@ -71,6 +71,30 @@ async def resume_after_first_turn(client: AppServerClient, thread_id: str | None
     raise errors.DeliveryUncertain(f"could not subscribe to thread {thread_id} after its first turn")
 
 
+LISTING_CATCH_UP_READS = 50  # at 0.1 s: how long a listed non-completed end may wait to be listed `completed`
+
+
+async def settled_end(client: AppServerClient, thread_id: str, turn: m.Turn) -> m.Turn:
+    """The end of `turn`, which a resume listed as ended other than `completed` after its thread was seen to stop.
+
+    Codex writes a turn's end to the store its listing reads after it tells every connection the thread is idle, so
+    a resume right after a completed turn can still list it unterminated, and an unterminated turn is listed
+    `interrupted` (seen on 0.171.0: the person's screen showed the answer, the rollout recorded no abort). Re-read the
+    thread until the turn is listed `completed`; a turn still listed otherwise after the bounded wait ended so."""
+    for _ in range(LISTING_CATCH_UP_READS):
+        await anyio.sleep(0.1)
+        try:
+            raw = await client.request("thread/read", {"threadId": thread_id, "includeTurns": True}, timeout_s=30)
+        except errors.AppServerError:
+            continue
+        listed = next((t for t in read_result(m.ThreadReadResponse, raw, "thread/read").thread.turns
+                       if t.id == turn.id), None)
+        if listed is not None and listed.status == "completed":
+            log.info("turn %s: listed completed once Codex had recorded its end", turn.id)
+            return listed
+    return turn
+
+
 def ended_turn(thread: m.Thread, turn_id: str, *, stopped: bool, agent: str = "") -> m.Turn | None:
     """The turn `turn_id` as a resume lists it, if that proves it ended: a `completed` turn, or a turn listed with
     another end (`interrupted`, `failed`) when its thread was seen to run and stop since the turn was sent
