@@ -1,8 +1,9 @@
 """Freeze wardian with PyInstaller: `python build/freeze.py [--onefile] [--clean]`.
 
-Produces `dist/wardian/` (onedir): `wardian` on Linux/macOS; `wardian-cli.exe` and the silent launcher
-`wardian-mcp.exe` on Windows. `--onefile` builds `dist/onefile/wardian` instead, for start-time comparisons
-only (it unpacks itself on every start). PyInstaller's work files go to `build/work/` (ignored by git).
+Produces `dist/wardian/wardian` (onedir) on Linux/macOS; on Windows `dist/windows/` holds `wardian-cli.exe` and
+the silent launcher `wardian-mcp.exe` (built under Wine by scripts/windows.sh). `--onefile` builds
+`dist/onefile/wardian` instead, for start-time comparisons only (it unpacks itself on every start). PyInstaller's
+work files go to `build/work/` (ignored by git).
 
 PyInstaller finds the package in `core/` (which holds `wardian/` under its import name), or, with
 `--source-rev REV`, in `core/` as committed in REV (extracted with `git archive` under `build/work/`). Run it with
@@ -73,8 +74,8 @@ def freeze(onefile: bool, clean: bool, distpath: Path, rev: str | None = None) -
         cmd.append("--clean")
     cmd += ["--", "--src", str(src)] + (["--onefile"] if onefile else [])
     subprocess.run(cmd, check=True, cwd=ROOT)
-    exe = "wardian-cli.exe" if os.name == "nt" else "wardian"
-    return distpath / exe if onefile else distpath / "wardian" / exe
+    exe, folder = ("wardian-cli.exe", "windows") if os.name == "nt" else ("wardian", "wardian")
+    return distpath / exe if onefile else distpath / folder / exe
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,5 +15,6 @@ started=$SECONDS
 export WARDIAN_FROZEN_CLI="$PWD/dist/wardian/wardian"
 .venv/bin/python -m pytest -n auto -p no:cacheprovider
 scripts/frozen_check.sh
+scripts/windows.sh  # docs/guide/windows.md: the Windows suite and dist/windows/, under Wine
 scripts/acceptance.sh  # docs/guide/native-acceptance.md: both modes, the mixed teams (real Codex, OpenCode, Claude Code), two hosts; scripted model
 echo "test.sh: all suites passed in $((SECONDS - started)) s" >&2
