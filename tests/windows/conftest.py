@@ -5,6 +5,7 @@ fixtures out of it, so what it needs is here."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import subprocess
 import sys
 import time
@@ -14,13 +15,16 @@ from pathlib import Path
 import psutil
 import pytest
 
-if sys.platform != "win32":
+if sys.platform == "win32":
+    import winreg
+else:
     collect_ignore_glob = ["test_*.py"]
 
 REPO = Path(__file__).resolve().parents[2]
 PROGRAMS = Path(__file__).resolve().parent / "programs"
 DIST = REPO / "dist" / "windows"
 DEADLINE_S = 30.0
+PROCESS_QUERY_LIMITED_INFORMATION = 0x1000
 
 
 def program(name: str) -> str:
@@ -48,6 +52,29 @@ def read_pid(path: Path) -> int:
     return int(path.read_text(encoding="utf-8"))
 
 
+def under_wine() -> bool:
+    """Whether this Windows is Wine (its registry key is there)."""
+    assert sys.platform == "win32"
+    try:
+        winreg.CloseKey(winreg.OpenKey(winreg.HKEY_LOCAL_MACHINE, r"Software\Wine"))
+    except OSError:
+        return False
+    return True
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _wine_desktop() -> None:
+    """Under Wine, the first GUI-subsystem program of a wineserver session that asks for the desktop window starts
+    Wine's desktop process (explorer.exe), which inherits that program's standard handles and lives as long as the
+    wineserver: a test's pipe to `wardian-mcp.exe` would never see EOF. Start the desktop first from a GUI program
+    whose handles are the null device (docs/guide/windows.md#maintaining-the-wine-suite). Windows has no such
+    process: nothing to do there."""
+    if under_wine():
+        subprocess.run([pythonw(), "-c", "import ctypes; ctypes.windll.user32.GetDesktopWindow()"],
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       timeout=DEADLINE_S, check=True)
+
+
 @pytest.fixture
 def reaper() -> Iterator[list[subprocess.Popen[bytes]]]:
     """Processes a test starts; any still running at its end is killed, pass or fail."""
@@ -66,6 +93,24 @@ def alive(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+def image_name(pid: int) -> str | None:
+    """The file name of process `pid`'s executable, or None if it is gone. psutil's own `name()` asks
+    NtQuerySystemInformation, which Wine 8.0 does not answer for every process; this is what Windows itself uses."""
+    assert sys.platform == "win32"
+    kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
+    kernel32.OpenProcess.restype = ctypes.c_void_p
+    handle = kernel32.OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, False, pid)
+    if not handle:
+        return None
+    try:
+        buf, size = ctypes.create_unicode_buffer(32768), ctypes.c_uint32(32768)
+        if not kernel32.QueryFullProcessImageNameW(ctypes.c_void_p(handle), 0, buf, ctypes.byref(size)):
+            return None
+        return Path(buf.value).name
+    finally:
+        kernel32.CloseHandle(ctypes.c_void_p(handle))
 
 
 def pe_subsystem(path: str | Path) -> int:

@@ -120,6 +120,14 @@ def reader_for(platform: str) -> Reader | None:
     return _read_proc if platform.startswith("linux") else _read_psutil
 
 
+def parent_watched(platform: str) -> bool:
+    """Whether the server watches its parent on `platform` (a `sys.platform` value). Not on Windows: a process is
+    never re-parented there, so `watch` would never fire (the launcher's job object ends the server,
+    `wardian.launcher`), and Python 3.12's `os.getppid()` takes a process snapshot on each call there
+    (PssCaptureSnapshot, which Wine 8.0 does not implement: the call aborts the process; docs/guide/windows.md)."""
+    return platform != "win32"
+
+
 def behind_onefile_launcher(environ: Mapping[str, str], frozen: bool) -> bool:
     """Whether this process is the program of a PyInstaller onefile build, started by its launcher (rule 2)."""
     return frozen and bool(environ.get(PYI_ONEFILE_HOME_ENV))

@@ -68,7 +68,7 @@ from wardian.mcp._book import EOF_GRACE_S, Outstanding, SdkWaits
 from wardian.mcp._bridge import Inbox, run_sdk
 from wardian.mcp._frames import FrameError, JsonId, cancelled_request, decode_line, encode_message
 from wardian.mcp._front import Front, Route
-from wardian.mcp._host import watch
+from wardian.mcp._host import parent_watched, watch
 from wardian.mcp._quick import QuickPath
 from wardian.mcp._stdio import StdioFds, read_lines
 from wardian.protocol.jsonrpc import INTERNAL_ERROR
@@ -193,8 +193,11 @@ class StdioServer:
             self.outstanding.answer(obj["id"], lambda: self._write(line))
 
 
-def _watch_parent(on_death: Callable[[], None]) -> threading.Thread:
-    """Call `on_death` once, from a daemon thread, when the host or the direct parent has died (`_host.watch`)."""
+def _watch_parent(on_death: Callable[[], None]) -> threading.Thread | None:
+    """Call `on_death` once, from a daemon thread, when the host or the direct parent has died (`_host.watch`); no
+    thread where the parent is not watched (`_host.parent_watched`: Windows)."""
+    if not parent_watched(sys.platform):
+        return None
     parent = os.getppid()
     thread = threading.Thread(target=watch, args=(parent, on_death), name="wardian-mcp-parent", daemon=True)
     thread.start()
