@@ -92,6 +92,9 @@ if ! done_with freeze "$key" || [ ! -f dist/windows/wardian-mcp.exe ]; then
   echo "$key" > "$CACHE/freeze.done"
 fi
 say "ready in $((SECONDS - started)) s; running tests/windows under Wine"
+# The tests start with a wineserver of their own, inside Xvfb: Wine's desktop process, which the WinPTY agent needs,
+# belongs to the wineserver session and takes the display of the session's first GUI program.
+wineserver -w
 
 # One pytest process for the whole suite (one interpreter start under Wine); xvfb for the WinPTY agent's hidden
 # console window. `--confcutdir` keeps the Linux suite's conftest (and its imports) out.

@@ -18,8 +18,8 @@ PUBLIC = ("wardian.client", "wardian.errors", "wardian.model", "wardian.home", "
 """What the harness may import (`wardian.store`: the package's top-level names only, none of its modules)."""
 
 KNOWN = {
-    # Windows only, never run: the Job Object structures whose x64 layout core's tests check; copying them here
-    # would lose that check.
+    # Windows only (run under Wine by tests/windows/): the Job Object structures whose x64 layout core's tests
+    # check; copying them here would lose that check.
     ("_proctree_windows.py", "wardian.launcher._windows"),
 }
 

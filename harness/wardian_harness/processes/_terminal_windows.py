@@ -1,21 +1,40 @@
-"""Windows terminal backend (UNVERIFIED: never run; the project is tested on Linux only): pywinpty's ConPTY."""
+"""Windows terminal backend: pywinpty, with ConPTY (its default on Windows 10 and later) on Windows and the WinPTY
+backend under Wine, whose ConPTY does not work (docs/guide/windows.md: the WinPTY agent needs a display, which
+scripts/windows.sh provides with Xvfb). Verified under Wine 8.0 (tests/windows/test_harness.py); ConPTY needs a real
+Windows machine."""
 
 from __future__ import annotations
 
+import sys
 import threading
+import winreg
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from winpty import Backend, PtyProcess  # type: ignore[import-not-found]
+
 from wardian_harness.processes.terminal import Screen
+
+assert sys.platform == "win32"
+
+
+def _under_wine() -> bool:
+    try:
+        winreg.CloseKey(winreg.OpenKey(winreg.HKEY_LOCAL_MACHINE, r"Software\Wine"))
+    except OSError:
+        return False
+    return True
+
+
+BACKEND: Any = Backend.WinPTY if _under_wine() else None  # None: pywinpty's own choice (ConPTY where available)
 
 
 class WinptyTerminal:
     def __init__(self, argv: Sequence[str], env: Mapping[str, str], *, rows: int, cols: int) -> None:
-        from winpty import PtyProcess  # type: ignore[import-not-found]
-
         self._screen = Screen(rows, cols)
         self.captures: list[tuple[str, str]] = []
-        self._child: Any = PtyProcess.spawn(list(argv), env=dict(env), dimensions=(rows, cols))
+        self._child: Any = PtyProcess.spawn(list(argv), env=dict(env), dimensions=(rows, cols),
+                                             backend=BACKEND)
         self.pid: int = int(self._child.pid)
         self._reader = threading.Thread(target=self._drain, name=f"conpty-{self.pid}", daemon=True)
         self._reader.start()
@@ -24,7 +43,7 @@ class WinptyTerminal:
         while True:
             try:
                 data = self._child.read(65536)
-            except EOFError:
+            except (EOFError, OSError):  # the program ended, or `close` closed the connection under the read
                 return
             self._screen.feed(data)
 
@@ -45,6 +64,8 @@ class WinptyTerminal:
             self.sendcontrol("c")
             self.sendcontrol("c")
         self._reader.join(timeout_s)
-        if self._child.isalive():
-            self._child.terminate(force=True)
+        # pywinpty reads the program's output through a loopback socket pair that only its `close` releases; it
+        # also terminates the program if it still runs.
+        self._child.close(force=True)
+        self._reader.join(timeout_s)
         return self._child.exitstatus

@@ -9,9 +9,9 @@ Invariants:
   finds them by the marker they inherited from the app, and their descendants by parentage);
 - `close()` returns the processes still alive afterwards; the acceptance asserts that list is empty.
 
-The POSIX backend (`_proctree_posix`) is what runs here. The Windows backend (`_proctree_windows`: a
-non-inheritable kill-on-close Job Object, `CREATE_NO_WINDOW`) has the same interface and has **not** run:
-this machine is Linux.
+The POSIX backend (`_proctree_posix`) runs in the Linux suite. The Windows backend (`_proctree_windows`: a
+non-inheritable kill-on-close Job Object, `CREATE_NO_WINDOW`) has the same interface and runs under Wine
+(tests/windows/test_harness.py, docs/guide/windows.md).
 """
 
 from __future__ import annotations

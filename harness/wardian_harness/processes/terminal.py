@@ -1,8 +1,9 @@
 """Terminals: a command in a pseudo-terminal, rendered by a VT100 emulator (pyte) for assertions and evidence.
 
-One interface, two backends: pexpect on POSIX (`_terminal_posix`, what runs here) and pywinpty on Windows
-(`_terminal_windows`, UNVERIFIED: never run). A reader thread feeds everything the program writes into a pyte
-screen; `text()` is what a person would see now, `capture()` keeps a labelled copy for the evidence report.
+One interface, two backends: pexpect on POSIX (`_terminal_posix`) and pywinpty on Windows (`_terminal_windows`,
+verified under Wine with pywinpty's WinPTY backend; ConPTY needs a real Windows machine, docs/guide/windows.md).
+A reader thread feeds everything the program writes into a pyte screen; `text()` is what a person would see now,
+`capture()` keeps a labelled copy for the evidence report.
 """
 
 from __future__ import annotations
