@@ -22,6 +22,7 @@ import pytest
 
 import wardian.launcher
 from tests.conftest import wardian_cmd
+from wardian import winjob
 from wardian.launcher import _common, _windows
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the POSIX run of the launcher's code path")
@@ -202,12 +203,15 @@ def test_the_package_exports_one_interface() -> None:
 
 @pytest.mark.skipif(ctypes.sizeof(ctypes.c_void_p) != 8, reason="the documented sizes are for x64")
 def test_the_job_limit_structures_match_the_documented_x64_layout() -> None:
-    """Win32 docs: JOBOBJECT_BASIC_LIMIT_INFORMATION is 64 bytes and the extended form 144 bytes on x64."""
-    assert ctypes.sizeof(_windows.JOBOBJECT_BASIC_LIMIT_INFORMATION) == 64
-    assert ctypes.sizeof(_windows.JOBOBJECT_EXTENDED_LIMIT_INFORMATION) == 144
-    assert _windows.JOBOBJECT_BASIC_LIMIT_INFORMATION.LimitFlags.offset == 16
-    limits = _windows.kill_on_close_limits()
-    assert limits.BasicLimitInformation.LimitFlags == _windows.JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE == 0x2000
+    """Win32 docs: JOBOBJECT_BASIC_LIMIT_INFORMATION is 64 bytes, the extended form 144 bytes and the basic
+    accounting information 48 bytes on x64."""
+    assert ctypes.sizeof(winjob.JOBOBJECT_BASIC_LIMIT_INFORMATION) == 64
+    assert ctypes.sizeof(winjob.JOBOBJECT_EXTENDED_LIMIT_INFORMATION) == 144
+    assert winjob.JOBOBJECT_BASIC_LIMIT_INFORMATION.LimitFlags.offset == 16
+    assert ctypes.sizeof(winjob.JOBOBJECT_BASIC_ACCOUNTING_INFORMATION) == 48
+    assert winjob.JOBOBJECT_BASIC_ACCOUNTING_INFORMATION.ActiveProcesses.offset == 40
+    limits = winjob.kill_on_close_limits()
+    assert limits.BasicLimitInformation.LimitFlags == winjob.JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE == 0x2000
 
 
 @pytest.mark.parametrize(("status", "code"), [(0, 0), (1, 1), (0x7FFFFFFF, 0x7FFFFFFF), (0xC000013A, -1073741510),

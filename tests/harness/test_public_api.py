@@ -20,7 +20,7 @@ PUBLIC = ("wardian.client", "wardian.errors", "wardian.model", "wardian.home", "
 KNOWN = {
     # Windows only (run under Wine by tests/windows/): the Job Object structures whose x64 layout core's tests
     # check; copying them here would lose that check.
-    ("_proctree_windows.py", "wardian.launcher._windows"),
+    ("_proctree_windows.py", "wardian.winjob"),
 }
 
 

@@ -12,9 +12,10 @@ import anyio
 import pytest
 
 from wardian.model import AgentStatus
+from wardian.providers._tree_posix import group_alive
 from wardian.providers.base import StateChange
 from wardian.providers.events import EventStream
-from wardian.providers.process import ProviderProcess, StopPolicy, group_alive, secret_pipe
+from wardian.providers.process import ProviderProcess, StopPolicy, secret_pipe
 
 pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
 

@@ -1,14 +1,16 @@
 """Provider processes: the one lifecycle of a provider's child (`ProviderProcess`), the environment it gets, and
 ending a process group the app left behind.
 
-Every provider runtime runs its executable through `ProviderProcess`: in a process group of its own
-(`start_new_session=True`), with the group leader's pid recorded under the home's `run/` while it runs, and ended
-by one bounded sequence when it stops: the provider's own polite step (closing its input, say), a wait, SIGTERM to
-the group, a wait, SIGKILL to the group, and a bounded wait until no process of the group is left (the MCP servers
-the provider started share it), then the pid record goes. A killed app leaves that record behind; the next start of
-the agent ends the group only if its leader still runs with the agent's own private provider home in its
-environment, so a reused pid is never touched (`reap_left_behind`, through `homes.end_left_behind`). POSIX only
-(verified on Linux).
+Every provider runtime runs its executable through `ProviderProcess`: as the root of a process tree of its own
+(`wardian.providers.tree`: on POSIX a process group, `start_new_session=True`; on Windows a kill-on-close Job Object
+the app holds), with the leader's pid recorded under the home's `run/` while it runs, and ended by one bounded
+sequence when it stops: the provider's own polite step (closing its input, say), a wait, SIGTERM to the group (on
+Windows the job's end: there is no polite signal), a wait, SIGKILL to the group, and a bounded wait until no
+process of the tree is left (the MCP servers the provider started share it), then the pid record goes. A killed
+app leaves that record behind; the next start of the agent ends the group only if its leader still runs with the
+agent's own private provider home in its environment, so a reused pid is never touched (`reap_left_behind`, through
+`homes.end_left_behind`). On Windows a killed app's jobs end with it. Verified on Linux; the Windows tree under
+Wine (tests/windows/test_providers.py).
 
 What a provider does with it (every provider does exactly this; a new provider needs nothing else):
 
@@ -29,7 +31,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -42,6 +43,7 @@ import anyio.abc
 import psutil
 
 from wardian.home import ENV_HOME, ENV_SESSION
+from wardian.providers.tree import SPAWN_OPTIONS, Tree, end_left_behind
 
 log = logging.getLogger("wardian.providers.process")
 
@@ -88,34 +90,17 @@ def secret_pipe(secret: str) -> int:
     return read_end
 
 
-def killpg(pid: int, sig: int) -> None:
-    """Signal a process group; a group already gone (or not ours) is no error."""
-    with suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, sig)
-
-
-def group_alive(pgid: int) -> bool:
-    """Whether any process of the group still exists (signal 0; EPERM means one exists but is not ours)."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-async def end_group(pgid: int, *, grace_s: float = 3.0) -> bool:
-    """SIGKILL what is left of a provider's process group and wait (bounded) until none of it exists, so a caller
-    that stops an agent returns only once its processes are gone (none outlives the agent it served). True when the
-    group is gone."""
-    killpg(pgid, signal.SIGKILL)
+async def end_tree(tree: Tree, *, grace_s: float = 3.0) -> bool:
+    """Kill what is left of a provider's process tree and wait (bounded) until none of it runs, so a caller that
+    stops an agent returns only once its processes are gone (none outlives the agent it served). True when the tree
+    is gone."""
+    tree.kill()
     with anyio.move_on_after(grace_s):
-        # Polled: the group's members are not our children (the leader was reaped), so no event tells their end.
-        while group_alive(pgid):  # noqa: ASYNC110
+        # Polled: the tree's members are not our children (the leader was reaped), so no event tells their end.
+        while tree.alive():  # noqa: ASYNC110
             await anyio.sleep(0.01)
         return True
-    return not group_alive(pgid)
+    return not tree.alive()
 
 
 def record_pid(pid_path: Path, pid: int) -> None:
@@ -132,7 +117,7 @@ def reap_left_behind(pid_path: Path, env_key: str, env_value: str) -> bool:
     reaped = False
     with suppress(psutil.Error):
         if psutil.Process(pid).environ().get(env_key) == env_value:
-            killpg(pid, signal.SIGKILL)
+            end_left_behind(pid)
             reaped = True
     with suppress(OSError):
         pid_path.unlink()
@@ -171,6 +156,7 @@ class ProviderProcess:
         self._stdin = stdin
         self._stdout_to_log = stdout_to_log
         self._process: anyio.abc.Process | None = None
+        self._tree: Tree | None = None
 
     @property
     def process(self) -> anyio.abc.Process:
@@ -184,17 +170,29 @@ class ProviderProcess:
         return None if self._process is None else self._process.returncode
 
     async def start(self) -> anyio.abc.Process:
-        """Spawn the child in a session of its own and record its pid."""
+        """Spawn the child as the root of a process tree of its own (`wardian.providers.tree`) and record its pid.
+
+        Raises:
+            OSError: the child could not be started, or (Windows) not contained; nothing is left running.
+        """
         fds = {variable: secret_pipe(secret) for variable, secret in self._secret_fds.items()}
         try:
             with open(self._log_path, "ab") as log_file:  # noqa: ASYNC230 (a local log file, opened once)
                 self._process = await anyio.open_process(
                     self.argv, env={**self._env, **{v: str(fd) for v, fd in fds.items()}}, cwd=str(self._cwd),
                     stdin=self._stdin, stderr=log_file, stdout=log_file if self._stdout_to_log else subprocess.PIPE,
-                    start_new_session=True, pass_fds=tuple(fds.values()))
+                    pass_fds=tuple(fds.values()), **SPAWN_OPTIONS)
         finally:
             for fd in fds.values():
                 os.close(fd)  # the child holds its own copy; the secret leaves this process with the pipe
+        try:
+            self._tree = Tree(self._process.pid)
+        except OSError:
+            # Uncontained, the agent's tree could outlive a stop or the app: do not run on.
+            self._process.kill()
+            with anyio.move_on_after(StopPolicy().kill_s), anyio.CancelScope(shield=True):
+                await self._process.wait()
+            raise
         if self._pid_path is not None:
             record_pid(self._pid_path, self._process.pid)
         return self._process
@@ -212,14 +210,17 @@ class ProviderProcess:
                 await polite()
             with anyio.move_on_after(policy.polite_s):
                 await process.wait()
+        tree = self._tree
+        assert tree is not None  # set with the process
         if process.returncode is None:
-            killpg(process.pid, signal.SIGTERM)
+            tree.terminate()
             with anyio.move_on_after(policy.term_s):
                 await process.wait()
-        # SIGKILL the group even when the leader is gone: the MCP servers it started share it, and a stop returns only
+        # Kill the tree even when the leader is gone: the MCP servers it started share it, and a stop returns only
         # once none of them is left.
-        if not await end_group(process.pid, grace_s=policy.kill_s):
-            log.warning("%s: processes of the provider's group %d outlived SIGKILL", self.name, process.pid)
+        if not await end_tree(tree, grace_s=policy.kill_s):
+            log.warning("%s: processes of the provider's tree (leader %d) outlived the kill", self.name, process.pid)
+        tree.close()
         with anyio.move_on_after(policy.kill_s):
             await process.wait()
         if self._pid_path is not None:

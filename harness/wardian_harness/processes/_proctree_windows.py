@@ -13,6 +13,8 @@ import ctypes
 import subprocess
 from typing import Any
 
+from wardian.winjob import kernel32, kill_on_close_limits
+
 CREATE_NO_WINDOW = 0x08000000
 CREATE_NEW_PROCESS_GROUP = 0x00000200
 JOB_OBJECT_EXTENDED_LIMIT_INFORMATION_CLASS = 9
@@ -21,9 +23,7 @@ PROCESS_TERMINATE_AND_SET_QUOTA = 0x0001 | 0x0100
 
 class WindowsBackend:
     def __init__(self) -> None:
-        from wardian.launcher._windows import _kernel32, kill_on_close_limits
-
-        self._k32: Any = _kernel32()
+        self._k32: Any = kernel32()
         self._job = self._k32.CreateJobObjectW(None, None)  # a NULL security attribute: not inheritable
         if not self._job:
             raise ctypes.WinError()  # type: ignore[attr-defined]
