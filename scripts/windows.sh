@@ -23,7 +23,9 @@ say() { echo "windows.sh: $*" >&2; }
 stamp_of() { cat "$@" | sha256sum | cut -c1-16; }
 done_with() { [ -f "$CACHE/$1.done" ] && [ "$(cat "$CACHE/$1.done")" = "$2" ]; }
 # pip warns about index locations a machine's pip.conf names and this run does not use: only its errors matter.
-pip_download() { python3 -m pip download --quiet --disable-pip-version-check "$@" 2> >(grep -v '^WARNING: Location' >&2); }
+# pip from the system's Python, else from PyPI through uv (scripts/setup.sh installs uv).
+if python3 -m pip --version >/dev/null 2>&1; then PIP=(python3 -m pip); else PIP=(uvx pip); fi
+pip_download() { "${PIP[@]}" download --quiet --disable-pip-version-check "$@" 2> >(grep -v '^WARNING: Location' >&2); }
 wine_py() { wine "$PY/python.exe" "$@" 2>&1 | tr -d '\r'; }  # a pipe, never a file (see above)
 
 need=()
