@@ -30,6 +30,8 @@ from wardian.limits import PROTOCOL_VERSION
 
 ENV_HOME = "WARDIAN_HOME"
 ENV_SESSION = "WARDIAN_SESSION_ID"
+# Set to 1 in an MCP server's registration: it tells the app once its host has listed the tools (`session/announce`).
+ENV_MCP_ANNOUNCE = "WARDIAN_MCP_ANNOUNCE"
 ENV_STORE = "WARDIAN_STORE"  # the shared store an app serves, when --store is not given
 # The file that makes a folder a wardian home: wardian writes it when it creates the folder or takes an empty one, and
 # only a folder holding it is used as a home or has modes changed (`wardian.home_setup`).

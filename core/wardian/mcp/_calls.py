@@ -216,6 +216,19 @@ class Caller:
         if connections is not None:
             connections.close()
 
+    def announce(self) -> None:
+        """Tell the app this server has listed its tools to the agent (`session/announce`): an ACP agent connects its
+        MCP servers after its session exists, and the app sends it no task before this (docs/guide/acp.md).
+
+        Raises:
+            WardianError: no session or app, or the app's own error (the caller logs it: a task then waits for the
+                agent's start to time out, never goes to an agent without its tools).
+        """
+        session = self.environ.get(ENV_SESSION, "")
+        if not session or not self.environ.get(ENV_HOME):
+            raise errors.MissingSession(f"{ENV_SESSION} or {ENV_HOME} is not set; nothing to announce")
+        self.connections().call("session/announce", {"session": session})
+
     def call_tool(self, spec: ToolSpec, arguments: Mapping[str, Any] | None,
                   exchange: WaitExchange | None = None) -> dict[str, Any]:
         """Run `spec` for this caller and return the app's result; `exchange` can abort it if it is a wait (a call

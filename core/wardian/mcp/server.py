@@ -64,6 +64,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from wardian.home import ENV_MCP_ANNOUNCE
 from wardian.mcp._book import EOF_GRACE_S, Outstanding, SdkWaits
 from wardian.mcp._bridge import Inbox, run_sdk
 from wardian.mcp._frames import FrameError, JsonId, cancelled_request, decode_line, encode_message
@@ -101,6 +102,7 @@ class StdioServer:
         self._caller_lock = threading.Lock()
         self._finish_lock = threading.Lock()
         self._finished = False  # stdin ended (or the parent died): later lines are ignored
+        self._announce = environ.get(ENV_MCP_ANNOUNCE) == "1"  # once, after the first `tools/list` was routed
         self.quick = QuickPath(write, self.caller)
         self.sdk_waits = SdkWaits(self.outstanding)
         self.sdk = threading.Thread(target=run_sdk, name="wardian-mcp-sdk", daemon=True,
@@ -150,6 +152,19 @@ class StdioServer:
                 if not self.inbox.attached.is_set():
                     log.debug("%s waits for the SDK server to start", obj["method"])
             self.inbox.put(route.forward)  # a cancellation too: the SDK cancels its own handler of that request
+        if self._announce and obj.get("method") == "tools/list":
+            self._announce = False
+            threading.Thread(target=self._announce_listed, name="wardian-mcp-announce", daemon=True).start()
+
+    def _announce_listed(self) -> None:
+        """Tell the app the host has the tools (`Caller.announce`), off the stdin thread, once the host's other
+        requests are answered too (a host may register the tools only when its whole discovery is done: Qwen Code
+        lists prompts and resources beside the tools, and the SDK answers those); a failure is logged only."""
+        self.outstanding.wait_idle(SDK_START_TIMEOUT_S)
+        try:
+            self.caller().announce()
+        except Exception as exc:  # a top-level thread: the host's tools work either way
+            log.warning("could not tell the app this MCP server is connected: %s", exc)
 
     def wait_threads(self) -> int:
         """Threads held by waits now, on either path, those of cancelled waits included (diagnostics and tests)."""

@@ -132,6 +132,10 @@ class LaunchSpec:
     """The agent's credentials from the home's credential store (`wardian.auth`): at most one for Codex and Claude
     Code, one per OpenCode provider id. The provider hands them to its process without writing them anywhere
     (docs/guide/sign-in.md)."""
+    mcp_connected: anyio.Event | None = None
+    """Set once this generation's `wardian mcp serve` has listed its tools to the agent and told the app so
+    (`session/announce`, sent when its registration sets `WARDIAN_MCP_ANNOUNCE=1`): a provider whose agent connects
+    its MCP servers only after its conversation exists (ACP agents) waits for it before the first task."""
 
 
 class ProviderRuntime(Protocol):

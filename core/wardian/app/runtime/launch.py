@@ -52,6 +52,8 @@ class Launcher:
         self.credentials = CredentialStore(home)
         self.tg: anyio.abc.TaskGroup | None = None  # the runtime's task group, once it runs
         self._starting: set[str] = set()
+        # Per running generation (agent uuid, generation): set when its `wardian mcp serve` announced itself.
+        self._mcp_connected: dict[tuple[str, int], anyio.Event] = {}
 
     # --- what the service asks ------------------------------------------------------------------------
 
@@ -122,6 +124,15 @@ class Launcher:
             raise errors.NotActive(f"agent {agent.name!r} has no attached-mode runtime; start it with "
                                    f"`wardian agent start {agent.name} --mode attached`", field="agent")
         return handle.runtime.attach_info()
+
+    def mcp_announced(self, agent_uuid: str, generation: int) -> bool:
+        """The `wardian mcp serve` of the agent's generation `generation` listed its tools to the agent (it said so
+        with `session/announce`); False when that generation is not one this app runs."""
+        connected = self._mcp_connected.get((agent_uuid, generation))
+        if connected is None:
+            return False
+        connected.set()
+        return True
 
     def task_admitted(self, recipient_uuid: str) -> None:
         """A task was admitted for this agent: a dispatch opportunity (or a reason to start its runtime)."""
@@ -197,19 +208,26 @@ class Launcher:
         session = await self.writer.call(roster.create_session, agent.id, "managed")
         workspace = Path(agent.workspace) if agent.workspace else self.home.default_workspace(agent.uuid)
         await anyio.to_thread.run_sync(lambda: workspace.mkdir(parents=True, exist_ok=True))
+        key = (agent.uuid, generation)
+        connected = self._mcp_connected[key] = anyio.Event()
         spec = LaunchSpec(
             name=agent.name, uuid=agent.uuid, agent_dir=self.home.agent_dir(agent.uuid), workspace=workspace,
             mode=mode, overrides=agent.overrides, approve_tools=approve_tools, home=self.home, session=session,
             thread_id=agent.thread_id, log_path=self.home.provider_log_path(provider.name, agent.uuid),
-            pid_path=self.home.provider_pid_path(provider.name, agent.uuid), credentials=credentials)
-        runtime = await provider.prepare(spec, info)
-        handle = AgentHandle(agent.id, agent.uuid, agent.name, generation, runtime, info)
+            pid_path=self.home.provider_pid_path(provider.name, agent.uuid), credentials=credentials,
+            mcp_connected=connected)
         try:
-            await self.tg.start(self._own, handle)
-        except errors.WardianError:
+            runtime = await provider.prepare(spec, info)
+            handle = AgentHandle(agent.id, agent.uuid, agent.name, generation, runtime, info)
+            try:
+                await self.tg.start(self._own, handle)
+            except errors.WardianError:
+                raise
+            except Exception as exc:
+                raise errors.ProviderError(f"{provider.name} for {agent.name!r} failed to start: {exc}") from exc
+        except BaseException:
+            self._mcp_connected.pop(key, None)
             raise
-        except Exception as exc:
-            raise errors.ProviderError(f"{provider.name} for {agent.name!r} failed to start: {exc}") from exc
         return handle
 
     # --- owning ---------------------------------------------------------------------------------------
@@ -233,6 +251,7 @@ class Launcher:
             except Exception:
                 log.exception("the provider runtime of %s failed", handle.name)
             finally:
+                self._mcp_connected.pop((handle.uuid, handle.generation), None)
                 if self.owners.get(handle.uuid) is handle:
                     del self.owners[handle.uuid]
                 if failure is None:

@@ -45,6 +45,8 @@ from wardian.protocol.methods import (
     AgentStopParams,
     AgentStopResult,
     InterruptResult,
+    OkResult,
+    SessionAnnounceParams,
     agent_result,
     interrupt_result,
     managed_agent_result,
@@ -153,6 +155,17 @@ def _listing(store: Store, session: str | None) -> tuple[
     # What the app keeps to start each agent (its settings) is the operator's to see, not its peers'.
     managed = roster.managed_agents(store) if session is None else None
     return caller, roster.list_agents(store), ledger.delivery_doubts(store), hosts.list_hosts(store), managed
+
+
+@handlers.serves("session/announce")
+async def announce(app: AppService, p: SessionAnnounceParams) -> OkResult:
+    """The caller's `wardian mcp serve` listed its tools to the agent: a provider waiting for that before the first
+    task (`LaunchSpec.mcp_connected`) may go on. A session of a generation this app does not run changes nothing."""
+    caller = await app.writer.call(roster.authenticate, p.session)
+    if not app.runtime.launcher.mcp_announced(caller.agent.uuid, caller.generation):
+        log.info("agent %s announced its MCP server for generation %d, which this app does not run",
+                 caller.agent.name, caller.generation)
+    return {"ok": True}
 
 
 @handlers.serves("agent/list")

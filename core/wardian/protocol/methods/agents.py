@@ -38,6 +38,10 @@ class AgentInterruptParams(SessionParams):
         return check_target(v)
 
 
+class SessionAnnounceParams(SessionParams):
+    """A managed agent's `wardian mcp serve` says it has listed its tools to the agent (no other field)."""
+
+
 class AgentListParams(Params):
     session: Session | None = None
 

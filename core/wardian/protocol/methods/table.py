@@ -46,6 +46,8 @@ METHODS: dict[str, Method] = {
     "mailbox/wait": Method(mb.MailboxWaitParams, mb.WaitResult, True, "Wait for mailbox activity (no body)."),
     "task/reply": Method(t.TaskReplyParams, t.ReplyResult, True, "Complete an assigned task."),
     "agent/interrupt": Method(a.AgentInterruptParams, a.InterruptResult, True, "Interrupt an active turn."),
+    "session/announce": Method(a.SessionAnnounceParams, OkResult, True,
+                               "A managed agent's MCP server has listed its tools to the agent."),
     "agent/list": Method(a.AgentListParams, a.AgentListResult, False, "List agents."),
     "agent/add": Method(a.AgentAddParams, a.AgentResult, False, "Register a managed agent."),
     "agent/session": Method(a.AgentSessionParams, a.AgentSessionResult, False, "Issue a session token."),
