@@ -91,7 +91,7 @@ def test_agent_add_validates_names_and_providers(app: AppHandle) -> None:
     r = app.cli("agent", "add", "ok", "--provider", "gemini")
     assert r.returncode == 2
     assert b"invalid_provider" in r.stderr
-    assert b"(allowed: codex, opencode, claude)" in r.stderr
+    assert b"(allowed: codex, opencode, claude, qwen)" in r.stderr
     assert app.call("agent/list")["agents"] == []
 
 

@@ -78,7 +78,7 @@ provider = "gemini"
     assert [str(p) for p in caught.value.problems] == [
         f"{path}:2: team.colour: unknown key 'colour'; allowed: home, console",
         f"{path}:6: agents.lead.mode: unknown mode 'sideways'; allowed: background, attached",
-        f"{path}:9: agents.worker.provider: unknown provider 'gemini'; allowed: codex, opencode, claude",
+        f"{path}:9: agents.worker.provider: unknown provider 'gemini'; allowed: codex, opencode, claude, qwen",
     ]
     assert caught.value.code == "invalid_team_file"
 

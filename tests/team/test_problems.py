@@ -64,7 +64,8 @@ CASES = [
      ["F/wardian.toml:2: team.console: must be a non-empty string, not an integer"]),
     # [defaults]
     ("defaults of no provider", '[defaults.gemini]\nmodel = "x"\n' + A,
-     ["F/wardian.toml:1: defaults.gemini: [defaults.gemini] names no provider; allowed: codex, opencode, claude"]),
+     ["F/wardian.toml:1: defaults.gemini: [defaults.gemini] names no provider; allowed: codex, opencode, claude, "
+      "qwen"]),
     ("defaults not a table", "defaults = 5\n" + A,
      ["F/wardian.toml:1: defaults: must be a table ([defaults]), not an integer"]),
     ("provider defaults not a table", "defaults.codex = 5\n" + A,
@@ -92,11 +93,11 @@ CASES = [
      ["F/wardian.toml:3: agents.a.colour: unknown key 'colour'; allowed: provider, workspace, mode, approve_tools, "
       "auth, settings"]),
     ("no provider", '[agents.a]\nmode = "background"\n',
-     ["F/wardian.toml:1: agents.a: provider is required; allowed: codex, opencode, claude"]),
+     ["F/wardian.toml:1: agents.a: provider is required; allowed: codex, opencode, claude, qwen"]),
     ("provider not a string", "[agents.a]\nprovider = 5\n",
      ["F/wardian.toml:2: agents.a.provider: must be a non-empty string, not an integer"]),
     ("unknown provider", '[agents.a]\nprovider = "gemini"\n',
-     ["F/wardian.toml:2: agents.a.provider: unknown provider 'gemini'; allowed: codex, opencode, claude"]),
+     ["F/wardian.toml:2: agents.a.provider: unknown provider 'gemini'; allowed: codex, opencode, claude, qwen"]),
     ("missing workspace", A + 'workspace = "nope"\n',
      ["F/wardian.toml:3: agents.a.workspace: the workspace F/nope does not exist; allowed: an existing directory "
       "(relative paths are read from the team file's directory)"]),

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from wardian.providers.acp.agents import QWEN
+from wardian.providers.acp.provider import AcpProvider
 from wardian.providers.base import Provider
 from wardian.providers.claude.provider import ClaudeProvider
 from wardian.providers.codex.provider import CodexProvider
 from wardian.providers.opencode.provider import OpenCodeProvider
 
 PROVIDERS: dict[str, Provider] = {"codex": CodexProvider(), "opencode": OpenCodeProvider(),
-                                 "claude": ClaudeProvider()}
+                                 "claude": ClaudeProvider(), "qwen": AcpProvider(QWEN)}

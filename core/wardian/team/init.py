@@ -23,6 +23,7 @@ SAMPLE_SETTINGS: dict[str, tuple[str, ...]] = {
     "codex": ('model = "gpt-5-codex"', 'model_reasoning_effort = "medium"'),
     "opencode": ('model = "openai/gpt-5"',),
     "claude": ('model = "sonnet"',),
+    "qwen": ('model.name = "qwen3-coder-plus"',),
 }
 # The tools a lead and a worker use to hand each other work and answer it.
 GRANTS = ("send_message", "followup_task", "reply")

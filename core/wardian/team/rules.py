@@ -19,6 +19,7 @@ from wardian.console.address import parse_console_address
 from wardian.model import PROVIDERS
 from wardian.overrides import MAX_OVERRIDE_CHARS, parse_override
 from wardian.protocol.tools import parse_tool_names
+from wardian.providers.acp import compat as acp
 from wardian.providers.claude import compat as claude
 from wardian.providers.codex import compat as codex
 from wardian.providers.opencode import compat as opencode
@@ -92,6 +93,8 @@ def capabilities(name: str) -> Capabilities:
         return codex.capabilities(Version(*codex.MIN_STABLE))
     if name == "opencode":
         return opencode.capabilities(opencode.MIN_VERSION)
+    if name == "qwen":
+        return acp.qwen_capabilities(acp.QWEN_GATE.minimum)
     return claude.capabilities(claude.MIN_VERSION)
 
 

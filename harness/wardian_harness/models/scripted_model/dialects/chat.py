@@ -2,15 +2,17 @@
 `POST .../v1/chat/completions` answered by a stream of `data:` chunks without event names, ended by `data: [DONE]`.
 
 The dialect has no failure event and no message phase: a scripted `Fail` is an HTTP 400, a phase is dropped, and a
-released `Hold` can only add to what was streamed. MCP tools are OpenCode's `<server>_<tool>` functions.
+released `Hold` can only add to what was streamed. MCP tools are OpenCode's `<server>_<tool>` functions, or Qwen
+Code's deferred tools behind its `tool_search`/`tool_call` bridge, whose side requests are answered too (`chat_qwen`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from wardian_harness.models.scripted_model.dialects import chat_qwen
 from wardian_harness.models.scripted_model.dialects.base import (
     Dialect,
     SseStream,
@@ -62,6 +64,25 @@ class ChatDialect(Dialect):
     def owns(self, body: Mapping[str, Any]) -> bool:
         return "messages" in body
 
+    def side(self, wire: Wire, path: Sequence[str], body: Mapping[str, Any]) -> bool:
+        """Qwen Code's side requests (`chat_qwen`): its non-streaming classifier, memory extraction, suggestions."""
+        answer = chat_qwen.side_answer(body)
+        if answer is not None:
+            wire.send_json(200, answer)
+            return True
+        if not chat_qwen.is_streamed_side(body):
+            return False
+        begin(wire, Message(chat_qwen.SIDE_TEXT))
+        stream = _ChunkStream(wire, f"chatcmpl-scripted-side-{wire.next_id()}")
+        stream.delta({"role": "assistant", "content": chat_qwen.SIDE_TEXT})
+        stream.finish("stop")
+        stream.end()
+        return True
+
+    def before(self, step: Step, body: Mapping[str, Any]) -> Step | None:
+        """Qwen Code's `tool_search` for a deferred MCP tool the step calls (`chat_qwen`)."""
+        return chat_qwen.search_first(step, body)
+
     def answer(self, wire: Wire, step: Step, recorded: RecordedRequest) -> None:
         if isinstance(step, HttpError):
             wire.send_json_error(step.status, step.message)
@@ -75,7 +96,7 @@ class ChatDialect(Dialect):
         if isinstance(step, Message | ToolCall):
             step = Response([step])
         if isinstance(step, Response):
-            _emit_items(stream, n, step)
+            _emit_items(stream, n, step, chat_qwen.offered(recorded.body))
         elif isinstance(step, Disconnect):
             if step.partial_text is not None:
                 stream.delta({"role": "assistant", "content": step.partial_text})
@@ -89,22 +110,26 @@ class ChatDialect(Dialect):
     def tool_outputs(self, body: Mapping[str, Any]) -> list[FunctionCallOutput]:
         """The `role: tool` messages, named after the assistant `tool_calls` they answer (namespace `mcp__<server>`
         for an OpenCode `<server>_<tool>` function)."""
-        names: dict[str, str] = {}
+        names: dict[str, tuple[str, str | None]] = {}
         outputs: list[FunctionCallOutput] = []
         for message in body.get("messages") or []:
             if not isinstance(message, dict):
                 continue
             for call in message.get("tool_calls") or []:
                 if isinstance(call, dict) and isinstance(call.get("id"), str):
-                    names[call["id"]] = str((call.get("function") or {}).get("name", ""))
+                    function = call.get("function") or {}
+                    names[call["id"]] = chat_qwen.bridged_name(str(function.get("name", "")),
+                                                               str(function.get("arguments", "")))
             if message.get("role") == "tool":
                 raw = message.get("content")
                 text = raw if isinstance(raw, str) else "\n".join(content_texts({"content": raw}))
                 call_id = message.get("tool_call_id")
-                full = names.get(call_id or "", "")
-                server, _, tool = full.partition("_")
-                outputs.append(FunctionCallOutput(call_id=call_id, text=text, raw=raw, name=tool or full,
-                                                  namespace=f"mcp__{server}" if tool else None))
+                full, namespace = names.get(call_id or "", ("", None))
+                if namespace is None:
+                    server, _, tool = full.partition("_")
+                    namespace, full = (f"mcp__{server}", tool) if tool else (None, full)
+                outputs.append(FunctionCallOutput(call_id=call_id, text=text, raw=raw, name=full,
+                                                  namespace=namespace))
         return outputs
 
     def offered_tools(self, body: Mapping[str, Any], namespace: str) -> dict[str, JsonDict]:
@@ -118,9 +143,11 @@ class ChatDialect(Dialect):
         return found
 
 
-def _emit_items(stream: _ChunkStream, n: int, step: Response) -> None:
+def _emit_items(stream: _ChunkStream, n: int, step: Response, offered: set[str]) -> None:
     calls = 0
     for item in step.items:
+        if isinstance(item, ToolCall) and chat_qwen.bridged(item, offered):
+            item = chat_qwen.through_bridge(item)
         if isinstance(item, Message):
             if item.text:
                 stream.delta({"role": "assistant", "content": item.text})

@@ -1,0 +1,59 @@
+"""What differs between ACP agents: the command, the private directories and the variables that name them, the
+settings file, the quiet settings, and the credential's variable (docs/guide/acp.md). Everything else about an ACP
+agent is the protocol's, and written once (`runtime`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from wardian.providers.acp.compat import QWEN_GATE, qwen_capabilities
+from wardian.providers.capabilities import Capabilities
+from wardian.providers.version import Version, VersionGate
+
+
+@dataclass(frozen=True, slots=True)
+class AcpAgent:
+    name: str
+    """The provider's name (`qwen`)."""
+    gate: VersionGate
+    capabilities: Callable[[Version], Capabilities]
+    args: tuple[str, ...]
+    """After the executable: what makes it speak ACP on stdio, in the approval mode wardian answers for."""
+    dirs: Mapping[str, str]
+    """The private directories under `<agent dir>/<name>/`, by the variable the agent reads each from; the first
+    names the agent's home, and identifies its process for `end_left_behind`."""
+    settings: tuple[str, ...]
+    """The settings file, as a path under the first directory."""
+    quiet_env: Mapping[str, str]
+    quiet_settings: tuple[tuple[tuple[str, ...], Any], ...]
+    """Settings written before the agent's own `-c` ones (which may change them): no telemetry, no update checks."""
+    drop: tuple[str, ...]
+    """Variables of the person's environment the agent never gets (a prefix ends with `_`): their own config."""
+    credential: str
+    """The variable the agent reads its API key from (the sign-in reaches its environment only)."""
+
+
+QWEN = AcpAgent(
+    name="qwen", gate=QWEN_GATE, capabilities=qwen_capabilities,
+    # The default mode asks before every MCP tool, so the agent's grants decide; Qwen's own default (`auto`) would
+    # let a model classifier decide instead.
+    args=("--acp", "--approval-mode", "default"),
+    dirs={"QWEN_HOME": "home", "TMPDIR": "tmp"},
+    settings=("settings.json",),
+    quiet_env={"QWEN_USAGE_STATISTICS_ENABLED": "false"},
+    quiet_settings=((("privacy", "usageStatisticsEnabled"), False), (("general", "enableAutoUpdate"), False),
+                    (("general", "disableAutoUpdate"), True), (("general", "disableUpdateNag"), True)),
+    # XDG_RUNTIME_DIR: Qwen Code makes its per-process socket directory there, else in TMPDIR (which is private).
+    drop=("QWEN_", "OPENAI_", "DASHSCOPE_", "XDG_RUNTIME_DIR"),
+    credential="OPENAI_API_KEY")
+
+AGENTS: dict[str, AcpAgent] = {agent.name: agent for agent in (QWEN,)}
+
+
+def home_dirs(agent: AcpAgent, agent_dir: Path) -> tuple[Path, dict[str, Path]]:
+    """The agent's private root and its directories by variable."""
+    root = agent_dir / agent.name
+    return root, {variable: root / sub for variable, sub in agent.dirs.items()}

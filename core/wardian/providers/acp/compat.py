@@ -1,0 +1,30 @@
+"""Which ACP agents wardian drives, at which versions, and what they may do (docs/guide/acp.md).
+
+- Qwen Code: 0.24.4 or newer (pinned in package.json), as `qwen --acp`: `session/new` and `session/load` take
+  wardian's MCP server (`mcpServers`), which it connects after the session exists; a turn is one `session/prompt`,
+  its end the prompt's `stopReason`; `session/cancel` ends it `cancelled`.
+- What it may do, stated as capabilities the app reads:
+  - no steer and no inject: a second `session/prompt` pre-empts the running one (the agent cancels it), and ACP has
+    no message that adds to the conversation without a turn, so a task waits for the turn's end and information
+    stays in the mailbox (the agent reads it with its tools);
+  - interrupt and exact completion: the prompt's answer names how its turn ended;
+  - tool grants: the agent asks (`session/request_permission`) before every MCP tool in its default approval mode,
+    and the app answers for wardian's tools from the agent's `--approve-tools` grants;
+  - no attached terminal: the agent's conversation is the app's ACP session.
+"""
+
+from __future__ import annotations
+
+from wardian.providers.capabilities import Capabilities
+from wardian.providers.version import Version, VersionGate
+
+QWEN_GATE = VersionGate("Qwen Code", "qwen", "@qwen-code/qwen-code", "WARDIAN_QWEN", Version(0, 24, 4))
+NO_ATTACH_REASON = ("the agent's conversation is the app's ACP session, which no terminal UI can join; talk to it "
+                    "through wardian (message send, task) instead")
+
+
+def qwen_capabilities(version: Version) -> Capabilities:
+    """What wardian may ask of this Qwen Code version. Raises: Unsupported (older than 0.24.4, or a pre-release)."""
+    QWEN_GATE.check(version)
+    return Capabilities(steer=False, inject=False, interrupt=True, exact_completion=True, attach=False,
+                        inject_while_active=False, tool_grants=True, no_attach_reason=NO_ATTACH_REASON)

@@ -1,0 +1,282 @@
+"""The runtime of one ACP agent: one agent process speaking ACP on stdio, its one session, and what the app observes
+of it (a `wardian.providers.base.ProviderRuntime`; docs/guide/acp.md).
+
+```
+<agent> <args>                                      (cwd: the workspace; its private directories in its environment)
+  out: initialize                                   protocol version 1, no file system or terminal of ours
+       session/load {sessionId, cwd, mcpServers}    the agent's session, kept with it (else session/new)
+       ... wait for wardian's MCP server to say it listed its tools (`LaunchSpec.mcp_connected`) ...
+       session/prompt {sessionId, prompt}           a task: one turn; its answer (`stopReason`) is the turn's end
+       session/cancel {sessionId}                   an interrupt
+  in:  session/update                               the turn's text and tool calls
+       session/request_permission                   answered from the agent's grants (`permissions`)
+```
+
+Error classification (what the app may do next): a prompt whose line certainly did not leave (the input closed, the
+process gone) is `ProviderUnavailable`; one whose write failed part-way is `DeliveryUncertain`. A prompt written is
+a turn: its answer settles it; a process that ends first leaves it unsettled, and the app marks it uncertain (never
+resent).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid as uuids
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from wardian import errors
+from wardian.model import Interaction
+from wardian.providers.acp import permissions
+from wardian.providers.acp.agents import AcpAgent
+from wardian.providers.acp.rpc import Gone, LineLost, MethodNotFound, NotSent, Peer, Pending, RpcError
+from wardian.providers.acp.turns import Turn
+from wardian.providers.base import Capabilities, ConversationReplaced, Started, TaskDelivery
+from wardian.providers.delivery import task_text
+from wardian.providers.process import ProviderProcess, StopPolicy
+from wardian.providers.turns import TurnState
+
+log = logging.getLogger("wardian.acp")
+
+# An ACP agent exits once its input closes; a turn still running is abandoned (its prompt is then uncertain).
+STOP_POLICY = StopPolicy(polite_s=5.0, term_s=3.0, kill_s=3.0)
+START_TIMEOUT_S = 120.0
+"""For `initialize` and the session request each, and then for wardian's MCP server to announce itself."""
+PROTOCOL_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class AcpSpec:
+    name: str
+    agent: AcpAgent
+    executable: str
+    workspace: Path
+    env: dict[str, str]
+    """The process's whole environment: its private directories, the quiet variables, `-c env.*` settings and
+    its sign-in (the agent reads its key from there, and from nowhere on disk)."""
+    session_id: str | None
+    """The agent's ACP session to load; None: a new one."""
+    mcp_servers: list[dict[str, Any]]
+    allowed: frozenset[str]
+    """The wardian tools a permission request is granted for."""
+    capabilities: Capabilities
+    stderr_path: Path
+    pid_path: Path
+    mcp_connected: anyio.Event | None = None
+
+
+class AcpRuntime(TurnState):
+    """Run with `await tg.start(runtime.run)`: returns once the session is ready and wardian's MCP server is up."""
+
+    def __init__(self, spec: AcpSpec) -> None:
+        super().__init__(f"{spec.agent.name}:{spec.name}", spec.session_id)
+        self.spec = spec
+        self.capabilities = spec.capabilities
+        self._stop = anyio.Event()
+        self._child: ProviderProcess | None = None
+        self._peer: Peer | None = None
+        self._turn: Turn | None = None
+        self._started = False
+
+    # --- lifecycle ------------------------------------------------------------------------------------
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[str | None] = anyio.TASK_STATUS_IGNORED) -> None:
+        spec = self.spec
+        try:
+            self._child = ProviderProcess([spec.executable, *spec.agent.args], name=spec.name, env=spec.env,
+                                          cwd=spec.workspace, log_path=spec.stderr_path, pid_path=spec.pid_path)
+            process = await self._child.start()
+            assert process.stdin is not None
+            assert process.stdout is not None
+            self._peer = Peer(spec.name, process.stdin, process.stdout, self._on_request, self._on_notification)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._read, self._peer)
+                session_id = await self._open()
+                self._started = True
+                self.became_ready(session_id)
+                task_status.started(session_id)
+                await self._stop.wait()
+                tg.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            raise _single(group) from None
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._ended()
+
+    async def _read(self, peer: Peer) -> None:
+        await peer.read()
+        log.info("%s: the agent's output ended", self.spec.name)
+        self._stop.set()
+
+    async def _open(self) -> str:
+        """`initialize`, the session (loaded, else new), then wardian's MCP server up. Raises: ProviderError."""
+        spec = self.spec
+        answer = await self._start_call("initialize", {
+            "protocolVersion": PROTOCOL_VERSION, "clientInfo": {"name": "wardian", "version": "1"},
+            "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False}})
+        caps = answer.get("agentCapabilities")
+        caps = caps if isinstance(caps, dict) else {}
+        session_id = None
+        if spec.session_id is not None and caps.get("loadSession"):
+            session_id = await self._load(spec.session_id)
+        if session_id is None:
+            created = await self._start_call("session/new", {"cwd": str(spec.workspace),
+                                                             "mcpServers": spec.mcp_servers})
+            session_id = str(created.get("sessionId") or "")
+            if not session_id:
+                raise errors.ProviderError(f"the agent of {spec.name} answered session/new without a sessionId")
+            if spec.session_id is not None:
+                self.emit(ConversationReplaced(spec.session_id, session_id, "the agent could not load its session"))
+        if spec.mcp_connected is not None:
+            with anyio.move_on_after(START_TIMEOUT_S) as waited:
+                await spec.mcp_connected.wait()
+            if waited.cancelled_caught:
+                raise errors.ProviderError(f"the agent of {spec.name} did not start wardian's MCP server within "
+                                           f"{START_TIMEOUT_S:g} s; see {spec.stderr_path}")
+        return session_id
+
+    async def _load(self, session_id: str) -> str | None:
+        """Load the agent's session (it replays its history, which wardian does not need here); None when the
+        agent no longer has it."""
+        try:
+            await self._start_call("session/load", {"sessionId": session_id, "cwd": str(self.spec.workspace),
+                                                    "mcpServers": self.spec.mcp_servers})
+        except errors.ProviderRefused as exc:
+            log.warning("%s: the agent could not load session %s (%s); starting a new one", self.spec.name,
+                        session_id, exc.message)
+            return None
+        return session_id
+
+    async def _start_call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """A request of the start. Raises: ProviderRefused (the agent answered with an error), ProviderError."""
+        assert self._peer is not None
+        try:
+            return await self._peer.call(method, params, START_TIMEOUT_S)
+        except RpcError as exc:
+            raise errors.ProviderRefused(f"the agent of {self.spec.name} refused {method}: {exc}") from None
+        except (Gone, NotSent, LineLost):
+            raise errors.ProviderError(f"the agent of {self.spec.name} ended during {method}; see "
+                                       f"{self.spec.stderr_path}") from None
+        except TimeoutError:
+            raise errors.ProviderError(f"the agent of {self.spec.name} did not answer {method} within "
+                                       f"{START_TIMEOUT_S:g} s; see {self.spec.stderr_path}") from None
+
+    async def _ended(self) -> None:
+        """However `run` ends: the process group is gone; a turn still running is left unsettled (the app marks
+        its task uncertain); then the stream says OFF and ends."""
+        self.stopping()
+        if self._child is not None:
+            await self._child.stop(STOP_POLICY, polite=self._peer.close if self._peer is not None else None)
+        if self._turn is not None:
+            log.warning("%s: the agent ended during turn %s; its outcome is unknown", self.spec.name,
+                        self._turn.turn_id)
+            self._turn = None
+        self.ended()
+        if not self._started:
+            log.error("the ACP runtime of %s failed to start (see %s)", self.spec.name, self.spec.stderr_path)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    # --- what the agent sends -------------------------------------------------------------------------
+
+    def _on_notification(self, method: str, params: dict[str, Any]) -> None:
+        turn = self._turn
+        if method == "session/update" and turn is not None and params.get("sessionId") == self.thread_id:
+            update = params.get("update")
+            if isinstance(update, dict):
+                turn.update(update)
+
+    async def _on_request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if method == "session/request_permission":
+            cancelling = self._turn is None or self._turn.cancelling
+            return permissions.answer(self.spec.name, params, self.spec.allowed, cancelling=cancelling)
+        if method == "craft/drainMidTurnQueue":
+            return {"messages": [], "hasQueuedPrompt": False}  # Qwen Code's steering hook: nothing queued
+        raise MethodNotFound(method)
+
+    # --- delivery -------------------------------------------------------------------------------------
+
+    def plan_message_id(self) -> str | None:
+        return f"turn_{uuids.uuid4().hex}"
+
+    async def start_turn(self, task: TaskDelivery, message_id: str | None = None) -> Started:
+        """The structured task as one `session/prompt`, a turn under `message_id`. Raises: ProviderUnavailable
+        (nothing sent: not ready, a turn runs, or the input is closed), DeliveryUncertain (the write failed
+        part-way)."""
+        if not self.ready or self._peer is None or self.thread_id is None:
+            raise errors.ProviderUnavailable(f"the ACP runtime of {self.spec.name} is not ready; nothing was sent")
+        if self._turn is not None:
+            # A second prompt would pre-empt the running turn (Qwen Code, Gemini CLI): never sent.
+            raise errors.ProviderUnavailable(f"turn {self._turn.turn_id} of {self.spec.name} is still running; "
+                                             "nothing was sent")
+        turn = self._turn = Turn(message_id or self.plan_message_id() or "")
+        prompt = {"sessionId": self.thread_id, "prompt": [{"type": "text", "text": task_text(task)}]}
+        try:
+            await self._peer.request("session/prompt", prompt, on_answer=self._answered)
+        except NotSent:
+            self._turn = None
+            raise errors.ProviderUnavailable(f"the agent of {self.spec.name} is not running; nothing was sent"
+                                             ) from None
+        except LineLost as exc:
+            self._turn = None
+            raise errors.DeliveryUncertain(f"writing the prompt to the agent of {self.spec.name} failed ({exc}); "
+                                           "do not resend", request_id=task.request_id) from None
+        self.activate(turn.turn_id)
+        turn.active = True
+        if turn.outcome is not None:  # answered before the write returned
+            self._end(turn)
+        return Started(turn.turn_id)
+
+    def _answered(self, pending: Pending) -> None:
+        """The prompt's answer: the turn ended (called by the reader)."""
+        turn = self._turn
+        if turn is None or isinstance(pending.error, Gone):
+            return  # no answer: `_ended` leaves the turn unsettled
+        turn.outcome = (turn.refused(str(pending.error)) if pending.error is not None
+                        else turn.ended(pending.value or {}))
+        if turn.active:
+            self._end(turn)
+
+    def _end(self, turn: Turn) -> None:
+        self._turn = None
+        self.deactivate()
+        assert turn.outcome is not None
+        self.emit(turn.outcome)
+
+    async def steer(self, task: TaskDelivery, expected_turn_id: str) -> str:
+        raise errors.StaleTurn(f"{self.spec.agent.name} agents take no task into a running turn; nothing was sent",
+                               turn_id=expected_turn_id)
+
+    async def push(self, records: Sequence[Interaction], *, timeout_s: float) -> None:
+        raise errors.ProviderUnavailable(f"{self.spec.agent.name} agents take no information without a turn; the "
+                                         "records stay in the mailbox")
+
+    async def interrupt(self, turn_id: str) -> None:
+        """`session/cancel` while the turn `turn_id` runs; its prompt then ends `cancelled`. Raises: NotActive,
+        ProviderUnavailable."""
+        turn = self._turn
+        if not self.ready or self._peer is None or turn is None or turn.turn_id != turn_id:
+            raise errors.NotActive(f"turn {turn_id} is not a turn this app sees running; nothing was interrupted",
+                                   field="target")
+        turn.cancelling = True
+        try:
+            await self._peer.notify("session/cancel", {"sessionId": self.thread_id})
+        except (NotSent, LineLost) as exc:
+            raise errors.ProviderUnavailable(f"the agent of {self.spec.name} is not running ({exc})") from None
+
+    def attach_info(self) -> dict[str, Any]:
+        raise errors.NotActive(f"agent {self.spec.name!r} runs on {self.spec.agent.gate.label}, which has no "
+                               "attached mode", field="agent")
+
+
+def _single(group: BaseExceptionGroup[Any]) -> BaseException:
+    """The one error a task group raised (the app reads a provider's start failure as a plain error)."""
+    while isinstance(group, BaseExceptionGroup) and len(group.exceptions) == 1:
+        group = group.exceptions[0]  # type: ignore[assignment]
+    return group

@@ -1,0 +1,90 @@
+"""Fixtures for ACP agents on the real Qwen Code CLI (pinned, from npm) and the scripted model's Chat dialect:
+`qwen_app` drives a real `wardian app run` home whose Qwen Code agents the app itself starts (`agent/start`)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import AppHandle, app_on_root, pinned_npm_tool, short_home, start_app, stop_app
+from wardian_harness.models.scripted_model import AgentScript, ScriptedModel
+
+REPO = Path(__file__).resolve().parents[3]
+QWEN = REPO / "node_modules" / ".bin" / "qwen"
+MODEL = "scripted-model"
+
+
+def qwen_settings(base_url: str) -> list[str]:
+    """`-c` settings pointing a Qwen Code agent at its scripted-model URL (an OpenAI-compatible endpoint, chosen in
+    its settings file) with a dummy key (Qwen Code sends no request without one; it goes to the environment)."""
+    return ['security.auth.selectedType="openai"', f"security.auth.baseUrl={json.dumps(base_url)}",
+            f"model.name={json.dumps(MODEL)}", 'env.OPENAI_API_KEY="sk-scripted-dummy"']
+
+
+@dataclass
+class QwenApp:
+    """A running `wardian app run` home (restartable) and the scripted model its Qwen Code agents talk to."""
+
+    app: AppHandle
+    model: ScriptedModel
+    env: dict[str, str]
+
+    def agent(self, name: str, *, start: bool = True, approve: list[str] | None = None,
+              provider: str = "qwen") -> tuple[dict[str, Any], str, AgentScript]:
+        agent, token = self.app.add_agent(name, provider)
+        script = self.model.agent(name)
+        if start:
+            self.start(name, approve=approve)
+        return agent, token, script
+
+    def start(self, name: str, *, approve: list[str] | None = None) -> dict[str, Any]:
+        params = {"agent": name, "approve_tools": approve or [],
+                  "config": qwen_settings(self.model.agent(name).base_url)}
+        return dict(self.app.call("agent/start", params, timeout_s=300))
+
+    def restart_app(self) -> None:
+        stop_app(self.app.proc)
+        self.app.proc = start_app(self.app.home.root, self.env)
+
+    def row(self, name: str) -> dict[str, Any]:
+        return next(a for a in self.app.call("agent/list")["agents"] if a["name"] == name)
+
+    def wait_status(self, name: str, status: str) -> dict[str, Any]:
+        for _ in range(2400):
+            agent = self.row(name)
+            if agent["status"] == status and (status != "active" or agent["active_turn_id"]):
+                return agent
+            settle()
+        raise AssertionError(f"{name} never became {status}")
+
+
+@pytest.fixture
+def qwen_app() -> Iterator[QwenApp]:
+    qwen = pinned_npm_tool(QWEN, "Qwen Code CLI")
+    env = {"WARDIAN_QWEN": str(qwen)}
+    with ScriptedModel() as model, app_on_root(short_home("wq"), env) as handle:
+        yield QwenApp(handle, model, env)
+
+
+def settle() -> None:
+    """The interval of a bounded poll, not a synchronisation point."""
+    threading.Event().wait(0.05)
+
+
+def state_of(world: QwenApp, rid: str) -> str:
+    return str(world.app.call("request/show", {"id": rid})["task"]["facts"]["state"])
+
+
+def collect(world: QwenApp, token: str, count: int) -> list[dict[str, Any]]:
+    """The next `count` records for the caller of `token` (acknowledged), waiting (bounded) until they came."""
+    got: list[dict[str, Any]] = []
+    while len(got) < count:
+        got.extend(world.app.records_for(token))
+    assert len(got) == count, f"more records than expected: {got}"
+    return got
