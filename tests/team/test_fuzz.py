@@ -72,7 +72,7 @@ def settings_lines(draw: st.DrawFn, prefix: str) -> list[str]:
 
 
 FIELD_VALUES = {
-    "provider": st.sampled_from(['"codex"', '"opencode"', '"claude"', '"gemini"', "5"]),
+    "provider": st.sampled_from(['"codex"', '"opencode"', '"claude"', '"goose"', "5"]),
     "workspace": st.sampled_from(['"src"', '"."', '"missing"', '"file"', '""', '"~"', '"\\u0000"', "[1]"]),
     "mode": st.sampled_from(['"background"', '"attached"', '"sideways"', "true"]),
     "approve_tools": st.sampled_from(['["reply"]', '["send_message", "reply", "reply"]', '["rm"]', "[]", '"reply"',
@@ -108,7 +108,7 @@ def team_files(draw: st.DrawFn) -> str:
         lines += ["[team]", *draw(st.lists(st.sampled_from([
             'home = "h"', 'home = ""', 'console = "127.0.0.1:0"', 'console = "10.0.0.1:1"', 'console = "x:y:z"',
             "console = 1", 'colour = "blue"']), unique=True, max_size=3))]
-    for provider in draw(st.lists(st.sampled_from(["codex", "opencode", "claude", "gemini"]), unique=True,
+    for provider in draw(st.lists(st.sampled_from(["codex", "opencode", "claude", "goose"]), unique=True,
                                   max_size=2)):
         lines += [f"[defaults.{provider}]", *draw(settings_lines(f"defaults.{provider}"))]
     for _ in range(draw(st.integers(0, 3))):

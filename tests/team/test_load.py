@@ -71,14 +71,14 @@ provider = "codex"
 mode = "sideways"
 
 [agents.worker]
-provider = "gemini"
+provider = "goose"
 """)
     with pytest.raises(TeamFileError) as caught:
         load_team(path, environ={})
     assert [str(p) for p in caught.value.problems] == [
         f"{path}:2: team.colour: unknown key 'colour'; allowed: home, console",
         f"{path}:6: agents.lead.mode: unknown mode 'sideways'; allowed: background, attached",
-        f"{path}:9: agents.worker.provider: unknown provider 'gemini'; allowed: codex, opencode, claude, qwen",
+        f"{path}:9: agents.worker.provider: unknown provider 'goose'; allowed: codex, opencode, claude, qwen, gemini",
     ]
     assert caught.value.code == "invalid_team_file"
 

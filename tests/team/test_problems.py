@@ -63,9 +63,9 @@ CASES = [
     ("console a number", "[team]\nconsole = 8765\n" + A,
      ["F/wardian.toml:2: team.console: must be a non-empty string, not an integer"]),
     # [defaults]
-    ("defaults of no provider", '[defaults.gemini]\nmodel = "x"\n' + A,
-     ["F/wardian.toml:1: defaults.gemini: [defaults.gemini] names no provider; allowed: codex, opencode, claude, "
-      "qwen"]),
+    ("defaults of no provider", '[defaults.goose]\nmodel = "x"\n' + A,
+     ["F/wardian.toml:1: defaults.goose: [defaults.goose] names no provider; allowed: codex, opencode, claude, "
+      "qwen, gemini"]),
     ("defaults not a table", "defaults = 5\n" + A,
      ["F/wardian.toml:1: defaults: must be a table ([defaults]), not an integer"]),
     ("provider defaults not a table", "defaults.codex = 5\n" + A,
@@ -93,11 +93,11 @@ CASES = [
      ["F/wardian.toml:3: agents.a.colour: unknown key 'colour'; allowed: provider, workspace, mode, approve_tools, "
       "auth, settings"]),
     ("no provider", '[agents.a]\nmode = "background"\n',
-     ["F/wardian.toml:1: agents.a: provider is required; allowed: codex, opencode, claude, qwen"]),
+     ["F/wardian.toml:1: agents.a: provider is required; allowed: codex, opencode, claude, qwen, gemini"]),
     ("provider not a string", "[agents.a]\nprovider = 5\n",
      ["F/wardian.toml:2: agents.a.provider: must be a non-empty string, not an integer"]),
-    ("unknown provider", '[agents.a]\nprovider = "gemini"\n',
-     ["F/wardian.toml:2: agents.a.provider: unknown provider 'gemini'; allowed: codex, opencode, claude, qwen"]),
+    ("unknown provider", '[agents.a]\nprovider = "goose"\n',
+     ["F/wardian.toml:2: agents.a.provider: unknown provider 'goose'; allowed: codex, opencode, claude, qwen, gemini"]),
     ("missing workspace", A + 'workspace = "nope"\n',
      ["F/wardian.toml:3: agents.a.workspace: the workspace F/nope does not exist; allowed: an existing directory "
       "(relative paths are read from the team file's directory)"]),
@@ -173,7 +173,7 @@ colour = "blue"
 console = "0.0.0.0"
 
 [agents.lead]
-provider = "gemini"
+provider = "goose"
 approve_tools = ["rm"]
 """
     assert [p.split(": ", 2)[0:2] for p in problems(tmp_path, text)] == [

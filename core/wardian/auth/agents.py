@@ -6,14 +6,16 @@ from wardian import errors
 from wardian.auth.model import AUTH_PROVIDERS, DEFAULT_NAME, Credential
 from wardian.auth.store import CredentialStore
 
-PROVIDER_TITLES = {"codex": "Codex", "opencode": "OpenCode", "claude": "Claude Code"}
+PROVIDER_TITLES = {"codex": "Codex", "opencode": "OpenCode", "claude": "Claude Code", "qwen": "Qwen Code",
+                   "gemini": "Gemini CLI"}
 
 
 def login_hint(provider: str, name: str = DEFAULT_NAME, provider_id: str | None = None) -> str:
     """The `wardian auth login` command that stores a credential of `provider` under `name`."""
     how = {"codex": "codex --with-api-key",
            "opencode": f"opencode --provider {provider_id or 'ID'} --with-api-key",
-           "claude": "claude --with-api-key (or --with-oauth-token)"}.get(provider, provider)
+           "claude": "claude --with-api-key (or --with-oauth-token)", "qwen": "qwen --with-api-key",
+           "gemini": "gemini --with-api-key"}.get(provider, provider)
     named = "" if name == DEFAULT_NAME else f" --name {name}"
     return f"wardian auth login {how}{named}"
 

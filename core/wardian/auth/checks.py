@@ -20,6 +20,8 @@ KINDS: dict[str, tuple[CredentialKind, ...]] = {
     "codex": (CredentialKind.API_KEY, CredentialKind.CHATGPT),
     "opencode": (CredentialKind.API_KEY,),
     "claude": (CredentialKind.API_KEY, CredentialKind.OAUTH_TOKEN),
+    "qwen": (CredentialKind.API_KEY,),
+    "gemini": (CredentialKind.API_KEY,),
 }
 
 

@@ -13,13 +13,14 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
-AUTH_PROVIDERS = ("codex", "opencode", "claude")
+AUTH_PROVIDERS = ("codex", "opencode", "claude", "qwen", "gemini")
 DEFAULT_NAME = "default"
 
 
 class CredentialKind(StrEnum):
     API_KEY = "api_key"
-    """An API key: Codex (OpenAI), an OpenCode provider's, or Claude Code's `ANTHROPIC_API_KEY`."""
+    """An API key: Codex (OpenAI), an OpenCode provider's, Claude Code's `ANTHROPIC_API_KEY`, Qwen Code's
+    `OPENAI_API_KEY` or Gemini CLI's `GEMINI_API_KEY`."""
     OAUTH_TOKEN = "oauth_token"
     """Claude Code's long-lived token from `claude setup-token` (`CLAUDE_CODE_OAUTH_TOKEN`)."""
     CHATGPT = "chatgpt"

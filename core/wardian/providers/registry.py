@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from wardian.providers.acp.agents import QWEN
+from wardian.providers.acp.agents import GEMINI, QWEN
 from wardian.providers.acp.provider import AcpProvider
 from wardian.providers.base import Provider
 from wardian.providers.claude.provider import ClaudeProvider
@@ -10,4 +10,5 @@ from wardian.providers.codex.provider import CodexProvider
 from wardian.providers.opencode.provider import OpenCodeProvider
 
 PROVIDERS: dict[str, Provider] = {"codex": CodexProvider(), "opencode": OpenCodeProvider(),
-                                 "claude": ClaudeProvider(), "qwen": AcpProvider(QWEN)}
+                                 "claude": ClaudeProvider(), "qwen": AcpProvider(QWEN),
+                                 "gemini": AcpProvider(GEMINI)}

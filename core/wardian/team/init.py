@@ -24,6 +24,7 @@ SAMPLE_SETTINGS: dict[str, tuple[str, ...]] = {
     "opencode": ('model = "openai/gpt-5"',),
     "claude": ('model = "sonnet"',),
     "qwen": ('model.name = "qwen3-coder-plus"',),
+    "gemini": ('model.name = "gemini-2.5-pro"',),
 }
 # The tools a lead and a worker use to hand each other work and answer it.
 GRANTS = ("send_message", "followup_task", "reply")

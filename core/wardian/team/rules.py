@@ -95,6 +95,8 @@ def capabilities(name: str) -> Capabilities:
         return opencode.capabilities(opencode.MIN_VERSION)
     if name == "qwen":
         return acp.qwen_capabilities(acp.QWEN_GATE.minimum)
+    if name == "gemini":
+        return acp.gemini_capabilities(acp.GEMINI_GATE.minimum)
     return claude.capabilities(claude.MIN_VERSION)
 
 

@@ -48,16 +48,19 @@ SETTINGS_OF: dict[str, str] = {
               "name holds KEY, TOKEN, SECRET or PASSWORD goes to the process's environment, never to a file.",
     "qwen": "Keys of the agent's Qwen Code settings.json (model.name, security.auth.*); env.NAME sets a variable "
             "of its process's environment instead, never a file.",
+    "gemini": "Keys of the agent's Gemini CLI settings.json (model.name, ...); env.NAME sets a variable of its "
+              "process's environment instead, never a file.",
 }
 MODEL_OF: dict[str, str] = {
     "codex": "The model Codex uses (`o3`, `gpt-5-codex`).",
     "opencode": "The model OpenCode uses, as PROVIDER/MODEL (`openai/gpt-5`).",
     "claude": "The model Claude Code uses (`sonnet`, `opus`, or a full model name).",
     "qwen": "The model Qwen Code uses (its settings' `model.name`).",
+    "gemini": "The model Gemini CLI uses (its settings' `model.name`).",
 }
 TEAM_DOC = "What the team shares: where it lives and its web console."
 DEFAULTS_DOC = ("Settings every agent of a provider starts with, under [defaults.codex], [defaults.opencode] or "
-                "[defaults.claude] or [defaults.qwen]; an agent's own settings win, key by key.")
+                "[defaults.claude], [defaults.qwen] or [defaults.gemini]; an agent's own settings win, key by key.")
 AGENTS_DOC = ("One table per agent, [agents.NAME]: NAME as `wardian agent add NAME` takes it. `wardian up` adds "
               "and starts each one.")
 

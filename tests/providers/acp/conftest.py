@@ -1,5 +1,6 @@
-"""Fixtures for ACP agents on the real Qwen Code CLI (pinned, from npm) and the scripted model's Chat dialect:
-`qwen_app` drives a real `wardian app run` home whose Qwen Code agents the app itself starts (`agent/start`)."""
+"""Fixtures for ACP agents on the real Qwen Code and Gemini CLIs (pinned, from npm) and the scripted model (its Chat
+dialect for Qwen Code, its Gemini dialect for Gemini CLI): `acp_app` drives a real `wardian app run` home whose
+agents of one ACP provider the app itself starts (`agent/start`), once per provider."""
 
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ from tests.conftest import AppHandle, app_on_root, pinned_npm_tool, short_home, 
 from wardian_harness.models.scripted_model import AgentScript, ScriptedModel
 
 REPO = Path(__file__).resolve().parents[3]
-QWEN = REPO / "node_modules" / ".bin" / "qwen"
 MODEL = "scripted-model"
 
 
@@ -27,17 +27,29 @@ def qwen_settings(base_url: str) -> list[str]:
             f"model.name={json.dumps(MODEL)}", 'env.OPENAI_API_KEY="sk-scripted-dummy"']
 
 
+def gemini_settings(base_url: str) -> list[str]:
+    """`-c` settings pointing a Gemini CLI agent at its scripted-model URL (its "gateway" sign-in: Gemini REST under
+    `GOOGLE_GEMINI_BASE_URL`, without the `/v1`), with a named model (no router request) and a dummy key."""
+    base = base_url.removesuffix("/").removesuffix("/v1")
+    return [f"model.name={json.dumps(MODEL)}", f"env.GOOGLE_GEMINI_BASE_URL={json.dumps(base)}",
+            'env.GEMINI_API_KEY="scripted-dummy"']
+
+
+SETTINGS = {"qwen": qwen_settings, "gemini": gemini_settings}
+
+
 @dataclass
-class QwenApp:
-    """A running `wardian app run` home (restartable) and the scripted model its Qwen Code agents talk to."""
+class AcpApp:
+    """A running `wardian app run` home (restartable) and the scripted model its agents of `provider` talk to."""
 
     app: AppHandle
     model: ScriptedModel
     env: dict[str, str]
+    provider: str
 
-    def agent(self, name: str, *, start: bool = True, approve: list[str] | None = None,
-              provider: str = "qwen") -> tuple[dict[str, Any], str, AgentScript]:
-        agent, token = self.app.add_agent(name, provider)
+    def agent(self, name: str, *, start: bool = True,
+              approve: list[str] | None = None) -> tuple[dict[str, Any], str, AgentScript]:
+        agent, token = self.app.add_agent(name, self.provider)
         script = self.model.agent(name)
         if start:
             self.start(name, approve=approve)
@@ -45,7 +57,7 @@ class QwenApp:
 
     def start(self, name: str, *, approve: list[str] | None = None) -> dict[str, Any]:
         params = {"agent": name, "approve_tools": approve or [],
-                  "config": qwen_settings(self.model.agent(name).base_url)}
+                  "config": SETTINGS[self.provider](self.model.agent(name).base_url)}
         return dict(self.app.call("agent/start", params, timeout_s=300))
 
     def restart_app(self) -> None:
@@ -64,12 +76,13 @@ class QwenApp:
         raise AssertionError(f"{name} never became {status}")
 
 
-@pytest.fixture
-def qwen_app() -> Iterator[QwenApp]:
-    qwen = pinned_npm_tool(QWEN, "Qwen Code CLI")
-    env = {"WARDIAN_QWEN": str(qwen)}
-    with ScriptedModel() as model, app_on_root(short_home("wq"), env) as handle:
-        yield QwenApp(handle, model, env)
+@pytest.fixture(params=["qwen", "gemini"])
+def acp_app(request: pytest.FixtureRequest) -> Iterator[AcpApp]:
+    provider = str(request.param)
+    cli = pinned_npm_tool(REPO / "node_modules" / ".bin" / provider, f"{provider} CLI")
+    env = {f"WARDIAN_{provider.upper()}": str(cli)}
+    with ScriptedModel() as model, app_on_root(short_home("wa"), env) as handle:
+        yield AcpApp(handle, model, env, provider)
 
 
 def settle() -> None:
@@ -77,11 +90,11 @@ def settle() -> None:
     threading.Event().wait(0.05)
 
 
-def state_of(world: QwenApp, rid: str) -> str:
+def state_of(world: AcpApp, rid: str) -> str:
     return str(world.app.call("request/show", {"id": rid})["task"]["facts"]["state"])
 
 
-def collect(world: QwenApp, token: str, count: int) -> list[dict[str, Any]]:
+def collect(world: AcpApp, token: str, count: int) -> list[dict[str, Any]]:
     """The next `count` records for the caller of `token` (acknowledged), waiting (bounded) until they came."""
     got: list[dict[str, Any]] = []
     while len(got) < count:

@@ -30,7 +30,8 @@ def after(ms: int | None, start: int) -> str:
     return f"+{delta} ms" if delta < 10_000 else f"+{delta / 1000:.1f} s"
 
 
-CONVERSATION_WORDS = {"codex": "thread", "opencode": "session", "claude": "session", "qwen": "session"}
+CONVERSATION_WORDS = {"codex": "thread", "opencode": "session", "claude": "session", "qwen": "session",
+                      "gemini": "session"}
 """Each provider's own word for the conversation the app delivers into: a Codex thread, an OpenCode session, a
 Claude Code session."""
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wardian.providers.acp.compat import QWEN_GATE, qwen_capabilities
+from wardian.providers.acp.compat import GEMINI_GATE, QWEN_GATE, gemini_capabilities, qwen_capabilities
 from wardian.providers.capabilities import Capabilities
 from wardian.providers.version import Version, VersionGate
 
@@ -50,7 +50,20 @@ QWEN = AcpAgent(
     drop=("QWEN_", "OPENAI_", "DASHSCOPE_", "XDG_RUNTIME_DIR"),
     credential="OPENAI_API_KEY")
 
-AGENTS: dict[str, AcpAgent] = {agent.name: agent for agent in (QWEN,)}
+GEMINI = AcpAgent(
+    name="gemini", gate=GEMINI_GATE, capabilities=gemini_capabilities,
+    args=("--acp", "--approval-mode", "default"),
+    # GEMINI_CLI_HOME stands for the home directory: Gemini CLI keeps everything in its `.gemini/`.
+    dirs={"GEMINI_CLI_HOME": "home", "TMPDIR": "tmp"},
+    settings=(".gemini", "settings.json"),
+    # Without a trusted workspace Gemini CLI silently drops the MCP servers of session/new.
+    quiet_env={"GEMINI_CLI_TRUST_WORKSPACE": "true"},
+    quiet_settings=((("privacy", "usageStatisticsEnabled"), False), (("telemetry", "enabled"), False),
+                    (("general", "enableAutoUpdate"), False), (("general", "enableAutoUpdateNotification"), False)),
+    drop=("GEMINI_", "GOOGLE_", "XDG_RUNTIME_DIR"),
+    credential="GEMINI_API_KEY")
+
+AGENTS: dict[str, AcpAgent] = {agent.name: agent for agent in (QWEN, GEMINI)}
 
 
 def home_dirs(agent: AcpAgent, agent_dir: Path) -> tuple[Path, dict[str, Path]]:

@@ -3,7 +3,10 @@
 - Qwen Code: 0.24.4 or newer (pinned in package.json), as `qwen --acp`: `session/new` and `session/load` take
   wardian's MCP server (`mcpServers`), which it connects after the session exists; a turn is one `session/prompt`,
   its end the prompt's `stopReason`; `session/cancel` ends it `cancelled`.
-- What it may do, stated as capabilities the app reads:
+- Gemini CLI: 0.61.0 or newer (pinned), as `gemini --acp`: the same flow; its `session/new` returns once the MCP
+  servers are connected, and it drops them silently unless the workspace is trusted (the app trusts its agents'
+  workspaces: `GEMINI_CLI_TRUST_WORKSPACE=true`).
+- What each may do, stated as capabilities the app reads:
   - no steer and no inject: a second `session/prompt` pre-empts the running one (the agent cancels it), and ACP has
     no message that adds to the conversation without a turn, so a task waits for the turn's end and information
     stays in the mailbox (the agent reads it with its tools);
@@ -19,6 +22,7 @@ from wardian.providers.capabilities import Capabilities
 from wardian.providers.version import Version, VersionGate
 
 QWEN_GATE = VersionGate("Qwen Code", "qwen", "@qwen-code/qwen-code", "WARDIAN_QWEN", Version(0, 24, 4))
+GEMINI_GATE = VersionGate("Gemini CLI", "gemini", "@google/gemini-cli", "WARDIAN_GEMINI", Version(0, 61, 0))
 NO_ATTACH_REASON = ("the agent's conversation is the app's ACP session, which no terminal UI can join; talk to it "
                     "through wardian (message send, task) instead")
 
@@ -26,5 +30,15 @@ NO_ATTACH_REASON = ("the agent's conversation is the app's ACP session, which no
 def qwen_capabilities(version: Version) -> Capabilities:
     """What wardian may ask of this Qwen Code version. Raises: Unsupported (older than 0.24.4, or a pre-release)."""
     QWEN_GATE.check(version)
+    return _acp()
+
+
+def gemini_capabilities(version: Version) -> Capabilities:
+    """What wardian may ask of this Gemini CLI version. Raises: Unsupported (older than 0.61.0, or a pre-release)."""
+    GEMINI_GATE.check(version)
+    return _acp()
+
+
+def _acp() -> Capabilities:
     return Capabilities(steer=False, inject=False, interrupt=True, exact_completion=True, attach=False,
                         inject_while_active=False, tool_grants=True, no_attach_reason=NO_ATTACH_REASON)

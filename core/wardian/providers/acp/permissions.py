@@ -14,6 +14,7 @@ asks of a client (an agent may keep the turn alive until it is).
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from wardian.home import ENV_HOME, ENV_MCP_ANNOUNCE, ENV_SESSION, Home
@@ -25,6 +26,7 @@ log = logging.getLogger("wardian.acp")
 UNGRANTED = ("wait_agent", "receive_messages", "list_agents")
 """The wardian tools an agent may always run: they read or wait, and change nothing another agent sees."""
 _PREFIX = f"mcp__{SERVER_NAME}__"
+_MCP_TITLE = re.compile(r"(?P<tool>[A-Za-z0-9_-]+) \((?P<server>[A-Za-z0-9_-]+) MCP Server\)")
 
 
 def mcp_server(home: Home, session: str) -> dict[str, Any]:
@@ -40,12 +42,17 @@ def granted(grants: tuple[str, ...]) -> frozenset[str]:
 
 
 def tool_of(params: dict[str, Any]) -> str:
-    """The tool a permission request is for, as the agent names it (Qwen Code: `mcp__wardian__reply`)."""
+    """The tool a permission request is for, as `mcp__<server>__<tool>` for an MCP tool: Qwen Code names it in
+    `_meta.toolName`; Gemini CLI titles the call `<tool> (<server> MCP Server)`."""
     call = params.get("toolCall")
     call = call if isinstance(call, dict) else {}
     meta = call.get("_meta")
     name = meta.get("toolName") if isinstance(meta, dict) else None
-    return str(name or call.get("title") or "")
+    if name:
+        return str(name)
+    title = str(call.get("title") or "")
+    titled = _MCP_TITLE.fullmatch(title)
+    return f"mcp__{titled['server']}__{titled['tool']}" if titled else title
 
 
 def _option(params: dict[str, Any], kind: str) -> str | None:

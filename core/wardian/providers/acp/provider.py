@@ -24,7 +24,7 @@ from wardian.providers.acp import permissions
 from wardian.providers.acp.agents import AcpAgent, home_dirs
 from wardian.providers.acp.runtime import AcpRuntime, AcpSpec
 from wardian.providers.base import LaunchSpec, ProviderInfo
-from wardian.providers.homes import ProviderHome, end_left_behind
+from wardian.providers.homes import ProviderHome, end_left_behind, private_dir
 from wardian.providers.journal import JSON, json_value
 from wardian.providers.probe import probe
 from wardian.providers.process import child_env
@@ -98,6 +98,7 @@ class AcpProvider:
         first = next(iter(agent.dirs))
         end_left_behind(spec.pid_path, first, dirs[first], agent=spec.name, label=f"the {agent.gate.label} agent")
         settings_file = dirs[first].joinpath(*agent.settings)
+        private_dir(settings_file.parent)  # Gemini CLI's `.gemini/` under its home
         projected: list[tuple[tuple[str, ...], Any]] = [*agent.quiet_settings,
                                                          *((o.path, o.value) for o in settings.file)]
         journal.project(JSON, settings_file, settings_file.with_name(JOURNAL), projected)

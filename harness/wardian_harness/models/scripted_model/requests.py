@@ -37,7 +37,7 @@ def offered_tools(body: Mapping[str, Any], namespace: str = "mcp__wardian",
     return dialect_of(body, path).offered_tools(body, namespace)
 
 
-KEY_HEADERS = ("authorization", "x-api-key")
+KEY_HEADERS = ("authorization", "x-api-key", "x-goog-api-key")
 """The headers a model request carries its key in (`Authorization: Bearer K` for OpenAI-style APIs, `x-api-key: K`
 for Anthropic's); never stored."""
 UNAUTHORIZED = "unauthorized"
@@ -50,14 +50,15 @@ def key_fingerprint(key: str) -> str:
 
 
 def carried_keys(headers: Mapping[str, str]) -> list[str]:
-    """The keys a request carries, whatever the dialect: a Bearer `Authorization`, then `x-api-key` (names
-    lower-cased)."""
+    """The keys a request carries, whatever the dialect: a Bearer `Authorization`, then `x-api-key`, then Gemini's
+    `x-goog-api-key` (names lower-cased)."""
     keys: list[str] = []
     scheme, _, value = headers.get("authorization", "").strip().partition(" ")
     if scheme.lower() == "bearer" and value.strip():
         keys.append(value.strip())
-    if headers.get("x-api-key", "").strip():
-        keys.append(headers["x-api-key"].strip())
+    for name in ("x-api-key", "x-goog-api-key"):
+        if headers.get(name, "").strip():
+            keys.append(headers[name].strip())
     return keys
 
 

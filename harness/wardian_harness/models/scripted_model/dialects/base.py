@@ -62,6 +62,10 @@ class Dialect(ABC):
     side_paths: tuple[tuple[str, ...], ...] = ()
     """Further paths served (e.g. Messages' `count_tokens`): only `side` answers them."""
 
+    def serves(self, path: Sequence[str]) -> bool:
+        """Whether the dialect answers at `path` (the parts after `/agents/<name>/`)."""
+        return tuple(path) == self.path or tuple(path) in self.side_paths
+
     @abstractmethod
     def owns(self, body: Mapping[str, Any]) -> bool:
         """Whether a request body is of this dialect (the readers dispatch on the body alone)."""

@@ -1,0 +1,59 @@
+"""The sign-in of an ACP agent (docs/guide/acp.md#private-directories-settings-and-sign-in): the key `wardian auth
+login qwen|gemini --with-api-key` stored reaches the agent's process environment only, the model receives it, and
+no file under the home holds it."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from tests.conftest import AppHandle, app_on_root, pinned_npm_tool, short_home, wardian_cmd
+from tests.providers.acp.conftest import REPO, SETTINGS
+from wardian.auth.store import CredentialStore
+from wardian_harness.models.scripted_model import Message, ScriptedModel
+from wardian_harness.secrets import assert_secrets_absent
+
+KEY = "sk-canary-acp-signin-5e2d8b1f0a"
+
+
+@dataclass
+class SignInWorld:
+    app: AppHandle
+    model: ScriptedModel
+    provider: str
+    outputs: list[bytes]
+
+    def cli(self, *args: str, stdin: bytes | None = None) -> None:
+        env = {**self.app.env(), "WARDIAN_CREDENTIAL_STORE": "file"}
+        done = subprocess.run([*wardian_cmd(), *args], env=env, input=stdin, capture_output=True, timeout=300,
+                              check=False)
+        self.outputs += [done.stdout, done.stderr]
+        assert done.returncode == 0, (args, done.stderr.decode())
+
+
+@pytest.fixture(params=["qwen", "gemini"])
+def world(request: pytest.FixtureRequest) -> Iterator[SignInWorld]:
+    provider = str(request.param)
+    cli = pinned_npm_tool(REPO / "node_modules" / ".bin" / provider, f"{provider} CLI")
+    env = {f"WARDIAN_{provider.upper()}": str(cli), "WARDIAN_CREDENTIAL_STORE": "file"}
+    with ScriptedModel() as model, app_on_root(short_home("was"), env) as app:
+        yield SignInWorld(app, model, provider, [])
+
+
+def test_the_stored_key_reaches_the_agent_and_no_file_of_the_home(world: SignInWorld) -> None:
+    world.cli("auth", "login", world.provider, "--with-api-key", stdin=KEY.encode() + b"\n")
+    _, lead = world.app.add_agent("lead", world.provider)
+    world.app.add_agent("worker", world.provider)
+    script = world.model.agent("worker").require_key(KEY)
+    script.add(Message("signed in"))
+    settings = [s for s in SETTINGS[world.provider](script.base_url) if "_API_KEY" not in s]
+    world.app.call("agent/start", {"agent": "worker", "config": settings}, timeout_s=300)
+    world.app.call("task/followup", {"session": lead, "target": "worker", "message": "hello"})
+    assert [r["text"] for r in world.app.records_for(lead)] == ["signed in"]
+    assert script.unauthorized_requests == []
+    world.cli("agent", "stop", "worker")
+    home = world.app.home
+    assert_secrets_absent([home.root], world.outputs, [KEY], exclude=[CredentialStore(home).path])
