@@ -261,6 +261,8 @@ class ManagedAgent:
     approve_tools: tuple[str, ...] = ()
     """The wardian tools its last explicit start granted (`--approve-tools`); an app restart and a relaunch for new
     work grant them again."""
+    env: tuple[str, ...] = ()
+    """Its `--env NAME=VALUE` settings, kept like its `-c` settings: given to its provider's process."""
 
 
 @dataclass(frozen=True, slots=True)

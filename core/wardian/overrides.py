@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -156,3 +157,39 @@ def check_override(text: str, syntax: ValueSyntax = ValueSyntax.TOML_OR_STRING) 
     """`text`, once it parses (the app's validation of `-c`). Raises: InvalidArguments."""
     parse_override(text, syntax)
     return text
+
+
+# --- environment settings (`wardian agent start NAME --env NAME=VALUE`) -------------------------------------------
+
+MAX_ENV = 64
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+# What a credential's variable is called: a key, token, secret or password never travels as a launch setting (it
+# would be kept in the store and shown by `agent list`); it goes through `wardian auth login`.
+_CREDENTIAL_NAME = re.compile(r".*(_API_KEY|_TOKEN|_SECRET|PASSWORD.*)", re.IGNORECASE)
+ENV_ALLOWED = ("NAME=VALUE: a variable name of A-Z a-z 0-9 _ (not WARDIAN_*, not a credential's: *_API_KEY, "
+               "*_TOKEN, *_SECRET, *PASSWORD*), then text without line breaks")
+
+
+def check_env(text: str) -> str:
+    """One `--env NAME=VALUE` setting, checked. Raises: InvalidArguments (naming `env`; never quoting the value)."""
+    name, sep, value = text.partition("=")
+    if not sep or not _ENV_NAME.fullmatch(name):
+        raise errors.InvalidArguments(f"{name[:60]!r} is not NAME=VALUE with a variable name", field="env",
+                                      allowed=ENV_ALLOWED)
+    if name.upper().startswith("WARDIAN_"):
+        raise errors.InvalidArguments(f"{name} is wardian's own variable; an agent's is set by the app",
+                                      field="env", allowed=ENV_ALLOWED)
+    if _CREDENTIAL_NAME.fullmatch(name):
+        raise errors.InvalidArguments(
+            f"{name} looks like a credential, which --env does not carry (it would be kept and shown with the "
+            "agent's settings): store it with `wardian auth login PROVIDER --with-api-key`", field="env",
+            allowed=ENV_ALLOWED)
+    if len(text) > MAX_OVERRIDE_CHARS or any(c in value for c in "\0\r\n"):
+        raise errors.InvalidArguments(f"the value of {name} is longer than {MAX_OVERRIDE_CHARS} characters or has "
+                                      "a line break or NUL", field="env", allowed=ENV_ALLOWED)
+    return text
+
+
+def env_mapping(settings: Sequence[str]) -> dict[str, str]:
+    """Checked `--env` settings as variables (a later setting of a name wins). Raises: InvalidArguments."""
+    return dict(check_env(text).split("=", 1) for text in settings)  # type: ignore[misc]

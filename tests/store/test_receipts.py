@@ -15,11 +15,18 @@ from wardian.store import testing as store_testing
 
 
 def undo_receipts(db: Any, *, postgresql: bool) -> None:
-    """The store as a wardian from before receipts left it: each record's receipt back in its own column."""
+    """The store as a wardian from before receipts left it: each record's receipt back in its own column (and,
+    first, without the later agents' `env` column)."""
+    undo_env(db)
     db.execute(f"ALTER TABLE interactions ADD COLUMN received_at {'BIGINT' if postgresql else 'INTEGER'}")
     db.execute("UPDATE interactions SET received_at = (SELECT r.received_at FROM receipts r "
                "WHERE r.recipient_id = interactions.recipient_id AND r.interaction_id = interactions.id)")
     db.execute("DROP TABLE receipts")
+
+
+def undo_env(db: Any) -> None:
+    """The store as a wardian from before agents' `--env` settings left it."""
+    db.execute("ALTER TABLE agents DROP COLUMN env")
 
 
 def receipts(store: Store) -> int:

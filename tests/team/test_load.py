@@ -168,3 +168,14 @@ def test_the_guides_merged_settings_are_what_the_loader_gives(tmp_path: Path) ->
 def test_settings_are_sorted_by_key(tmp_path: Path) -> None:
     path = write(tmp_path, '[agents.a]\nprovider = "codex"\n[agents.a.settings]\n"a-b" = 1\na = 2\nb.c = 3\nab = 4\n')
     assert load_team(path, environ={}).agents[0].settings == ("a=2", "a-b=1", "ab=4", "b.c=3")
+
+
+def test_an_agent_s_env_table_becomes_its_start_s_env_settings_sorted_by_name(tmp_path: Path) -> None:
+    """`env = { … }` is `agent start --env NAME=VALUE` per key (docs/reference/team-file.md)."""
+    from wardian.cli.team_run import start_params
+
+    path = write(tmp_path, '[agents.w]\nprovider = "qwen"\n'
+                           'env = { OPENAI_MODEL = "m", OPENAI_BASE_URL = "http://h/v1" }\n')
+    (agent,) = load_team(path, environ={}).agents
+    assert agent.env == ("OPENAI_BASE_URL=http://h/v1", "OPENAI_MODEL=m")
+    assert start_params(agent)["env"] == ["OPENAI_BASE_URL=http://h/v1", "OPENAI_MODEL=m"]

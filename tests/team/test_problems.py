@@ -91,7 +91,7 @@ CASES = [
      [f"F/wardian.toml:1: agents.-x: agent name '-x' is not allowed; {NAME_RULE}"]),
     ("unknown agent key", A + "colour = 1\n",
      ["F/wardian.toml:3: agents.a.colour: unknown key 'colour'; allowed: provider, workspace, mode, approve_tools, "
-      "auth, settings"]),
+      "auth, settings, env"]),
     ("no provider", '[agents.a]\nmode = "background"\n',
      ["F/wardian.toml:1: agents.a: provider is required; allowed: codex, opencode, claude, qwen, gemini"]),
     ("provider not a string", "[agents.a]\nprovider = 5\n",
@@ -240,4 +240,13 @@ def test_the_cli_prints_the_error_with_one_problem_a_line(tmp_path: Path, capsys
         f"wardian: invalid_team_file: the team file {path} is not valid (2 problems); nothing was started or "
         f"changed:\n  {path}:3: agents.a.mode: unknown mode 'sideways'; allowed: background, attached\n"
         f"  {path}:4: agents.a.colour: unknown key 'colour'; allowed: provider, workspace, mode, approve_tools, auth, "
-        "settings\n")
+        "settings, env\n")
+
+
+def test_an_env_table_of_credentials_or_non_text_is_refused_naming_each_key(tmp_path: Path) -> None:
+    """`env = { … }` takes what `agent start --env` does: a credential's name or a value that is not text is a
+    problem of its own key (the value never quoted)."""
+    text = A + 'env = { OPENAI_BASE_URL = "http://127.0.0.1:9/v1", GITHUB_TOKEN = "canary-v", N = 5 }\n'
+    got = problems(tmp_path, text)
+    assert [p.split(": ", 2)[1] for p in got] == ["agents.a.env.GITHUB_TOKEN", "agents.a.env.N"]
+    assert "canary-v" not in "".join(got)

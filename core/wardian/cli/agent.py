@@ -56,8 +56,12 @@ def _start_parser(p: argparse.ArgumentParser) -> None:
                    "OpenCode a key of the agent's opencode.json, for Claude Code a key of its settings.json (dotted "
                    "path, TOML or JSON value); repeatable. Given, they replace the agent's saved "
                    "settings; left out, the saved ones are used")
+    p.add_argument("--env", action="append", default=None, metavar="NAME=VALUE",
+                   help="a variable of the provider process's environment (OPENAI_BASE_URL, OPENCODE_CONFIG_CONTENT, "
+                   "...); repeatable, kept like -c. Credentials (*_API_KEY, *_TOKEN, *_SECRET, *PASSWORD*) are "
+                   "refused: store them with `wardian auth login`")
     p.add_argument("--reset-settings", dest="reset_settings", action="store_true",
-                   help="forget the agent's saved -c settings and start without any")
+                   help="forget the agent's saved -c and --env settings and start without any")
     p.add_argument("--approve-tools", dest="approve_tools", default=None, metavar="TOOL,...",
                    help="grant these wardian tools: Codex gets approval_mode = \"approve\" in the agent's private "
                    "home, Claude Code runs them without asking")
@@ -116,6 +120,8 @@ def cmd_agent_start(args: argparse.Namespace) -> int:
         params["mode"] = args.mode
     if args.config is not None:
         params["config"] = list(args.config)
+    if args.env is not None:
+        params["env"] = list(args.env)
     if args.reset_settings:
         params["reset_settings"] = True
     if args.auth is not None:

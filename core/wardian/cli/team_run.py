@@ -87,7 +87,7 @@ def start_params(want: TeamAgent, uuid: str | None = None) -> dict[str, Any]:
     """`agent/start`'s parameters for the file's agent (by its UUID when known: names may repeat in a home):
     everything given, so the saved start is the file's."""
     return {"agent": uuid or want.name, "mode": want.mode or "background", "config": list(want.settings),
-            "approve_tools": list(want.approve_tools), "auth": want.auth or "default"}
+            "approve_tools": list(want.approve_tools), "auth": want.auth or "default", "env": list(want.env)}
 
 
 def add_params(want: TeamAgent) -> dict[str, Any]:

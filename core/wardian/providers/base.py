@@ -22,8 +22,8 @@ Which provider answers are definite rejections is the provider's to decide, in i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
@@ -132,6 +132,9 @@ class LaunchSpec:
     """The agent's credentials from the home's credential store (`wardian.auth`): at most one for Codex and Claude
     Code, one per OpenCode provider id. The provider hands them to its process without writing them anywhere
     (docs/guide/sign-in.md)."""
+    env: Mapping[str, str] = field(default_factory=dict)
+    """The agent's `--env` settings (non-secret variables, checked by `wardian.overrides.check_env`): the provider
+    gives them to its process, under its own private directories and quiet variables (which win)."""
     mcp_connected: anyio.Event | None = None
     """Set once this generation's `wardian mcp serve` has listed its tools to the agent and told the app so
     (`session/announce`, sent when its registration sets `WARDIAN_MCP_ANNOUNCE=1`): a provider whose agent connects

@@ -209,15 +209,16 @@ def agents_desired_on(store: Store) -> list[int]:
 
 def set_desired(
     store: Store, agent_id: int, desired: str, mode: str | None = None, overrides: Sequence[str] | None = None,
-    approve_tools: Sequence[str] | None = None,
+    approve_tools: Sequence[str] | None = None, env: Sequence[str] = (),
 ) -> None:
     with store.atomic():
         if overrides is None:
             store.db.write("UPDATE agents SET desired = ? WHERE id = ?", (desired, agent_id))
         else:
             store.db.write(
-                "UPDATE agents SET desired = ?, mode = ?, overrides = ?, approve_tools = ? WHERE id = ?",
-                (desired, mode, json.dumps(list(overrides)), json.dumps(list(approve_tools or ())), agent_id),
+                "UPDATE agents SET desired = ?, mode = ?, overrides = ?, approve_tools = ?, env = ? WHERE id = ?",
+                (desired, mode, json.dumps(list(overrides)), json.dumps(list(approve_tools or ())),
+                 json.dumps(list(env)), agent_id),
             )
 
 
@@ -292,7 +293,7 @@ def mark_errored(store: Store, agent_id: int) -> None:
 
 
 _MANAGED_COLS = ("id, uuid, name, provider, workspace, desired, mode, overrides, generation, thread_id, "
-                 "previous_thread_id, thread_replaced_at, thread_replaced_reason, auth, approve_tools")
+                 "previous_thread_id, thread_replaced_at, thread_replaced_reason, auth, approve_tools, env")
 
 
 def _managed_of(r: Sequence[Any]) -> ManagedAgent:
@@ -312,4 +313,5 @@ def _managed_of(r: Sequence[Any]) -> ManagedAgent:
         thread_replaced_reason=r[12],
         auth=r[13],
         approve_tools=tuple(json.loads(r[14])) if r[14] else (),
+        env=tuple(json.loads(r[15])) if r[15] else (),
     )

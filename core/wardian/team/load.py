@@ -10,9 +10,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from wardian import errors
 from wardian.home import ENV_HOME
 from wardian.model import PROVIDERS
-from wardian.overrides import MAX_OVERRIDES
+from wardian.overrides import MAX_OVERRIDES, check_env
 from wardian.team import rules
 from wardian.team.lines import KeyLines, scan
 from wardian.team.model import Team, TeamAgent, TeamFileError, TeamProblem
@@ -219,6 +220,22 @@ def _tools(check: _Checker, at: Key, value: Any) -> tuple[str, ...]:
     return tools
 
 
+def _env(check: _Checker, at: Key, value: Any) -> tuple[str, ...]:
+    table = check.table(at, value)
+    if table is None:
+        return ()
+    out: list[str] = []
+    for name, text in sorted(table.items()):
+        if not isinstance(text, str):
+            check.on((*at, name), f"must be text (an environment variable), not {_kind(text)}")
+            continue
+        try:
+            out.append(check_env(f"{name}={text}"))
+        except errors.WardianError as exc:
+            check.on((*at, name), exc.message)
+    return tuple(out)
+
+
 def _provider_of(check: _Checker, at: Key, table: Mapping[str, Any]) -> str | None:
     if "provider" not in table:
         check.on(at, f"provider is required; allowed: {', '.join(PROVIDERS)}")
@@ -246,6 +263,7 @@ def _agent(check: _Checker, name: str, table: Mapping[str, Any],
     auth = check.string((*at, "auth"), table["auth"]) if "auth" in table else None
     if auth is not None and (why := rules.credential_name_error(auth)) is not None:
         check.on((*at, "auth"), why)
+    env = _env(check, (*at, "env"), table["env"]) if "env" in table else ()
     own: dict[Key, Any] = {}
     if "settings" in table:
         settings = check.table((*at, "settings"), table["settings"])
@@ -263,7 +281,7 @@ def _agent(check: _Checker, name: str, table: Mapping[str, Any],
     by_key = sorted((key_text(k), toml_value(v)) for k, v in merged.items())
     settings_text = tuple(f"{k}={v}" for k, v in by_key)
     return TeamAgent(name=name, provider=provider, workspace=workspace, mode=mode, approve_tools=tools, auth=auth,
-                     settings=settings_text, line=check.at.line_of(at))
+                     settings=settings_text, env=env, line=check.at.line_of(at))
 
 
 def _agents(check: _Checker, data: Mapping[str, Any], defaults: Mapping[str, Mapping[Key, Any]]) -> list[TeamAgent]:

@@ -19,7 +19,7 @@ class TeamAgent:
     name: str
     """The `[agents.NAME]` key: a name `wardian agent add NAME` takes."""
     provider: str
-    """codex, opencode or claude."""
+    """codex, opencode, claude, qwen or gemini."""
     workspace: Path | None
     """Absolute (relative paths are read from the team file's directory); an existing directory."""
     mode: str | None
@@ -31,7 +31,9 @@ class TeamAgent:
     settings: tuple[str, ...]
     """The `-c KEY=VALUE` strings `agent start` gets: `[defaults.<provider>]` deep-merged under the agent's
     `settings`, flattened to dotted keys (arrays and inline tables are single values), VALUE as TOML, sorted by key."""
-    line: int
+    env: tuple[str, ...] = ()
+    """The `--env NAME=VALUE` strings `agent start` gets, sorted by name."""
+    line: int = 0
     """The 1-based line of the agent's `[agents.NAME]` header (or of the key that first names it)."""
 
 

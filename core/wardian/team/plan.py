@@ -105,6 +105,9 @@ def changed_fields(want: TeamAgent, have: Mapping[str, Any]) -> list[str]:
         changed.append("settings: " + ", ".join(keys))
     if managed.get("auth") != want.auth:
         changed.append(f"auth: {managed.get('auth') or 'default'} → {want.auth or 'default'}")
+    if sorted(managed.get("env") or ()) != sorted(want.env):
+        changed.append("env: " + ", ".join(sorted({str(e).partition("=")[0] for e in managed.get("env") or ()}
+                                                  ^ {e.partition("=")[0] for e in want.env}) or ["values"]))
     given = tuple(str(t) for t in managed.get("approve_tools") or ())
     if sorted(given) != sorted(want.approve_tools):
         changed.append(f"approve_tools: {','.join(given) or 'none'} → {','.join(want.approve_tools) or 'none'}")

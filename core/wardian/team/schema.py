@@ -28,7 +28,7 @@ TEAM_FIELDS: dict[str, str] = {
                "(`127.0.0.1:8765`, `8765`, `[::1]:8765`; port 0 picks a free one). Left out: no console.",
 }
 AGENT_FIELDS: dict[str, str] = {
-    "provider": "Which coding agent runs it: codex, opencode or claude. Required.",
+    "provider": "Which coding agent runs it: codex, opencode, claude, qwen or gemini. Required.",
     "workspace": "The directory the agent works in; it must exist. Relative paths are read from this file's "
                  "directory. Default: a private directory under the home.",
     "mode": "background (the app runs the agent alone) or attached (Codex only: open its TUI with `wardian agent "
@@ -39,6 +39,9 @@ AGENT_FIELDS: dict[str, str] = {
             "provider's default credential. A name, never a secret.",
     "settings": "The agent's launch settings: exactly the keys `wardian agent start NAME -c KEY=VALUE` takes for "
                 "its provider, as a TOML table (`model = \"o3\"`), merged over [defaults.<provider>].",
+    "env": "Variables of the provider process's environment, as `wardian agent start --env NAME=VALUE` takes them "
+           "(`env = { OPENAI_BASE_URL = \"http://…\" }`); no credential's name (*_API_KEY, *_TOKEN, *_SECRET, "
+           "*PASSWORD*): those go through `wardian auth login`.",
 }
 SETTINGS_OF: dict[str, str] = {
     "codex": "Keys of Codex's config.toml, as `codex -c` takes them (model, model_reasoning_effort, features.*, "
@@ -90,6 +93,7 @@ def _agent_schema() -> dict[str, Any]:
         "approve_tools": {"type": "array", "items": {"enum": list(TOOL_NAMES)}},
         "auth": {"type": "string", "pattern": f"^(?:{NAME_PATTERN.pattern})$"},
         "settings": {"type": "object"},
+        "env": {"type": "object", "additionalProperties": {"type": "string"}},
     }
     for key, doc in AGENT_FIELDS.items():
         props[key]["description"] = doc + (f" {NAME_ALLOWED}." if key == "auth" else "")

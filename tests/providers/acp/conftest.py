@@ -20,19 +20,19 @@ REPO = Path(__file__).resolve().parents[3]
 MODEL = "scripted-model"
 
 
-def qwen_settings(base_url: str) -> list[str]:
-    """`-c` settings pointing a Qwen Code agent at its scripted-model URL (an OpenAI-compatible endpoint, chosen in
-    its settings file) with a dummy key (Qwen Code sends no request without one; it goes to the environment)."""
-    return ['security.auth.selectedType="openai"', f"security.auth.baseUrl={json.dumps(base_url)}",
-            f"model.name={json.dumps(MODEL)}", 'env.OPENAI_API_KEY="sk-scripted-dummy"']
+def qwen_settings(base_url: str) -> tuple[list[str], list[str]]:
+    """The `-c` and `--env` settings pointing a Qwen Code agent at its scripted-model URL: Qwen Code takes an
+    OpenAI-compatible endpoint from its environment (`OPENAI_BASE_URL`, `OPENAI_MODEL`, with a key), here a dummy key
+    as a `-c env.` setting (a real one comes from `wardian auth login qwen`)."""
+    return (['env.OPENAI_API_KEY="sk-scripted-dummy"'], [f"OPENAI_BASE_URL={base_url}", f"OPENAI_MODEL={MODEL}"])
 
 
-def gemini_settings(base_url: str) -> list[str]:
-    """`-c` settings pointing a Gemini CLI agent at its scripted-model URL (its "gateway" sign-in: Gemini REST under
-    `GOOGLE_GEMINI_BASE_URL`, without the `/v1`), with a named model (no router request) and a dummy key."""
+def gemini_settings(base_url: str) -> tuple[list[str], list[str]]:
+    """The `-c` and `--env` settings pointing a Gemini CLI agent at its scripted-model URL (its "gateway" sign-in:
+    Gemini REST under `GOOGLE_GEMINI_BASE_URL`, without the `/v1`), a named model (no router request), a dummy key."""
     base = base_url.removesuffix("/").removesuffix("/v1")
-    return [f"model.name={json.dumps(MODEL)}", f"env.GOOGLE_GEMINI_BASE_URL={json.dumps(base)}",
-            'env.GEMINI_API_KEY="scripted-dummy"']
+    return ([f"model.name={json.dumps(MODEL)}", 'env.GEMINI_API_KEY="scripted-dummy"'],
+            [f"GOOGLE_GEMINI_BASE_URL={base}"])
 
 
 SETTINGS = {"qwen": qwen_settings, "gemini": gemini_settings}
@@ -56,8 +56,8 @@ class AcpApp:
         return agent, token, script
 
     def start(self, name: str, *, approve: list[str] | None = None) -> dict[str, Any]:
-        params = {"agent": name, "approve_tools": approve or [],
-                  "config": SETTINGS[self.provider](self.model.agent(name).base_url)}
+        config, env = SETTINGS[self.provider](self.model.agent(name).base_url)
+        params = {"agent": name, "approve_tools": approve or [], "config": config, "env": env}
         return dict(self.app.call("agent/start", params, timeout_s=300))
 
     def restart_app(self) -> None:

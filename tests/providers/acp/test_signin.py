@@ -49,8 +49,9 @@ def test_the_stored_key_reaches_the_agent_and_no_file_of_the_home(world: SignInW
     world.app.add_agent("worker", world.provider)
     script = world.model.agent("worker").require_key(KEY)
     script.add(Message("signed in"))
-    settings = [s for s in SETTINGS[world.provider](script.base_url) if "_API_KEY" not in s]
-    world.app.call("agent/start", {"agent": "worker", "config": settings}, timeout_s=300)
+    config, env = SETTINGS[world.provider](script.base_url)
+    settings = [s for s in config if "_API_KEY" not in s]
+    world.app.call("agent/start", {"agent": "worker", "config": settings, "env": env}, timeout_s=300)
     world.app.call("task/followup", {"session": lead, "target": "worker", "message": "hello"})
     assert [r["text"] for r in world.app.records_for(lead)] == ["signed in"]
     assert script.unauthorized_requests == []

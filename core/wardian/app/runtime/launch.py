@@ -30,7 +30,7 @@ from wardian.auth.agents import credentials_for
 from wardian.auth.store import CredentialStore
 from wardian.home import Home
 from wardian.model import AgentStatus, ManagedAgent
-from wardian.overrides import check_override
+from wardian.overrides import check_override, env_mapping
 from wardian.providers import Capabilities, LaunchSpec, Provider
 from wardian.store import Store, ledger, roster
 
@@ -72,7 +72,7 @@ class Launcher:
             self._starting.discard(agent_uuid)
 
     async def check_start(self, agent_id: int, mode: str, overrides: Sequence[str],
-                          approve_tools: Sequence[str] = ()) -> None:
+                          approve_tools: Sequence[str] = (), env: Sequence[str] = ()) -> None:
         """Refuse a start this app cannot make, before anything of it is saved.
 
         Raises: NotMine (another host's agent); Unsupported (no such mode, no tool grants); InvalidArguments (a bad
@@ -88,15 +88,17 @@ class Launcher:
             check_launch(provider.name, caps, mode, approve_tools)
         for override in overrides:
             check_override(override, provider.settings_syntax)  # each provider's value syntax, before any is saved
+        env_mapping(env)
 
     async def start_agent(self, agent_id: int, mode: str, overrides: Sequence[str],
-                          approve_tools: Sequence[str] = ()) -> dict[str, Any]:
+                          approve_tools: Sequence[str] = (), env: Sequence[str] = ()) -> dict[str, Any]:
         """Start (or restart with new settings) the agent's runtime; returns once its conversation is ready. The
         caller holds `starting` for the agent and has passed `check_start`.
         """
         # The grants are kept with the agent like its settings (the same rule: this start's replace the last's), so
         # an app restart and a relaunch for new work grant them again.
-        await self.writer.call(roster.set_desired, agent_id, "on", mode, list(overrides), list(approve_tools))
+        await self.writer.call(roster.set_desired, agent_id, "on", mode, list(overrides), list(approve_tools),
+                               list(env))
         agent = await self.writer.call(roster.managed_agent, agent_id)
         existing = self.owners.get(agent.uuid)
         if existing is not None:
@@ -215,7 +217,7 @@ class Launcher:
             mode=mode, overrides=agent.overrides, approve_tools=approve_tools, home=self.home, session=session,
             thread_id=agent.thread_id, log_path=self.home.provider_log_path(provider.name, agent.uuid),
             pid_path=self.home.provider_pid_path(provider.name, agent.uuid), credentials=credentials,
-            mcp_connected=connected)
+            env=env_mapping(agent.env), mcp_connected=connected)
         try:
             runtime = await provider.prepare(spec, info)
             handle = AgentHandle(agent.id, agent.uuid, agent.name, generation, runtime, info)

@@ -98,7 +98,7 @@ async def interrupt_as(app: AppService, target_name: str, session: str | None) -
 
 @handlers.serves("agent/start")
 async def start_agent(app: AppService, p: AgentStartParams) -> AgentStartResult:
-    if p.keep_settings and (p.config is not None or p.mode is not None or p.reset_settings):
+    if p.keep_settings and (p.config is not None or p.env is not None or p.mode is not None or p.reset_settings):
         raise errors.InvalidArguments("keep_settings starts the agent with its saved mode and config; give "
                                       "neither, nor reset_settings, with it", field="keep_settings",
                                       allowed="keep_settings alone, or mode and config without it")
@@ -117,14 +117,15 @@ async def start_agent(app: AppService, p: AgentStartParams) -> AgentStartResult:
         saved = await app.writer.call(roster.managed_agent, agent.id)
         mode = p.mode or saved.mode or "background"
         config = [] if p.reset_settings else list(saved.overrides) if p.config is None else list(p.config)
+        env = [] if p.reset_settings else list(saved.env) if p.env is None else list(p.env)
         # Grants are kept with the agent too, but an explicit start grants only what it names (no --approve-tools:
         # no grants), so a person never grants a tool by omission; keep_settings (the saved start as a whole) keeps
         # them.
         grants = list(saved.approve_tools) if p.keep_settings and not p.approve_tools else list(p.approve_tools)
-        await app.runtime.launcher.check_start(agent.id, mode, config, grants)
+        await app.runtime.launcher.check_start(agent.id, mode, config, grants, env)
         if p.auth is not None:
             await app.writer.call(roster.set_auth, agent.id, auth)
-        started = await app.runtime.launcher.start_agent(agent.id, mode, config, grants)
+        started = await app.runtime.launcher.start_agent(agent.id, mode, config, grants, env)
     current = await app.writer.call(roster.agent, agent.id)
     return {"agent": agent_result(current), "thread_id": started["thread_id"],
             "generation": started["generation"], "provider_version": started["provider_version"],

@@ -11,7 +11,7 @@ from typing_extensions import TypedDict
 from wardian import errors
 from wardian.auth.checks import check_name
 from wardian.model import PROVIDERS, Agent, InterruptReceipt, ManagedAgent
-from wardian.overrides import MAX_OVERRIDES, check_override, masked_setting
+from wardian.overrides import MAX_ENV, MAX_OVERRIDES, check_env, check_override, masked_setting
 from wardian.protocol.methods.base import (
     CLOSED,
     AgentField,
@@ -93,6 +93,14 @@ class AgentStartParams(Params):
     auth: str | None = None
     """The credential name this start and the later ones use (kept with the agent; `default` goes back to the
     provider's default credential); None (absent): the saved one."""
+    env: Annotated[list[str], Field(max_length=MAX_ENV)] | None = None
+    """The agent's `--env NAME=VALUE` settings for its provider's process (no credential's name), replacing the
+    saved ones like `config`; None (absent): the saved ones."""
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, v: list[str] | None) -> list[str] | None:
+        return None if v is None else [check_env(item) for item in v]
 
     @field_validator("auth")
     @classmethod
@@ -195,6 +203,8 @@ class ManagedAgentResult(TypedDict):
     approve_tools: list[str]
     """The wardian tools its last start granted (`--approve-tools`), which an app restart and a relaunch for new
     work grant again; [] when none."""
+    env: list[str]
+    """The `--env NAME=VALUE` settings a plain `agent start` uses again (never a credential: those are refused)."""
 
 
 def managed_agent_result(a: ManagedAgent) -> ManagedAgentResult:
@@ -202,7 +212,7 @@ def managed_agent_result(a: ManagedAgent) -> ManagedAgentResult:
     return {"mode": mode, "settings": [masked_setting(o) for o in a.overrides],
             "thread_id": a.thread_id, "previous_thread_id": a.previous_thread_id,
             "thread_replaced_at": a.thread_replaced_at, "thread_replaced_reason": a.thread_replaced_reason,
-            "auth": a.auth, "approve_tools": list(a.approve_tools)}
+            "auth": a.auth, "approve_tools": list(a.approve_tools), "env": list(a.env)}
 
 
 @with_config(CLOSED)

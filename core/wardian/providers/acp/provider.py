@@ -3,9 +3,10 @@ settings, and returns its runtime (docs/guide/acp.md).
 
 The executable is the agent's `WARDIAN_<NAME>` variable, else the pinned npm one, else PATH. Everything the agent
 keeps lives under `<agent dir>/<name>/` (0700), in the directories its CLI reads from environment variables
-(`agents.AcpAgent.dirs`); its settings file there gets the quiet settings, then the agent's `-c` settings, journaled
-and undone at the next start. A `-c env.NAME=value` setting is given to the process's environment instead (never
-written to a file). The sign-in (`wardian auth login <name> --with-api-key`) reaches the process's environment only.
+(`agents.AcpAgent.dirs`), given to its process over the agent's `--env` settings. Its settings file there gets the
+quiet settings, then the agent's `-c` settings, journaled and undone at the next start. A `-c env.NAME=value`
+setting is given to the process's environment instead (never written to a file). The sign-in (`wardian auth login
+<name> --with-api-key`) reaches the process's environment only.
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ class AcpProvider:
         journal.project(JSON, settings_file, settings_file.with_name(JOURNAL), projected)
         drop = tuple(k for k in os.environ if any(k.startswith(p) if p.endswith("_") else k == p
                                                   for p in agent.drop))
-        env = child_env({**private.env(), **agent.quiet_env, **settings.env, **signed_in}, drop=drop)
+        env = child_env({**spec.env, **private.env(), **agent.quiet_env, **settings.env, **signed_in}, drop=drop)
         return AcpSpec(name=spec.name, agent=agent, executable=info.executable, workspace=spec.workspace, env=env,
                        session_id=spec.thread_id, mcp_servers=[permissions.mcp_server(spec.home, spec.session)],
                        allowed=allowed, capabilities=info.capabilities, stderr_path=spec.log_path,

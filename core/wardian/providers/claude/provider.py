@@ -120,7 +120,7 @@ class ClaudeProvider:
         extra = private.env()
         extra["CLAUDE_CODE_TMPDIR"] = extra["TMPDIR"]
         drop = (*_DROP, *(k for k in os.environ if k.startswith("ANTHROPIC_")))
-        env = child_env({**extra, **QUIET_ENV, **agent_settings.env}, drop=drop)
+        env = child_env({**spec.env, **extra, **QUIET_ENV, **agent_settings.env}, drop=drop)
         return ClaudeSpec(
             name=spec.name, executable=info.executable, workspace=spec.workspace, env=env, config_dir=config_dir,
             mcp_config=mcp_config, allowed_tools=allowed, session_id=spec.thread_id, capabilities=info.capabilities,

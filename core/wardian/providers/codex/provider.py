@@ -49,7 +49,8 @@ class CodexProvider:
         await anyio.to_thread.run_sync(self._prepare_home, spec, codex_home)
         return CodexRuntime(AppServerSpec(
             name=spec.name, codex=info.executable, codex_home=codex_home, workspace=spec.workspace,
-            overrides=(*spec.overrides, *LAUNCH_OVERRIDES), env=app_server_env(codex_home),
+            overrides=(*spec.overrides, *LAUNCH_OVERRIDES),
+            env={**app_server_env(codex_home), **spec.env, "CODEX_HOME": str(codex_home)},
             thread_id=spec.thread_id, capabilities=info.capabilities, stderr_path=spec.log_path,
             pid_path=spec.pid_path, mode=spec.mode, socket_path=spec.agent_dir / "app-server.sock",
             config=spec.overrides, credentials=spec.credentials, chatgpt=self._chatgpt_of(spec)))

@@ -94,7 +94,7 @@ class OpenCodeProvider:
         # those who give it (docs/providers/opencode.md#sign-in). Our own OPENCODE_AUTH_CONTENT never comes from
         # the app's environment: it is the agent's credentials or nothing. OPENCODE_PURE would drop the plugin that
         # keeps both out of the agent's commands (`shell_env`).
-        return child_env({**extra, **OFFLINE_ENV, "OPENCODE_SERVER_PASSWORD": password},
+        return child_env({**spec.env, **extra, **OFFLINE_ENV, "OPENCODE_SERVER_PASSWORD": password},
                          drop=(*XDG, "OPENCODE_CONFIG", "OPENCODE_CONFIG_CONTENT", "OPENCODE_CONFIG_DIR",
                                "OPENCODE_SERVER_PASSWORD", "OPENCODE_PERMISSION", "OPENCODE_PURE",
                                signin.ENV_AUTH_CONTENT))

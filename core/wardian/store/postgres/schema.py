@@ -240,6 +240,10 @@ PG_MIGRATIONS: tuple[str, ...] = (
         SELECT recipient_id, id, received_at FROM interactions WHERE received_at IS NOT NULL;
     ALTER TABLE interactions DROP COLUMN received_at;
     """,
+    # 7: the embedded store's migration 13: an agent's `--env` settings (NULL: none).
+    """
+    ALTER TABLE agents ADD COLUMN env TEXT;
+    """,
 )
 
 

@@ -227,6 +227,11 @@ MIGRATIONS: tuple[str, ...] = (
         SELECT recipient_id, id, received_at FROM interactions WHERE received_at IS NOT NULL;
     ALTER TABLE interactions DROP COLUMN received_at;
     """,
+    # 13: an agent's `--env NAME=VALUE` settings (a JSON array), kept with it like its overrides; NULL (an agent of
+    # an older store) reads as none.
+    """
+    ALTER TABLE agents ADD COLUMN env TEXT;
+    """,
 )
 
 
