@@ -33,7 +33,8 @@ def test_a_task_is_one_prompt_and_its_end_turn_text_is_the_reply(acp_app: AcpApp
 
 
 def test_a_task_for_a_busy_agent_waits_for_the_turn_to_end_and_is_never_a_second_prompt(acp_app: AcpApp) -> None:
-    """A second `session/prompt` would pre-empt the running turn (docs/guide/acp.md): the second task waits."""
+    """A second `session/prompt` would pre-empt the running turn (docs/guide/acp.md): the second task waits (on Qwen
+    Code in the steering queue, for a tool boundary this turn never reaches; taken back when the turn ends)."""
     world = acp_app
     _, lead, _ = world.agent("lead", start=False)
     _, _, script = world.agent("worker")
@@ -43,7 +44,7 @@ def test_a_task_for_a_busy_agent_waits_for_the_turn_to_end_and_is_never_a_second
     hold.wait_started(120)
     world.wait_status("worker", "active")
     second = world.app.call("task/followup", {"session": lead, "target": "worker", "message": "second"})
-    assert state_of(world, second["request_id"]) == "pending"
+    assert state_of(world, second["request_id"]) in ("pending", "claimed")
     assert len([r for r in script.requests if r.answered_by != "side"]) == 1
     hold.release()
     got = {r["request_id"]: (r["status"], r["text"]) for r in collect(world, lead, 2)}

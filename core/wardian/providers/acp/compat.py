@@ -7,9 +7,11 @@
   servers are connected, and it drops them silently unless the workspace is trusted (the app trusts its agents'
   workspaces: `GEMINI_CLI_TRUST_WORKSPACE=true`).
 - What each may do, stated as capabilities the app reads:
-  - no steer and no inject: a second `session/prompt` pre-empts the running one (the agent cancels it), and ACP has
-    no message that adds to the conversation without a turn, so a task waits for the turn's end and information
-    stays in the mailbox (the agent reads it with its tools);
+  - steer, Qwen Code only: it asks the client for queued messages at each tool boundary (`craft/drainMidTurnQueue`),
+    and a task handed over there joins the running turn; Gemini CLI has no such hook, so there a task waits for the
+    turn's end (a second `session/prompt` would pre-empt the running one);
+  - no inject: ACP has no message that adds to the conversation without a turn, so information stays in the
+    mailbox (the agent reads it with its tools);
   - interrupt and exact completion: the prompt's answer names how its turn ended;
   - tool grants: the agent asks (`session/request_permission`) before every MCP tool in its default approval mode,
     and the app answers for wardian's tools from the agent's `--approve-tools` grants;
@@ -30,15 +32,15 @@ NO_ATTACH_REASON = ("the agent's conversation is the app's ACP session, which no
 def qwen_capabilities(version: Version) -> Capabilities:
     """What wardian may ask of this Qwen Code version. Raises: Unsupported (older than 0.24.4, or a pre-release)."""
     QWEN_GATE.check(version)
-    return _acp()
+    return _acp(steer=True)
 
 
 def gemini_capabilities(version: Version) -> Capabilities:
     """What wardian may ask of this Gemini CLI version. Raises: Unsupported (older than 0.61.0, or a pre-release)."""
     GEMINI_GATE.check(version)
-    return _acp()
+    return _acp(steer=False)
 
 
-def _acp() -> Capabilities:
-    return Capabilities(steer=False, inject=False, interrupt=True, exact_completion=True, attach=False,
+def _acp(*, steer: bool) -> Capabilities:
+    return Capabilities(steer=steer, inject=False, interrupt=True, exact_completion=True, attach=False,
                         inject_while_active=False, tool_grants=True, no_attach_reason=NO_ATTACH_REASON)

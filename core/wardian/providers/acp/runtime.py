@@ -10,7 +10,13 @@ of it (a `wardian.providers.base.ProviderRuntime`; docs/guide/acp.md).
        session/cancel {sessionId}                   an interrupt
   in:  session/update                               the turn's text and tool calls
        session/request_permission                   answered from the agent's grants (`permissions`)
+       craft/drainMidTurnQueue                      Qwen Code, at each tool boundary: the tasks steered meanwhile
 ```
+
+Steering (Qwen Code): a task for the running turn waits in a queue until the agent next asks for it at a tool
+boundary, and is handed over in that answer: then it is in the turn, whose end answers it. One the agent does not
+ask for within `STEER_WAIT_S`, or before its turn ends, is taken back out of the queue, certainly not handed over
+(`StaleTurn`: the app offers it again once the turn has ended).
 
 Error classification (what the app may do next): a prompt whose line certainly did not leave (the input closed, the
 process gone) is `ProviderUnavailable`; one whose write failed part-way is `DeliveryUncertain`. A prompt written is
@@ -23,7 +29,7 @@ from __future__ import annotations
 import logging
 import uuid as uuids
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +54,18 @@ STOP_POLICY = StopPolicy(polite_s=5.0, term_s=3.0, kill_s=3.0)
 START_TIMEOUT_S = 120.0
 """For `initialize` and the session request each, and then for wardian's MCP server to announce itself."""
 PROTOCOL_VERSION = 1
+STEER_WAIT_S = 60.0
+"""How long a steered task waits for the agent's next tool boundary (its drain request) before it is taken back."""
+DRAIN = "craft/drainMidTurnQueue"
+
+
+@dataclass(eq=False)
+class Steered:
+    """A task waiting in the steering queue: `settled` is set once it was handed over or taken back."""
+
+    text: str
+    handed: bool = False
+    settled: anyio.Event = field(default_factory=anyio.Event)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +99,7 @@ class AcpRuntime(TurnState):
         self._child: ProviderProcess | None = None
         self._peer: Peer | None = None
         self._turn: Turn | None = None
+        self._queue: list[Steered] = []
         self._started = False
 
     # --- lifecycle ------------------------------------------------------------------------------------
@@ -196,9 +215,17 @@ class AcpRuntime(TurnState):
         if method == "session/request_permission":
             cancelling = self._turn is None or self._turn.cancelling
             return permissions.answer(self.spec.name, params, self.spec.allowed, cancelling=cancelling)
-        if method == "craft/drainMidTurnQueue":
-            return {"messages": [], "hasQueuedPrompt": False}  # Qwen Code's steering hook: nothing queued
+        if method == DRAIN:
+            return {"messages": self._drain(), "hasQueuedPrompt": False}
         raise MethodNotFound(method)
+
+    def _drain(self) -> list[str]:
+        """Hand the queued tasks over (the agent asked for them at a tool boundary of the running turn)."""
+        queued, self._queue = (self._queue, []) if self._turn is not None else ([], self._queue)
+        for steered in queued:
+            steered.handed = True
+            steered.settled.set()
+        return [steered.text for steered in queued]
 
     # --- delivery -------------------------------------------------------------------------------------
 
@@ -245,13 +272,30 @@ class AcpRuntime(TurnState):
 
     def _end(self, turn: Turn) -> None:
         self._turn = None
+        for steered in self._queue:  # not handed over before the turn ended: taken back
+            steered.settled.set()
+        self._queue = []
         self.deactivate()
         assert turn.outcome is not None
         self.emit(turn.outcome)
 
     async def steer(self, task: TaskDelivery, expected_turn_id: str) -> str:
-        raise errors.StaleTurn(f"{self.spec.agent.name} agents take no task into a running turn; nothing was sent",
-                               turn_id=expected_turn_id)
+        """The task into the running turn `expected_turn_id` at its next tool boundary (module docstring); returns
+        that turn's id. Raises: StaleTurn (not that turn, or not handed over in time: certainly not sent)."""
+        turn = self._turn
+        if not self.capabilities.steer or turn is None or turn.turn_id != expected_turn_id or turn.cancelling:
+            raise errors.StaleTurn(f"turn {expected_turn_id} of {self.spec.name} is not running; nothing was sent",
+                                   turn_id=expected_turn_id)
+        steered = Steered(task_text(task))
+        self._queue.append(steered)
+        with anyio.move_on_after(STEER_WAIT_S):
+            await steered.settled.wait()
+        if not steered.handed:
+            if steered in self._queue:
+                self._queue.remove(steered)
+            raise errors.StaleTurn(f"turn {expected_turn_id} of {self.spec.name} reached no tool boundary that took "
+                                   "the task; nothing was sent", turn_id=expected_turn_id)
+        return expected_turn_id
 
     async def push(self, records: Sequence[Interaction], *, timeout_s: float) -> None:
         raise errors.ProviderUnavailable(f"{self.spec.agent.name} agents take no information without a turn; the "
