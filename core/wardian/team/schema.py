@@ -34,7 +34,7 @@ AGENT_FIELDS: dict[str, str] = {
     "mode": "background (the app runs the agent alone) or attached (Codex only: open its TUI with `wardian agent "
             "attach NAME`). Default: the mode of the agent's last start, else background.",
     "approve_tools": "The wardian tools the agent may use without asking (`wardian agent start --approve-tools`). "
-                     "Codex and Claude Code only: OpenCode has no approval step for them.",
+                     "Codex, Claude Code, Qwen Code and Gemini CLI: OpenCode has no approval step for them.",
     "auth": "The credential its starts use, by the name given to `wardian auth login --name`. Default: the "
             "provider's default credential. A name, never a secret.",
     "settings": "The agent's launch settings: exactly the keys `wardian agent start NAME -c KEY=VALUE` takes for "
@@ -62,7 +62,7 @@ MODEL_OF: dict[str, str] = {
     "gemini": "The model Gemini CLI uses (its settings' `model.name`).",
 }
 TEAM_DOC = "What the team shares: where it lives and its web console."
-DEFAULTS_DOC = ("Settings every agent of a provider starts with, under [defaults.codex], [defaults.opencode] or "
+DEFAULTS_DOC = ("Settings every agent of a provider starts with, under [defaults.codex], [defaults.opencode], "
                 "[defaults.claude], [defaults.qwen] or [defaults.gemini]; an agent's own settings win, key by key.")
 AGENTS_DOC = ("One table per agent, [agents.NAME]: NAME as `wardian agent add NAME` takes it. `wardian up` adds "
               "and starts each one.")
