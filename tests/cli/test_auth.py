@@ -122,7 +122,7 @@ BAD = [
     (["codex", "--with-api-key"], b" " + CODEX_KEY.encode(), "white space"),
     (["codex", "--with-api-key"], b"\xff" + CODEX_KEY.encode(), "not UTF-8"),
     (["codex", "--with-api-key"], b"k" * 5000, "5000 characters"),
-    (["gemini", "--with-api-key"], CODEX_KEY.encode(), "no sign-in for provider 'gemini'"),
+    (["goose", "--with-api-key"], CODEX_KEY.encode(), "no sign-in for provider 'goose'"),
     (["codex", "--with-api-key", "--provider", "openai"], CODEX_KEY.encode(), "a codex credential has none"),
     (["opencode", "--with-api-key"], OPENAI_KEY.encode(), "give its id with --provider"),
     (["opencode", "--provider", "openai"], OPENAI_KEY.encode(), "--with-api-key"),
@@ -155,7 +155,7 @@ def test_logout_of_nothing_is_not_found_and_changes_nothing(cli: Cli) -> None:
     before = cli.index()
     for args, code in ((["codex"], EXIT_NOT_FOUND), (["opencode", "--name", "other"], EXIT_NOT_FOUND),
                        (["opencode", "--provider", "anthropic"], EXIT_NOT_FOUND),
-                       (["codex", "--provider", "openai"], EXIT_USAGE), (["gemini"], EXIT_USAGE)):
+                       (["codex", "--provider", "openai"], EXIT_USAGE), (["goose"], EXIT_USAGE)):
         r = cli("auth", "logout", *args, "--json")
         assert r.returncode == code, (args, r.stderr)
         assert json.loads(r.stdout)["error"]["code"] == ("unknown_credential" if code == EXIT_NOT_FOUND
