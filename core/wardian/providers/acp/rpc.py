@@ -11,16 +11,13 @@ request's line left the process, which is what decides between "not sent" and "o
 Invariants:
 - One reader: it routes each response to the one waiter of its id, each agent request to `on_request` (answered
   at once, in order), each notification to `on_notification`. When it ends, every waiter fails with `Gone`.
-- A line is written whole, under a lock and shielded from cancellation: a cancelled writer never leaves half a line.
-  `NotSent` means no byte of it left (the input was closed before); `LineLost` means the write failed part-way or
-  after, and whether the agent read it is unknown.
-- Every line is `json.dumps(ensure_ascii=True)`: one line of ASCII that decodes to the exact text given.
+- Lines are framed, written and read as every stdio provider's are (`wardian.providers.lines`): single-line ASCII
+  JSON, written whole; `NotSent` means no byte of it left, `LineLost` that whether the agent read it is unknown.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -28,25 +25,18 @@ from typing import Any
 
 import anyio
 import anyio.abc
-from anyio.streams.buffered import BufferedByteReceiveStream
+
+from wardian.providers.lines import LineLost, LineReader, LineWriter, NotSent, encode
 
 log = logging.getLogger("wardian.acp")
 
-MAX_LINE_BYTES = 256 * 1024 * 1024
-"""The longest line read (a replayed history or a tool's output carries whole texts)."""
+__all__ = ["Gone", "LineLost", "MethodNotFound", "NotSent", "Peer", "Pending", "RpcError"]
+
 METHOD_NOT_FOUND = -32601
 
 JsonObject = dict[str, Any]
 RequestHandler = Callable[[str, JsonObject], Awaitable[JsonObject]]
 NotificationHandler = Callable[[str, JsonObject], None]
-
-
-class NotSent(Exception):
-    """No byte of the line left: the agent's input was closed, or the process had already ended."""
-
-
-class LineLost(Exception):
-    """Writing the line failed part-way or after: whether the agent read it is unknown."""
 
 
 class Gone(Exception):
@@ -96,10 +86,6 @@ class Pending:
         return self.value or {}
 
 
-def encode(message: JsonObject) -> bytes:
-    return json.dumps(message, ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode("ascii") + b"\n"
-
-
 class Peer:
     """The JSON-RPC connection to one agent process (module docstring). Run `read` in a task; send with `request`,
     `call` and `notify`."""
@@ -107,15 +93,12 @@ class Peer:
     def __init__(self, name: str, stdin: anyio.abc.ByteSendStream, stdout: anyio.abc.ByteReceiveStream,
                  on_request: RequestHandler, on_notification: NotificationHandler) -> None:
         self._name = name
-        self._stdin = stdin
-        self._stdout = BufferedByteReceiveStream(stdout)
+        self._writer = LineWriter(stdin, f"{name}'s agent")
+        self._reader = LineReader(name, "the agent", stdout)
         self._on_request = on_request
         self._on_notification = on_notification
-        # Uncontended, taking it yields nothing: a prompt's line leaves in the loop step that claimed it.
-        self._lock = anyio.Lock(fast_acquire=True)
         self._count = 0
         self._pending: dict[int, Pending] = {}
-        self.closed = False
         self.gone = anyio.Event()
 
     async def request(self, method: str, params: JsonObject,
@@ -141,29 +124,23 @@ class Peer:
         """Raises: NotSent, LineLost."""
         await self._send({"jsonrpc": "2.0", "method": method, "params": params})
 
+    @property
+    def closed(self) -> bool:
+        return self._writer.closed
+
     async def _send(self, message: JsonObject) -> None:
-        line = encode(message)
-        async with self._lock:
-            if self.closed or self.gone.is_set():
-                raise NotSent(f"the input of {self._name}'s agent is closed")
-            with anyio.CancelScope(shield=True):
-                try:
-                    await self._stdin.send(line)
-                except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
-                    self.closed = True
-                    raise LineLost(type(exc).__name__) from None
+        if self.gone.is_set():
+            raise NotSent(f"{self._name}'s agent has ended")
+        await self._writer.send(encode(message))
 
     async def close(self) -> None:
         """Close the agent's input (an ACP agent exits at its end)."""
-        async with self._lock:
-            self.closed = True
-            with anyio.CancelScope(shield=True), contextlib.suppress(anyio.BrokenResourceError, OSError):
-                await self._stdin.aclose()
+        await self._writer.close()
 
     async def read(self) -> None:
         """Read until the agent's output ends; then every waiter fails with `Gone`."""
         try:
-            while (message := await self._next()) is not None:
+            while (message := await self._reader.next()) is not None:
                 await self._route(message)
         finally:
             self.gone.set()
@@ -203,23 +180,3 @@ class Peer:
         with contextlib.suppress(NotSent, LineLost):
             await self._send(reply)
 
-    async def _next(self) -> JsonObject | None:
-        """The next object on the agent's output, or None at its end (a line that is not one is logged, skipped)."""
-        while True:
-            try:
-                raw = await self._stdout.receive_until(b"\n", MAX_LINE_BYTES)
-            except (anyio.IncompleteRead, anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-                return None
-            except anyio.DelimiterNotFound:
-                log.error("%s: the agent printed a line over %d bytes; its output is no longer read", self._name,
-                          MAX_LINE_BYTES)
-                return None
-            if not raw.strip():
-                continue
-            try:
-                value = json.loads(raw)
-            except ValueError:
-                log.info("%s: the agent printed a line that is not JSON: %r", self._name, raw[:200])
-                continue
-            if isinstance(value, dict):
-                return value

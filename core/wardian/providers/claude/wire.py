@@ -1,43 +1,26 @@
 """Claude Code's stream-json wire: the lines wardian writes to `claude -p --input-format stream-json` and the reader of
 what it prints (`--output-format stream-json --verbose`), one JSON object per line each way.
 
-One malformed input line ends the Claude Code process ("Error parsing streaming input line", exit 1), so every line
-written here is built by `json.dumps` with `ensure_ascii=True`: a single line of ASCII (newlines and every non-ASCII
-character escaped), which JSON-decodes to the exact text given. Each line is written whole, under a lock and
-shielded from cancellation, so a cancelled writer never leaves half a line for the next one to complete.
+How lines are framed, written and read is shared with every provider that speaks over its process's standard streams
+(`wardian.providers.lines`): one malformed input line ends the Claude Code process ("Error parsing streaming input
+line", exit 1), so every line is single-line ASCII JSON, written whole.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 from typing import Any
 
 import anyio
 import anyio.abc
-from anyio.streams.buffered import BufferedByteReceiveStream
 
 from wardian import errors
+from wardian.providers.lines import LineLost, LineReader, LineWriter, NotSent, encode
 
 log = logging.getLogger("wardian.claude")
 
-MAX_LINE_BYTES = 256 * 1024 * 1024
-"""The longest stdout line read (a result or tool line carries whole texts; a task is at most 64 KiB)."""
-
-
-class NotSent(Exception):
-    """The line certainly did not reach Claude Code (its input was closed, or the process had already ended)."""
-
-
-class LineLost(Exception):
-    """Writing the line failed part-way: whether Claude Code read it is unknown."""
-
-
-def encode(message: dict[str, Any]) -> bytes:
-    """One input line: the object as single-line ASCII JSON, then a newline."""
-    line = json.dumps(message, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
-    return line.encode("ascii") + b"\n"
+__all__ = ["Controls", "LineLost", "NotSent", "StdinWriter", "StdoutReader", "encode", "user_line"]
 
 
 def user_line(text: str, uuid: str, *, should_query: bool = True) -> bytes:
@@ -103,27 +86,11 @@ class Controls:
             done.set()
 
 
-class StdinWriter:
-    """Writes whole lines to the process's input; closing it is the polite first step of a stop."""
+class StdinWriter(LineWriter):
+    """Writes whole lines to Claude Code's input (`lines.LineWriter`), and refuses its control requests."""
 
     def __init__(self, stdin: anyio.abc.ByteSendStream) -> None:
-        self._stdin = stdin
-        # Uncontended, taking it yields nothing: a task's line leaves in the same loop step as its claim's COMMIT
-        # (docs/benchmarks.md, `claude_admitted_to_message_queued`); contended, writers still queue in order.
-        self._lock = anyio.Lock(fast_acquire=True)
-        self.closed = False
-
-    async def send(self, line: bytes) -> None:
-        """Raises: NotSent (closed before any byte left), LineLost (failed part-way or after)."""
-        async with self._lock:
-            if self.closed:
-                raise NotSent("Claude Code's input is closed")
-            with anyio.CancelScope(shield=True):
-                try:
-                    await self._stdin.send(line)
-                except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
-                    self.closed = True
-                    raise LineLost(type(exc).__name__) from None
+        super().__init__(stdin, "Claude Code")
 
     async def refuse(self, name: str, line: dict[str, Any]) -> None:
         """Answer a control request of Claude Code's with an error at once, so it never waits on wardian (none is
@@ -133,38 +100,9 @@ class StdinWriter:
         with contextlib.suppress(NotSent, LineLost):
             await self.send(control_error(str(line.get("request_id")), "not served by wardian"))
 
-    async def close(self) -> None:
-        async with self._lock:
-            self.closed = True
-            with anyio.CancelScope(shield=True):
-                with contextlib.suppress(anyio.BrokenResourceError, OSError):
-                    await self._stdin.aclose()
 
-
-class StdoutReader:
-    """Reads the process's output one JSON object at a time; a line that is not one is logged and skipped."""
+class StdoutReader(LineReader):
+    """Reads Claude Code's output one JSON object at a time (`lines.LineReader`)."""
 
     def __init__(self, name: str, stdout: anyio.abc.ByteReceiveStream) -> None:
-        self._name = name
-        self._stream = BufferedByteReceiveStream(stdout)
-
-    async def next(self) -> dict[str, Any] | None:
-        """The next object, or None at the end of the output."""
-        while True:
-            try:
-                raw = await self._stream.receive_until(b"\n", MAX_LINE_BYTES)
-            except (anyio.IncompleteRead, anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-                return None
-            except anyio.DelimiterNotFound:
-                log.error("%s: Claude Code printed a line over %d bytes; its output is no longer read", self._name,
-                          MAX_LINE_BYTES)
-                return None
-            if not raw.strip():
-                continue
-            try:
-                value = json.loads(raw)
-            except ValueError:
-                log.info("%s: Claude Code printed a line that is not JSON: %r", self._name, raw[:200])
-                continue
-            if isinstance(value, dict):
-                return value
+        super().__init__(name, "Claude Code", stdout)
