@@ -35,6 +35,9 @@ def test_every_method_returns_its_declared_result(codex_world: CodexWorld) -> No
     lead_token = call("agent/session", {"agent": lead["uuid"]})["session_id"]
     worker_token = app.call("agent/session", {"agent": "worker"})["session_id"]
     call("agent/list", {"session": lead_token})
+    # An MCP server's announcement for a generation this app does not run (the worker is not started): answered, and
+    # it changes nothing (docs/guide/acp.md).
+    call("session/announce", {"session": worker_token})
     call("message/send", {"session": lead_token, "target": "worker", "message": "FYI"})
     task = call("task/followup", {"session": lead_token, "target": "worker", "message": "Do it"})
     call("mailbox/wait", {"session": worker_token, "timeout_ms": 0})
