@@ -13,6 +13,7 @@ import pytest
 
 from tests.conftest import AppHandle, short_home, wardian_cmd
 from wardian import cli, errors
+from wardian.model import PROVIDERS
 
 pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
 
@@ -176,3 +177,9 @@ def test_help_lists_no_retired_command() -> None:
     assert "send" not in commands
     assert "ask" not in commands
     assert {"app", "agent", "message", "mcp", "codex"} <= set(commands)
+
+
+def test_agent_adds_help_names_every_provider() -> None:
+    """The help is a literal (the CLI's cold start imports no model module): it must still name each provider."""
+    text = subprocess.run([*wardian_cmd(), "agent", "add", "--help"], capture_output=True, check=True).stdout.decode()
+    assert all(name in " ".join(text.split()) for name in PROVIDERS), text

@@ -13,7 +13,6 @@ from wardian.cli.common import Commands, client
 from wardian.cli.exits import EXIT_OK
 from wardian.cli.output import dump, out
 from wardian.home import ENV_SESSION
-from wardian.model import PROVIDERS
 
 NAME_HELP = "agent name or UUID"
 AUTH_HELP = ("the credential its starts use (`wardian auth login ... --name NAME`; see `wardian auth status`); "
@@ -24,7 +23,7 @@ def register(commands: Commands) -> None:
     agent = commands.group("agent", "manage agents")
     p = commands.add(agent, "add", cmd_agent_add, "register a managed agent")
     p.add_argument("name")
-    p.add_argument("--provider", required=True, help=f"the agent's provider ({', '.join(PROVIDERS)})")
+    p.add_argument("--provider", required=True, help="the agent's provider (codex, opencode, claude, qwen or gemini)")
     p.add_argument("--workspace", default=None, help="the agent's workspace directory")
     p.add_argument("--auth", default=None, metavar="NAME", help=AUTH_HELP)
     commands.add(agent, "list", cmd_agent_list, "list agents (name, UUID, provider, status)")
