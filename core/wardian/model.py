@@ -78,7 +78,7 @@ class AgentStatus(StrEnum):
     last start: `auth login`, then a start, clears it (docs/guide/sign-in.md)."""
 
 
-PROVIDERS = ("codex", "opencode", "claude", "qwen", "gemini")
+PROVIDERS = ("codex", "opencode", "claude", "qwen", "gemini", "pi")
 
 # Why a wait or a receive with a timeout woke: a record arrived, or context was pushed into the live conversation.
 WakeReason = Literal["mailbox_activity", "provider_context_available"]

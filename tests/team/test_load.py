@@ -78,7 +78,8 @@ provider = "goose"
     assert [str(p) for p in caught.value.problems] == [
         f"{path}:2: team.colour: unknown key 'colour'; allowed: home, console",
         f"{path}:6: agents.lead.mode: unknown mode 'sideways'; allowed: background, attached",
-        f"{path}:9: agents.worker.provider: unknown provider 'goose'; allowed: codex, opencode, claude, qwen, gemini",
+        f"{path}:9: agents.worker.provider: unknown provider 'goose'; allowed: codex, opencode, claude, qwen, "
+        "gemini, pi",
     ]
     assert caught.value.code == "invalid_team_file"
 

@@ -65,7 +65,7 @@ CASES = [
     # [defaults]
     ("defaults of no provider", '[defaults.goose]\nmodel = "x"\n' + A,
      ["F/wardian.toml:1: defaults.goose: [defaults.goose] names no provider; allowed: codex, opencode, claude, "
-      "qwen, gemini"]),
+      "qwen, gemini, pi"]),
     ("defaults not a table", "defaults = 5\n" + A,
      ["F/wardian.toml:1: defaults: must be a table ([defaults]), not an integer"]),
     ("provider defaults not a table", "defaults.codex = 5\n" + A,
@@ -93,11 +93,12 @@ CASES = [
      ["F/wardian.toml:3: agents.a.colour: unknown key 'colour'; allowed: provider, workspace, mode, approve_tools, "
       "auth, settings, env"]),
     ("no provider", '[agents.a]\nmode = "background"\n',
-     ["F/wardian.toml:1: agents.a: provider is required; allowed: codex, opencode, claude, qwen, gemini"]),
+     ["F/wardian.toml:1: agents.a: provider is required; allowed: codex, opencode, claude, qwen, gemini, pi"]),
     ("provider not a string", "[agents.a]\nprovider = 5\n",
      ["F/wardian.toml:2: agents.a.provider: must be a non-empty string, not an integer"]),
     ("unknown provider", '[agents.a]\nprovider = "goose"\n',
-     ["F/wardian.toml:2: agents.a.provider: unknown provider 'goose'; allowed: codex, opencode, claude, qwen, gemini"]),
+     ["F/wardian.toml:2: agents.a.provider: unknown provider 'goose'; allowed: codex, opencode, claude, qwen, "
+      "gemini, pi"]),
     ("missing workspace", A + 'workspace = "nope"\n',
      ["F/wardian.toml:3: agents.a.workspace: the workspace F/nope does not exist; allowed: an existing directory "
       "(relative paths are read from the team file's directory)"]),

@@ -23,7 +23,8 @@ def register(commands: Commands) -> None:
     agent = commands.group("agent", "manage agents")
     p = commands.add(agent, "add", cmd_agent_add, "register a managed agent")
     p.add_argument("name")
-    p.add_argument("--provider", required=True, help="the agent's provider (codex, opencode, claude, qwen or gemini)")
+    p.add_argument("--provider", required=True,
+                   help="the agent's provider (codex, opencode, claude, qwen, gemini or pi)")
     p.add_argument("--workspace", default=None, help="the agent's workspace directory")
     p.add_argument("--auth", default=None, metavar="NAME", help=AUTH_HELP)
     commands.add(agent, "list", cmd_agent_list, "list agents (name, UUID, provider, status)")

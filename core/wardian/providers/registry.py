@@ -8,7 +8,8 @@ from wardian.providers.base import Provider
 from wardian.providers.claude.provider import ClaudeProvider
 from wardian.providers.codex.provider import CodexProvider
 from wardian.providers.opencode.provider import OpenCodeProvider
+from wardian.providers.pi.provider import PiProvider
 
 PROVIDERS: dict[str, Provider] = {"codex": CodexProvider(), "opencode": OpenCodeProvider(),
                                  "claude": ClaudeProvider(), "qwen": AcpProvider(QWEN),
-                                 "gemini": AcpProvider(GEMINI)}
+                                 "gemini": AcpProvider(GEMINI), "pi": PiProvider()}

@@ -25,6 +25,7 @@ SAMPLE_SETTINGS: dict[str, tuple[str, ...]] = {
     "claude": ('model = "sonnet"',),
     "qwen": ('model.name = "qwen3-coder-plus"',),
     "gemini": ('model.name = "gemini-2.5-pro"',),
+    "pi": ('defaultModel = "claude-sonnet-4-5"', 'defaultProvider = "anthropic"'),
 }
 # The tools a lead and a worker use to hand each other work and answer it.
 GRANTS = ("send_message", "followup_task", "reply")

@@ -19,7 +19,7 @@ class TeamAgent:
     name: str
     """The `[agents.NAME]` key: a name `wardian agent add NAME` takes."""
     provider: str
-    """codex, opencode, claude, qwen or gemini."""
+    """codex, opencode, claude, qwen, gemini or pi."""
     workspace: Path | None
     """Absolute (relative paths are read from the team file's directory); an existing directory."""
     mode: str | None

@@ -23,6 +23,7 @@ from wardian.providers.acp import compat as acp
 from wardian.providers.claude import compat as claude
 from wardian.providers.codex import compat as codex
 from wardian.providers.opencode import compat as opencode
+from wardian.providers.pi import compat as pi
 from wardian.providers.version import Version
 from wardian.team.values import toml_value
 
@@ -97,6 +98,8 @@ def capabilities(name: str) -> Capabilities:
         return acp.qwen_capabilities(acp.QWEN_GATE.minimum)
     if name == "gemini":
         return acp.gemini_capabilities(acp.GEMINI_GATE.minimum)
+    if name == "pi":
+        return pi.capabilities(pi.GATE.minimum)
     return claude.capabilities(claude.MIN_VERSION)
 
 

@@ -28,7 +28,7 @@ TEAM_FIELDS: dict[str, str] = {
                "(`127.0.0.1:8765`, `8765`, `[::1]:8765`; port 0 picks a free one). Left out: no console.",
 }
 AGENT_FIELDS: dict[str, str] = {
-    "provider": "Which coding agent runs it: codex, opencode, claude, qwen or gemini. Required.",
+    "provider": "Which coding agent runs it: codex, opencode, claude, qwen, gemini or pi. Required.",
     "workspace": "The directory the agent works in; it must exist. Relative paths are read from this file's "
                  "directory. Default: a private directory under the home.",
     "mode": "background (the app runs the agent alone) or attached (Codex only: open its TUI with `wardian agent "
@@ -53,6 +53,9 @@ SETTINGS_OF: dict[str, str] = {
             "of its process's environment instead, never a file.",
     "gemini": "Keys of the agent's Gemini CLI settings.json (model.name, ...); env.NAME sets a variable of its "
               "process's environment instead, never a file.",
+    "pi": "Keys of the agent's Pi settings.json (defaultProvider, defaultModel, retry.*); models.KEY sets a key of "
+          "its models.json (models.providers.ID = {...}); env.NAME sets a variable of its process's environment "
+          "instead, never a file.",
 }
 MODEL_OF: dict[str, str] = {
     "codex": "The model Codex uses (`o3`, `gpt-5-codex`).",
@@ -60,10 +63,12 @@ MODEL_OF: dict[str, str] = {
     "claude": "The model Claude Code uses (`sonnet`, `opus`, or a full model name).",
     "qwen": "The model Qwen Code uses (its settings' `model.name`).",
     "gemini": "The model Gemini CLI uses (its settings' `model.name`).",
+    "pi": "The model Pi uses (its settings' `defaultModel`, of `defaultProvider`).",
 }
 TEAM_DOC = "What the team shares: where it lives and its web console."
 DEFAULTS_DOC = ("Settings every agent of a provider starts with, under [defaults.codex], [defaults.opencode], "
-                "[defaults.claude], [defaults.qwen] or [defaults.gemini]; an agent's own settings win, key by key.")
+                "[defaults.claude], [defaults.qwen], [defaults.gemini] or [defaults.pi]; an agent's own settings "
+                "win, key by key.")
 AGENTS_DOC = ("One table per agent, [agents.NAME]: NAME as `wardian agent add NAME` takes it. `wardian up` adds "
               "and starts each one.")
 

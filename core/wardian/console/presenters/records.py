@@ -31,7 +31,7 @@ def after(ms: int | None, start: int) -> str:
 
 
 CONVERSATION_WORDS = {"codex": "thread", "opencode": "session", "claude": "session", "qwen": "session",
-                      "gemini": "session"}
+                      "gemini": "session", "pi": "session"}
 """Each provider's own word for the conversation the app delivers into: a Codex thread, an OpenCode session, a
 Claude Code session."""
 

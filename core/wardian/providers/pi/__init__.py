@@ -1,0 +1,1 @@
+"""Pi (`@mariozechner/pi-coding-agent`), driven over its RPC mode (docs/guide/pi.md)."""
