@@ -7,7 +7,7 @@ from wardian.auth.model import AUTH_PROVIDERS, DEFAULT_NAME, Credential
 from wardian.auth.store import CredentialStore
 
 PROVIDER_TITLES = {"codex": "Codex", "opencode": "OpenCode", "claude": "Claude Code", "qwen": "Qwen Code",
-                   "gemini": "Gemini CLI"}
+                   "gemini": "Gemini CLI", "pi": "Pi"}
 
 
 def login_hint(provider: str, name: str = DEFAULT_NAME, provider_id: str | None = None) -> str:
@@ -15,7 +15,8 @@ def login_hint(provider: str, name: str = DEFAULT_NAME, provider_id: str | None 
     how = {"codex": "codex --with-api-key",
            "opencode": f"opencode --provider {provider_id or 'ID'} --with-api-key",
            "claude": "claude --with-api-key (or --with-oauth-token)", "qwen": "qwen --with-api-key",
-           "gemini": "gemini --with-api-key"}.get(provider, provider)
+           "gemini": "gemini --with-api-key",
+           "pi": f"pi --provider {provider_id or 'ID'} --with-api-key"}.get(provider, provider)
     named = "" if name == DEFAULT_NAME else f" --name {name}"
     return f"wardian auth login {how}{named}"
 

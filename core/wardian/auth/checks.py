@@ -22,7 +22,13 @@ KINDS: dict[str, tuple[CredentialKind, ...]] = {
     "claude": (CredentialKind.API_KEY, CredentialKind.OAUTH_TOKEN),
     "qwen": (CredentialKind.API_KEY,),
     "gemini": (CredentialKind.API_KEY,),
+    "pi": (CredentialKind.API_KEY,),
 }
+# The providers whose keys are each for one of their model providers, and what those are called there.
+PROVIDER_IDS = {"opencode": ("an OpenCode provider id", "an OpenCode credential is for one OpenCode provider: give "
+                             "its id with --provider (openai, anthropic, or a provider of your opencode.json)"),
+                "pi": ("a Pi model provider id", "a Pi credential is for one of Pi's model providers: give its id "
+                       "with --provider (anthropic, openai, or a provider of the agent's models.json)")}
 
 
 def check_provider(provider: str) -> str:
@@ -40,19 +46,18 @@ def check_name(name: str, field: str = "name") -> str:
 
 
 def check_provider_id(provider: str, provider_id: str | None) -> str | None:
-    """An OpenCode provider id is required for OpenCode and refused for the others."""
-    if provider != "opencode":
+    """A model provider id is required for OpenCode and Pi, and refused for the others."""
+    known = PROVIDER_IDS.get(provider)
+    if known is None:
         if provider_id is not None:
             raise errors.InvalidArguments(
-                f"--provider names an OpenCode provider id; a {provider} credential has none", field="provider_id",
+                f"--provider names a model provider id; a {provider} credential has none", field="provider_id",
                 allowed="no --provider for " + provider)
         return None
     if provider_id is None:
-        raise errors.InvalidArguments(
-            "an OpenCode credential is for one OpenCode provider: give its id with --provider (openai, anthropic, "
-            "or a provider of your opencode.json)", field="provider_id", allowed=NAME_ALLOWED)
+        raise errors.InvalidArguments(known[1], field="provider_id", allowed=NAME_ALLOWED)
     if not NAME_PATTERN.fullmatch(provider_id):
-        raise errors.InvalidArguments(f"{provider_id[:70]!r} is not an OpenCode provider id", field="provider_id",
+        raise errors.InvalidArguments(f"{provider_id[:70]!r} is not {known[0]}", field="provider_id",
                                       allowed=NAME_ALLOWED)
     return provider_id
 

@@ -13,14 +13,14 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
-AUTH_PROVIDERS = ("codex", "opencode", "claude", "qwen", "gemini")
+AUTH_PROVIDERS = ("codex", "opencode", "claude", "qwen", "gemini", "pi")
 DEFAULT_NAME = "default"
 
 
 class CredentialKind(StrEnum):
     API_KEY = "api_key"
     """An API key: Codex (OpenAI), an OpenCode provider's, Claude Code's `ANTHROPIC_API_KEY`, Qwen Code's
-    `OPENAI_API_KEY` or Gemini CLI's `GEMINI_API_KEY`."""
+    `OPENAI_API_KEY`, Gemini CLI's `GEMINI_API_KEY` or a Pi model provider's key."""
     OAUTH_TOKEN = "oauth_token"
     """Claude Code's long-lived token from `claude setup-token` (`CLAUDE_CODE_OAUTH_TOKEN`)."""
     CHATGPT = "chatgpt"
@@ -36,7 +36,7 @@ class Credential:
     secret: str = field(repr=False)
     """The key or token itself ("" for a ChatGPT sign-in); never logged, never shown."""
     provider_id: str | None = None
-    """OpenCode only: the OpenCode provider id the key is for."""
+    """OpenCode and Pi only: the OpenCode or Pi model provider id the key is for."""
 
     def mask(self) -> str:
         """What may be shown of the secret: its last four characters, when it is long enough to spare them."""

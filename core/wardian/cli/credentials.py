@@ -61,7 +61,7 @@ def cmd_auth_login(args: argparse.Namespace) -> int:
     elif provider == "codex":
         return chatgpt_login(args, store, name)
     else:
-        flags = "--with-api-key" if provider == "opencode" else "--with-api-key or --with-oauth-token"
+        flags = "--with-api-key" if provider in ("opencode", "pi") else "--with-api-key or --with-oauth-token"
         raise errors.InvalidArguments(f"say how to sign in to {provider}: {flags}, with the secret on standard "
                                       "input", field="method", allowed=flags)
     entry = store.put(credential)
