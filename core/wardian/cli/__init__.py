@@ -54,7 +54,8 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("app", ("app",)), ("team", ("init", "up", "down", "status")), ("store", ("store",)), ("auth", ("auth",)),
     ("agent", ("agent",)),
     ("message", ("message",)), ("console", ("console",)), ("mcp", ("mcp",)), ("codex", ("codex",)),
-    ("opencode", ("opencode",)), ("claude", ("claude",)), ("demo", ("demo",)), ("retired", ("send", "ask")),
+    ("opencode", ("opencode",)), ("claude", ("claude",)), ("pi", ("pi",)), ("demo", ("demo",)),
+    ("retired", ("send", "ask")),
 )
 COMMANDS = frozenset(name for _, names in GROUPS for name in names)
 # The root's own options that take a value (the others take none).

@@ -7,8 +7,9 @@
 //
 // Where the server's identity comes from: an app-owned agent's Pi gets the generation's session over a pipe whose
 // descriptor `WARDIAN_PI_SESSION_FD` names (read once, then closed), and the command in `WARDIAN_PI_MCP_COMMAND`;
-// a Pi a person runs (`wardian pi register`) reads `WARDIAN_HOME` and `WARDIAN_SESSION_ID`, as `wardian mcp serve`
-// would. Either way these variables are removed from Pi's environment, so its bash tool never sees the session.
+// a Pi a person runs (`wardian pi register`) reads `WARDIAN_HOME` and `WARDIAN_SESSION_ID` (`wardian agent env`), as
+// `wardian mcp serve` would, and registers no tool without them. Either way these variables are removed from Pi's
+// environment, so its bash tool never sees the session.
 //
 // Approvals: before a tool that changes what another agent sees, the `tool_call` hook asks the client to confirm
 // ("Allow wardian's <tool>?"); an app-owned agent's app answers from the agent's `--approve-tools`.
@@ -220,6 +221,7 @@ type Json = any;
 type Pending = { resolve: (value: Json) => void; reject: (error: Error) => void };
 
 const PROTOCOL_VERSION = "2025-06-18";
+const DEFAULT_COMMAND = ["wardian", "mcp", "serve"]; // `wardian pi register` writes the absolute command here
 
 class McpServer {
   private child: ChildProcessWithoutNullStreams | null = null;
@@ -322,7 +324,7 @@ function identity(): { session: string; home: string; command: string[] } {
       session = readFileSync(Number(fd), "utf8");
       closeSync(Number(fd));
     }
-    const command = env.WARDIAN_PI_MCP_COMMAND ? JSON.parse(env.WARDIAN_PI_MCP_COMMAND) : ["wardian", "mcp", "serve"];
+    const command = env.WARDIAN_PI_MCP_COMMAND ? JSON.parse(env.WARDIAN_PI_MCP_COMMAND) : DEFAULT_COMMAND;
     g.__wardianPi = { session, home: env.WARDIAN_HOME ?? "", command };
     for (const name of ["WARDIAN_SESSION_ID", "WARDIAN_PI_SESSION_FD", "WARDIAN_PI_MCP_COMMAND", "WARDIAN_MCP_ANNOUNCE"]) {
       delete env[name];
@@ -334,6 +336,7 @@ function identity(): { session: string; home: string; command: string[] } {
 export default function (pi: Json) {
   const announce = process.env.WARDIAN_MCP_ANNOUNCE;
   const { session, home, command } = identity();
+  if (!session || !home) return; // a person's Pi started without `wardian agent env`: not a wardian agent
   const env: Record<string, string> = { ...(process.env as Record<string, string>) };
   if (home) env.WARDIAN_HOME = home;
   if (session) env.WARDIAN_SESSION_ID = session;
