@@ -51,6 +51,9 @@ class Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # chunked SSE, as the real API sends
+    # Each SSE chunk is its own small write: with Nagle's algorithm on, one waits for the client's delayed ACK (40 ms
+    # on Linux) whenever the one before is unacknowledged, which made a one-message answer take 6 or 46 ms by chance.
+    disable_nagle_algorithm = True
 
     @property
     def _model(self) -> ScriptedModel:
