@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from benchmarks import claude, cli, codex, console, cursor, frozen, mcp, mcp_calls, opencode, roundtrip, sends, wake
+from benchmarks import claude, cli, codex, console, cursor, frozen, mcp, mcp_calls, opencode, pi, roundtrip, sends, wake
 from benchmarks.config import FULL, QUICK, Config
 from benchmarks.figures import log
 
@@ -45,6 +45,7 @@ SUBJECTS: tuple[Subject, ...] = (
     Subject("codex", codex.bench_codex_dispatch, opt_in=True),
     Subject("opencode", opencode.bench_opencode, opt_in=True),
     Subject("claude", claude.bench_claude, opt_in=True),
+    Subject("pi", pi.bench_pi, opt_in=True),
     Subject("console", console.bench_console, opt_in=True),
 )
 BY_NAME = {s.name: s for s in SUBJECTS}
