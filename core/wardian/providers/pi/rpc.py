@@ -1,7 +1,8 @@
-"""Pi's RPC mode as a transport (`pi --mode rpc`; its docs/rpc.md): commands on stdin, each carrying an `id`, are
-answered by a `response` line with the same id; everything else on stdout is an event of the session (no id), or an
-`extension_ui_request` an extension made, which a dialog method (`confirm`, `select`, `input`, `editor`) waits on
-until the client sends an `extension_ui_response` with its id.
+"""Pi's RPC mode as a transport (`pi --mode rpc`,
+https://github.com/badlogic/pi-mono/blob/main/packages/coding-agent/docs/rpc.md): commands on stdin, each carrying an
+`id`, are answered by a `response` line with the same id; everything else on stdout is an event of the session (no
+id), or an `extension_ui_request` an extension made, which a dialog method (`confirm`, `select`, `input`, `editor`)
+waits on until the client sends an `extension_ui_response` with its id.
 
 Invariants:
 - One reader: it routes each response to the one waiter of its id, each event to `on_event`, each dialog request to

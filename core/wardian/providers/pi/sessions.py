@@ -1,13 +1,14 @@
-"""Pi's session files, as wardian reads them: finding an agent's session by its id, and what a killed app lost,
-settled from the file at the next app start (never by asking the model, never by resending).
+"""Pi's session files, as wardian reads them: finding an agent's session by its id, and what a killed app lost, settled
+from the file at the next app start (never by asking the model, never by resending).
 
 Pi keeps each session in `<session dir>/<ISO time>_<session id>.jsonl`, one entry per line, appended as each message
-ends (its docs/session.md). A task's prompt is a user message whose text carries the task's `request_id` (the
-structured task item, `wardian.providers.delivery`). For each lost delivery the file says: its run answered (the
-first assistant message after the task that ended the run's step: `stop` is the task's `done` reply, `aborted`
-interrupted, `error` failed), the prompt was taken but no answer was written (Pi was killed first), or it is not
-there (it may never have reached Pi). A run that took a steered task after its answer cannot be told apart from one
-that did not: the first answer after the task is taken (docs/guide/pi.md#what-is-verified).
+ends (https://github.com/badlogic/pi-mono/blob/main/packages/coding-agent/docs/sessions.md). A task's prompt is a user
+message whose text carries the task's `request_id` (the structured task item, `wardian.providers.delivery`). For each
+lost delivery the file says: its run answered (the first assistant message after the task that ended the run's step:
+`stop` is the task's `done` reply, `aborted` interrupted, `error` failed), the prompt was taken but no answer was
+written (Pi was killed first), or it is not there (it may never have reached Pi). A run that took a steered task after
+its answer cannot be told apart from one that did not: the first answer after the task is taken
+(docs/guide/pi.md#what-is-verified).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """One wardian turn of a Pi agent: the run a `prompt` starts (`agent_start` ... `agent_end`), and what its end means
-(Pi's docs/rpc.md). Steered tasks and information join the run; its end answers every task in it.
+(https://github.com/badlogic/pi-mono/blob/main/packages/coding-agent/docs/rpc.md).
+Steered tasks and information join the run; its end answers every task in it.
 
 The run's outcome is how its last assistant message stopped (`agent_end` carries the run's messages):
 
