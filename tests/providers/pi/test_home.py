@@ -43,6 +43,7 @@ def test_pi_runs_in_a_private_home_and_the_session_reaches_only_the_mcp_server(p
     assert "PROBE=visible" in bash
     assert session not in bash
     assert "WARDIAN_SESSION_ID" not in bash
+    assert "WARDIAN_HOME=" not in bash
     for path in Path(root).rglob("*"):
         if path.is_file():
             assert session not in path.read_text(encoding="utf-8", errors="replace"), path

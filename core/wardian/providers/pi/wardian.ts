@@ -314,7 +314,7 @@ class McpServer {
   }
 }
 
-function identity(): { session: string; home: string; command: string[] } {
+function identity(): { session: string; home: string; command: string[]; announce: string } {
   const env = process.env;
   const g = globalThis as Json;
   if (g.__wardianPi === undefined) {
@@ -325,8 +325,10 @@ function identity(): { session: string; home: string; command: string[] } {
       closeSync(Number(fd));
     }
     const command = env.WARDIAN_PI_MCP_COMMAND ? JSON.parse(env.WARDIAN_PI_MCP_COMMAND) : DEFAULT_COMMAND;
-    g.__wardianPi = { session, home: env.WARDIAN_HOME ?? "", command };
-    for (const name of ["WARDIAN_SESSION_ID", "WARDIAN_PI_SESSION_FD", "WARDIAN_PI_MCP_COMMAND", "WARDIAN_MCP_ANNOUNCE"]) {
+    g.__wardianPi = { session, home: env.WARDIAN_HOME ?? "", command, announce: env.WARDIAN_MCP_ANNOUNCE ?? "" };
+    delete env.WARDIAN_MCP_ANNOUNCE;
+    const names = ["WARDIAN_HOME", "WARDIAN_SESSION_ID", "WARDIAN_PI_SESSION_FD", "WARDIAN_PI_MCP_COMMAND"];
+    for (const name of names) {
       delete env[name];
     }
   }
@@ -334,8 +336,7 @@ function identity(): { session: string; home: string; command: string[] } {
 }
 
 export default function (pi: Json) {
-  const announce = process.env.WARDIAN_MCP_ANNOUNCE;
-  const { session, home, command } = identity();
+  const { session, home, command, announce } = identity();
   if (!session || !home) return; // a person's Pi started without `wardian agent env`: not a wardian agent
   const env: Record<string, string> = { ...(process.env as Record<string, string>) };
   if (home) env.WARDIAN_HOME = home;
