@@ -37,9 +37,14 @@ from wardian.protocol.jsonrpc import error_from_object
 
 # `typing` is not imported at run time: it is a sizeable part of the CLI's cold start (docs/benchmarks.md).
 TYPE_CHECKING = False
+if sys.platform == "win32" or TYPE_CHECKING:  # the control channel is a named pipe there (wardian.pipes)
+    from wardian import pipes, winsec
+
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
+
+    from wardian.pipes import PipeStream
 
 
 def _frame(request: dict[str, Any]) -> bytes:
@@ -74,7 +79,7 @@ class AppClient:
     def __init__(self, home: Home, *, connect_timeout_s: float = 5.0) -> None:
         self.home = home
         self._connect_timeout_s = connect_timeout_s
-        self._sock: socket.socket | None = None
+        self._sock: socket.socket | PipeStream | None = None
         self._buf = bytearray()
         self._timeout_s: float | None = None
         self.requests_written = 0  # frames this client has put on the wire (tests count retries with it)
@@ -91,7 +96,7 @@ class AppClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def connect(self) -> socket.socket:
+    def connect(self) -> socket.socket | PipeStream:
         """Connect now, unless connected already; the connection's socket (`mcp._calls.WaitExchange` aborts a wait
         through it).
 
@@ -101,8 +106,11 @@ class AppClient:
         """
         return self._connect()
 
-    def _connect(self) -> socket.socket:
+    def _connect(self) -> socket.socket | PipeStream:
         if self._sock is not None:
+            return self._sock
+        if sys.platform == "win32":
+            self._sock = self._connect_pipe()
             return self._sock
         path = str(self.home.socket_path)
         try:
@@ -126,6 +134,25 @@ class AppClient:
         sock.settimeout(None)  # blocking; each call bounds its waits in the kernel (see `_set_timeout`)
         self._sock = sock
         return sock
+
+    def _connect_pipe(self) -> PipeStream:
+        """Windows: open the home's control pipe and check, before a byte is written, that this user's process serves
+        it (wardian.pipes); the pipe's DACL, set by the app, keeps other users from opening it at all."""
+        name = pipes.pipe_name(self.home.root)
+        self._timeout_s = None
+        try:
+            stream = pipes.connect(name, self._connect_timeout_s)
+        except OSError as exc:
+            raise self._not_running(exc) from None
+        try:
+            server, me = pipes.server_user(stream), winsec.user_sid()
+        except OSError as exc:
+            stream.close()
+            raise _untrusted_pipe(name, f"the user of the process serving it cannot be read ({exc})", None) from None
+        if server != me:
+            stream.close()  # nothing was written: the app reads EOF
+            raise _untrusted_pipe(name, f"the process serving it runs as {server}", server)
+        return stream
 
     def _not_running(self, exc: OSError) -> errors.TransportError:
         """The error for a socket that is missing or refuses the connection."""
@@ -194,7 +221,7 @@ class AppClient:
         """A call whose own timeout is `timeout_ms`: the exchange is bounded by it plus a grace period."""
         return self.call(method, params, timeout_s=(timeout_ms + CONTROL_GRACE_MS) / 1000, reconnect=reconnect)
 
-    def _set_timeout(self, sock: socket.socket, seconds: float) -> None:
+    def _set_timeout(self, sock: socket.socket | PipeStream, seconds: float) -> None:
         """Bound each blocking send/recv by `seconds` in the kernel (SO_SNDTIMEO/SO_RCVTIMEO).
 
         The socket itself stays in blocking mode: a Python-level timeout would cost a poll() before every
@@ -204,13 +231,17 @@ class AppClient:
         if seconds == self._timeout_s:
             return
         seconds = max(0.001, seconds)
+        if not isinstance(sock, socket.socket):  # Windows: the pipe bounds each wait itself (wardian.pipes)
+            sock.timeout_ms = max(1, int(seconds * 1000))
+            self._timeout_s = seconds
+            return
         whole = int(seconds)
         timeval = struct.pack("ll", whole, int((seconds - whole) * 1_000_000))
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
         self._timeout_s = seconds
 
-    def _read_line(self, sock: socket.socket, deadline: float) -> bytes:
+    def _read_line(self, sock: socket.socket | PipeStream, deadline: float) -> bytes:
         while True:
             nl = self._buf.find(b"\n")
             if nl >= 0:
@@ -290,6 +321,14 @@ def _untrusted(path: str, why: str, owner_uid: int | None) -> errors.UntrustedSo
         allowed=f"run/ and its socket owned by {me}, closed to other users, an app of {me} listening",
         path=path, owner_uid=owner_uid, owner=None if owner_uid is None else _user_name(owner_uid),
         expected_uid=euid)
+
+
+def _untrusted_pipe(name: str, why: str, owner: str | None) -> errors.UntrustedSocket:
+    """Windows: `owner` is the SID of the user serving the pipe `name`, None when that could not be read."""
+    return errors.UntrustedSocket(
+        f"refused {name}: {why}; nothing was sent. The app's control pipe must be served by an app of this user "
+        "(check WARDIAN_HOME)", field="home", allowed="a control pipe served by an app of this user", path=name,
+        owner=owner)
 
 
 def _user(uid: int) -> str:

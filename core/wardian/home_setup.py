@@ -14,11 +14,15 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 from contextlib import suppress
 from pathlib import Path
 
 from wardian import errors
 from wardian.home import MARKER_NAME, MAX_SOCKET_PATH_BYTES, Home, check_local_filesystem
+
+if sys.platform == "win32":  # access control lists for modes there
+    from wardian import _home_windows
 
 _MARKER_TEXT = (
     "This folder is a wardian home (WARDIAN_HOME): wardian made it and keeps it private.\n"
@@ -53,6 +57,8 @@ def inspect_home(home: Home) -> str:
         ForeignHome: a folder holding files wardian did not make (`/`, `/etc`, a person's own home, a project).
         StorageUnavailable: the home cannot be read.
     """
+    if sys.platform == "win32":
+        return _home_windows.inspect_home(home)
     try:
         st = os.stat(home.root)  # the home's own path may be a link a person made; nothing inside it is followed
     except FileNotFoundError:
@@ -82,6 +88,8 @@ def adopt_home(home: Home) -> str:
 
     Raises: what `inspect_home` raises; StorageUnavailable (the home cannot be created or written).
     """
+    if sys.platform == "win32":
+        return _home_windows.adopt_home(home, _MARKER_TEXT)
     kind = inspect_home(home)
     _adopt(home, kind)
     return kind
@@ -111,6 +119,8 @@ def prepare_home(home: Home) -> list[Path]:
         UnsupportedFilesystem: the home is on a network filesystem.
         StorageUnavailable: the home cannot be created or written.
     """
+    if sys.platform == "win32":
+        return _home_windows.prepare_home(home, _MARKER_TEXT)
     if len(os.fsencode(home.socket_path)) > MAX_SOCKET_PATH_BYTES:
         raise errors.HomePathTooLong(
             f"the control socket path {str(home.socket_path)!r} is longer than {MAX_SOCKET_PATH_BYTES} "

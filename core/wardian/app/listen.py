@@ -19,14 +19,17 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
-import resource
 import socket
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from typing import Generic, Protocol, TypeVar
 
 import anyio
 import anyio.lowlevel
+
+if sys.platform != "win32":  # Windows limits no process to a number of descriptors: no cap from it there
+    import resource
 
 log = logging.getLogger("wardian.app.listen")
 
@@ -66,7 +69,10 @@ def cap_for(limit: int, ceiling: int) -> int:
 
 
 def connection_cap(ceiling: int) -> int:
-    """`cap_for` this process's descriptor limit (the soft one, which the kernel enforces), read now."""
+    """`cap_for` this process's descriptor limit (the soft one, which the kernel enforces), read now; `ceiling` on
+    Windows, whose handles have no such limit."""
+    if sys.platform == "win32":
+        return ceiling
     return cap_for(resource.getrlimit(resource.RLIMIT_NOFILE)[0], ceiling)
 
 

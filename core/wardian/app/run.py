@@ -12,21 +12,22 @@ never loads Starlette, uvicorn or Jinja2.
 
 from __future__ import annotations
 
-import fcntl
+import functools
 import logging
 import logging.handlers
 import os
 import secrets
 import signal
 import socket
-from collections.abc import AsyncIterator, Callable
-from contextlib import suppress
-from typing import IO, TYPE_CHECKING
+import sys
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from contextlib import contextmanager, suppress
+from typing import IO, TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
 
-from wardian import errors
+from wardian import errors, filelock
 from wardian.app.ports import ConsoleSetup, WebConsole
 from wardian.app.runtime import Runtime
 from wardian.app.server import ControlServer
@@ -38,6 +39,10 @@ from wardian.home_setup import prepare_home
 from wardian.store import Store, hosts, open_sqlite
 from wardian.store.api import WaitReader
 from wardian.store.url import check_store_url, redact_url
+
+if sys.platform == "win32":  # the control channel is a named pipe there (app/_windows.py)
+    from wardian import pipes
+    from wardian.app import _windows
 
 if TYPE_CHECKING:
     from wardian.store.postgres import Announcements
@@ -59,7 +64,8 @@ WAIT_READER_CLOSE_S = 2.0
 
 
 class HomeLock:
-    """An exclusive flock on `run/app.lock`, held for the app's lifetime; the kernel drops it on death."""
+    """An exclusive lock on `run/app.lock` (`wardian.filelock`), held for the app's lifetime; the system drops it on
+    death."""
 
     def __init__(self, home: Home) -> None:
         self._home = home
@@ -67,13 +73,15 @@ class HomeLock:
 
     def acquire(self) -> None:
         try:
-            fd = os.open(self._home.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            # Not inherited by children: O_CLOEXEC on POSIX, O_NOINHERIT on Windows.
+            flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOINHERIT", 0)
+            fd = os.open(self._home.lock_path, flags, 0o600)
         except OSError as exc:
             raise errors.StorageUnavailable(
                 f"the home {self._home.root} cannot be written ({exc.strerror}); an app needs a writable home",
                 field="home") from None
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            filelock.lock(fd, wait=False)
         except BlockingIOError:
             os.close(fd)
             pid = ""
@@ -274,28 +282,58 @@ async def _serve(
         writer.on_commit = feed.changed  # only with a console: without one, commits signal nothing
         console = console_setup(service, feed)  # binds now: a taken port fails the start
         service.console = console
+    if sys.platform == "win32":
+        pipe = _windows.PipeListener(pipes.pipe_name(home.root))
+        serve, close = functools.partial(server.serve_pipe, pipe), pipe.aclose
+    else:
+        listener = await _bind_socket(home)
+        serve = functools.partial(server.serve, listener.extra(anyio.abc.SocketAttribute.raw_socket))
+        close = functools.partial(_close_listener, listener)
+    home.pid_path.write_text(f"{os.getpid()}\n", encoding="utf-8")
+    # The handlers are installed before readiness is reported, so a SIGTERM right after start is clean.
+    with _stop_signals() as signals:
+        await _serve_until_stopped(
+            home, writer, runtime, (serve, close), stopping, signals, on_ready, console, announcements
+        )
+
+
+async def _bind_socket(home: Home) -> anyio.abc.Listener[anyio.abc.SocketStream]:
     # The lock is ours, so a socket file left here belongs to a dead app: replace it.
     with suppress(FileNotFoundError):
         os.unlink(home.socket_path)
     old_umask = os.umask(0o177)
     try:
-        listener = await anyio.create_unix_listener(home.socket_path, mode=0o600)
+        return await anyio.create_unix_listener(home.socket_path, mode=0o600)
     finally:
         os.umask(old_umask)
-    home.pid_path.write_text(f"{os.getpid()}\n", encoding="utf-8")
-    # The handlers are installed before readiness is reported, so a SIGTERM right after start is clean.
+
+
+async def _close_listener(listener: anyio.abc.Listener[anyio.abc.SocketStream]) -> None:
+    with suppress(OSError):
+        await listener.aclose()
+
+
+@contextmanager
+def _stop_signals() -> Iterator[AsyncIterator[int]]:
+    """SIGTERM and SIGINT; on Windows none (asyncio has no signal handlers there): the app stops on `app/stop`, and
+    `TerminateProcess` ends it outright (its agents' Job Objects end their trees then)."""
+    if sys.platform == "win32":
+        yield _never()
+        return
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        await _serve_until_stopped(
-            home, writer, runtime, server, listener, stopping, signals, on_ready, console, announcements
-        )
+        yield signals
+
+
+async def _never() -> AsyncIterator[int]:
+    await anyio.sleep_forever()
+    yield 0  # never reached: it makes this an async generator
 
 
 async def _serve_until_stopped(
     home: Home,
     writer: StoreWriter,
     runtime: Runtime,
-    server: ControlServer,
-    listener: anyio.abc.Listener[anyio.abc.SocketStream],
+    listening: tuple[Callable[..., Coroutine[Any, Any, None]], Callable[[], Coroutine[Any, Any, None]]],
     stopping: anyio.Event,
     signals: AsyncIterator[int],
     on_ready: Callable[[], None] | None,
@@ -315,23 +353,21 @@ async def _serve_until_stopped(
                 providers.start_soon(_follow_announcements, announcements, runtime)
             if console is not None:
                 await providers.start(console.run)  # serving before readiness is reported
-            await _serve_clients(home, server, listener, stopping, signals, on_ready)
+            await _serve_clients(home, listening[0], stopping, signals, on_ready)
             if console is not None:
                 await console.stop()  # its pages read the store: it ends before the writer does
             providers.cancel_scope.cancel()  # owners stop their app-servers in shielded cleanup
-        with suppress(OSError):
-            await listener.aclose()
+        await listening[1]()
         with suppress(FileNotFoundError):
             os.unlink(home.socket_path)
         writer.close()
 
 
-async def _serve_clients(home: Home, server: ControlServer, listener: anyio.abc.Listener[anyio.abc.SocketStream],
-                         stopping: anyio.Event, signals: AsyncIterator[int],
-                         on_ready: Callable[[], None] | None) -> None:
+async def _serve_clients(home: Home, serve: Callable[..., Coroutine[Any, Any, None]], stopping: anyio.Event,
+                         signals: AsyncIterator[int], on_ready: Callable[[], None] | None) -> None:
     async with anyio.create_task_group() as tg:
         tg.start_soon(_watch_signals, signals, stopping)
-        await tg.start(server.serve, listener.extra(anyio.abc.SocketAttribute.raw_socket))
+        await tg.start(serve)
         log.info("app ready: home %s, pid %d, socket %s", home.root, os.getpid(), home.socket_path)
         if on_ready is not None:
             on_ready()

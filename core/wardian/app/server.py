@@ -1,8 +1,9 @@
-"""The control socket: NDJSON JSON-RPC 2.0 over a Unix socket, one request at a time per connection.
+"""The control socket: NDJSON JSON-RPC 2.0 over a Unix socket (a named pipe on Windows: app/_windows.py), one request
+at a time per connection.
 
 Invariants:
-- The peer's uid is checked (`wardian.peercred`: SO_PEERCRED, LOCAL_PEERCRED) before a single byte is read; another
-  uid is logged and dropped.
+- The peer's uid is checked (`wardian.peercred`: SO_PEERCRED, LOCAL_PEERCRED; on Windows the client process's user
+  SID) before a single byte is read; another uid is logged and dropped.
 - A frame is one line of at most MAX_REQUEST_FRAME_BYTES; a longer one gets an INVALID_REQUEST error, the
   rest of it is discarded up to its newline, and the connection goes on.
 - Every request gets exactly one response line while its connection can carry one (the answers due on a lost
@@ -27,7 +28,9 @@ import json
 import logging
 import os
 import socket
-from typing import Any
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -41,6 +44,9 @@ from wardian.app.signals import CONNECTION
 from wardian.faults import crashpoint
 from wardian.model import MAX_REQUEST_FRAME_BYTES
 from wardian.protocol import jsonrpc
+
+if sys.platform == "win32" or TYPE_CHECKING:
+    from wardian.app import _windows
 
 log = logging.getLogger("wardian.app.server")
 audit = logging.getLogger("wardian.audit")
@@ -117,6 +123,32 @@ class ControlServer:
             task_status.started()
             await accept_forever(sock, admit, self.connections.make_room, "the control socket")
 
+    async def serve_pipe(self, listener: _windows.PipeListener, *,
+                         task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Windows: `serve` for the control pipe of `listener`, whose clients it checked before they reach here.
+
+        Raises:
+            OSError: a new pipe instance could not be made.
+        """
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.connections.sweep)
+
+            async def admit(pipe: Any) -> None:
+                conn = Connection(None)
+                if not self.connections.admit(conn):
+                    _windows.attach(pipe, conn)
+                    busy = errors.AppBusy(
+                        f"the app holds its cap of {self.connections.cap} control connections, each with a request "
+                        "in flight, and read nothing of this one; call again once some have ended", field="home")
+                    await conn.write(encode_frame({"jsonrpc": "2.0", "id": None, "error": jsonrpc.error_object(busy)}))
+                    if conn.transport is not None:
+                        conn.transport.close()  # after the answer is flushed
+                    return
+                tg.start_soon(self.handle_connection, conn, lambda c: _windows.attach(pipe, c))
+
+            task_status.started()
+            await listener.accept_forever(admit)
+
     def _admit(self, sock: socket.socket) -> Connection | bytes | None:
         """Check the peer before reading a byte, then count the connection in; else the answer that refuses it, or
         None for a peer that is dropped unanswered."""
@@ -133,14 +165,21 @@ class ControlServer:
             return encode_frame({"jsonrpc": "2.0", "id": None, "error": jsonrpc.error_object(busy)})
         return conn
 
-    async def handle_connection(self, conn: Connection) -> None:
-        """Serve one admitted connection on an asyncio transport until it ends."""
+    async def handle_connection(self, conn: Connection,
+                                attach: Callable[[Connection], asyncio.BaseTransport] | None = None) -> None:
+        """Serve one admitted connection on an asyncio transport until it ends (`attach` makes a pipe's transport on
+        Windows; a socket's is asyncio's own)."""
         loop = asyncio.get_running_loop()
         try:
-            transport, _ = await loop.connect_accepted_socket(lambda: conn, conn.sock)
+            if attach is not None:
+                transport = attach(conn)
+            else:
+                assert conn.sock is not None
+                transport, _ = await loop.connect_accepted_socket(lambda: conn, conn.sock)
         except BaseException:
             self.connections.discard(conn)
-            conn.sock.close()
+            if conn.sock is not None:
+                conn.sock.close()
             raise
         token = CONNECTION.set(conn.waits)  # this task's own context: the waits it serves are this connection's
         conn.started = True

@@ -3,6 +3,8 @@ harness all use (stdlib only: the CLI's cold start must not pay for the app's im
 
 The protocol: the child runs `wardian app run --home ROOT --ready-fd N` and writes one line on fd N, `ready`
 once it accepts calls, or its startup error as JSON (`WardianError.to_data()`); EOF without a line means it died.
+On Windows N is the pipe's inheritable handle, passed to that child alone (`STARTUPINFO.lpAttributeList`'s handle
+list), and the child opens it as a descriptor.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import os
 import select
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, cast
@@ -18,6 +21,9 @@ from typing import IO, Any, cast
 import orjson
 
 from wardian import errors
+
+if sys.platform == "win32":
+    import msvcrt
 
 READY = "ready"
 DEFAULT_START_TIMEOUT_S = 15.0
@@ -52,9 +58,9 @@ def start_app(root: Path, *, command: Sequence[str] | None = None, env: Mapping[
             (it is killed and reaped).
     """
     read_fd, write_fd = os.pipe()
-    argv = [*(command or self_command()), "app", "run", "--home", str(root), "--ready-fd", str(write_fd),
-            *extra_args]
-    kwargs: dict[str, Any] = {"stdin": subprocess.DEVNULL, "stdout": stdout, "pass_fds": (write_fd,)}
+    ready_arg, kwargs = _pass_ready_fd(write_fd)
+    argv = [*(command or self_command()), "app", "run", "--home", str(root), "--ready-fd", ready_arg, *extra_args]
+    kwargs |= {"stdin": subprocess.DEVNULL, "stdout": stdout}
     if stderr is not None:
         kwargs["stderr"] = stderr
     if env is not None:
@@ -64,10 +70,10 @@ def start_app(root: Path, *, command: Sequence[str] | None = None, env: Mapping[
     finally:
         os.close(write_fd)
     try:
-        ready, _, _ = select.select([read_fd], [], [], timeout_s)
-        line = os.read(read_fd, 65536).decode("utf-8", "replace").strip() if ready else ""
+        ready, line = _read_ready(read_fd, timeout_s)
     finally:
-        os.close(read_fd)
+        if sys.platform != "win32":  # there the reading thread closes it (it may still be reading)
+            os.close(read_fd)
     if line == READY:
         return proc
     if proc.poll() is None:
@@ -80,11 +86,50 @@ def start_app(root: Path, *, command: Sequence[str] | None = None, env: Mapping[
     raise errors.InternalError(f"the app exited ({proc.returncode}) before it was ready")
 
 
+def _pass_ready_fd(write_fd: int) -> tuple[str, dict[str, Any]]:
+    """How the child gets the pipe's writing end: its number for `--ready-fd`, and the Popen arguments that pass it
+    to that child alone."""
+    if sys.platform != "win32":
+        return str(write_fd), {"pass_fds": (write_fd,)}
+    handle = msvcrt.get_osfhandle(write_fd)
+    os.set_handle_inheritable(handle, True)
+    info = subprocess.STARTUPINFO(lpAttributeList={"handle_list": [handle]})
+    # No console of its own (it is a background server), and out of this console's Ctrl+C.
+    flags = subprocess.CREATE_NO_WINDOW | subprocess.CREATE_NEW_PROCESS_GROUP
+    return str(handle), {"startupinfo": info, "creationflags": flags, "close_fds": True}
+
+
+def _read_ready(read_fd: int, timeout_s: float) -> tuple[bool, str]:
+    """Whether the child wrote or closed its end within `timeout_s`, and the line it wrote (stripped)."""
+    if sys.platform != "win32":
+        ready, _, _ = select.select([read_fd], [], [], timeout_s)
+        return bool(ready), os.read(read_fd, 65536).decode("utf-8", "replace").strip() if ready else ""
+    # Windows cannot select() on a pipe: a thread reads it, and closes it once the read ends (the caller kills a
+    # child that is not ready, which ends the read).
+    got: list[bytes] = []
+
+    def read() -> None:
+        try:
+            got.append(os.read(read_fd, 65536))
+        except OSError:
+            got.append(b"")
+        finally:
+            os.close(read_fd)
+
+    reader = threading.Thread(target=read, name="wardian-ready", daemon=True)
+    reader.start()
+    reader.join(timeout_s)
+    return bool(got), got[0].decode("utf-8", "replace").strip() if got else ""
+
+
 def report_ready(ready_fd: int | None, line: str) -> None:
-    """The app's side: write `ready` (or the startup error's JSON) on the inherited fd and close it."""
+    """The app's side: write `ready` (or the startup error's JSON) on the inherited fd (on Windows, handle) and close
+    it."""
     if ready_fd is None:
         return
     try:
+        if sys.platform == "win32":
+            ready_fd = msvcrt.open_osfhandle(ready_fd, 0)
         os.write(ready_fd, line.encode("utf-8") + b"\n")
         os.close(ready_fd)
     except OSError:

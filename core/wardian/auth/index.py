@@ -6,7 +6,6 @@ home a rewrite needs. Where each secret lives (this file or the OS keyring) is `
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import stat
@@ -16,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from wardian import errors
+from wardian import errors, filelock
 from wardian.auth.model import CredentialKind
 from wardian.home import Home
 from wardian.home_setup import adopt_home
@@ -108,7 +107,7 @@ def locked(root: Path, lock_path: Path) -> Iterator[None]:
         raise errors.StorageUnavailable(f"the credential lock {lock_path} cannot be opened "
                                         f"({exc.strerror})", field="credentials") from None
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        filelock.lock(fd, wait=True)
         yield
     finally:
         os.close(fd)

@@ -83,7 +83,8 @@ def start_in_background(home: Home, extra: Sequence[str], timeout_s: float) -> s
 
     adopt_home(home)  # created private, or refused having written nothing (not even app.out)
     log_path = home.app_out_path
-    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+    # Windows has neither flag: its home is private by ACL, and Popen passes the child its own copy of the handle.
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     with open(os.open(log_path, flags, 0o600), "ab") as log_file:
         try:
             return start_app(home.root, stdout=log_file, stderr=log_file, timeout_s=timeout_s, extra_args=extra)

@@ -28,7 +28,7 @@ import socket
 import threading
 from collections.abc import Mapping
 from contextlib import suppress
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from pydantic import BaseModel
@@ -38,6 +38,9 @@ from wardian.client import AppClient
 from wardian.home import ENV_HOME, ENV_SESSION, Home, resolve_home
 from wardian.protocol.methods import parse_params
 from wardian.protocol.tools import ToolSpec
+
+if TYPE_CHECKING:
+    from wardian.pipes import Abort
 
 log = logging.getLogger("wardian.mcp")
 
@@ -61,7 +64,7 @@ class WaitExchange:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._sock: socket.socket | None = None
+        self._sock: socket.socket | Abort | None = None  # Abort: a Windows pipe's (wardian.pipes)
         self.reason: str | None = None  # why it was aborted; None while it is not
 
     @property

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import fcntl
 import logging
 import os
 import time
@@ -27,7 +26,7 @@ import anyio
 import orjson
 import tomlkit
 
-from wardian import __version__, errors
+from wardian import __version__, errors, filelock
 from wardian.auth.model import ChatGPTTokens
 from wardian.home import Home
 from wardian.home_setup import adopt_home
@@ -68,18 +67,21 @@ def _prepare(home: Home) -> Path:
 
 @contextlib.asynccontextmanager
 async def _owner_lock(path: Path, timeout_s: float) -> AsyncIterator[None]:
-    """The home's one owner at a time: an flock on `owner.lock`, waited for (polled) at most `timeout_s`."""
+    """The home's one owner at a time: a lock on `owner.lock` (`wardian.filelock`), waited for (polled) at most
+    `timeout_s`."""
     fd = os.open(path / "owner.lock", os.O_CREAT | os.O_RDWR, 0o600)
     try:
+        locked = False
         with anyio.move_on_after(timeout_s):
-            while True:
+            while not locked:
                 try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
+                    filelock.lock(fd, wait=False)
+                    locked = True
                 except BlockingIOError:
                     await anyio.sleep(0.1)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if not locked:  # one last try (a Windows byte lock cannot be taken twice)
+                filelock.lock(fd, wait=False)
         except BlockingIOError:
             raise errors.ProviderUnavailable(
                 f"wardian's ChatGPT sign-in ({path}) stayed in use by another wardian process for {timeout_s:g} s "
