@@ -1,0 +1,182 @@
+"""The app on Windows (docs/guide/windows.md): started and stopped by the frozen `wardian-cli.exe` on a home it makes
+private by ACL, its control channel a named pipe that admits this user alone, and the CLI's message commands and
+the seven MCP tools (through `wardian-mcp.exe`) served by it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from tests.windows.conftest import DEADLINE_S, DIST, alive, poll
+from wardian import errors, pipes, winsec
+from wardian.client import AppClient
+from wardian.home import Home
+
+CLI, LAUNCHER = DIST / "wardian-cli.exe", DIST / "wardian-mcp.exe"
+
+
+@dataclass
+class RunningApp:
+    home: Home
+    pid: int
+
+    def env(self, session: str | None = None) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("WARDIAN_")}
+        env["WARDIAN_HOME"] = str(self.home.root)
+        if session is not None:
+            env["WARDIAN_SESSION_ID"] = session
+        return env
+
+    def cli(self, *args: str, session: str | None = None) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run([str(CLI), *args], env=self.env(session), stdin=subprocess.DEVNULL,
+                              capture_output=True, timeout=DEADLINE_S, check=False)
+
+    def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        with AppClient(self.home) as client:
+            return client.call(method, params)
+
+    def add_agent(self, name: str) -> tuple[str, str]:
+        """An agent registered (no provider runs for it) and a session token of its: (uuid, token)."""
+        agent = self.call("agent/add", {"name": name, "provider": "codex"})
+        return agent["uuid"], self.call("agent/session", {"agent": agent["uuid"]})["session_id"]
+
+
+def start(home: Path) -> RunningApp:
+    result = subprocess.run([str(CLI), "--home", str(home), "app", "start", "--json"], stdin=subprocess.DEVNULL,
+                            capture_output=True, timeout=DEADLINE_S * 2, check=False)
+    assert result.returncode == 0, result.stderr.decode("utf-8", "replace")
+    return RunningApp(Home(home), json.loads(result.stdout)["pid"])
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Iterator[RunningApp]:
+    """An app started by `wardian-cli.exe app start` on a new home; stopped (or killed) at the end."""
+    if not CLI.exists():
+        pytest.fail(f"{CLI} is missing: scripts/windows.sh builds it before the tests run")
+    running = start(tmp_path / "home")
+    try:
+        yield running
+    finally:
+        running.cli("app", "stop")
+        if alive(running.pid):
+            subprocess.run(["taskkill", "/F", "/PID", str(running.pid)], capture_output=True, check=False)
+
+
+def test_the_cli_starts_and_stops_the_app_on_a_home_private_by_acl(app: RunningApp) -> None:
+    """HOME-2 on Windows: the new home's DACL admits its owner alone; `app status` and `app stop` reach the app over
+    its pipe, and the process is gone once stop returns."""
+    me = winsec.user_sid()
+    assert winsec.others_allowed(winsec.path_sddl(str(app.home.root)), me) == []
+    status = app.cli("app", "status", "--json")
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["pid"] == app.pid
+    stopped = app.cli("app", "stop")
+    assert stopped.returncode == 0, stopped.stderr
+    poll(lambda: not alive(app.pid), "the app exited")
+    assert app.cli("app", "status").returncode != 0
+
+
+def test_a_second_app_on_the_same_home_is_refused(app: RunningApp) -> None:
+    """One app per home (the home lock, a byte lock on Windows): the second start fails with already_running."""
+    again = app.cli("app", "start", "--json")
+    assert again.returncode != 0
+    assert b"already_running" in again.stdout + again.stderr
+
+
+def test_message_commands_round_trip_a_task_and_its_reply_through_the_cli_exe(app: RunningApp) -> None:
+    """docs/reference/cli.md: send, task, wait, receive and reply through `wardian-cli.exe`, acting for
+    WARDIAN_SESSION_ID, against the app on Windows."""
+    lead, tl = app.add_agent("lead")
+    _, tr = app.add_agent("reviewer")
+    sent = app.cli("message", "send", "--to", "reviewer", "--json", "fyi", session=tl)
+    assert sent.returncode == 0, sent.stderr
+    task = app.cli("message", "task", "--to", "reviewer", "--json", "please review", session=tl)
+    assert task.returncode == 0, task.stderr
+    rid = json.loads(task.stdout)["request_id"]
+    assert app.cli("message", "wait", "--timeout-ms", "0", session=tr).returncode == 0
+    page = json.loads(app.cli("message", "receive", "--json", session=tr).stdout)
+    assert [(r["kind"], r["text"]) for r in page["records"]] == [("information", "fyi"), ("task", "please review")]
+    acked = json.loads(app.cli("message", "receive", "--ack-cursor", page["cursor"], "--json", session=tr).stdout)
+    assert acked["acked"] == 2
+    replied = app.cli("message", "reply", rid, "--status", "done", "looks good", session=tr)
+    assert replied.returncode == 0, replied.stderr
+    got = json.loads(app.cli("message", "receive", "--json", "--timeout-ms", "5000", session=tl).stdout)
+    assert [(r["kind"], r["request_id"], r["text"]) for r in got["records"]] == [("reply", rid, "looks good")]
+    assert got["records"][0]["recipient"]["uuid"] == lead
+
+
+def test_the_control_pipe_admits_this_user_alone(app: RunningApp) -> None:
+    """The pipe's DACL, read back through a client's handle: protected, one entry, all access for the app's user."""
+    me = winsec.user_sid()
+    with AppClient(app.home) as client:
+        stream = client.connect()
+        assert isinstance(stream, pipes.PipeStream)
+        sddl = winsec.handle_sddl(stream.handle)
+    assert sddl.endswith(f"D:P(A;;GA;;;{me})"), sddl
+    assert winsec.others_allowed(sddl, me) == []
+
+
+def test_a_client_refuses_a_pipe_served_by_another_user(app: RunningApp, monkeypatch: pytest.MonkeyPatch) -> None:
+    """HOME-5 on Windows: the client compares the serving process's token user with its own before it writes a byte.
+    Wine has one user, so this client is made to believe it is another (the one OS fact patched); the app then
+    served nothing for it."""
+    before = app.call("agent/list")
+    monkeypatch.setattr(winsec, "user_sid", lambda: "S-1-5-21-1-2-3-4242")
+    with pytest.raises(errors.UntrustedSocket), AppClient(app.home) as client:
+        client.call("agent/add", {"name": "never", "provider": "codex"})
+    monkeypatch.undo()
+    assert app.call("agent/list") == before
+
+
+async def _use_the_seven_tools(env_lead: dict[str, str], env_reviewer: dict[str, str]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+
+    async def session_of(env: dict[str, str]) -> Any:
+        return StdioServerParameters(command=str(LAUNCHER), args=["mcp", "serve"], env=env)
+
+    with anyio.fail_after(DEADLINE_S * 4):
+        async with stdio_client(await session_of(env_lead)) as (lr, lw), ClientSession(lr, lw) as lead, \
+                stdio_client(await session_of(env_reviewer)) as (rr, rw), ClientSession(rr, rw) as reviewer:
+            await lead.initialize()
+            await reviewer.initialize()
+            for name, session, args in (
+                ("list_agents", lead, {}),
+                ("send_message", lead, {"target": "reviewer", "message": "fyi"}),
+                ("followup_task", lead, {"target": "reviewer", "message": "please review"}),
+                ("wait_agent", reviewer, {"timeout_ms": 5000}),
+                ("receive_messages", reviewer, {"limit": 10}),
+            ):
+                result = await session.call_tool(name, args)
+                assert not result.is_error, (name, result.content)
+                seen[name] = result.structured_content
+            rid = seen["followup_task"]["request_id"]
+            reply = await reviewer.call_tool("reply", {"request_id": rid, "status": "done", "message": "ok"})
+            assert not reply.is_error, reply.content
+            interrupt = await lead.call_tool("interrupt_agent", {"target": "reviewer"})
+            seen["interrupt_agent"] = interrupt
+            got = await lead.call_tool("receive_messages", {"timeout_ms": 5000})
+            seen["reply"] = got.structured_content
+    return seen
+
+
+def test_the_seven_mcp_tools_reach_the_app_through_the_launcher(app: RunningApp) -> None:
+    """MCP-1 on Windows: the official client drives `wardian-mcp.exe mcp serve` for two agents; every tool reaches
+    the app over its pipe (interrupt_agent answers not_active: no provider runs for the reviewer)."""
+    _, tl = app.add_agent("lead")
+    _, tr = app.add_agent("reviewer")
+    seen = anyio.run(_use_the_seven_tools, app.env(tl), app.env(tr))
+    assert {a["name"] for a in seen["list_agents"]["agents"]} == {"lead", "reviewer"}
+    assert [r["kind"] for r in seen["receive_messages"]["records"]] == ["information", "task"]
+    assert seen["interrupt_agent"].is_error
+    assert "not_active" in str(seen["interrupt_agent"].content)
+    assert [(r["kind"], r["text"]) for r in seen["reply"]["records"]] == [("reply", "ok")]
