@@ -98,3 +98,34 @@ def prepare_home(home: Home, marker_text: str) -> list[Path]:
 
 def _unpreparable(home: Home, exc: OSError) -> errors.StorageUnavailable:
     return errors.StorageUnavailable(f"the home {home.root} cannot be prepared ({exc.strerror or exc})", field="home")
+
+
+def refuse_open(path: Path, field: str) -> None:
+    """Refuse `path` (the credential file, the home it is in) if its DACL lets another user in: the Windows edition
+    of the mode checks before a secret is read or written there.
+
+    Raises:
+        InsecureHome: others may read it. StorageUnavailable: its DACL cannot be read.
+    """
+    try:
+        others = _others(path, winsec.user_sid())
+    except OSError as exc:
+        raise errors.StorageUnavailable(f"the access list of {path} cannot be read ({exc.strerror or exc})",
+                                        field=field) from None
+    if others:
+        raise errors.InsecureHome(
+            f"{path} lets other users in ({', '.join(others)}): a credential kept there could be read by them. "
+            "Remove their entries from its permissions, then sign in again", field=field,
+            allowed="a file or folder whose access list names only its owner (SYSTEM and Administrators aside)")
+
+
+def private_dir(path: Path) -> None:
+    """Create the folder `path` (and missing parents) and make it private to this user (an agent's provider home).
+
+    Raises:
+        OSError: it cannot be created, or its DACL set.
+    """
+    path.mkdir(parents=True, exist_ok=True)
+    me = winsec.user_sid()
+    if _others(path, me):
+        winsec.make_private(str(path), me)

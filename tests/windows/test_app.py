@@ -7,22 +7,30 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
+import psutil
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from tests.windows.conftest import DEADLINE_S, DIST, alive, poll
+from tests.windows.conftest import DEADLINE_S, DIST, alive, poll, program, read_pid
 from wardian import errors, pipes, winsec
 from wardian.client import AppClient
 from wardian.home import Home
 
 CLI, LAUNCHER = DIST / "wardian-cli.exe", DIST / "wardian-mcp.exe"
+
+
+def clean_env() -> dict[str, str]:
+    """This process's environment without its own WARDIAN_* settings."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("WARDIAN_")}
 
 
 @dataclass
@@ -31,7 +39,7 @@ class RunningApp:
     pid: int
 
     def env(self, session: str | None = None) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("WARDIAN_")}
+        env = clean_env()
         env["WARDIAN_HOME"] = str(self.home.root)
         if session is not None:
             env["WARDIAN_SESSION_ID"] = session
@@ -51,9 +59,9 @@ class RunningApp:
         return agent["uuid"], self.call("agent/session", {"agent": agent["uuid"]})["session_id"]
 
 
-def start(home: Path) -> RunningApp:
+def start(home: Path, env: dict[str, str] | None = None) -> RunningApp:
     result = subprocess.run([str(CLI), "--home", str(home), "app", "start", "--json"], stdin=subprocess.DEVNULL,
-                            capture_output=True, timeout=DEADLINE_S * 2, check=False)
+                            capture_output=True, timeout=DEADLINE_S * 2, check=False, env=env or clean_env())
     assert result.returncode == 0, result.stderr.decode("utf-8", "replace")
     return RunningApp(Home(home), json.loads(result.stdout)["pid"])
 
@@ -180,3 +188,39 @@ def test_the_seven_mcp_tools_reach_the_app_through_the_launcher(app: RunningApp)
     assert seen["interrupt_agent"].is_error
     assert "not_active" in str(seen["interrupt_agent"].content)
     assert [(r["kind"], r["text"]) for r in seen["reply"]["records"]] == [("reply", "ok")]
+
+
+def test_an_app_killed_outright_leaves_none_of_its_agents_trees_running(tmp_path: Path, strays: list[int]) -> None:
+    """An agent's provider tree lives in a kill-on-close Job Object the app holds (providers/tree.py): the app
+    itself, killed with TerminateProcess while it starts an agent, leaves no process of the tree running, its
+    DETACHED_PROCESS grandchild included. The provider is a stand-in for Codex (`codex_standin.py` behind a .cmd,
+    so the tree is cmd.exe, python.exe and the grandchild): no real provider runs under Wine."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    codex = tmp_path / "codex.cmd"
+    codex.write_text(f'@"{sys.executable}" "{program("codex_standin.py")}" %*\r\n', encoding="utf-8")
+    env = clean_env() | {"WARDIAN_CODEX": str(codex), "STANDIN_DIR": str(tree)}
+    app = start(tmp_path / "home", env)
+    strays.append(app.pid)
+    worker, _ = app.add_agent("worker")
+    outcome: list[BaseException | None] = []
+
+    def start_agent() -> None:
+        try:
+            app.call("agent/start", {"agent": worker})
+            outcome.append(None)
+        except BaseException as exc:  # whatever ends the call once its app is killed
+            outcome.append(exc)
+
+    starter = threading.Thread(target=start_agent, daemon=True)
+    starter.start()
+    leader, grandchild = read_pid(tree / "child.pid"), read_pid(tree / "grandchild.pid")
+    strays += [leader, grandchild]
+    assert alive(leader)
+    assert alive(grandchild)
+    assert not outcome, outcome  # the start still waits for the stand-in's answer: the app holds the tree
+    psutil.Process(app.pid).kill()
+    poll(lambda: not alive(app.pid), "the app was killed")
+    poll(lambda: not alive(leader) and not alive(grandchild), "the agent's tree ended with the app")
+    starter.join(DEADLINE_S)
+    assert isinstance(outcome[0], errors.WardianError), outcome

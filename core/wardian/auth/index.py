@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import stat
+import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,6 +20,12 @@ from wardian import errors, filelock
 from wardian.auth.model import CredentialKind
 from wardian.home import Home
 from wardian.home_setup import adopt_home
+
+if sys.platform == "win32":  # privacy by access list there
+    from wardian import _home_windows
+
+# Not following links and not inherited by children; Windows has neither flag (its home is private by ACL).
+_NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 INDEX_VERSION = 1
 Stored = Literal["file", "keyring"]
@@ -45,7 +52,7 @@ def read_index(path: Path) -> list[dict[str, Any]]:
     Raises: StorageUnavailable (unreadable, or not this wardian's); InsecureHome (others may read it).
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | _NO_FOLLOW)
     except FileNotFoundError:
         return []
     except OSError as exc:
@@ -53,7 +60,9 @@ def read_index(path: Path) -> list[dict[str, Any]]:
                                         field="credentials") from None
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(f.fileno())
-        if st.st_mode & 0o077 or st.st_uid != os.geteuid():
+        if sys.platform == "win32":
+            _home_windows.refuse_open(path, "credentials")
+        elif st.st_mode & 0o077 or st.st_uid != os.geteuid():
             raise errors.InsecureHome(
                 f"{path} has mode {stat.S_IMODE(st.st_mode):o} (owner uid {st.st_uid}): others may read "
                 f"the secrets in it. Run `chmod 600 {path}` if it is yours, then sign in again",
@@ -90,7 +99,7 @@ def write_index(root: Path, path: Path, entries: list[dict[str, Any]]) -> None:
         raise errors.StorageUnavailable(f"the credential file {path} cannot be written ({exc.strerror})",
                                         field="credentials") from None
     with contextlib.suppress(OSError):
-        dfd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+        dfd = os.open(root, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))  # Windows refuses: nothing to sync
         try:
             os.fsync(dfd)
         finally:
@@ -102,7 +111,7 @@ def locked(root: Path, lock_path: Path) -> Iterator[None]:
     """The home, private, with its credential lock held (one rewrite of the index at a time)."""
     private_home(root)
     try:
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | _NO_FOLLOW, 0o600)
     except OSError as exc:
         raise errors.StorageUnavailable(f"the credential lock {lock_path} cannot be opened "
                                         f"({exc.strerror})", field="credentials") from None
@@ -120,6 +129,9 @@ def private_home(root: Path) -> None:
     Raises: InsecureHome (ForeignHome among them); StorageUnavailable.
     """
     adopt_home(Home(root))
+    if sys.platform == "win32":
+        _home_windows.refuse_open(root, "home")
+        return
     try:
         st = os.stat(root)
     except OSError as exc:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import stat
+import sys
 from collections.abc import Mapping
 from contextlib import suppress
 from dataclasses import dataclass
@@ -22,6 +23,9 @@ import psutil
 from wardian import errors
 from wardian.providers.process import reap_left_behind
 
+if sys.platform == "win32":  # privacy by access list there
+    from wardian import _home_windows
+
 log = logging.getLogger("wardian.providers.homes")
 
 
@@ -30,7 +34,11 @@ def private_dir(path: Path) -> None:
 
     Raises:
         InsecureRuntimeDir: `path` is a link, not a directory, or another user's.
+        OSError: Windows refused to create it or set its access list.
     """
+    if sys.platform == "win32":
+        _home_windows.private_dir(path)  # owner-only by access list
+        return
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     st = path.lstat()
     if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
