@@ -14,6 +14,7 @@ import anyio
 import pytest
 
 from tests.windows.conftest import DEADLINE_S, alive, poll, program, read_pid
+from wardian import errors
 from wardian.providers.process import ProviderProcess, StopPolicy
 
 
@@ -56,3 +57,17 @@ def test_an_app_killed_outright_leaves_no_provider_process_running(tmp_path: Pat
     app.kill()
     app.wait(DEADLINE_S)
     poll(lambda: not alive(leader) and not alive(grandchild), "the agent's tree ended with the app")
+
+
+@pytest.mark.anyio
+async def test_a_provider_that_takes_a_secret_in_a_pipe_is_refused_having_started_nothing(tmp_path: Path) -> None:
+    """Claude Code's credential travels in an inherited pipe (`secret_fds`), which Windows' subprocess cannot pass:
+    the start is refused with a typed error naming the gap, and no process ran (holder.py never wrote its pid)."""
+    child = ProviderProcess([sys.executable, program("holder.py"), str(tmp_path), "exit"], name="stand-in",
+                            env=dict(os.environ), cwd=tmp_path, log_path=tmp_path / "provider.log",
+                            pid_path=tmp_path / "provider.pid", secret_fds={"SECRET_FD": "not-a-real-token"})
+    with pytest.raises(errors.Unsupported) as refused:
+        await child.start()
+    assert refused.value.field == "auth"
+    assert not (tmp_path / "child.pid").exists()
+    assert not (tmp_path / "provider.pid").exists()

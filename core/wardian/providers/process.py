@@ -42,6 +42,7 @@ import anyio
 import anyio.abc
 import psutil
 
+from wardian import errors
 from wardian.home import ENV_HOME, ENV_SESSION
 from wardian.providers.tree import SPAWN_OPTIONS, Tree, end_left_behind
 
@@ -174,7 +175,15 @@ class ProviderProcess:
 
         Raises:
             OSError: the child could not be started, or (Windows) not contained; nothing is left running.
+            Unsupported: (Windows) it is to be handed a secret in a pipe; nothing was started.
         """
+        if self._secret_fds and sys.platform == "win32":
+            # subprocess passes no descriptor but the standard three on Windows (no pass_fds), and a secret never
+            # goes into the environment or the command line instead.
+            raise errors.Unsupported(
+                f"the provider of {self.name} takes its credential in an inherited pipe, which wardian does not hand "
+                "over on Windows yet (docs/guide/windows.md#what-remains-on-windows); nothing was started",
+                field="auth")
         fds = {variable: secret_pipe(secret) for variable, secret in self._secret_fds.items()}
         try:
             with open(self._log_path, "ab") as log_file:  # noqa: ASYNC230 (a local log file, opened once)
