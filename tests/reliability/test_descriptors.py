@@ -256,6 +256,7 @@ def test_r4_an_idle_connection_the_app_closed_costs_its_client_a_new_connection_
             assert client.call("agent/list")["agents"] == []
             assert pool.call("agent/list", {})["agents"] == []
             first = client.connect()
+            assert isinstance(first, socket.socket)  # POSIX: the control channel is a Unix socket
             # Opened after both went idle, so closed at the bound no earlier than they are.
             with unix_connection(app.home)() as later:
                 until(lambda: closed_by_peer(later), "a silent connection stayed open")
