@@ -71,10 +71,15 @@ class AppHandle:
         with AppClient(self.home) as c:
             return c.call(method, params, **kw)
 
-    def add_agent(self, name: str | None = None, provider: str = "codex") -> tuple[dict[str, Any], str]:
-        """Register an agent (a unique name unless given) and issue it a session token."""
+    def add_agent(self, name: str | None = None, provider: str = "codex",
+                  command: list[str] | None = None) -> tuple[dict[str, Any], str]:
+        """Register an agent (a unique name unless given; `command` for a generic ACP one) and issue it a session
+        token."""
         name = name or f"agent{next(_names)}"
-        agent = self.call("agent/add", {"name": name, "provider": provider})
+        params: dict[str, Any] = {"name": name, "provider": provider}
+        if command is not None:
+            params["command"] = command
+        agent = self.call("agent/add", params)
         token = self.call("agent/session", {"agent": agent["uuid"]})["session_id"]
         self.agents[agent["uuid"]] = agent
         return agent, token

@@ -78,7 +78,7 @@ class AgentStatus(StrEnum):
     last start: `auth login`, then a start, clears it (docs/guide/sign-in.md)."""
 
 
-PROVIDERS = ("codex", "opencode", "claude", "qwen", "gemini", "pi")
+PROVIDERS = ("codex", "opencode", "claude", "qwen", "gemini", "pi", "acp")
 
 # Why a wait or a receive with a timeout woke: a record arrived, or context was pushed into the live conversation.
 WakeReason = Literal["mailbox_activity", "provider_context_available"]
@@ -263,6 +263,9 @@ class ManagedAgent:
     work grant them again."""
     env: tuple[str, ...] = ()
     """Its `--env NAME=VALUE` settings, kept like its `-c` settings: given to its provider's process."""
+    command: tuple[str, ...] = ()
+    """The command line of a generic ACP agent (provider `acp`: `opencode acp`), given at `agent add`; () for
+    every other provider, whose executable wardian finds itself."""
 
 
 @dataclass(frozen=True, slots=True)

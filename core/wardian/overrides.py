@@ -193,3 +193,28 @@ def check_env(text: str) -> str:
 def env_mapping(settings: Sequence[str]) -> dict[str, str]:
     """Checked `--env` settings as variables (a later setting of a name wins). Raises: InvalidArguments."""
     return dict(check_env(text).split("=", 1) for text in settings)  # type: ignore[misc]
+
+
+MAX_COMMAND = 64
+COMMAND_ALLOWED = ("a command line of 1 to 64 words (`opencode acp`), the first an executable on the app's PATH or "
+                   "an absolute path, no word empty or holding a line break or NUL")
+
+
+def check_command(provider: str, command: Sequence[str] | None) -> tuple[str, ...]:
+    """A generic ACP agent's command line (provider `acp` needs one; no other provider takes one), checked.
+
+    Raises: InvalidArguments (naming `command`)."""
+    if provider != "acp":
+        if command:
+            raise errors.InvalidArguments(f"only an `acp` agent takes a command; wardian finds {provider}'s itself",
+                                          field="command", allowed="no command, or provider acp")
+        return ()
+    if not command:
+        raise errors.InvalidArguments("an `acp` agent needs the command that starts it speaking ACP on stdio "
+                                      "(`--command \"opencode acp\"`; team file `command = [\"opencode\", \"acp\"]`)",
+                                      field="command", allowed=COMMAND_ALLOWED)
+    if len(command) > MAX_COMMAND or any(not word or len(word) > MAX_OVERRIDE_CHARS or
+                                         any(c in word for c in "\0\r\n") for word in command):
+        raise errors.InvalidArguments("the command has an empty word, one with a line break or NUL, or too many",
+                                      field="command", allowed=COMMAND_ALLOWED)
+    return tuple(command)

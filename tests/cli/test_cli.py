@@ -92,7 +92,7 @@ def test_agent_add_validates_names_and_providers(app: AppHandle) -> None:
     r = app.cli("agent", "add", "ok", "--provider", "goose")
     assert r.returncode == 2
     assert b"invalid_provider" in r.stderr
-    assert b"(allowed: codex, opencode, claude, qwen, gemini, pi)" in r.stderr
+    assert b"(allowed: codex, opencode, claude, qwen, gemini, pi, acp)" in r.stderr
     assert app.call("agent/list")["agents"] == []
 
 

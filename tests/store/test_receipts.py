@@ -24,8 +24,15 @@ def undo_receipts(db: Any, *, postgresql: bool) -> None:
     db.execute("DROP TABLE receipts")
 
 
+def undo_command(db: Any) -> None:
+    """The store as a wardian from before generic ACP agents' command lines left it."""
+    db.execute("ALTER TABLE agents DROP COLUMN command")
+
+
 def undo_env(db: Any) -> None:
-    """The store as a wardian from before agents' `--env` settings left it."""
+    """The store as a wardian from before agents' `--env` settings left it (and, first, without the later
+    `command` column)."""
+    undo_command(db)
     db.execute("ALTER TABLE agents DROP COLUMN env")
 
 

@@ -79,7 +79,7 @@ provider = "goose"
         f"{path}:2: team.colour: unknown key 'colour'; allowed: home, console",
         f"{path}:6: agents.lead.mode: unknown mode 'sideways'; allowed: background, attached",
         f"{path}:9: agents.worker.provider: unknown provider 'goose'; allowed: codex, opencode, claude, qwen, "
-        "gemini, pi",
+        "gemini, pi, acp",
     ]
     assert caught.value.code == "invalid_team_file"
 
@@ -180,3 +180,27 @@ def test_an_agent_s_env_table_becomes_its_start_s_env_settings_sorted_by_name(tm
     (agent,) = load_team(path, environ={}).agents
     assert agent.env == ("OPENAI_BASE_URL=http://h/v1", "OPENAI_MODEL=m")
     assert start_params(agent)["env"] == ["OPENAI_BASE_URL=http://h/v1", "OPENAI_MODEL=m"]
+
+
+def test_a_generic_acp_agent_takes_its_command_line_as_an_array(tmp_path: Path) -> None:
+    """`provider = "acp"` with `command = [...]`: what `agent add --provider acp --command` takes
+    (docs/guide/acp.md#any-acp-agent)."""
+    path = write(tmp_path, '[agents.w]\nprovider = "acp"\ncommand = ["opencode", "acp", "--log-level", "WARN"]\n')
+    (agent,) = load_team(path, environ={}).agents
+    assert (agent.provider, agent.command) == ("acp", ("opencode", "acp", "--log-level", "WARN"))
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ('provider = "acp"\n', "an `acp` agent needs the command"),
+    ('provider = "acp"\ncommand = []\n', "an `acp` agent needs the command"),
+    ('provider = "acp"\ncommand = "opencode acp"\n', "must be an array of strings"),
+    ('provider = "acp"\ncommand = ["opencode", ""]\n', "the command has an empty word"),
+    ('provider = "codex"\ncommand = ["codex"]\n', "only an `acp` agent takes a command"),
+])
+def test_a_missing_malformed_or_misplaced_command_is_a_problem_of_its_line(tmp_path: Path, text: str,
+                                                                           why: str) -> None:
+    path = write(tmp_path, "[agents.w]\n" + text)
+    with pytest.raises(TeamFileError) as caught:
+        load_team(path, environ={})
+    (problem,) = caught.value.problems
+    assert (problem.field, why in problem.message) == ("agents.w.command", True)

@@ -65,7 +65,7 @@ CASES = [
     # [defaults]
     ("defaults of no provider", '[defaults.goose]\nmodel = "x"\n' + A,
      ["F/wardian.toml:1: defaults.goose: [defaults.goose] names no provider; allowed: codex, opencode, claude, "
-      "qwen, gemini, pi"]),
+      "qwen, gemini, pi, acp"]),
     ("defaults not a table", "defaults = 5\n" + A,
      ["F/wardian.toml:1: defaults: must be a table ([defaults]), not an integer"]),
     ("provider defaults not a table", "defaults.codex = 5\n" + A,
@@ -91,14 +91,14 @@ CASES = [
      [f"F/wardian.toml:1: agents.-x: agent name '-x' is not allowed; {NAME_RULE}"]),
     ("unknown agent key", A + "colour = 1\n",
      ["F/wardian.toml:3: agents.a.colour: unknown key 'colour'; allowed: provider, workspace, mode, approve_tools, "
-      "auth, settings, env"]),
+      "auth, settings, command, env"]),
     ("no provider", '[agents.a]\nmode = "background"\n',
-     ["F/wardian.toml:1: agents.a: provider is required; allowed: codex, opencode, claude, qwen, gemini, pi"]),
+     ["F/wardian.toml:1: agents.a: provider is required; allowed: codex, opencode, claude, qwen, gemini, pi, acp"]),
     ("provider not a string", "[agents.a]\nprovider = 5\n",
      ["F/wardian.toml:2: agents.a.provider: must be a non-empty string, not an integer"]),
     ("unknown provider", '[agents.a]\nprovider = "goose"\n',
-     ["F/wardian.toml:2: agents.a.provider: unknown provider 'goose'; allowed: codex, opencode, claude, qwen, "
-      "gemini, pi"]),
+     ["F/wardian.toml:2: agents.a.provider: unknown provider 'goose'; allowed: codex, opencode, claude, qwen, gemini, "
+      "acp"]),
     ("missing workspace", A + 'workspace = "nope"\n',
      ["F/wardian.toml:3: agents.a.workspace: the workspace F/nope does not exist; allowed: an existing directory "
       "(relative paths are read from the team file's directory)"]),
@@ -241,7 +241,7 @@ def test_the_cli_prints_the_error_with_one_problem_a_line(tmp_path: Path, capsys
         f"wardian: invalid_team_file: the team file {path} is not valid (2 problems); nothing was started or "
         f"changed:\n  {path}:3: agents.a.mode: unknown mode 'sideways'; allowed: background, attached\n"
         f"  {path}:4: agents.a.colour: unknown key 'colour'; allowed: provider, workspace, mode, approve_tools, auth, "
-        "settings, env\n")
+        "settings, command, env\n")
 
 
 def test_an_env_table_of_credentials_or_non_text_is_refused_naming_each_key(tmp_path: Path) -> None:

@@ -24,7 +24,10 @@ def register(commands: Commands) -> None:
     p = commands.add(agent, "add", cmd_agent_add, "register a managed agent")
     p.add_argument("name")
     p.add_argument("--provider", required=True,
-                   help="the agent's provider (codex, opencode, claude, qwen, gemini or pi)")
+                   help="the agent's provider (codex, opencode, claude, qwen, gemini, pi or acp)")
+    p.add_argument("--command", default=None, metavar='"CMD ARGS..."',
+                   help="for --provider acp: the command line that starts the agent speaking ACP on stdio "
+                   "(\"opencode acp\"), split like a shell would; its first word on PATH or an absolute path")
     p.add_argument("--workspace", default=None, help="the agent's workspace directory")
     p.add_argument("--auth", default=None, metavar="NAME", help=AUTH_HELP)
     commands.add(agent, "list", cmd_agent_list, "list agents (name, UUID, provider, status)")
@@ -77,6 +80,8 @@ def cmd_agent_add(args: argparse.Namespace) -> int:
         params["workspace"] = os.path.abspath(args.workspace)
     if args.auth is not None:
         params["auth"] = args.auth
+    if args.command is not None:
+        params["command"] = shlex.split(args.command)
     with client(args) as app:
         agent = app.call("agent/add", params)
     out(dump(agent) if args.json else f"added {agent['name']} ({agent['uuid']}, {agent['provider']})")
@@ -93,14 +98,17 @@ def cmd_agent_list(args: argparse.Namespace) -> int:
         out(dump(result))
         return EXIT_OK
     rows = [("NAME", "UUID", "PROVIDER", "HOST", "STATUS")]
-    rows += [_agent_row(a, result.get("deliveries", {}), result.get("hosts", {})) for a in result["agents"]]
+    managed = result.get("managed") or {}
+    rows += [_agent_row(a, result.get("deliveries", {}), result.get("hosts", {}), managed.get(a["uuid"]))
+             for a in result["agents"]]
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     for r in rows:
         out("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
     return EXIT_OK
 
 
-def _agent_row(a: dict[str, Any], doubts: dict[str, Any], hosts: dict[str, Any]) -> tuple[str, str, str, str, str]:
+def _agent_row(a: dict[str, Any], doubts: dict[str, Any], hosts: dict[str, Any],
+               managed: dict[str, Any] | None) -> tuple[str, str, str, str, str]:
     host = a.get("host") or "-"
     if a.get("host") and not hosts.get(a["host"], {}).get("live", True):
         host += " (offline)"
@@ -109,7 +117,10 @@ def _agent_row(a: dict[str, Any], doubts: dict[str, Any], hosts: dict[str, Any])
         said = [f"{d['uncertain']} uncertain" if d["uncertain"] else "",
                 f"{d['confirmed_by_lookup']} confirmed by lookup" if d["confirmed_by_lookup"] else ""]
         status += "; deliveries: " + ", ".join(x for x in said if x)
-    return (a["name"], a["uuid"], a["provider"], host, status)
+    provider = a["provider"]
+    if managed and managed.get("command"):
+        provider += f" ({shlex.join(managed['command'])})"
+    return (a["name"], a["uuid"], provider, host, status)
 
 
 def cmd_agent_start(args: argparse.Namespace) -> int:

@@ -96,6 +96,8 @@ def add_params(want: TeamAgent) -> dict[str, Any]:
         params["workspace"] = os.path.abspath(want.workspace)
     if want.auth is not None:
         params["auth"] = want.auth
+    if want.command:
+        params["command"] = list(want.command)
     return params
 
 

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import anyio
 import anyio.abc
@@ -228,6 +228,15 @@ class Provider(Protocol):
         """Prepare the agent's private provider home (registering `wardian mcp serve` with `spec.session`), end a
         runtime a killed app left behind, and return the runtime to `run`.
         Raises: RegistrationConflict, CliNotFound, WardianError."""
+        ...
+
+
+@runtime_checkable
+class CommandProvider(Protocol):
+    """A provider whose agents each name their own command line (the generic ACP provider, `acp`)."""
+
+    def with_command(self, command: tuple[str, ...]) -> Provider:
+        """The provider for the agent whose command line is `command`."""
         ...
 
 

@@ -46,6 +46,18 @@ def find_executable(gate: VersionGate) -> str:
     return found
 
 
+def find_command(word: str) -> str:
+    """The executable a command line's first word names: an absolute path, else the first match on PATH.
+
+    Raises: Unsupported (naming `command`: nothing executable by that name).
+    """
+    found = word if os.path.isabs(word) and os.access(word, os.X_OK) else shutil.which(word)
+    if not found or os.path.isdir(found):
+        raise errors.Unsupported(f"{word[:200]!r} is not an executable on the app's PATH; give its absolute path or "
+                                 "install it", field="command", allowed="an executable on PATH, or an absolute path")
+    return found
+
+
 def version_output(executable: str) -> str:
     """`<executable> --version` output (bounded)."""
     out = subprocess.run([executable, "--version"], capture_output=True, text=True, timeout=60, check=False,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from wardian.providers.acp.agents import GEMINI, QWEN
+from wardian.providers.acp.agents import GEMINI, GENERIC, QWEN
 from wardian.providers.acp.provider import AcpProvider
 from wardian.providers.base import Provider
 from wardian.providers.claude.provider import ClaudeProvider
@@ -12,4 +12,4 @@ from wardian.providers.pi.provider import PiProvider
 
 PROVIDERS: dict[str, Provider] = {"codex": CodexProvider(), "opencode": OpenCodeProvider(),
                                  "claude": ClaudeProvider(), "qwen": AcpProvider(QWEN),
-                                 "gemini": AcpProvider(GEMINI), "pi": PiProvider()}
+                                 "gemini": AcpProvider(GEMINI), "pi": PiProvider(), "acp": AcpProvider(GENERIC)}

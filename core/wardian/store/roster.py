@@ -29,13 +29,15 @@ from wardian.store.tokens import SESSION_PREFIX
 
 
 # --- agents ---------------------------------------------------------------------------------------
-def add_agent(store: Store, name: str, provider: str, workspace: str | None) -> Agent:
+def add_agent(store: Store, name: str, provider: str, workspace: str | None,
+              command: Sequence[str] = ()) -> Agent:
     with store.atomic():
         agent_id = int(
             store.db.write(
-                "INSERT INTO agents (uuid, name, provider, workspace, created_at, host) VALUES (?, ?, ?, ?, ?, ?) "
-                "RETURNING id",
-                (str(uuidlib.uuid4()), name, provider, workspace, now_ms(), store.host),
+                "INSERT INTO agents (uuid, name, provider, workspace, created_at, host, command) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                (str(uuidlib.uuid4()), name, provider, workspace, now_ms(), store.host,
+                 json.dumps(list(command)) if command else None),
             ).fetchone()[0]
         )
     return agent(store, agent_id)
@@ -293,7 +295,8 @@ def mark_errored(store: Store, agent_id: int) -> None:
 
 
 _MANAGED_COLS = ("id, uuid, name, provider, workspace, desired, mode, overrides, generation, thread_id, "
-                 "previous_thread_id, thread_replaced_at, thread_replaced_reason, auth, approve_tools, env")
+                 "previous_thread_id, thread_replaced_at, thread_replaced_reason, auth, approve_tools, env, "
+                 "command")
 
 
 def _managed_of(r: Sequence[Any]) -> ManagedAgent:
@@ -314,4 +317,5 @@ def _managed_of(r: Sequence[Any]) -> ManagedAgent:
         auth=r[13],
         approve_tools=tuple(json.loads(r[14])) if r[14] else (),
         env=tuple(json.loads(r[15])) if r[15] else (),
+        command=tuple(json.loads(r[16])) if r[16] else (),
     )

@@ -26,7 +26,10 @@ SAMPLE_SETTINGS: dict[str, tuple[str, ...]] = {
     "qwen": ('model.name = "qwen3-coder-plus"',),
     "gemini": ('model.name = "gemini-2.5-pro"',),
     "pi": ('defaultModel = "claude-sonnet-4-5"', 'defaultProvider = "anthropic"'),
+    "acp": ('env.OPENCODE_LOG_LEVEL = "WARN"',),
 }
+SAMPLE_COMMAND = '["opencode", "acp"]'
+"""A generic ACP agent's command line, which its table must have: the one verified with wardian."""
 # The tools a lead and a worker use to hand each other work and answer it.
 GRANTS = ("send_message", "followup_task", "reply")
 _ALLOWED = f"one to {len(PROVIDERS)} of {', '.join(PROVIDERS)}, comma-separated (the first is the lead's)"
@@ -95,12 +98,14 @@ def _agent(name: str, provider: str, lead: bool) -> list[str]:
     grants = (f"approve_tools = [{tools}]" if caps.tool_grants
               else f"# approve_tools: none ({provider} has no approval step)")
     model = f"# {SAMPLE_SETTINGS[provider][0]}"
+    command = [f"command = {SAMPLE_COMMAND}"] if provider == "acp" else []
     if not lead:
         return [f"# {name} ({provider}): takes the lead's tasks and replies; its keys mean what the lead's do.",
-                f"[agents.{name}]", f'provider = "{provider}"', '# workspace = "."', grants, '# auth = "work"',
-                f"[agents.{name}.settings]", model, ""]
+                f"[agents.{name}]", f'provider = "{provider}"', *command, '# workspace = "."', grants,
+                '# auth = "work"', f"[agents.{name}.settings]", model, ""]
     return [f"# {name} ({provider}): hands out the work and answers you.", f"[agents.{name}]",
             *_comment(AGENT_FIELDS["provider"]), f'provider = "{provider}"',
+            *(_comment(AGENT_FIELDS["command"]) if command else []), *command,
             *_comment(AGENT_FIELDS["workspace"]), 'workspace = "."',
             *_comment(AGENT_FIELDS["mode"]), '# mode = "attached"' if caps.attach else '# mode = "background"',
             *_comment(AGENT_FIELDS["approve_tools"]), grants,

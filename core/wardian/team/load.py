@@ -13,7 +13,7 @@ from typing import Any
 from wardian import errors
 from wardian.home import ENV_HOME
 from wardian.model import PROVIDERS
-from wardian.overrides import MAX_OVERRIDES, check_env
+from wardian.overrides import MAX_OVERRIDES, check_command, check_env
 from wardian.team import rules
 from wardian.team.lines import KeyLines, scan
 from wardian.team.model import Team, TeamAgent, TeamFileError, TeamProblem
@@ -236,6 +236,18 @@ def _env(check: _Checker, at: Key, value: Any) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _command(check: _Checker, at: Key, provider: str, table: Mapping[str, Any]) -> tuple[str, ...]:
+    value = table.get("command")
+    if value is not None and (not isinstance(value, list) or not all(isinstance(w, str) for w in value)):
+        check.on((*at, "command"), f'must be an array of strings (command = ["opencode", "acp"]), not {_kind(value)}')
+        return ()
+    try:
+        return check_command(provider, value)
+    except errors.WardianError as exc:
+        check.on((*at, "command"), rules.said(exc))
+        return ()
+
+
 def _provider_of(check: _Checker, at: Key, table: Mapping[str, Any]) -> str | None:
     if "provider" not in table:
         check.on(at, f"provider is required; allowed: {', '.join(PROVIDERS)}")
@@ -264,6 +276,7 @@ def _agent(check: _Checker, name: str, table: Mapping[str, Any],
     if auth is not None and (why := rules.credential_name_error(auth)) is not None:
         check.on((*at, "auth"), why)
     env = _env(check, (*at, "env"), table["env"]) if "env" in table else ()
+    command = _command(check, at, provider, table) if provider is not None else ()
     own: dict[Key, Any] = {}
     if "settings" in table:
         settings = check.table((*at, "settings"), table["settings"])
@@ -281,7 +294,7 @@ def _agent(check: _Checker, name: str, table: Mapping[str, Any],
     by_key = sorted((key_text(k), toml_value(v)) for k, v in merged.items())
     settings_text = tuple(f"{k}={v}" for k, v in by_key)
     return TeamAgent(name=name, provider=provider, workspace=workspace, mode=mode, approve_tools=tools, auth=auth,
-                     settings=settings_text, env=env, line=check.at.line_of(at))
+                     settings=settings_text, env=env, command=command, line=check.at.line_of(at))
 
 
 def _agents(check: _Checker, data: Mapping[str, Any], defaults: Mapping[str, Mapping[Key, Any]]) -> list[TeamAgent]:

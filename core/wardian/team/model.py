@@ -19,7 +19,7 @@ class TeamAgent:
     name: str
     """The `[agents.NAME]` key: a name `wardian agent add NAME` takes."""
     provider: str
-    """codex, opencode, claude, qwen, gemini or pi."""
+    """codex, opencode, claude, qwen, gemini, pi or acp."""
     workspace: Path | None
     """Absolute (relative paths are read from the team file's directory); an existing directory."""
     mode: str | None
@@ -33,6 +33,8 @@ class TeamAgent:
     `settings`, flattened to dotted keys (arrays and inline tables are single values), VALUE as TOML, sorted by key."""
     env: tuple[str, ...] = ()
     """The `--env NAME=VALUE` strings `agent start` gets, sorted by name."""
+    command: tuple[str, ...] = ()
+    """A generic ACP agent's command line (`command = ["opencode", "acp"]`), as `agent add --command` takes it."""
     line: int = 0
     """The 1-based line of the agent's `[agents.NAME]` header (or of the key that first names it)."""
 

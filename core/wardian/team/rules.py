@@ -100,6 +100,8 @@ def capabilities(name: str) -> Capabilities:
         return acp.gemini_capabilities(acp.GEMINI_GATE.minimum)
     if name == "pi":
         return pi.capabilities(pi.GATE.minimum)
+    if name == "acp":
+        return acp.generic_capabilities(Version(0, 0, 0))
     return claude.capabilities(claude.MIN_VERSION)
 
 

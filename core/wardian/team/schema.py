@@ -28,7 +28,8 @@ TEAM_FIELDS: dict[str, str] = {
                "(`127.0.0.1:8765`, `8765`, `[::1]:8765`; port 0 picks a free one). Left out: no console.",
 }
 AGENT_FIELDS: dict[str, str] = {
-    "provider": "Which coding agent runs it: codex, opencode, claude, qwen, gemini or pi. Required.",
+    "provider": "Which coding agent runs it: codex, opencode, claude, qwen, gemini, pi or acp (any other agent that "
+                "speaks the Agent Client Protocol, with `command`). Required.",
     "workspace": "The directory the agent works in; it must exist. Relative paths are read from this file's "
                  "directory. Default: a private directory under the home.",
     "mode": "background (the app runs the agent alone) or attached (Codex only: open its TUI with `wardian agent "
@@ -39,6 +40,9 @@ AGENT_FIELDS: dict[str, str] = {
             "provider's default credential. A name, never a secret.",
     "settings": "The agent's launch settings: exactly the keys `wardian agent start NAME -c KEY=VALUE` takes for "
                 "its provider, as a TOML table (`model = \"o3\"`), merged over [defaults.<provider>].",
+    "command": "For provider acp (and only there, where it is required): the command line that starts the agent "
+               "speaking ACP on stdio, as an array (`command = [\"opencode\", \"acp\"]`); its first word an "
+               "executable on the app's PATH or an absolute path.",
     "env": "Variables of the provider process's environment, as `wardian agent start --env NAME=VALUE` takes them "
            "(`env = { OPENAI_BASE_URL = \"http://…\" }`); no credential's name (*_API_KEY, *_TOKEN, *_SECRET, "
            "*PASSWORD*): those go through `wardian auth login`.",
@@ -56,6 +60,8 @@ SETTINGS_OF: dict[str, str] = {
     "pi": "Keys of the agent's Pi settings.json (defaultProvider, defaultModel, retry.*); models.KEY sets a key of "
           "its models.json (models.providers.ID = {...}); env.NAME sets a variable of its process's environment "
           "instead, never a file.",
+    "acp": "Only env.NAME keys, each a variable of the agent's process's environment: wardian knows no settings file "
+           "of a generic ACP agent (its command line's arguments, or its environment, configure it).",
 }
 MODEL_OF: dict[str, str] = {
     "codex": "The model Codex uses (`o3`, `gpt-5-codex`).",
@@ -67,8 +73,8 @@ MODEL_OF: dict[str, str] = {
 }
 TEAM_DOC = "What the team shares: where it lives and its web console."
 DEFAULTS_DOC = ("Settings every agent of a provider starts with, under [defaults.codex], [defaults.opencode], "
-                "[defaults.claude], [defaults.qwen], [defaults.gemini] or [defaults.pi]; an agent's own settings "
-                "win, key by key.")
+                "[defaults.claude], [defaults.qwen], [defaults.gemini], [defaults.pi] or [defaults.acp]; an agent's "
+                "own settings win, key by key.")
 AGENTS_DOC = ("One table per agent, [agents.NAME]: NAME as `wardian agent add NAME` takes it. `wardian up` adds "
               "and starts each one.")
 
@@ -99,6 +105,7 @@ def _agent_schema() -> dict[str, Any]:
         "auth": {"type": "string", "pattern": f"^(?:{NAME_PATTERN.pattern})$"},
         "settings": {"type": "object"},
         "env": {"type": "object", "additionalProperties": {"type": "string"}},
+        "command": {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1},
     }
     for key, doc in AGENT_FIELDS.items():
         props[key]["description"] = doc + (f" {NAME_ALLOWED}." if key == "auth" else "")
@@ -117,8 +124,8 @@ def _agent_schema() -> dict[str, Any]:
 
 
 def _settings_schema(provider: str) -> dict[str, Any]:
-    return {"type": "object", "description": SETTINGS_OF[provider],
-            "properties": {"model": {"description": MODEL_OF[provider]}}}
+    model = {"model": {"description": MODEL_OF[provider]}} if provider in MODEL_OF else {}
+    return {"type": "object", "description": SETTINGS_OF[provider], "properties": model}
 
 
 def schema() -> dict[str, Any]:

@@ -35,7 +35,17 @@ def gemini_settings(base_url: str) -> tuple[list[str], list[str]]:
             [f"GOOGLE_GEMINI_BASE_URL={base}"])
 
 
-SETTINGS = {"qwen": qwen_settings, "gemini": gemini_settings}
+def opencode_settings(base_url: str) -> tuple[list[str], list[str]]:
+    """The `--env` setting pointing `opencode acp` (a generic ACP agent) at its scripted-model URL: OpenCode reads a
+    whole config from `OPENCODE_CONFIG_CONTENT` (an OpenAI-compatible provider, a dummy key)."""
+    config = {"model": "scripted/model", "small_model": "scripted/model", "provider": {"scripted": {
+        "npm": "@ai-sdk/openai-compatible", "name": "Scripted model",
+        "options": {"baseURL": base_url, "apiKey": "wardian-scripted-model-dummy-key"},
+        "models": {"model": {"tool_call": True}}}}}
+    return ([], [f"OPENCODE_CONFIG_CONTENT={json.dumps(config)}"])
+
+
+SETTINGS = {"qwen": qwen_settings, "gemini": gemini_settings, "acp": opencode_settings}
 
 
 @dataclass
@@ -46,10 +56,12 @@ class AcpApp:
     model: ScriptedModel
     env: dict[str, str]
     provider: str
+    command: list[str] | None = None
+    """A generic ACP agent's command line (provider `acp`)."""
 
     def agent(self, name: str, *, start: bool = True,
               approve: list[str] | None = None) -> tuple[dict[str, Any], str, AgentScript]:
-        agent, token = self.app.add_agent(name, self.provider)
+        agent, token = self.app.add_agent(name, self.provider, self.command)
         script = self.model.agent(name)
         if start:
             self.start(name, approve=approve)
@@ -83,6 +95,14 @@ def acp_app(request: pytest.FixtureRequest) -> Iterator[AcpApp]:
     env = {f"WARDIAN_{provider.upper()}": str(cli)}
     with ScriptedModel() as model, app_on_root(short_home("wa"), env) as handle:
         yield AcpApp(handle, model, env, provider)
+
+
+@pytest.fixture
+def generic_app() -> Iterator[AcpApp]:
+    """A home whose agents are generic ACP agents (`--provider acp`): the pinned OpenCode CLI as `opencode acp`."""
+    cli = pinned_npm_tool(REPO / "node_modules" / ".bin" / "opencode", "OpenCode CLI")
+    with ScriptedModel() as model, app_on_root(short_home("wg"), {}) as handle:
+        yield AcpApp(handle, model, {}, "acp", [str(cli), "acp"])
 
 
 def settle() -> None:

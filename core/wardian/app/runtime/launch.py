@@ -32,6 +32,7 @@ from wardian.home import Home
 from wardian.model import AgentStatus, ManagedAgent
 from wardian.overrides import check_override, env_mapping
 from wardian.providers import Capabilities, LaunchSpec, Provider
+from wardian.providers.base import CommandProvider
 from wardian.store import Store, ledger, roster
 
 log = logging.getLogger("wardian.app.runtime")
@@ -192,6 +193,8 @@ class Launcher:
         if provider is None:
             raise errors.Unsupported(f"agent {agent.name!r} has provider {agent.provider!r}, which this app cannot "
                                      "run", field="provider", allowed=", ".join(self.providers))
+        if agent.command and isinstance(provider, CommandProvider):
+            return provider.with_command(agent.command)
         return provider
 
     async def _launch_once(self, agent: ManagedAgent, approve_tools: tuple[str, ...]) -> AgentHandle:

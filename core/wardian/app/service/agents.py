@@ -52,6 +52,7 @@ from wardian.protocol.methods import (
     managed_agent_result,
     party_result,
 )
+from wardian.providers.probe import find_command
 from wardian.store import Store, hosts, ledger, mailbox, roster
 from wardian.store.api import Pushable
 
@@ -189,7 +190,10 @@ async def list_agents(app: AppService, p: AgentListParams) -> AgentListResult:
 async def add_agent(app: AppService, p: AgentAddParams) -> AgentResult:
     workspace = p.workspace  # the CLI sends an absolute path
     auth = None if p.auth is None else await _auth_choice(app, p.provider, p.name, p.auth)
-    agent = await app.writer.call(_add_agent, p.name, p.provider, workspace, auth)
+    if p.command:
+        # The app starts it, so its executable must be one the app finds (each start finds it again).
+        await anyio.to_thread.run_sync(find_command, p.command[0])
+    agent = await app.writer.call(_add_agent, p.name, p.provider, workspace, auth, tuple(p.command or ()))
     log.info("agent added: %s %s", agent.name, agent.uuid)
     return agent_result(agent)
 
@@ -207,10 +211,11 @@ async def _auth_choice(app: AppService, provider: str, agent: str, auth: str) ->
     return auth
 
 
-def _add_agent(store: Store, name: str, provider: str, workspace: str | None, auth: str | None) -> Agent:
+def _add_agent(store: Store, name: str, provider: str, workspace: str | None, auth: str | None,
+               command: tuple[str, ...]) -> Agent:
     """A new agent with the credential name its starts use (None: its provider's default), in one transaction."""
     with store.atomic():
-        added = roster.add_agent(store, name, provider, workspace)
+        added = roster.add_agent(store, name, provider, workspace, command)
         if auth is not None:
             roster.set_auth(store, added.id, auth)
     return added

@@ -5,13 +5,21 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, NotRequired
 
-from pydantic import Field, field_validator, with_config
+from pydantic import Field, field_validator, model_validator, with_config
 from typing_extensions import TypedDict
 
 from wardian import errors
 from wardian.auth.checks import check_name
 from wardian.model import PROVIDERS, Agent, InterruptReceipt, ManagedAgent
-from wardian.overrides import MAX_ENV, MAX_OVERRIDES, check_env, check_override, masked_setting
+from wardian.overrides import (
+    MAX_COMMAND,
+    MAX_ENV,
+    MAX_OVERRIDES,
+    check_command,
+    check_env,
+    check_override,
+    masked_setting,
+)
 from wardian.protocol.methods.base import (
     CLOSED,
     AgentField,
@@ -52,6 +60,14 @@ class AgentAddParams(Params):
     workspace: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
     auth: str | None = None
     """The name of the credential (`wardian auth login --name`) the agent's starts use; None: the default one."""
+    command: Annotated[list[str], Field(max_length=MAX_COMMAND)] | None = None
+    """A generic ACP agent's command line (provider `acp`, required there: `["opencode", "acp"]`); no other
+    provider takes one."""
+
+    @model_validator(mode="after")
+    def _command(self) -> AgentAddParams:
+        check_command(self.provider, self.command)
+        return self
 
     @field_validator("auth")
     @classmethod
@@ -205,6 +221,8 @@ class ManagedAgentResult(TypedDict):
     work grant again; [] when none."""
     env: list[str]
     """The `--env NAME=VALUE` settings a plain `agent start` uses again (never a credential: those are refused)."""
+    command: list[str]
+    """A generic ACP agent's command line (provider `acp`); [] for the other providers."""
 
 
 def managed_agent_result(a: ManagedAgent) -> ManagedAgentResult:
@@ -212,7 +230,8 @@ def managed_agent_result(a: ManagedAgent) -> ManagedAgentResult:
     return {"mode": mode, "settings": [masked_setting(o) for o in a.overrides],
             "thread_id": a.thread_id, "previous_thread_id": a.previous_thread_id,
             "thread_replaced_at": a.thread_replaced_at, "thread_replaced_reason": a.thread_replaced_reason,
-            "auth": a.auth, "approve_tools": list(a.approve_tools), "env": list(a.env)}
+            "auth": a.auth, "approve_tools": list(a.approve_tools), "env": list(a.env),
+            "command": list(a.command)}
 
 
 @with_config(CLOSED)

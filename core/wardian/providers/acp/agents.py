@@ -5,11 +5,17 @@ agent is the protocol's, and written once (`runtime`)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from wardian.providers.acp.compat import GEMINI_GATE, QWEN_GATE, gemini_capabilities, qwen_capabilities
+from wardian.providers.acp.compat import (
+    GEMINI_GATE,
+    QWEN_GATE,
+    gemini_capabilities,
+    generic_capabilities,
+    qwen_capabilities,
+)
 from wardian.providers.capabilities import Capabilities
 from wardian.providers.version import Version, VersionGate
 
@@ -26,7 +32,8 @@ class AcpAgent:
     """The private directories under `<agent dir>/<name>/`, by the variable the agent reads each from; the first
     names the agent's home, and identifies its process for `end_left_behind`."""
     settings: tuple[str, ...]
-    """The settings file, as a path under the first directory."""
+    """The settings file, as a path under the first directory; () for an agent wardian knows no settings file of
+    (its `-c` settings can only be `env.*` ones)."""
     quiet_env: Mapping[str, str]
     quiet_settings: tuple[tuple[tuple[str, ...], Any], ...]
     """Settings written before the agent's own `-c` ones (which may change them): no telemetry, no update checks."""
@@ -63,7 +70,30 @@ GEMINI = AcpAgent(
     drop=("GEMINI_", "GOOGLE_", "XDG_RUNTIME_DIR"),
     credential="GEMINI_API_KEY")
 
+GENERIC = AcpAgent(
+    name="acp", gate=VersionGate("ACP agent", "acp", "an ACP agent", "", Version(0, 0, 0), pinned=False),
+    capabilities=generic_capabilities,
+    args=(),  # its own command line (`for_command`)
+    # Whatever it keeps goes under its private home: most CLIs keep theirs under HOME or the XDG directories.
+    dirs={"HOME": "home", "XDG_CONFIG_HOME": "config", "XDG_DATA_HOME": "data", "XDG_STATE_HOME": "state",
+          "XDG_CACHE_HOME": "cache", "TMPDIR": "tmp"},
+    settings=(), quiet_env={}, quiet_settings=(), drop=("XDG_RUNTIME_DIR",), credential="")
+
+QUIET_BY_COMMAND: dict[str, dict[str, str]] = {
+    # OpenCode: no model-list fetch, no self-update, no sharing, no LSP downloads (docs/providers/opencode.md).
+    "opencode": {"OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1",
+                 "OPENCODE_DISABLE_SHARE": "1", "OPENCODE_DISABLE_LSP_DOWNLOAD": "1"},
+}
+"""The quiet variables of the generic ACP agents wardian knows, by the command's executable name."""
+
 AGENTS: dict[str, AcpAgent] = {agent.name: agent for agent in (QWEN, GEMINI)}
+
+
+def for_command(command: tuple[str, ...], executable: str) -> AcpAgent:
+    """The generic ACP agent that `command` starts (its executable already found)."""
+    name = Path(executable).name
+    return replace(GENERIC, args=command[1:], quiet_env=QUIET_BY_COMMAND.get(name, {}),
+                   gate=replace(GENERIC.gate, label=f"ACP agent {name}", command=name))
 
 
 def home_dirs(agent: AcpAgent, agent_dir: Path) -> tuple[Path, dict[str, Path]]:

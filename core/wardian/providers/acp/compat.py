@@ -6,6 +6,8 @@
 - Gemini CLI: 0.61.0 or newer (pinned), as `gemini --acp`: the same flow; its `session/new` returns once the MCP
   servers are connected, and it drops them silently unless the workspace is trusted (the app trusts its agents'
   workspaces: `GEMINI_CLI_TRUST_WORKSPACE=true`).
+- Any other ACP agent (`--provider acp --command "CMD ARGS..."`, e.g. `opencode acp`): the same flow, at any
+  version (wardian knows nothing of its releases); it waits for wardian's MCP server as for Qwen Code.
 - What each may do, stated as capabilities the app reads:
   - steer, Qwen Code only: it asks the client for queued messages at each tool boundary (`craft/drainMidTurnQueue`),
     and a task handed over there joins the running turn; Gemini CLI has no such hook, so there a task waits for the
@@ -38,6 +40,12 @@ def qwen_capabilities(version: Version) -> Capabilities:
 def gemini_capabilities(version: Version) -> Capabilities:
     """What wardian may ask of this Gemini CLI version. Raises: Unsupported (older than 0.61.0, or a pre-release)."""
     GEMINI_GATE.check(version)
+    return _acp(steer=False)
+
+
+def generic_capabilities(version: Version) -> Capabilities:
+    """What wardian may ask of any other ACP agent (`--provider acp --command ...`), whatever its version: the
+    protocol's own turns, cancel and permission requests; no steering, which ACP itself does not define."""
     return _acp(steer=False)
 
 

@@ -7,6 +7,10 @@ keeps lives under `<agent dir>/<name>/` (0700), in the directories its CLI reads
 quiet settings, then the agent's `-c` settings, journaled and undone at the next start. A `-c env.NAME=value`
 setting is given to the process's environment instead (never written to a file). The sign-in (`wardian auth login
 <name> --with-api-key`) reaches the process's environment only.
+
+A generic ACP agent (`acp`) runs the command line kept with it (`agent add --command`; its first word an absolute
+path or found on the app's PATH), at any version, under a private HOME, XDG directories and TMPDIR; wardian knows
+no settings file of it, so its `-c` settings are `env.*` ones only.
 """
 
 from __future__ import annotations
@@ -22,15 +26,18 @@ from wardian.auth.model import Credential
 from wardian.overrides import Override, ValueSyntax, parse_override
 from wardian.providers import journal
 from wardian.providers.acp import permissions
-from wardian.providers.acp.agents import AcpAgent, home_dirs
+from wardian.providers.acp.agents import AcpAgent, for_command, home_dirs
+from wardian.providers.acp.compat import generic_capabilities
 from wardian.providers.acp.runtime import AcpRuntime, AcpSpec
 from wardian.providers.base import LaunchSpec, ProviderInfo
 from wardian.providers.homes import ProviderHome, end_left_behind, private_dir
 from wardian.providers.journal import JSON, json_value
-from wardian.providers.probe import probe
+from wardian.providers.probe import find_command, probe
 from wardian.providers.process import child_env
+from wardian.providers.version import Version
 
 JOURNAL = "wardian-settings.json"
+UNKNOWN = Version(0, 0, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +69,7 @@ def parse_settings(overrides: tuple[str, ...] | list[str]) -> Settings:
 def credential_env(agent: AcpAgent, credentials: tuple[Credential, ...], name: str) -> dict[str, str]:
     """The agent's sign-in as its process reads it. Raises: NotSignedIn (a credential it cannot use)."""
     for credential in credentials:
-        if credential.provider == agent.name:
+        if credential.provider == agent.name and agent.credential:
             if not credential.secret:
                 raise errors.NotSignedIn(f"{agent.gate.label} agent {name} has a {credential.kind} credential, which "
                                          f"it cannot use: run `wardian auth login {agent.name} --with-api-key`",
@@ -74,12 +81,21 @@ def credential_env(agent: AcpAgent, credentials: tuple[Credential, ...], name: s
 class AcpProvider:
     settings_syntax = ValueSyntax.TOML_OR_JSON  # the agents' settings files are JSON
 
-    def __init__(self, agent: AcpAgent) -> None:
+    def __init__(self, agent: AcpAgent, command: tuple[str, ...] = ()) -> None:
         self.agent = agent
         self.name = agent.name
+        self.command = command
+
+    def with_command(self, command: tuple[str, ...]) -> AcpProvider:
+        """The generic ACP provider for an agent whose command line is `command` (`agents.GENERIC`)."""
+        return AcpProvider(self.agent, command)
 
     async def probe(self) -> ProviderInfo:
-        return await probe(self.agent.gate, self.agent.capabilities)
+        if not self.command:
+            return await probe(self.agent.gate, self.agent.capabilities)
+        # Any version: wardian knows no releases of a generic agent, and asking one for `--version` may start it.
+        executable = await anyio.to_thread.run_sync(find_command, self.command[0])
+        return ProviderInfo(executable=executable, version="unknown", capabilities=generic_capabilities(UNKNOWN))
 
     async def prepare(self, spec: LaunchSpec, info: ProviderInfo) -> AcpRuntime:
         return AcpRuntime(await anyio.to_thread.run_sync(self.build_spec, spec, info))
@@ -89,8 +105,12 @@ class AcpProvider:
 
         Raises: InvalidArguments (a bad setting or grant), NotSignedIn, CliNotFound.
         """
-        agent = self.agent
+        agent = for_command(self.command, info.executable) if self.command else self.agent
         settings = parse_settings(spec.overrides)  # every setting checked before anything changes
+        if settings.file and not agent.settings:
+            raise errors.InvalidArguments(f"wardian knows no settings file of {agent.gate.label}: its -c settings "
+                                          "can only be env.NAME ones (or use --env)", field="config",
+                                          allowed='env.NAME="value"')
         allowed = permissions.granted(spec.approve_tools)
         signed_in = credential_env(agent, spec.credentials, spec.name)
         root, dirs = home_dirs(agent, spec.agent_dir)
@@ -98,11 +118,12 @@ class AcpProvider:
         private.make()
         first = next(iter(agent.dirs))
         end_left_behind(spec.pid_path, first, dirs[first], agent=spec.name, label=f"the {agent.gate.label} agent")
-        settings_file = dirs[first].joinpath(*agent.settings)
-        private_dir(settings_file.parent)  # Gemini CLI's `.gemini/` under its home
-        projected: list[tuple[tuple[str, ...], Any]] = [*agent.quiet_settings,
-                                                         *((o.path, o.value) for o in settings.file)]
-        journal.project(JSON, settings_file, settings_file.with_name(JOURNAL), projected)
+        if agent.settings:
+            settings_file = dirs[first].joinpath(*agent.settings)
+            private_dir(settings_file.parent)  # Gemini CLI's `.gemini/` under its home
+            projected: list[tuple[tuple[str, ...], Any]] = [*agent.quiet_settings,
+                                                             *((o.path, o.value) for o in settings.file)]
+            journal.project(JSON, settings_file, settings_file.with_name(JOURNAL), projected)
         drop = tuple(k for k in os.environ if any(k.startswith(p) if p.endswith("_") else k == p
                                                   for p in agent.drop))
         env = child_env({**spec.env, **private.env(), **agent.quiet_env, **settings.env, **signed_in}, drop=drop)

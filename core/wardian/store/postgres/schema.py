@@ -244,6 +244,10 @@ PG_MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE agents ADD COLUMN env TEXT;
     """,
+    # 8: the embedded store's migration 14: a generic ACP agent's command line (NULL: none).
+    """
+    ALTER TABLE agents ADD COLUMN command TEXT;
+    """,
 )
 
 

@@ -232,6 +232,10 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE agents ADD COLUMN env TEXT;
     """,
+    # 14: a generic ACP agent's command line (a JSON array; provider `acp`); NULL for the other providers.
+    """
+    ALTER TABLE agents ADD COLUMN command TEXT;
+    """,
 )
 
 
