@@ -336,6 +336,43 @@ class RecordStory:
     answer: Interaction | None  # a task's reply or notice, once written
 
 
+class PermissionOption(NamedTuple):
+    """One answer an agent offered for a permission request (ACP's `PermissionOption`)."""
+
+    option_id: str
+    name: str
+    kind: str
+    """allow_once, allow_always, reject_once, reject_always, or another the agent names."""
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionRequest:
+    """An agent asked to run a tool and the app answered it, recorded for the person to see (docs/guide/acp.md#
+    permissions): today only the requests nobody may answer, rejected."""
+
+    id: int
+    agent: Party
+    request_id: str | None
+    """The task (`ask_…`) whose turn asked, when the turn was on one."""
+    turn_id: str | None
+    tool: str
+    """The tool asked for (`mcp__wardian__reply`, Qwen Code's `run_shell_command`), as the agent named it."""
+    title: str
+    """The agent's own words for the call (its command line, its arguments)."""
+    options: tuple[PermissionOption, ...]
+    answer: str
+    """`rejected` (the reject option was chosen, or none was offered)."""
+    created_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionTally:
+    """An agent's recorded permission requests: how many, and the newest."""
+
+    count: int
+    last: PermissionRequest
+
+
 @dataclass(frozen=True, slots=True)
 class AgentOverview:
     """An agent as the console's agents page shows it: the agent and its open tasks (docs/guide/console.md#pages)."""
@@ -343,6 +380,7 @@ class AgentOverview:
     agent: Agent
     pending: int  # admitted, not yet claimed by a receive or a dispatch
     in_flight: int  # claimed or submitted, not yet completed
+    permissions: PermissionTally | None = None  # the permission requests the app rejected for it (None: none)
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,8 +24,15 @@ def undo_receipts(db: Any, *, postgresql: bool) -> None:
     db.execute("DROP TABLE receipts")
 
 
+def undo_permissions(db: Any) -> None:
+    """The store as a wardian from before it kept permission requests left it."""
+    db.execute("DROP TABLE permission_requests")
+
+
 def undo_command(db: Any) -> None:
-    """The store as a wardian from before generic ACP agents' command lines left it."""
+    """The store as a wardian from before generic ACP agents' command lines left it (and, first, without the
+    later permission requests)."""
+    undo_permissions(db)
     db.execute("ALTER TABLE agents DROP COLUMN command")
 
 

@@ -8,7 +8,7 @@ import argparse
 from wardian.cli.common import Commands, client, session, text, text_args
 from wardian.cli.exits import EXIT_NOTHING, EXIT_OK
 from wardian.cli.output import dump, out
-from wardian.cli.records import party, print_records, print_story
+from wardian.cli.records import party, print_log, print_records, print_story
 
 # `typing` is not imported at run time: it is a sizeable part of the CLI's cold start (docs/benchmarks.md).
 TYPE_CHECKING = False
@@ -146,7 +146,7 @@ def cmd_message_log(args: argparse.Namespace) -> int:
     if args.json:
         out(dump(result))
     else:
-        print_records(result["records"])
+        print_log(result["records"], result.get("permissions", []))
     return EXIT_OK
 
 

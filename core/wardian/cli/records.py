@@ -49,6 +49,33 @@ def print_records(records: list[dict[str, Any]]) -> None:
         _indented(r["text"], "    ")
 
 
+def print_log(records: list[dict[str, Any]], permissions: list[dict[str, Any]]) -> None:
+    """`message log`: the records in the store's order, each permission request answered for nobody among them by
+    its time."""
+    asked = list(permissions)
+    for r in records:
+        while asked and asked[0]["created_at"] < r["created_at"]:
+            print_permission(asked.pop(0))
+        print_records([r])
+    for p in asked:
+        print_permission(p)
+
+
+def permission_line(p: dict[str, Any]) -> str:
+    """One permission request as a line (`message log`, `wardian status`)."""
+    head = f"[permission] {p['id']} {p['agent']['name']} asked to run {p['tool']}"
+    if p.get("request_id"):
+        head += f" re {p['request_id']}"
+    offered = ", ".join(f"{o['name']} ({o['kind']})" for o in p["options"]) or "none"
+    return f"{head}: {p['answer']}, nobody may answer it here; offered: {offered}"
+
+
+def print_permission(p: dict[str, Any]) -> None:
+    out(permission_line(p))
+    if p.get("title"):
+        _indented(p["title"], "    ")
+
+
 def _indented(text: str, indent: str) -> None:
     for line in text.splitlines() or [""]:
         out(f"{indent}{line}")

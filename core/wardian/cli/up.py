@@ -15,6 +15,7 @@ from typing import Any
 
 from wardian.cli.exits import EXIT_APP, EXIT_OK, exit_code_for
 from wardian.cli.output import dump, out
+from wardian.cli.records import permission_line
 from wardian.cli.team_run import (
     Outcome,
     app_status,
@@ -119,7 +120,7 @@ def _row_data(row: Mapping[str, Any]) -> dict[str, Any]:
     return {"name": agent["name"], "provider": agent["provider"], "uuid": agent["uuid"], "status": agent["status"],
             "generation": agent["generation"], "workspace": agent["workspace"], "auth": managed.get("auth"),
             "thread_id": managed.get("thread_id"), "pending": row.get("pending", 0),
-            "in_flight": row.get("in_flight", 0)}
+            "in_flight": row.get("in_flight", 0), "permissions": row.get("permissions")}
 
 
 def cmd_down(args: argparse.Namespace) -> int:
@@ -163,7 +164,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     agents = [_row_data(by_name[a.name]) if a.name in by_name else
               {"name": a.name, "provider": a.provider, "uuid": None, "status": None, "generation": None,
                "workspace": None if a.workspace is None else str(a.workspace), "auth": a.auth, "thread_id": None,
-               "pending": 0, "in_flight": 0} for a in team.agents]
+               "pending": 0, "in_flight": 0, "permissions": None} for a in team.agents]
     extras = [_row_data(r) for r in rows if r["agent"]["name"] not in named]
     if args.json:
         out(dump({"file": str(team.path), "home": str(home.root), "running": status is not None, "app": status,
@@ -189,5 +190,11 @@ def _print_status(team: Team, root: Path, status: Mapping[str, Any] | None, agen
         rows.append((a["name"], a["provider"], f"{a['status']} (not in {team.path.name})", a["auth"] or "default",
                      str(a["pending"]), str(a["in_flight"]), a["thread_id"] or "-"))
     table(rows)
+    for a in [*agents, *extras]:
+        if a.get("permissions"):
+            tally = a["permissions"]
+            out(f"{a['name']}: {tally['count']} permission request(s) refused, nobody may answer them here "
+                "(`wardian message log`); the last:")
+            out("  " + permission_line(tally["last"]))
     if any(a["status"] == "signed_out" for a in [*agents, *extras]):
         out("a signed_out agent has no usable credential: `wardian auth login`, then `wardian up`")

@@ -34,7 +34,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 from wardian.auth.model import Credential
 from wardian.home import Home
-from wardian.model import AgentStatus, Interaction, Party
+from wardian.model import AgentStatus, Interaction, Party, PermissionOption
 from wardian.overrides import ValueSyntax
 from wardian.providers.capabilities import Capabilities
 
@@ -87,7 +87,20 @@ class ConversationReplaced:
     reason: str
 
 
-ProviderEvent = StateChange | TurnOutcome | ConversationReplaced
+@dataclass(frozen=True, slots=True)
+class PermissionAnswered:
+    """The agent asked to run a tool, and the runtime answered for nobody (no grant covers it, no person may answer
+    here): what was asked, what was offered and the answer, for the app to record where the person sees it."""
+
+    turn_id: str | None
+    """The turn that asked (the app finds its tasks); None outside a turn."""
+    tool: str
+    title: str
+    options: tuple[PermissionOption, ...]
+    answer: str
+
+
+ProviderEvent = StateChange | TurnOutcome | ConversationReplaced | PermissionAnswered
 
 
 @dataclass(frozen=True, slots=True)

@@ -67,7 +67,7 @@ def agents_overview(store: Store) -> list[AgentOverview]:
         for recipient_id, n in store.db.execute(
                 f"SELECT recipient_id, count(*) FROM tasks WHERE {state} GROUP BY recipient_id"):
             counts.setdefault(recipient_id, [0, 0])[i] = n
-    return [AgentOverview(a, *counts.get(a.id, (0, 0))) for a in list_agents(store)]
+    return [AgentOverview(a, (c := counts.get(a.id, [0, 0]))[0], c[1]) for a in list_agents(store)]
 
 
 def operator(store: Store) -> Caller:

@@ -64,3 +64,26 @@ def test_a_request_without_a_reject_option_is_answered_cancelled() -> None:
 def test_a_grant_that_is_no_wardian_tool_is_refused() -> None:
     with pytest.raises(errors.InvalidArguments):
         permissions.granted(("run_shell_command",))
+
+
+@pytest.mark.parametrize("request_for", [qwen, gemini])
+def test_a_refused_request_is_told_to_the_app_and_an_allowed_one_is_not(request_for: Any) -> None:
+    """What the app records of a request nobody may answer (docs/guide/acp.md#permissions): the tool, the agent's
+    title, every option offered and the answer; nothing of one a grant allowed."""
+    allowed = permissions.granted(("send_message",))
+    granted = request_for("send_message")
+    assert permissions.refusal(granted, permissions.answer("a", granted, allowed, cancelling=False), "t1") is None
+    refused = request_for("reply")
+    told = permissions.refusal(refused, permissions.answer("a", refused, allowed, cancelling=False), "t1")
+    assert told is not None
+    assert (told.turn_id, told.tool, told.title, told.answer) == (
+        "t1", "mcp__wardian__reply", refused["toolCall"]["title"], "rejected")
+    assert [(o.option_id, o.kind) for o in told.options] == [(o["optionId"], o["kind"]) for o in refused["options"]]
+
+
+def test_a_request_answered_cancelled_for_want_of_a_reject_option_is_told_as_rejected() -> None:
+    request = {"options": [{"optionId": "ok", "kind": "allow_once"}], "toolCall": {"title": "rm -rf"}}
+    answer = permissions.answer("a", request, permissions.granted(()), cancelling=False)
+    told = permissions.refusal(request, answer, None)
+    assert told is not None
+    assert (told.tool, told.title, told.answer) == ("rm -rf", "rm -rf", "rejected")

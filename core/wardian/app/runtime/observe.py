@@ -1,6 +1,7 @@
 """The observer of one started agent: what its provider runtime reports (`ProviderRuntime.events`), persisted.
 
-Observed idle/active/turn id go to the roster; a replaced conversation to the agent's record; a turn's outcome
+Observed idle/active/turn id go to the roster; a replaced conversation to the agent's record; a permission request
+answered for nobody to `store.permissions`; a turn's outcome
 becomes the reply of the tasks that turn carried (for a provider with an exact completion), or leaves them uncertain
 when that outcome is unknown: never guessed, never replayed. Each idle and each turn end is a dispatch opportunity.
 """
@@ -17,8 +18,8 @@ from wardian.app.writer import StoreWriter
 from wardian.faults import crashpoint
 from wardian.model import AgentStatus
 from wardian.providers import StateChange
-from wardian.providers.base import ConversationReplaced, TurnOutcome
-from wardian.store import ledger, roster
+from wardian.providers.base import ConversationReplaced, PermissionAnswered, TurnOutcome
+from wardian.store import ledger, permissions, roster
 
 log = logging.getLogger("wardian.app.runtime")
 
@@ -34,6 +35,8 @@ class Observer:
             async for event in handle.runtime.events:
                 if isinstance(event, ConversationReplaced):
                     await self._replaced(handle, event)
+                elif isinstance(event, PermissionAnswered):
+                    await self._permission(handle, event)
                 elif isinstance(event, StateChange):
                     await self._state(handle, event)
                 else:
@@ -44,6 +47,15 @@ class Observer:
                                event.current, event.reason)
         log.warning("agent %s: conversation %s could not be used (%s); it is now %s", handle.name,
                     event.previous, event.reason, event.current)
+
+    async def _permission(self, handle: AgentHandle, event: PermissionAnswered) -> None:
+        """A request the runtime answered for nobody, kept with the task whose turn asked (its first, when the turn
+        carried several) for the person to see."""
+        request_ids = await self.writer.call(ledger.tasks_of_turn, event.turn_id) if event.turn_id else []
+        await self.writer.call(permissions.record, handle.agent_id, request_ids[0] if request_ids else None,
+                               event.turn_id, event.tool, event.title, event.options, event.answer)
+        log.warning("agent %s asked to run %s (%s); %s: nobody may answer it here", handle.name, event.tool,
+                    ", ".join(request_ids) or "no task", event.answer)
 
     async def _state(self, handle: AgentHandle, event: StateChange) -> None:
         await self.writer.call(roster.observe, handle.agent_id, handle.generation, event.status, event.thread_id,

@@ -10,7 +10,15 @@ import anyio
 from wardian.app.service.messages import caller_of
 from wardian.app.service.registry import handlers
 from wardian.app.signals import CONNECTION, MAILBOX_ACTIVITY, PROVIDER_CONTEXT, ConnectionWaits, Waiter
-from wardian.model import DEFAULT_RECEIVE_LIMIT, DEFAULT_WAIT_MS, Caller, ReceivePage, WakeReason
+from wardian.model import (
+    DEFAULT_RECEIVE_LIMIT,
+    DEFAULT_WAIT_MS,
+    Caller,
+    LogRecord,
+    PermissionRequest,
+    ReceivePage,
+    WakeReason,
+)
 from wardian.protocol.methods import (
     MailboxReceiveParams,
     MailboxRecordsParams,
@@ -20,9 +28,10 @@ from wardian.protocol.methods import (
     ReceiveResult,
     WaitResult,
     log_record_result,
+    permission_result,
     receive_result,
 )
-from wardian.store import Store, history, mailbox, roster
+from wardian.store import Store, history, mailbox, permissions, roster
 
 if TYPE_CHECKING:
     from wardian.app.service.app import AppService
@@ -171,5 +180,10 @@ async def wait(app: AppService, p: MailboxWaitParams) -> WaitResult:
 
 @handlers.serves("mailbox/records")
 async def records(app: AppService, p: MailboxRecordsParams) -> MailboxRecordsResult:
-    found = await app.writer.call(history.log_records, p.limit)
-    return {"records": [log_record_result(r) for r in found]}
+    found, asked = await app.writer.call(_log, p.limit)
+    return {"records": [log_record_result(r) for r in found], "permissions": [permission_result(r) for r in asked]}
+
+
+def _log(store: Store, limit: int) -> tuple[list[LogRecord], list[PermissionRequest]]:
+    """`mailbox/records`' reads, in one transaction: the records and the permission requests, newest `limit` each."""
+    return history.log_records(store, limit), permissions.recent(store, limit)

@@ -29,7 +29,7 @@ from wardian.protocol.methods import (
     SendResult,
     agent_overview_result,
 )
-from wardian.store import Store, hosts, roster
+from wardian.store import Store, hosts, permissions, roster
 
 if TYPE_CHECKING:
     from wardian.app.service.app import AppService
@@ -60,8 +60,9 @@ async def operator_interrupt(app: AppService, p: OperatorInterruptParams) -> Int
 def _overview(store: Store) -> tuple[list[AgentOverview], list[HostInfo], str | None, dict[str, ManagedAgent]]:
     """`agent/overview`'s reads, in one transaction: the agents with their task counts, the hosts, the host this
     app serves, and what the app keeps to start each agent (by UUID)."""
-    return (roster.agents_overview(store), hosts.list_hosts(store), store.host,
-            {m.uuid: m for m in roster.managed_agents(store)})
+    tallies = permissions.tallies(store)
+    rows = [replace(o, permissions=tallies.get(o.agent.id)) for o in roster.agents_overview(store)]
+    return rows, hosts.list_hosts(store), store.host, {m.uuid: m for m in roster.managed_agents(store)}
 
 
 @handlers.serves("agent/overview")

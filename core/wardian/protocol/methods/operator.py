@@ -20,6 +20,7 @@ from wardian.protocol.methods.base import (
     check_target,
     check_text,
 )
+from wardian.protocol.methods.mailbox import PermissionResult, permission_result
 
 
 class OperatorSendParams(Params):
@@ -62,6 +63,12 @@ class OperatorInterruptParams(Params):
 
 
 @with_config(CLOSED)
+class PermissionTallyResult(TypedDict):
+    count: int
+    last: PermissionResult
+
+
+@with_config(CLOSED)
 class AgentOverviewResult(TypedDict):
     agent: AgentResult
     pending: int
@@ -73,6 +80,8 @@ class AgentOverviewResult(TypedDict):
     managed: ManagedAgentResult | None
     """Its saved mode and settings and its conversation (a replaced one included); None for an agent no app has
     started."""
+    permissions: PermissionTallyResult | None
+    """The permission requests the app answered for nobody (docs/guide/acp.md#permissions); None when none."""
 
 
 @with_config(CLOSED)
@@ -83,7 +92,9 @@ class AgentOverviewListResult(TypedDict):
 def agent_overview_result(o: AgentOverview, *, host_live: bool = True, local: bool = True,
                           managed: ManagedAgent | None = None) -> AgentOverviewResult:
     return {"agent": agent_result(o.agent), "pending": o.pending, "in_flight": o.in_flight, "host_live": host_live,
-            "local": local, "managed": managed_agent_result(managed) if managed is not None else None}
+            "local": local, "managed": managed_agent_result(managed) if managed is not None else None,
+            "permissions": None if o.permissions is None else {"count": o.permissions.count,
+                                                               "last": permission_result(o.permissions.last)}}
 
 
 @with_config(CLOSED)

@@ -7,8 +7,9 @@ the home, the generation's session and `WARDIAN_MCP_ANNOUNCE=1`) travels in the 
 Permissions: a wardian tool runs when the agent may always run it (`list_agents`, `wait_agent`,
 `receive_messages`: they read or wait) or when the agent's `--approve-tools` granted it; the answer is the request's
 allow-once option. Any other request has nobody to answer it in an app-owned agent: it is rejected (the
-reject-once option) and logged. While a turn is being cancelled every request is answered `cancelled`, as ACP
-asks of a client (an agent may keep the turn alive until it is).
+reject-once option), logged, and told to the app (`refusal`), which records it where the person sees it. While a
+turn is being cancelled every request is answered `cancelled`, as ACP asks of a client (an agent may keep the turn
+alive until it is).
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ import re
 from typing import Any
 
 from wardian.home import ENV_HOME, ENV_MCP_ANNOUNCE, ENV_SESSION, Home
+from wardian.model import PermissionOption
 from wardian.protocol.tools import SERVER_NAME, parse_tool_names
+from wardian.providers.base import PermissionAnswered
 from wardian.providers.mcp_command import SERVE_ARGS, wardian_executable
 
 log = logging.getLogger("wardian.acp")
@@ -60,6 +63,19 @@ def _option(params: dict[str, Any], kind: str) -> str | None:
         if isinstance(option, dict) and option.get("kind") == kind and isinstance(option.get("optionId"), str):
             return str(option["optionId"])
     return None
+
+
+def refusal(params: dict[str, Any], result: dict[str, Any], turn_id: str | None) -> PermissionAnswered | None:
+    """What the app records of a request `answer` did not allow (None: it allowed it)."""
+    outcome = result.get("outcome") or {}
+    options = tuple(PermissionOption(str(o.get("optionId") or ""), str(o.get("name") or ""), str(o.get("kind") or ""))
+                    for o in params.get("options") or [] if isinstance(o, dict))
+    chosen = next((o for o in options if o.option_id == outcome.get("optionId")), None)
+    if chosen is not None and chosen.kind.startswith("allow"):
+        return None
+    call = params.get("toolCall")
+    title = str(call.get("title") or "") if isinstance(call, dict) else ""
+    return PermissionAnswered(turn_id, tool_of(params) or "a tool", title, options, "rejected")
 
 
 def answer(agent: str, params: dict[str, Any], allowed: frozenset[str], *, cancelling: bool) -> dict[str, Any]:

@@ -9,7 +9,8 @@ of it (a `wardian.providers.base.ProviderRuntime`; docs/guide/acp.md).
        session/prompt {sessionId, prompt}           a task: one turn; its answer (`stopReason`) is the turn's end
        session/cancel {sessionId}                   an interrupt
   in:  session/update                               the turn's text and tool calls
-       session/request_permission                   answered from the agent's grants (`permissions`)
+       session/request_permission                   answered from the agent's grants (`permissions`); a refusal is
+                                                    told to the app (`PermissionAnswered`)
        craft/drainMidTurnQueue                      Qwen Code, at each tool boundary: the tasks steered meanwhile
 ```
 
@@ -213,8 +214,13 @@ class AcpRuntime(TurnState):
 
     async def _on_request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         if method == "session/request_permission":
-            cancelling = self._turn is None or self._turn.cancelling
-            return permissions.answer(self.spec.name, params, self.spec.allowed, cancelling=cancelling)
+            turn = self._turn
+            cancelling = turn is None or turn.cancelling
+            result = permissions.answer(self.spec.name, params, self.spec.allowed, cancelling=cancelling)
+            if turn is not None and not cancelling and (
+                    refused := permissions.refusal(params, result, turn.turn_id)) is not None:
+                self.emit(refused)
+            return result
         if method == DRAIN:
             return {"messages": self._drain(), "hasQueuedPrompt": False}
         raise MethodNotFound(method)

@@ -236,6 +236,21 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE agents ADD COLUMN command TEXT;
     """,
+    # 15: the permission requests an agent made that the app answered for nobody (`store.permissions`).
+    """
+    CREATE TABLE permission_requests (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        agent_id INTEGER NOT NULL REFERENCES agents(id),
+        request_id TEXT,
+        turn_id TEXT,
+        tool TEXT NOT NULL,
+        title TEXT NOT NULL,
+        options TEXT NOT NULL,
+        answer TEXT NOT NULL,
+        created_at INTEGER NOT NULL
+    ) STRICT;
+    CREATE INDEX permission_requests_agent ON permission_requests(agent_id, id);
+    """,
 )
 
 
