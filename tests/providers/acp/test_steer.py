@@ -62,3 +62,39 @@ def test_a_task_for_a_busy_qwen_agent_joins_the_turn_at_its_next_tool_boundary(q
     prompts = [r for r in script.requests if r.answered_by != "side"]
     assert len([r for r in prompts if STEERED in json.dumps(r.body)]) >= 1
     assert second["request_id"] in json.dumps(prompts[-1].body)
+
+
+def test_information_for_a_busy_qwen_agent_joins_the_turn_at_its_next_tool_boundary(qwen_app: AcpApp) -> None:
+    """Information starts no turn; while one runs it is handed over at its next tool boundary as a steered task is,
+    and is then in the conversation (not on the receive path). The sender does not wait for the boundary."""
+    world = qwen_app
+    _, lead, _ = world.agent("lead", start=False)
+    _, worker, script = world.agent("worker")
+    gate = Gate(ToolCall("list_agents", {}))
+    script.add(gate, Message("done, with the news"))
+    task = world.app.call("task/followup", {"session": lead, "target": "worker", "message": "work"})
+    assert gate.reached.wait(120)
+    world.wait_status("worker", "active")
+    sent = world.app.call("message/send", {"session": lead, "target": "worker", "message": "FYI: main is green"})
+    assert sent["delivery"] == "admitted"  # returned before the boundary came
+    gate.open.set()
+    (reply,) = collect(world, lead, 1)
+    assert (reply["request_id"], reply["text"]) == (task["request_id"], "done, with the news")
+    prompts = [r for r in script.requests if r.answered_by != "side"]
+    steered = [r for r in prompts if STEERED in json.dumps(r.body)]
+    assert steered
+    assert "FYI: main is green" in json.dumps(steered[0].body)
+    assert sent["interaction_id"] in json.dumps(steered[0].body)
+    # In the conversation, so never also on the receive path.
+    assert world.app.call("mailbox/receive", {"session": worker, "limit": 100})["records"] == []
+
+
+def test_information_for_an_idle_qwen_agent_waits_in_the_mailbox(qwen_app: AcpApp) -> None:
+    world = qwen_app
+    _, lead, _ = world.agent("lead", start=False)
+    _, worker, script = world.agent("worker")
+    sent = world.app.call("message/send", {"session": lead, "target": "worker", "message": "FYI at idle"})
+    assert sent["delivery"] == "admitted"
+    (record,) = world.app.records_for(worker)
+    assert record["id"] == sent["interaction_id"]
+    assert script.requests == []

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import anyio
+import anyio.abc
 
 from wardian.providers import Capabilities, ProviderRuntime
 from wardian.providers.base import ProviderInfo
@@ -29,6 +30,9 @@ class AgentHandle:
     gone: dict[str, int] = field(default_factory=dict)  # request id -> how often its conversation was gone
     # Records admitted while a turn ran, for a provider that cannot push then: pushed at idle unless received.
     deferred: list[str] = field(default_factory=list)
+    background: anyio.abc.TaskGroup | None = None
+    """The task group of its runtime, observer and dispatcher, once running: where a push that waits for the
+    turn's next tool boundary runs (`Capabilities.push_at_boundary`)."""
 
     @property
     def caps(self) -> Capabilities:

@@ -286,6 +286,7 @@ class Launcher:
             status = AgentStatus.IDLE if runtime.ready else AgentStatus.STARTING
             await self.writer.call(roster.observe, handle.agent_id, handle.generation, status, thread_id)
             self.owners[handle.uuid] = handle
+            handle.background = tg
             tg.start_soon(self.observer.run, handle)
             tg.start_soon(self.dispatcher.run, handle)
             ready()

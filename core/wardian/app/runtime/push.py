@@ -3,8 +3,10 @@
 A record reaches its recipient by exactly one path. Whether it is pushed is decided inside its admission's
 transaction (`can_push`), so a record admitted for a push is hidden from receive from its first commit. A provider
 that cannot push while a turn runs gets the record on the receive path, remembered (`defer`), and pushed at idle only
-if no receive took it first (`claim_push`). Every push ends settled: done, released to the receive path (nothing was
-sent), or uncertain (it may be in the conversation, so it is never shown twice).
+if no receive took it first (`claim_push`). A provider that pushes only into a running turn, at its next tool
+boundary (`push_at_boundary`), is pushed only while a turn runs, in the background of its runtime. Every push ends
+settled: done, released to the receive path (nothing was sent), or uncertain (it may be in the conversation, so it
+is never shown twice).
 """
 
 from __future__ import annotations
@@ -36,8 +38,12 @@ class PushQueue:
         running, ready and can inject. Decided inside the admission's transaction, so the record is hidden from
         receive from its first commit: it reaches the agent by exactly one path."""
         handle = self.owners.get(recipient_uuid)
-        return (handle is not None and handle.runtime.ready and handle.caps.inject
-                and (handle.caps.inject_while_active or handle.runtime.active_turn_id is None))
+        if handle is None or not handle.runtime.ready or not handle.caps.inject:
+            return False
+        active = handle.runtime.active_turn_id is not None
+        if handle.caps.push_at_boundary:
+            return active  # it can only join a running turn
+        return handle.caps.inject_while_active or not active
 
     def can_push_later(self, recipient_uuid: str) -> bool:
         """Whether the recipient's runtime can push, but not while its current turn runs."""
@@ -50,6 +56,11 @@ class PushQueue:
         recipient's waits (and, for a provider that pushes only between turns, push it at idle unless a receive
         took it first). True when it is in the recipient's conversation."""
         if pushing:
+            handle = self.owners.get(recipient_uuid)
+            if handle is not None and handle.caps.push_at_boundary and handle.background is not None:
+                # It waits for the turn's next tool boundary: settled in the background, not on the sender's time.
+                handle.background.start_soon(self.push, recipient_uuid, record_id)
+                return False
             return await self.push(recipient_uuid, record_id)
         self.defer(recipient_uuid, record_id)
         self.signals.notify(recipient_uuid)

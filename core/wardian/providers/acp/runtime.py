@@ -15,7 +15,8 @@ of it (a `wardian.providers.base.ProviderRuntime`; docs/guide/acp.md).
 ```
 
 Steering (Qwen Code): a task for the running turn waits in a queue until the agent next asks for it at a tool
-boundary, and is handed over in that answer: then it is in the turn, whose end answers it. One the agent does not
+boundary, and is handed over in that answer: then it is in the turn, whose end answers it. Information pushed while
+the turn runs takes the same way (`push`). One the agent does not
 ask for within `STEER_WAIT_S`, or before its turn ends, is taken back out of the queue, certainly not handed over
 (`StaleTurn`: the app offers it again once the turn has ended).
 
@@ -44,7 +45,7 @@ from wardian.providers.acp.agents import AcpAgent
 from wardian.providers.acp.rpc import Gone, LineLost, MethodNotFound, NotSent, Peer, Pending, RpcError
 from wardian.providers.acp.turns import Turn
 from wardian.providers.base import Capabilities, ConversationReplaced, Started, TaskDelivery
-from wardian.providers.delivery import task_text
+from wardian.providers.delivery import inbox_text, task_text
 from wardian.providers.process import ProviderProcess, StopPolicy
 from wardian.providers.turns import TurnState
 
@@ -292,20 +293,33 @@ class AcpRuntime(TurnState):
         if not self.capabilities.steer or turn is None or turn.turn_id != expected_turn_id or turn.cancelling:
             raise errors.StaleTurn(f"turn {expected_turn_id} of {self.spec.name} is not running; nothing was sent",
                                    turn_id=expected_turn_id)
-        steered = Steered(task_text(task))
-        self._queue.append(steered)
-        with anyio.move_on_after(STEER_WAIT_S):
-            await steered.settled.wait()
-        if not steered.handed:
-            if steered in self._queue:
-                self._queue.remove(steered)
+        if not await self._hand_over(task_text(task), STEER_WAIT_S):
             raise errors.StaleTurn(f"turn {expected_turn_id} of {self.spec.name} reached no tool boundary that took "
                                    "the task; nothing was sent", turn_id=expected_turn_id)
         return expected_turn_id
 
     async def push(self, records: Sequence[Interaction], *, timeout_s: float) -> None:
-        raise errors.ProviderUnavailable(f"{self.spec.agent.name} agents take no information without a turn; the "
-                                         "records stay in the mailbox")
+        """The records into the running turn at its next tool boundary, as a steered task is (the agent has no
+        message that adds to its conversation without a turn). Raises: ProviderUnavailable (no turn that can take
+        them runs, or none of its tool boundaries took them within `timeout_s`: certainly not sent)."""
+        turn = self._turn
+        if not self.capabilities.steer or turn is None or turn.cancelling:
+            raise errors.ProviderUnavailable(f"{self.spec.agent.gate.label} takes information only into a running "
+                                             "turn; the records stay in the mailbox")
+        if not await self._hand_over("\n\n".join(inbox_text(r) for r in records), timeout_s):
+            raise errors.ProviderUnavailable(f"turn {turn.turn_id} of {self.spec.name} reached no tool boundary "
+                                             "that took the records; they stay in the mailbox")
+
+    async def _hand_over(self, text: str, wait_s: float) -> bool:
+        """Queue `text` for the running turn's next drain; True once handed over, False when taken back (the turn
+        ended first, or `wait_s` passed): then certainly not sent."""
+        steered = Steered(text)
+        self._queue.append(steered)
+        with anyio.move_on_after(wait_s):
+            await steered.settled.wait()
+        if not steered.handed and steered in self._queue:
+            self._queue.remove(steered)
+        return steered.handed
 
     async def interrupt(self, turn_id: str) -> None:
         """`session/cancel` while the turn `turn_id` runs; its prompt then ends `cancelled`. Raises: NotActive,
