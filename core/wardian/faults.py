@@ -19,6 +19,8 @@ POINTS = frozenset({
     "after_claim_before_provider_submit",
     "after_provider_submit_before_ack_persist",
     "after_terminal_evidence_before_reply_publish",
+    # An ACP agent answered a prompt; the app has not yet seen it (providers/acp/runtime.py).
+    "after_provider_answer_before_outcome",
 })
 _ACTIVE = os.environ.get(ENV, "")
 

@@ -100,7 +100,17 @@ class PermissionAnswered:
     answer: str
 
 
-ProviderEvent = StateChange | TurnOutcome | ConversationReplaced | PermissionAnswered
+@dataclass(frozen=True, slots=True)
+class HistoryReplayed:
+    """The agent resumed conversation `thread_id` and showed its history: per task (request id) the history shows,
+    the final text of its answered turn, or None when the history shows it taken but not answered. The app settles
+    from it the tasks a killed app lost in that conversation (never by resending)."""
+
+    thread_id: str
+    answers: Mapping[str, str | None]
+
+
+ProviderEvent = StateChange | TurnOutcome | ConversationReplaced | PermissionAnswered | HistoryReplayed
 
 
 @dataclass(frozen=True, slots=True)

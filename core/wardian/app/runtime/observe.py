@@ -18,8 +18,14 @@ from wardian.app.writer import StoreWriter
 from wardian.faults import crashpoint
 from wardian.model import AgentStatus
 from wardian.providers import StateChange
-from wardian.providers.base import ConversationReplaced, PermissionAnswered, TurnOutcome
-from wardian.store import ledger, permissions, roster
+from wardian.providers.base import (
+    ConversationReplaced,
+    HistoryReplayed,
+    OutcomeStatus,
+    PermissionAnswered,
+    TurnOutcome,
+)
+from wardian.store import ledger, lost, permissions, roster
 
 log = logging.getLogger("wardian.app.runtime")
 
@@ -37,6 +43,8 @@ class Observer:
                     await self._replaced(handle, event)
                 elif isinstance(event, PermissionAnswered):
                     await self._permission(handle, event)
+                elif isinstance(event, HistoryReplayed):
+                    await self._replayed(handle, event)
                 elif isinstance(event, StateChange):
                     await self._state(handle, event)
                 else:
@@ -56,6 +64,31 @@ class Observer:
                                event.turn_id, event.tool, event.title, event.options, event.answer)
         log.warning("agent %s asked to run %s (%s); %s: nobody may answer it here", handle.name, event.tool,
                     ", ".join(request_ids) or "no task", event.answer)
+
+    async def _replayed(self, handle: AgentHandle, event: HistoryReplayed) -> None:
+        """Settle from the replayed history the tasks a killed app lost in this conversation: an answered turn's
+        text is the task's `done` reply (evidence captured, then published once, as a live result); a task the
+        history shows taken but unanswered, or does not show, stays uncertain with the reason. Never resent."""
+        lost_here = [t for t in await self.writer.call(lost.restart_lost_tasks, outcomes.RESTART_LOST)
+                     if t.agent_id == handle.agent_id and t.thread_id == event.thread_id]
+        for task in lost_here:
+            rid = task.request_id
+            if rid not in event.answers:
+                await self.writer.call(lost.restate_uncertain, rid, outcomes.RESTART_NOT_FOUND, True)
+                log.warning("agent %s: task %s is not in the replayed history; it stays uncertain", handle.name, rid)
+            elif (text := event.answers[rid]) is None:
+                await self.writer.call(lost.restate_uncertain, rid, outcomes.RESTART_TAKEN)
+                log.warning("agent %s: task %s was taken but never answered; it stays uncertain", handle.name, rid)
+            else:
+                # As a live end_turn with this text would be (over the reply limit: a `blocked` notice).
+                reply = outcome_reply(TurnOutcome(task.message_id or "", OutcomeStatus.DONE, final_text=text))
+                assert reply is not None
+                await self.writer.call(ledger.capture_outcome, rid, *reply)
+                published = await self.writer.call(ledger.publish_outcome, rid, self.pushes.can_push)
+                if published is not None and published.record_id is not None:
+                    await self.pushes.deliver(published.requester_uuid, published.record_id, published.pushing)
+                log.warning("agent %s: the result of task %s, lost when the app stopped, was settled from the "
+                            "replayed history", handle.name, rid)
 
     async def _state(self, handle: AgentHandle, event: StateChange) -> None:
         await self.writer.call(roster.observe, handle.agent_id, handle.generation, event.status, event.thread_id,

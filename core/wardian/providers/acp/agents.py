@@ -16,6 +16,7 @@ from wardian.providers.acp.compat import (
     generic_capabilities,
     qwen_capabilities,
 )
+from wardian.providers.acp.replay import qwen_finished
 from wardian.providers.capabilities import Capabilities
 from wardian.providers.version import Version, VersionGate
 
@@ -41,6 +42,9 @@ class AcpAgent:
     """Variables of the person's environment the agent never gets (a prefix ends with `_`): their own config."""
     credential: str
     """The variable the agent reads its API key from (the sign-in reaches its environment only)."""
+    finished: Callable[[Mapping[str, Path], str], Callable[[dict[str, Any]], bool]] | None = None
+    """How to read, from the agent's files under its directories, which replayed answers of a session its turns
+    finished (`replay`); None: the agent marks none, so its lost tasks stay uncertain."""
 
 
 QWEN = AcpAgent(
@@ -55,7 +59,7 @@ QWEN = AcpAgent(
                     (("general", "disableAutoUpdate"), True), (("general", "disableUpdateNag"), True)),
     # XDG_RUNTIME_DIR: Qwen Code makes its per-process socket directory there, else in TMPDIR (which is private).
     drop=("QWEN_", "OPENAI_", "DASHSCOPE_", "XDG_RUNTIME_DIR"),
-    credential="OPENAI_API_KEY")
+    credential="OPENAI_API_KEY", finished=qwen_finished)
 
 GEMINI = AcpAgent(
     name="gemini", gate=GEMINI_GATE, capabilities=gemini_capabilities,

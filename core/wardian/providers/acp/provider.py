@@ -130,4 +130,4 @@ class AcpProvider:
         return AcpSpec(name=spec.name, agent=agent, executable=info.executable, workspace=spec.workspace, env=env,
                        session_id=spec.thread_id, mcp_servers=[permissions.mcp_server(spec.home, spec.session)],
                        allowed=allowed, capabilities=info.capabilities, stderr_path=spec.log_path,
-                       pid_path=spec.pid_path, mcp_connected=spec.mcp_connected)
+                       pid_path=spec.pid_path, mcp_connected=spec.mcp_connected, dirs=dirs)

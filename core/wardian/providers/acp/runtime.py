@@ -23,14 +23,14 @@ ask for within `STEER_WAIT_S`, or before its turn ends, is taken back out of the
 Error classification (what the app may do next): a prompt whose line certainly did not leave (the input closed, the
 process gone) is `ProviderUnavailable`; one whose write failed part-way is `DeliveryUncertain`. A prompt written is
 a turn: its answer settles it; a process that ends first leaves it unsettled, and the app marks it uncertain (never
-resent).
+resent). After a crash, the history `session/load` replays settles what it can (`replay`, `HistoryReplayed`).
 """
 
 from __future__ import annotations
 
 import logging
 import uuid as uuids
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,12 +39,13 @@ import anyio
 import anyio.abc
 
 from wardian import errors
+from wardian.faults import crashpoint
 from wardian.model import Interaction
-from wardian.providers.acp import permissions
+from wardian.providers.acp import permissions, replay
 from wardian.providers.acp.agents import AcpAgent
 from wardian.providers.acp.rpc import Gone, LineLost, MethodNotFound, NotSent, Peer, Pending, RpcError
 from wardian.providers.acp.turns import Turn
-from wardian.providers.base import Capabilities, ConversationReplaced, Started, TaskDelivery
+from wardian.providers.base import Capabilities, ConversationReplaced, HistoryReplayed, Started, TaskDelivery
 from wardian.providers.delivery import inbox_text, task_text
 from wardian.providers.process import ProviderProcess, StopPolicy
 from wardian.providers.turns import TurnState
@@ -88,6 +89,8 @@ class AcpSpec:
     stderr_path: Path
     pid_path: Path
     mcp_connected: anyio.Event | None = None
+    dirs: Mapping[str, Path] = field(default_factory=dict[str, Path])
+    """The agent's private directories by the variable naming each (`agents.AcpAgent.dirs`)."""
 
 
 class AcpRuntime(TurnState):
@@ -103,6 +106,8 @@ class AcpRuntime(TurnState):
         self._turn: Turn | None = None
         self._queue: list[Steered] = []
         self._started = False
+        self._replay: tuple[str, list[dict[str, Any]]] | None = None
+        """While `session/load` runs: the session and the history it has replayed so far."""
 
     # --- lifecycle ------------------------------------------------------------------------------------
 
@@ -162,8 +167,10 @@ class AcpRuntime(TurnState):
         return session_id
 
     async def _load(self, session_id: str) -> str | None:
-        """Load the agent's session (it replays its history, which wardian does not need here); None when the
-        agent no longer has it."""
+        """Load the agent's session; None when the agent no longer has it. The history it replays first is told to
+        the app (`HistoryReplayed`), which settles from it what a killed app lost (`replay`)."""
+        replayed: list[dict[str, Any]] = []
+        self._replay = (session_id, replayed)
         try:
             await self._start_call("session/load", {"sessionId": session_id, "cwd": str(self.spec.workspace),
                                                     "mcpServers": self.spec.mcp_servers})
@@ -171,6 +178,11 @@ class AcpRuntime(TurnState):
             log.warning("%s: the agent could not load session %s (%s); starting a new one", self.spec.name,
                         session_id, exc.message)
             return None
+        finally:
+            self._replay = None
+        marks = self.spec.agent.finished
+        finished = replay.never if marks is None else await anyio.to_thread.run_sync(marks, self.spec.dirs, session_id)
+        self.emit(HistoryReplayed(session_id, replay.answers(replayed, finished)))
         return session_id
 
     async def _start_call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -207,11 +219,14 @@ class AcpRuntime(TurnState):
     # --- what the agent sends -------------------------------------------------------------------------
 
     def _on_notification(self, method: str, params: dict[str, Any]) -> None:
-        turn = self._turn
-        if method == "session/update" and turn is not None and params.get("sessionId") == self.thread_id:
-            update = params.get("update")
-            if isinstance(update, dict):
-                turn.update(update)
+        update = params.get("update")
+        if method != "session/update" or not isinstance(update, dict):
+            return
+        turn, loading = self._turn, self._replay
+        if loading is not None and params.get("sessionId") == loading[0]:
+            loading[1].append(update)
+        elif turn is not None and params.get("sessionId") == self.thread_id:
+            turn.update(update)
 
     async def _on_request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         if method == "session/request_permission":
@@ -272,6 +287,7 @@ class AcpRuntime(TurnState):
         turn = self._turn
         if turn is None or isinstance(pending.error, Gone):
             return  # no answer: `_ended` leaves the turn unsettled
+        crashpoint("after_provider_answer_before_outcome")
         turn.outcome = (turn.refused(str(pending.error)) if pending.error is not None
                         else turn.ended(pending.value or {}))
         if turn.active:
