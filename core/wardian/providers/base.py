@@ -22,7 +22,7 @@ Which provider answers are definite rejections is the provider's to decide, in i
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -251,6 +251,18 @@ class Provider(Protocol):
         """Prepare the agent's private provider home (registering `wardian mcp serve` with `spec.session`), end a
         runtime a killed app left behind, and return the runtime to `run`.
         Raises: RegistrationConflict, CliNotFound, WardianError."""
+        ...
+
+
+@runtime_checkable
+class OffersAtBoundary(Protocol):
+    """A runtime that takes records into its running turn at the turn's next tool boundary
+    (`Capabilities.push_at_boundary`)."""
+
+    async def offer(self, record: Interaction, claim: Callable[[], Awaitable[bool]], *, timeout_s: float) -> bool:
+        """Hold `record` for the running turn's next tool boundary; there, `claim` it (False: a receive took it
+        first) and hand it over. True once handed over; False when not (no turn, not claimed, the turn ended first
+        or `timeout_s` passed): then it was never sent."""
         ...
 
 

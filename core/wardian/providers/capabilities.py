@@ -32,9 +32,9 @@ class Capabilities:
     """A push may land while a turn runs (it joins the model's next request). Without it a push waits for the turn
     to end: until then the record stays on the receive path, and is pushed at idle only if no receive took it."""
     push_at_boundary: bool = False
-    """A push joins the running turn only at its next tool boundary, so the runtime holds it until then (bounded),
-    and no turn running means no push: the app pushes such records only while a turn runs, in the background (the
-    sender does not wait for the boundary), and a push the turn did not take goes to the receive path."""
+    """Records join only a running turn, at its next tool boundary (the runtime is an `OffersAtBoundary`): they stay
+    on the receive path, and while a turn runs each is offered to it; at the boundary the runtime takes it for the
+    push (`mailbox.claim_push`) unless a receive took it first, so the agent sees it once, by one path."""
     tool_grants: bool = False
     """`--approve-tools` grants mean something: the provider asks a person before any wardian tool not granted. A
     provider without an approval step refuses grants rather than ignore them."""

@@ -13,6 +13,7 @@ import pytest
 
 from tests.conftest import app_on_root, pinned_npm_tool, short_home
 from tests.providers.acp.conftest import REPO, AcpApp, collect, settle, state_of
+from wardian_harness.acceptance.exchange import PLAIN_REQUEST, SENDER_ANSWER, WORKER_ANSWER, script_exchange
 from wardian_harness.models.scripted_model import Message, ScriptedModel, Step, ToolCall
 
 STEERED = "[User message received during tool execution]"
@@ -98,3 +99,19 @@ def test_information_for_an_idle_qwen_agent_waits_in_the_mailbox(qwen_app: AcpAp
     (record,) = world.app.records_for(worker)
     assert record["id"] == sent["interaction_id"]
     assert script.requests == []
+
+
+def test_a_reply_for_a_qwen_lead_waiting_in_receive_messages_is_received_at_once(qwen_app: AcpApp) -> None:
+    """A record offered to a running turn stays on the receive path until a tool boundary takes it, so a lead whose
+    turn waits in `receive_messages` gets the reply from that receive (and sees it once)."""
+    world = qwen_app
+    _, human, _ = world.agent("human", start=False)
+    _, _, lead = world.agent("lead", approve=["followup_task"])
+    _, _, worker = world.agent("worker")
+    receipts: list[dict[str, Any]] = []
+    script_exchange(lead, worker, receipts)
+    task = world.app.call("task/followup", {"session": human, "target": "lead", "message": PLAIN_REQUEST})
+    (answer,) = collect(world, human, 1)
+    assert (answer["request_id"], answer["text"]) == (task["request_id"], SENDER_ANSWER)
+    received = [o.text for r in lead.requests for o in r.function_call_outputs() if o.name == "receive_messages"]
+    assert any(WORKER_ANSWER in text for text in received)

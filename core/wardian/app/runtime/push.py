@@ -4,7 +4,8 @@ A record reaches its recipient by exactly one path. Whether it is pushed is deci
 transaction (`can_push`), so a record admitted for a push is hidden from receive from its first commit. A provider
 that cannot push while a turn runs gets the record on the receive path, remembered (`defer`), and pushed at idle only
 if no receive took it first (`claim_push`). A provider that pushes only into a running turn, at its next tool
-boundary (`push_at_boundary`), is pushed only while a turn runs, in the background of its runtime. Every push ends
+boundary (`push_at_boundary`), keeps it on the receive path and offers it to the running turn (`offer`), which
+takes it by the same claim at the boundary, unless a receive took it first. Every push ends
 settled: done, released to the receive path (nothing was sent), or uncertain (it may be in the conversation, so it
 is never shown twice).
 """
@@ -20,11 +21,14 @@ from wardian.app import outcomes
 from wardian.app.runtime.handle import AgentHandle, Owners
 from wardian.app.signals import PROVIDER_CONTEXT, MailboxSignals
 from wardian.app.writer import StoreWriter
+from wardian.providers.base import OffersAtBoundary
 from wardian.store import history, mailbox
 
 log = logging.getLogger("wardian.app.runtime")
 
 PUSH_TIMEOUT_S = 10.0
+OFFER_TIMEOUT_S = 60.0
+"""How long a record offered to a running turn waits for its next tool boundary (it stays receivable meanwhile)."""
 
 
 class PushQueue:
@@ -40,10 +44,9 @@ class PushQueue:
         handle = self.owners.get(recipient_uuid)
         if handle is None or not handle.runtime.ready or not handle.caps.inject:
             return False
-        active = handle.runtime.active_turn_id is not None
         if handle.caps.push_at_boundary:
-            return active  # it can only join a running turn
-        return handle.caps.inject_while_active or not active
+            return False  # on the receive path, offered to a running turn (`offer`)
+        return handle.caps.inject_while_active or handle.runtime.active_turn_id is None
 
     def can_push_later(self, recipient_uuid: str) -> bool:
         """Whether the recipient's runtime can push, but not while its current turn runs."""
@@ -56,13 +59,9 @@ class PushQueue:
         recipient's waits (and, for a provider that pushes only between turns, push it at idle unless a receive
         took it first). True when it is in the recipient's conversation."""
         if pushing:
-            handle = self.owners.get(recipient_uuid)
-            if handle is not None and handle.caps.push_at_boundary and handle.background is not None:
-                # It waits for the turn's next tool boundary: settled in the background, not on the sender's time.
-                handle.background.start_soon(self.push, recipient_uuid, record_id)
-                return False
             return await self.push(recipient_uuid, record_id)
         self.defer(recipient_uuid, record_id)
+        self.offer(recipient_uuid, record_id)
         self.signals.notify(recipient_uuid)
         return False
 
@@ -71,6 +70,30 @@ class PushQueue:
         handle = self.owners.get(recipient_uuid)
         if handle is not None and self.can_push_later(recipient_uuid):
             handle.deferred.append(record_id)
+
+    def offer(self, recipient_uuid: str, record_id: str) -> None:
+        """A record on the receive path of an agent whose running turn takes records at its tool boundaries: offer
+        it there, in the background of its runtime (the sender does not wait for the boundary)."""
+        handle = self.owners.get(recipient_uuid)
+        if (handle is not None and handle.caps.push_at_boundary and handle.background is not None
+                and handle.runtime.active_turn_id is not None and isinstance(handle.runtime, OffersAtBoundary)):
+            handle.background.start_soon(self._offer, handle, handle.runtime, record_id)
+
+    async def _offer(self, handle: AgentHandle, runtime: OffersAtBoundary, record_id: str) -> None:
+        """Runs beside the agent's runtime: a failure here is logged (the record stays where it is), never raised
+        into the runtime's task group."""
+
+        async def claim() -> bool:
+            return await self.writer.call(mailbox.claim_push, record_id)
+
+        try:
+            record = await self.writer.call(history.interaction, record_id)
+            if await runtime.offer(record, claim, timeout_s=OFFER_TIMEOUT_S):
+                with anyio.CancelScope(shield=True):
+                    await self.writer.call(mailbox.push_done, record_id)
+                self.signals.notify(handle.uuid, PROVIDER_CONTEXT)
+        except errors.WardianError as exc:
+            log.warning("record %s: offering it to %s's running turn failed (%s)", record_id, handle.name, exc.code)
 
     async def push_deferred(self, handle: AgentHandle) -> None:
         """At idle: push what waited for the turn to end, each record only if no receive has taken it meanwhile."""
@@ -120,4 +143,5 @@ class PushQueue:
                 return await self.push(recipient_uuid, record_id)
             return False
         self.defer(recipient_uuid, record_id)
+        self.offer(recipient_uuid, record_id)
         return False

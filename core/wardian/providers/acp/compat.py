@@ -14,7 +14,7 @@
     turn's end (a second `session/prompt` would pre-empt the running one);
   - information: ACP has no message that adds to the conversation without a turn, so at idle it stays in the
     mailbox (the agent reads it with its tools); while a Qwen Code turn runs it is handed over at the turn's next
-    tool boundary like a steered task (`push_at_boundary`), else it too stays in the mailbox;
+    tool boundary like a steered task, unless a receive took it first (`push_at_boundary`);
   - interrupt and exact completion: the prompt's answer names how its turn ended;
   - tool grants: the agent asks (`session/request_permission`) before every MCP tool in its default approval mode,
     and the app answers for wardian's tools from the agent's `--approve-tools` grants;
@@ -51,7 +51,8 @@ def generic_capabilities(version: Version) -> Capabilities:
 
 
 def _acp(*, steer: bool) -> Capabilities:
-    # Information joins a turn the way a steered task does (the drain hook), so only an agent that steers takes it.
-    return Capabilities(steer=steer, inject=steer, interrupt=True, exact_completion=True, attach=False,
+    # Information joins a running turn the way a steered task does (the drain hook), so only an agent that steers
+    # takes it; without a turn nothing adds to an ACP conversation (no inject).
+    return Capabilities(steer=steer, inject=False, interrupt=True, exact_completion=True, attach=False,
                         inject_while_active=True, push_at_boundary=steer, tool_grants=True,
                         no_attach_reason=NO_ATTACH_REASON)

@@ -16,7 +16,7 @@ of it (a `wardian.providers.base.ProviderRuntime`; docs/guide/acp.md).
 
 Steering (Qwen Code): a task for the running turn waits in a queue until the agent next asks for it at a tool
 boundary, and is handed over in that answer: then it is in the turn, whose end answers it. Information pushed while
-the turn runs takes the same way (`push`). One the agent does not
+the turn runs takes the same way (`offer`), unless a receive took it first. One the agent does not
 ask for within `STEER_WAIT_S`, or before its turn ends, is taken back out of the queue, certainly not handed over
 (`StaleTurn`: the app offers it again once the turn has ended).
 
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 import uuid as uuids
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,6 +67,8 @@ class Steered:
     """A task waiting in the steering queue: `settled` is set once it was handed over or taken back."""
 
     text: str
+    claim: Callable[[], Awaitable[bool]] | None = None
+    """Asked at the drain, before it is handed over: False when it is no longer this runtime's to hand over."""
     handed: bool = False
     settled: anyio.Event = field(default_factory=anyio.Event)
 
@@ -238,16 +240,20 @@ class AcpRuntime(TurnState):
                 self.emit(refused)
             return result
         if method == DRAIN:
-            return {"messages": self._drain(), "hasQueuedPrompt": False}
+            return {"messages": await self._drain(), "hasQueuedPrompt": False}
         raise MethodNotFound(method)
 
-    def _drain(self) -> list[str]:
-        """Hand the queued tasks over (the agent asked for them at a tool boundary of the running turn)."""
+    async def _drain(self) -> list[str]:
+        """Hand the queued tasks and records over (the agent asked for them at a tool boundary of the running turn);
+        a record a receive took first is dropped."""
         queued, self._queue = (self._queue, []) if self._turn is not None else ([], self._queue)
+        handed: list[str] = []
         for steered in queued:
-            steered.handed = True
+            steered.handed = steered.claim is None or await steered.claim()
             steered.settled.set()
-        return [steered.text for steered in queued]
+            if steered.handed:
+                handed.append(steered.text)
+        return handed
 
     # --- delivery -------------------------------------------------------------------------------------
 
@@ -315,21 +321,21 @@ class AcpRuntime(TurnState):
         return expected_turn_id
 
     async def push(self, records: Sequence[Interaction], *, timeout_s: float) -> None:
-        """The records into the running turn at its next tool boundary, as a steered task is (the agent has no
-        message that adds to its conversation without a turn). Raises: ProviderUnavailable (no turn that can take
-        them runs, or none of its tool boundaries took them within `timeout_s`: certainly not sent)."""
+        raise errors.ProviderUnavailable(f"{self.spec.agent.gate.label} takes no information without a turn; the "
+                                         "records stay in the mailbox")
+
+    async def offer(self, record: Interaction, claim: Callable[[], Awaitable[bool]], *, timeout_s: float) -> bool:
+        """The record into the running turn at its next tool boundary, as a steered task is, if `claim` there says
+        no receive took it first (`OffersAtBoundary`). False: never sent."""
         turn = self._turn
         if not self.capabilities.steer or turn is None or turn.cancelling:
-            raise errors.ProviderUnavailable(f"{self.spec.agent.gate.label} takes information only into a running "
-                                             "turn; the records stay in the mailbox")
-        if not await self._hand_over("\n\n".join(inbox_text(r) for r in records), timeout_s):
-            raise errors.ProviderUnavailable(f"turn {turn.turn_id} of {self.spec.name} reached no tool boundary "
-                                             "that took the records; they stay in the mailbox")
+            return False
+        return await self._hand_over(inbox_text(record), timeout_s, claim)
 
-    async def _hand_over(self, text: str, wait_s: float) -> bool:
+    async def _hand_over(self, text: str, wait_s: float, claim: Callable[[], Awaitable[bool]] | None = None) -> bool:
         """Queue `text` for the running turn's next drain; True once handed over, False when taken back (the turn
-        ended first, or `wait_s` passed): then certainly not sent."""
-        steered = Steered(text)
+        ended first, `wait_s` passed, or `claim` said no): then certainly not sent."""
+        steered = Steered(text, claim)
         self._queue.append(steered)
         with anyio.move_on_after(wait_s):
             await steered.settled.wait()
