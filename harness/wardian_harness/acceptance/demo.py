@@ -3,7 +3,8 @@
 Loaded by core's `wardian demo` through the `wardian.plugins` entry point `demo` (core never imports the
 harness). It starts an app on a temporary home, registers `lead` and `worker` (each with its own private provider
 home and fixture workspace) and a person, `human`; starts both agents (Codex app-servers by default; `--providers
-codex,opencode` makes the worker an OpenCode agent, `claude,codex` the lead a Claude Code agent) on the scripted model
+codex,opencode` makes the worker an OpenCode agent, `claude,codex` the lead a Claude Code agent, `qwen,codex` a Qwen
+Code lead; `gemini` is Gemini CLI and `acp` a generic ACP agent, `opencode acp`) on the scripted model
 (offline, no account); asks lead in plain English to find something out from worker; and prints every record as the
 app commits it: who asked whom, the request id, the delivery state, the reply. At the end it writes the evidence
 (records, each Codex agent's rollout file, each OpenCode agent's ask_ <-> ses_/msg_ bindings and its store's
@@ -149,7 +150,7 @@ def _parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, tuple[s
                              "codex,codex; codex,opencode or claude,codex shows a mixed team)")
     args = parser.parse_args(argv)
     try:
-        providers = parse_providers(args.providers)
+        providers = parse_providers(args.providers, PROVIDERS)
     except ValueError as exc:
         parser.error(str(exc).replace("WARDIAN_E2E_MESSAGING_V2_PROVIDERS=", "--providers "))
     return args, providers
@@ -219,7 +220,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with ScriptedModel() as model:
             native = NativeRun(Settings(providers=providers), run, tree, found.codex, model, progress=_note,
-                               opencode=found.opencode, claude=found.claude)
+                               opencode=found.opencode, claude=found.claude,
+                               acp={n: c for n, c in (("qwen", found.qwen), ("gemini", found.gemini)) if c})
             _say(f"an app on a temporary home ({run.wardian_home}), {found.describe()}, a scripted model")
             lead, receipts = _start_team(native, providers)
             answer = _exchange(native, lead, receipts)

@@ -27,8 +27,11 @@ WARMUP_ANSWER = "Yes, ready when you are."
 
 
 def _receipt_of(body: dict[str, Any]) -> dict[str, Any]:
+    """The tool result's JSON, as each agent shows it to its model: Codex after "Output:", Gemini CLI 0.61.0 inside
+    `<untrusted_context>` tags, the others bare."""
     text = function_call_outputs(body)[-1].text
-    return json.loads(text.split("Output:\n", 1)[-1] if "Output:" in text else text)
+    text = text.split("Output:\n", 1)[-1] if "Output:" in text else text
+    return json.loads(text[text.index("{"):text.rindex("}") + 1])
 
 
 def _seen(body: dict[str, Any]) -> str:

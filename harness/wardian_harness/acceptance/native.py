@@ -29,6 +29,7 @@ from wardian_harness.acceptance.settings import Settings
 from wardian_harness.models.scripted_model import AgentScript, ScriptedModel
 from wardian_harness.processes import apps
 from wardian_harness.processes.proctree import ProcessTree
+from wardian_harness.providers.acp_home import ACP_PROVIDERS, acp_launch
 from wardian_harness.providers.claude_home import ScriptedClaude, claude_overrides
 from wardian_harness.providers.cli import CliInstall
 from wardian_harness.providers.codex_home import DUMMY_API_KEY, ScriptedProvider, codex_overrides
@@ -80,13 +81,16 @@ class NativeRun:
 
     def __init__(self, settings: Settings, run: IsolatedRun, tree: ProcessTree, codex: CodexInstall,
                  model: ScriptedModel | None, progress: Callable[[str], None] | None = None,
-                 opencode: CliInstall | None = None, claude: CliInstall | None = None) -> None:
+                 opencode: CliInstall | None = None, claude: CliInstall | None = None,
+                 acp: Mapping[str, CliInstall] | None = None) -> None:
         self.settings = settings
         self.run = run
         self.tree = tree
         self.codex = codex
         self.opencode = opencode
         self.claude = claude
+        self.acp = dict(acp or {})
+        """Qwen Code and Gemini CLI, by provider name, for the ACP agents of the team."""
         self.model = model
         self.progress = progress or (lambda _line: None)
         self.home = Home(run.wardian_home)
@@ -110,6 +114,7 @@ class NativeRun:
         chosen = {"WARDIAN_OPENCODE": str(self.opencode.executable)} if self.opencode is not None else {}
         if self.claude is not None:
             chosen["WARDIAN_CLAUDE"] = str(self.claude.executable)
+        chosen.update({f"WARDIAN_{name.upper()}": str(cli.executable) for name, cli in self.acp.items()})
         return self.run.child_env({"PATH": path, "WARDIAN_CODEX": str(self.codex.executable), **chosen,
                                    "WARDIAN_SCRIPTED_MODEL_KEY": DUMMY_API_KEY, **(extra or {})})
 
@@ -176,6 +181,9 @@ class NativeRun:
         args = ["agent", "add", name, "--provider", provider]
         if ws is not None:
             args += ["--workspace", str(ws)]
+        if provider == "acp":
+            assert self.opencode is not None  # Installs.find finds OpenCode for a generic ACP agent
+            args += ["--command", f"{self.opencode.executable} acp"]
         row = self.cli_json(*args)
         agent = Agent(name, row["uuid"], ws, self.run.codex_home(row["uuid"]), provider=provider,
                       opencode_dir=self.run.opencode_dir(row["uuid"]) if provider == "opencode" else None,
@@ -204,6 +212,9 @@ class NativeRun:
         if agent.provider == "claude":
             assert agent.script is not None  # Settings.from_env refuses Claude Code with a real model
             return claude_overrides(ScriptedClaude(agent.script.base_url))
+        if agent.provider in ACP_PROVIDERS:
+            assert agent.script is not None  # Settings.from_env refuses ACP agents with a real model
+            return acp_launch(agent.provider, agent.script.base_url)[0]
         if agent.script is not None:
             config += codex_overrides(ScriptedProvider(base_url=agent.script.base_url))
         else:
@@ -220,6 +231,9 @@ class NativeRun:
         args = ["agent", "start", agent.name, "--mode", "attached" if self.settings.attached else "background"]
         for item in agent.config:
             args += ["-c", item]
+        if agent.provider in ACP_PROVIDERS and agent.script is not None:
+            for item in acp_launch(agent.provider, agent.script.base_url)[1]:
+                args += ["--env", item]
         grants = self.settings.grants(agent.name)
         if grants:
             args += ["--approve-tools", ",".join(grants)]

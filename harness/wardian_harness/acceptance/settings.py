@@ -10,12 +10,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["MODES", "NO_ATTACHED", "OPERATOR", "PROVIDERS", "PROVIDERS_ENV", "RECEIVER", "SENDER", "SENDER_TOOLS",
-           "SIX_TOOLS", "Settings", "parse_providers"]
+__all__ = ["E2E_PROVIDERS", "MODES", "NO_ATTACHED", "OPERATOR", "PROVIDERS", "PROVIDERS_ENV", "RECEIVER", "SENDER",
+           "SENDER_TOOLS", "SIX_TOOLS", "Settings", "parse_providers"]
 
 MODES = ("background", "attached_tui")
-PROVIDERS = ("codex", "opencode", "claude")
-NO_ATTACHED = {"opencode": "OpenCode", "claude": "Claude Code"}
+PROVIDERS = ("codex", "opencode", "claude", "qwen", "gemini", "acp")
+"""What `wardian demo` runs."""
+E2E_PROVIDERS = ("codex", "opencode", "claude")
+"""What the acceptance (`run-native-e2e`) runs: its checks read each of these providers' own records."""
+NO_ATTACHED = {"opencode": "OpenCode", "claude": "Claude Code", "qwen": "Qwen Code", "gemini": "Gemini CLI",
+               "acp": "generic ACP (opencode acp)"}
 """The providers without an attached TUI in wardian, by the name a person knows them by."""
 PROVIDERS_ENV = "WARDIAN_E2E_MESSAGING_V2_PROVIDERS"
 SIX_TOOLS = ("send_message", "followup_task", "wait_agent", "receive_messages", "reply", "list_agents")
@@ -26,16 +30,16 @@ SENDER_TOOLS = ("followup_task",)
 SENDER, RECEIVER, OPERATOR = "lead", "worker", "human"
 
 
-def parse_providers(value: str) -> tuple[str, str]:
+def parse_providers(value: str, allowed: tuple[str, ...] = E2E_PROVIDERS) -> tuple[str, str]:
     """`lead,worker` providers, e.g. "codex,opencode".
 
     Raises:
         ValueError: not two names, or a name that is not a provider.
     """
     names = tuple(part.strip() for part in value.split(","))
-    if len(names) != 2 or any(n not in PROVIDERS for n in names):
+    if len(names) != 2 or any(n not in allowed for n in names):
         raise ValueError(f"{PROVIDERS_ENV}={value!r}: give the lead's and the worker's provider, e.g. "
-                         f"codex,opencode (allowed: {', '.join(PROVIDERS)})")
+                         f"codex,opencode (allowed: {', '.join(allowed)})")
     return names[0], names[1]
 
 

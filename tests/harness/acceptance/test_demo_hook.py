@@ -63,7 +63,7 @@ def test_a_harness_without_its_extra_is_a_clear_error_naming_the_extra(monkeypat
     assert "wardian[harness]" in err
 
 
-@pytest.mark.parametrize("value", ["codex,gemini", "opencode", "codex,opencode,codex"])
+@pytest.mark.parametrize("value", ["codex,goose", "opencode", "codex,opencode,codex"])
 def test_a_team_the_demo_cannot_run_is_a_usage_error_naming_the_allowed_providers(
         value: str, capsys: pytest.CaptureFixture[str]) -> None:
     from wardian_harness.acceptance import demo
@@ -71,4 +71,4 @@ def test_a_team_the_demo_cannot_run_is_a_usage_error_naming_the_allowed_provider
     with pytest.raises(SystemExit) as exc:
         demo.main(["--providers", value])
     assert exc.value.code == 2
-    assert "allowed: codex, opencode, claude" in capsys.readouterr().err
+    assert "allowed: codex, opencode, claude, qwen, gemini, acp" in capsys.readouterr().err

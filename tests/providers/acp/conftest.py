@@ -4,7 +4,6 @@ agents of one ACP provider the app itself starts (`agent/start`), once per provi
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,37 +14,11 @@ import pytest
 
 from tests.conftest import AppHandle, app_on_root, pinned_npm_tool, short_home, start_app, stop_app
 from wardian_harness.models.scripted_model import AgentScript, ScriptedModel
+from wardian_harness.providers.acp_home import acp_launch
 
 REPO = Path(__file__).resolve().parents[3]
-MODEL = "scripted-model"
 
 
-def qwen_settings(base_url: str) -> tuple[list[str], list[str]]:
-    """The `-c` and `--env` settings pointing a Qwen Code agent at its scripted-model URL: Qwen Code takes an
-    OpenAI-compatible endpoint from its environment (`OPENAI_BASE_URL`, `OPENAI_MODEL`, with a key), here a dummy key
-    as a `-c env.` setting (a real one comes from `wardian auth login qwen`)."""
-    return (['env.OPENAI_API_KEY="sk-scripted-dummy"'], [f"OPENAI_BASE_URL={base_url}", f"OPENAI_MODEL={MODEL}"])
-
-
-def gemini_settings(base_url: str) -> tuple[list[str], list[str]]:
-    """The `-c` and `--env` settings pointing a Gemini CLI agent at its scripted-model URL (its "gateway" sign-in:
-    Gemini REST under `GOOGLE_GEMINI_BASE_URL`, without the `/v1`), a named model (no router request), a dummy key."""
-    base = base_url.removesuffix("/").removesuffix("/v1")
-    return ([f"model.name={json.dumps(MODEL)}", 'env.GEMINI_API_KEY="scripted-dummy"'],
-            [f"GOOGLE_GEMINI_BASE_URL={base}"])
-
-
-def opencode_settings(base_url: str) -> tuple[list[str], list[str]]:
-    """The `--env` setting pointing `opencode acp` (a generic ACP agent) at its scripted-model URL: OpenCode reads a
-    whole config from `OPENCODE_CONFIG_CONTENT` (an OpenAI-compatible provider, a dummy key)."""
-    config = {"model": "scripted/model", "small_model": "scripted/model", "provider": {"scripted": {
-        "npm": "@ai-sdk/openai-compatible", "name": "Scripted model",
-        "options": {"baseURL": base_url, "apiKey": "wardian-scripted-model-dummy-key"},
-        "models": {"model": {"tool_call": True}}}}}
-    return ([], [f"OPENCODE_CONFIG_CONTENT={json.dumps(config)}"])
-
-
-SETTINGS = {"qwen": qwen_settings, "gemini": gemini_settings, "acp": opencode_settings}
 
 
 @dataclass
@@ -68,7 +41,7 @@ class AcpApp:
         return agent, token, script
 
     def start(self, name: str, *, approve: list[str] | None = None) -> dict[str, Any]:
-        config, env = SETTINGS[self.provider](self.model.agent(name).base_url)
+        config, env = acp_launch(self.provider, self.model.agent(name).base_url)
         params = {"agent": name, "approve_tools": approve or [], "config": config, "env": env}
         return dict(self.app.call("agent/start", params, timeout_s=300))
 

@@ -11,9 +11,10 @@ from dataclasses import dataclass
 import pytest
 
 from tests.conftest import AppHandle, app_on_root, pinned_npm_tool, short_home, wardian_cmd
-from tests.providers.acp.conftest import REPO, SETTINGS
+from tests.providers.acp.conftest import REPO
 from wardian.auth.store import CredentialStore
 from wardian_harness.models.scripted_model import Message, ScriptedModel
+from wardian_harness.providers.acp_home import acp_launch
 from wardian_harness.secrets import assert_secrets_absent
 
 KEY = "sk-canary-acp-signin-5e2d8b1f0a"
@@ -49,7 +50,7 @@ def test_the_stored_key_reaches_the_agent_and_no_file_of_the_home(world: SignInW
     world.app.add_agent("worker", world.provider)
     script = world.model.agent("worker").require_key(KEY)
     script.add(Message("signed in"))
-    config, env = SETTINGS[world.provider](script.base_url)
+    config, env = acp_launch(world.provider, script.base_url)
     settings = [s for s in config if "_API_KEY" not in s]
     world.app.call("agent/start", {"agent": "worker", "config": settings, "env": env}, timeout_s=300)
     world.app.call("task/followup", {"session": lead, "target": "worker", "message": "hello"})
