@@ -1,8 +1,9 @@
 """The command line and the one registry of subjects.
 
 Each subject is a name, its figure on the default store, whether it is opt-in (it needs a frozen build, the Codex,
-OpenCode or Claude Code CLI, or chromium, so it runs only when named with `--only`), and, for the store-bound ones,
-its figure on both backends side by side (`--store postgresql`). The order of the registry is the order of a run.
+OpenCode, Claude Code or Qwen Code CLI, or chromium, so it runs only when named with `--only`), and, for the
+store-bound ones, its figure on both backends side by side (`--store postgresql`). The order of the registry is the
+order of a run.
 """
 
 from __future__ import annotations
@@ -14,7 +15,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from benchmarks import claude, cli, codex, console, cursor, frozen, mcp, mcp_calls, opencode, pi, roundtrip, sends, wake
+from benchmarks import (
+    acp,
+    claude,
+    cli,
+    codex,
+    console,
+    cursor,
+    frozen,
+    mcp,
+    mcp_calls,
+    opencode,
+    pi,
+    roundtrip,
+    sends,
+    wake,
+)
 from benchmarks.config import FULL, QUICK, Config
 from benchmarks.figures import log
 
@@ -46,6 +62,7 @@ SUBJECTS: tuple[Subject, ...] = (
     Subject("opencode", opencode.bench_opencode, opt_in=True),
     Subject("claude", claude.bench_claude, opt_in=True),
     Subject("pi", pi.bench_pi, opt_in=True),
+    Subject("acp", acp.bench_acp, opt_in=True),
     Subject("console", console.bench_console, opt_in=True),
 )
 BY_NAME = {s.name: s for s in SUBJECTS}
