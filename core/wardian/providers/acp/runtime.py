@@ -44,6 +44,7 @@ from wardian.model import Interaction
 from wardian.providers.acp import permissions, replay
 from wardian.providers.acp.agents import AcpAgent
 from wardian.providers.acp.rpc import Gone, LineLost, MethodNotFound, NotSent, Peer, Pending, RpcError
+from wardian.providers.acp.steering import DRAIN, SteeringQueue
 from wardian.providers.acp.turns import Turn
 from wardian.providers.base import Capabilities, ConversationReplaced, HistoryReplayed, Started, TaskDelivery
 from wardian.providers.delivery import inbox_text, task_text
@@ -59,20 +60,6 @@ START_TIMEOUT_S = 120.0
 PROTOCOL_VERSION = 1
 STEER_WAIT_S = 60.0
 """How long a steered task waits for the agent's next tool boundary (its drain request) before it is taken back."""
-DRAIN = "craft/drainMidTurnQueue"
-
-
-@dataclass(eq=False)
-class Steered:
-    """A task waiting in the steering queue: `settled` is set once it was handed over or taken back."""
-
-    text: str
-    claim: Callable[[], Awaitable[bool]] | None = None
-    """Asked at the drain, before it is handed over: False when it is no longer this runtime's to hand over."""
-    handed: bool = False
-    settled: anyio.Event = field(default_factory=anyio.Event)
-
-
 @dataclass(frozen=True, slots=True)
 class AcpSpec:
     name: str
@@ -106,7 +93,7 @@ class AcpRuntime(TurnState):
         self._child: ProviderProcess | None = None
         self._peer: Peer | None = None
         self._turn: Turn | None = None
-        self._queue: list[Steered] = []
+        self._steering = SteeringQueue()
         self._started = False
         self._replay: tuple[str, list[dict[str, Any]]] | None = None
         """While `session/load` runs: the session and the history it has replayed so far."""
@@ -240,20 +227,10 @@ class AcpRuntime(TurnState):
                 self.emit(refused)
             return result
         if method == DRAIN:
-            return {"messages": await self._drain(), "hasQueuedPrompt": False}
+            # Only a running turn takes what is queued (a drain outside one hands nothing over).
+            handed = await self._steering.drain() if self._turn is not None else []
+            return {"messages": handed, "hasQueuedPrompt": False}
         raise MethodNotFound(method)
-
-    async def _drain(self) -> list[str]:
-        """Hand the queued tasks and records over (the agent asked for them at a tool boundary of the running turn);
-        a record a receive took first is dropped."""
-        queued, self._queue = (self._queue, []) if self._turn is not None else ([], self._queue)
-        handed: list[str] = []
-        for steered in queued:
-            steered.handed = steered.claim is None or await steered.claim()
-            steered.settled.set()
-            if steered.handed:
-                handed.append(steered.text)
-        return handed
 
     # --- delivery -------------------------------------------------------------------------------------
 
@@ -301,9 +278,7 @@ class AcpRuntime(TurnState):
 
     def _end(self, turn: Turn) -> None:
         self._turn = None
-        for steered in self._queue:  # not handed over before the turn ended: taken back
-            steered.settled.set()
-        self._queue = []
+        self._steering.take_back()  # not handed over before the turn ended
         self.deactivate()
         assert turn.outcome is not None
         self.emit(turn.outcome)
@@ -315,7 +290,7 @@ class AcpRuntime(TurnState):
         if not self.capabilities.steer or turn is None or turn.turn_id != expected_turn_id or turn.cancelling:
             raise errors.StaleTurn(f"turn {expected_turn_id} of {self.spec.name} is not running; nothing was sent",
                                    turn_id=expected_turn_id)
-        if not await self._hand_over(task_text(task), STEER_WAIT_S):
+        if not await self._steering.hand_over(task_text(task), STEER_WAIT_S):
             raise errors.StaleTurn(f"turn {expected_turn_id} of {self.spec.name} reached no tool boundary that took "
                                    "the task; nothing was sent", turn_id=expected_turn_id)
         return expected_turn_id
@@ -330,18 +305,7 @@ class AcpRuntime(TurnState):
         turn = self._turn
         if not self.capabilities.steer or turn is None or turn.cancelling:
             return False
-        return await self._hand_over(inbox_text(record), timeout_s, claim)
-
-    async def _hand_over(self, text: str, wait_s: float, claim: Callable[[], Awaitable[bool]] | None = None) -> bool:
-        """Queue `text` for the running turn's next drain; True once handed over, False when taken back (the turn
-        ended first, `wait_s` passed, or `claim` said no): then certainly not sent."""
-        steered = Steered(text, claim)
-        self._queue.append(steered)
-        with anyio.move_on_after(wait_s):
-            await steered.settled.wait()
-        if not steered.handed and steered in self._queue:
-            self._queue.remove(steered)
-        return steered.handed
+        return await self._steering.hand_over(inbox_text(record), timeout_s, claim)
 
     async def interrupt(self, turn_id: str) -> None:
         """`session/cancel` while the turn `turn_id` runs; its prompt then ends `cancelled`. Raises: NotActive,
