@@ -68,13 +68,13 @@ def test_a_dangling_symlink_is_not_followed_or_replaced(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("argv", "message"), [
     (("init", "--providers", "codex,goose"),
-     "wardian: invalid_arguments: --providers names no provider: 'goose' (allowed: one to 6 of codex, opencode, "
+     "wardian: invalid_arguments: --providers names no provider: 'goose' (allowed: one to 7 of codex, opencode, "
      "claude, qwen, gemini, pi, acp, comma-separated (the first is the lead's))\n"),
     (("init", "--providers", ""),
-     "wardian: invalid_arguments: --providers names no provider: '' (allowed: one to 6 of codex, opencode, claude, "
+     "wardian: invalid_arguments: --providers names no provider: '' (allowed: one to 7 of codex, opencode, claude, "
      "qwen, gemini, pi, acp, comma-separated (the first is the lead's))\n"),
-    (("init", "--providers", "codex,codex,codex,codex,codex,codex,codex"),
-     "wardian: invalid_arguments: --providers names 7 agents' providers; at most 6 (allowed: one to 6 of codex, "
+    (("init", "--providers", "codex,codex,codex,codex,codex,codex,codex,codex"),
+     "wardian: invalid_arguments: --providers names 8 agents' providers; at most 7 (allowed: one to 7 of codex, "
      "opencode, claude, qwen, gemini, pi, acp, comma-separated (the first is the lead's))\n"),
 ])
 def test_unknown_providers_are_refused_and_nothing_is_written(tmp_path: Path, argv: tuple[str, ...],

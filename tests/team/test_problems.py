@@ -98,7 +98,7 @@ CASES = [
      ["F/wardian.toml:2: agents.a.provider: must be a non-empty string, not an integer"]),
     ("unknown provider", '[agents.a]\nprovider = "goose"\n',
      ["F/wardian.toml:2: agents.a.provider: unknown provider 'goose'; allowed: codex, opencode, claude, qwen, gemini, "
-      "acp"]),
+      "pi, acp"]),
     ("missing workspace", A + 'workspace = "nope"\n',
      ["F/wardian.toml:3: agents.a.workspace: the workspace F/nope does not exist; allowed: an existing directory "
       "(relative paths are read from the team file's directory)"]),
