@@ -7,7 +7,9 @@ pi --mode rpc -e <wardian's extension> [--session <file>]   (cwd: the workspace;
        ... wait for wardian's extension to say its MCP server listed the tools (`LaunchSpec.mcp_connected`) ...
        prompt {message}           a task to an idle agent: one run, whose `agent_end` is the turn's end
        steer {message}            a task or information while a run is active (information also while idle: Pi
-                                  keeps it for the next run and starts none)
+                                  keeps it for the next run and starts none). A steered task is the run's once Pi
+                                  shows its user message (`message_start`); one the run ended without showing is
+                                  still queued in Pi, and a short `prompt` starts the next run for it (`_end`)
        abort                      an interrupt: the run ends `aborted`
   in:  agent_start ... agent_end  the run; `auto_retry_start` after a failed one when retry is on (`turns`)
        extension_ui_request       a confirmation wardian's extension asks for: answered from the grants (`approvals`)
@@ -24,7 +26,7 @@ from __future__ import annotations
 import logging
 import uuid as uuids
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +35,7 @@ import anyio.abc
 
 from wardian import errors
 from wardian.model import Interaction
-from wardian.providers.base import Capabilities, ConversationReplaced, Started, TaskDelivery
+from wardian.providers.base import Capabilities, ConversationReplaced, OutcomeStatus, Started, TaskDelivery, TurnOutcome
 from wardian.providers.delivery import inbox_text, task_text
 from wardian.providers.pi import approvals
 from wardian.providers.pi.rpc import Gone, LineLost, NotSent, Peer, Pending, Refused
@@ -49,6 +51,11 @@ START_TIMEOUT_S = 120.0
 """For Pi's first answer (`get_state`), and then for wardian's extension to announce its MCP server."""
 ACK_TIMEOUT_S = 30.0
 """For Pi to acknowledge a command (it does before the run it starts: a few milliseconds)."""
+CONTINUE_ATTEMPTS = 50
+"""For the prompt that starts the run of tasks Pi queued: Pi refuses one while it still winds its last run up."""
+QUEUED_NOTICE = ("wardian_notice\nA message you were sent while your previous run was ending follows. Work on it "
+                 "now; your final answer in this run is its reply.")
+"""The prompt of that run: Pi gives the model its queued messages right after it, so nothing is delivered twice."""
 SESSION_FD = "WARDIAN_PI_SESSION_FD"
 """The variable naming the descriptor the extension reads the generation's session from (never the environment)."""
 
@@ -166,6 +173,11 @@ class PiRuntime(TurnState):
         turn, kind = self._turn, event.get("type")
         if turn is None:
             return
+        if kind == "message_start":
+            message = event.get("message")
+            if isinstance(message, dict) and message.get("role") == "user":
+                turn.show(message)
+            return
         if kind == "agent_end":
             outcome = turn.ended(event)
             if outcome is None and self._tg is not None:
@@ -199,10 +211,49 @@ class PiRuntime(TurnState):
         return approvals.answer(self.spec.name, request, self.spec.allowed)
 
     def _end(self, turn: Turn) -> None:
-        self._turn = None
-        self.deactivate()
-        assert turn.outcome is not None
-        self.emit(turn.outcome)
+        """The run's end answers its turn and each steered task it showed. Tasks steered too late for it are still
+        in Pi's queue: instead of going idle, the next run is started for them (`_continue`), under the turn id the
+        first of them was bound to."""
+        outcome = turn.outcome
+        assert outcome is not None
+        after = Turn(next(iter(turn.steered.values())), retry=self.spec.retry, steered=dict(turn.steered),
+                     active=True) if turn.steered else None
+        self._turn = after
+        if after is None:
+            self.deactivate()
+        for turn_id in (turn.turn_id, *turn.shown):
+            self.emit(replace(outcome, turn_id=turn_id))
+        if after is not None and self._tg is not None:
+            self.activate(after.turn_id)
+            self._tg.start_soon(self._continue, after)
+
+    async def _continue(self, turn: Turn) -> None:
+        """The prompt that starts the run of tasks Pi queued (`_end`). Pi gives the model its queued steering
+        messages right after a prompt, so each task is shown once. A prompt Pi refuses (its last run is still being
+        wound up) is sent again after a command Pi answers in order (bounded); one never taken leaves the tasks'
+        outcome unknown: uncertain, never resent."""
+        assert self._peer is not None
+        for _ in range(CONTINUE_ATTEMPTS):
+            try:
+                pending = await self._command("prompt", {"message": QUEUED_NOTICE}, "the prompt", None)
+                await self._acknowledged(pending, "the prompt", None)
+                if turn.cancelling:  # interrupted before its run began: Pi's `abort` while idle stops nothing
+                    await self._command("abort", {}, "the interrupt", None)
+                return
+            except Refused:
+                try:
+                    await self._peer.call("get_state", None, ACK_TIMEOUT_S)
+                except (Gone, NotSent, LineLost, Refused, TimeoutError):
+                    break
+            except errors.WardianError:
+                break
+        if self._turn is turn and turn.outcome is None:
+            log.warning("%s: Pi did not start the run of its queued tasks; their outcome is unknown", self.spec.name)
+            turn.shown.extend(t for t in turn.steered.values() if t != turn.turn_id)
+            turn.steered.clear()
+            turn.outcome = TurnOutcome(turn.turn_id, OutcomeStatus.UNKNOWN,
+                                       error="Pi did not start the run of tasks it had queued")
+            self._end(turn)
 
     # --- delivery -------------------------------------------------------------------------------------
 
@@ -253,19 +304,22 @@ class PiRuntime(TurnState):
         return Started(turn.turn_id)
 
     async def steer(self, task: TaskDelivery, expected_turn_id: str) -> str:
-        """The task into the running run `expected_turn_id` (`steer`): the model reads it at its next request, and
-        the run's end answers it. Raises: StaleTurn (not that turn, or Pi refused), DeliveryUncertain."""
+        """The task into the running run `expected_turn_id` (`steer`), under a turn id of its own: the end of the run
+        that shows it answers it (`_end`). Raises: StaleTurn (not that turn, or Pi refused), DeliveryUncertain."""
         turn = self._turn
         if turn is None or not turn.active or turn.turn_id != expected_turn_id or turn.cancelling:
             raise errors.StaleTurn(f"turn {expected_turn_id} of {self.spec.name} is not running; nothing was sent",
                                    turn_id=expected_turn_id)
+        text, turn_id = task_text(task), self.plan_message_id() or ""
+        turn.steered[text] = turn_id  # before the write: Pi may show it before it acknowledges it
         try:
-            pending = await self._command("steer", {"message": task_text(task)}, "the task", task.request_id)
+            pending = await self._command("steer", {"message": text}, "the task", task.request_id)
             await self._acknowledged(pending, "the task", task.request_id)
         except (Refused, errors.ProviderUnavailable) as exc:
+            turn.steered.pop(text, None)
             raise errors.StaleTurn(f"Pi of {self.spec.name} did not take the task into turn {expected_turn_id} "
                                    f"({exc}); nothing was sent", turn_id=expected_turn_id) from None
-        return expected_turn_id
+        return turn_id
 
     async def push(self, records: Sequence[Interaction], *, timeout_s: float) -> None:
         """Each record as a `steer`: into the running run, or kept by Pi for its next run (it starts none).

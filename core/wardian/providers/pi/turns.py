@@ -1,6 +1,8 @@
 """One wardian turn of a Pi agent: the run a `prompt` starts (`agent_start` ... `agent_end`), and what its end means
 (https://github.com/badlogic/pi-mono/blob/main/packages/coding-agent/docs/rpc.md).
-Steered tasks and information join the run; its end answers every task in it.
+Steered tasks and information join the run. A steered task belongs to the run in which Pi shows its user message
+(`message_start`, role user, the task's exact text): Pi reads its steering queue only between model requests, so a
+steer that arrives after the run's last look is kept for Pi's next run, and only that run's end may answer it.
 
 The run's outcome is how its last assistant message stopped (`agent_end` carries the run's messages):
 
@@ -19,7 +21,7 @@ the answer is the failure the turn's end (`hold`, `retrying`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from wardian.providers.base import OutcomeStatus, TurnOutcome
@@ -80,6 +82,16 @@ class Turn:
     """A failed run's outcome, held until it is known that no retry follows."""
     probes: int = 0
     """Bumped by every `agent_end` held and every `auto_retry_start`: a probe's answer settles only if unchanged."""
+    steered: dict[str, str] = field(default_factory=dict[str, str])
+    """Tasks steered in and not shown yet: their message text -> the turn id the app bound them to."""
+    shown: list[str] = field(default_factory=list[str])
+    """The turn ids of steered tasks this run showed the model: its end answers them too."""
+
+    def show(self, message: dict[str, Any]) -> None:
+        """A user message Pi is giving the model (`message_start`): a steered task in it is now this run's."""
+        turn_id = self.steered.pop(message_text(message), None)
+        if turn_id is not None and turn_id != self.turn_id:
+            self.shown.append(turn_id)
 
     def ended(self, event: dict[str, Any]) -> TurnOutcome | None:
         """An `agent_end`: the turn's outcome, or None when it is held for a retry that may follow."""
