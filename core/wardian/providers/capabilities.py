@@ -35,6 +35,10 @@ class Capabilities:
     """Records join only a running turn, at its next tool boundary (the runtime is an `OffersAtBoundary`): they stay
     on the receive path, and while a turn runs each is offered to it; at the boundary the runtime takes it for the
     push (`mailbox.claim_push`) unless a receive took it first, so the agent sees it once, by one path."""
+    inject_while_idle: bool = True
+    """A push may land while no turn runs. Without it (a provider that would only hold it in memory until its next
+    turn) information for an idle agent stays on the receive path, durable, and is pushed just before the agent's next
+    turn starts, ahead of that turn's task, if no receive took it first."""
     tool_grants: bool = False
     """`--approve-tools` grants mean something: the provider asks a person before any wardian tool not granted. A
     provider without an approval step refuses grants rather than ignore them."""

@@ -111,6 +111,14 @@ def has_unacked(store: Store, agent_id: int) -> bool:
     return row is not None
 
 
+def push_candidates(store: Store, agent_id: int) -> list[str]:
+    """The records a provider that pushes only into a turn takes with the agent's next turn: on the receive path and
+    never returned by a receive, oldest first (each is still taken with `claim_push`)."""
+    return [r[0] for r in store.db.execute(
+        f"SELECT public_id FROM interactions WHERE recipient_id = ? AND {UNACKED} AND {NOT_RECEIVED} "
+        "AND kind != 'task' ORDER BY id", (agent_id,))]
+
+
 def receive(store: Store, caller: Caller, *, cursor: str | None, ack_cursor: str | None, limit: int) -> ReceivePage:
     """Acknowledge `ack_cursor`'s batch, then return the next page; tasks in it nobody claimed are claimed
     (by receive) and marked new work. Raises: InvalidCursor, StaleCursor."""

@@ -4,6 +4,8 @@ steering a busy agent, information that never starts a run, interrupts, failures
 from __future__ import annotations
 
 import json
+import os
+import signal
 
 from tests.providers.pi.conftest import PiApp, collect, settle
 from wardian_harness.models.scripted_model import Fail, Hold, HttpError, Message
@@ -37,7 +39,7 @@ def test_information_while_busy_is_steered_in_and_while_idle_waits_for_the_next_
     _, lead, _ = world.agent("lead", start=False)
     _, worker, script = world.agent("worker")
     idle = world.app.call("message/send", {"session": lead, "target": "worker", "message": "FYI while idle"})
-    assert idle["delivery"] == "provider_visible"
+    assert idle["delivery"] == "admitted"  # kept by the app until the next task (durable)
     hold = Hold("busy", text="busy done")
     script.add(hold, Message("saw both"))
     task = world.app.call("task/followup", {"session": lead, "target": "worker", "message": "work"})
@@ -112,3 +114,24 @@ def test_with_auto_retry_on_a_failure_no_retry_follows_still_fails_the_task(pi_a
     (notice,) = world.app.records_for(lead)
     assert (notice["request_id"], notice["status"]) == (task["request_id"], "failed")
     assert len(script.requests) == 1
+
+
+def test_information_for_an_idle_agent_survives_a_pi_restart_and_reaches_the_next_run_once(pi_app: PiApp) -> None:
+    """Information never starts a run; while the agent is idle it waits in the app (durable, `admitted`), not in
+    Pi's memory, and goes to Pi with the next task, into its first model request (docs/guide/pi.md).
+    """
+    world = pi_app
+    _, lead, _ = world.agent("lead", start=False)
+    agent, worker, script = world.agent("worker")
+    script.add(Message("saw it"))
+    info = world.app.call("message/send", {"session": lead, "target": "worker", "message": "FYI kept by the app"})
+    assert info["delivery"] == "admitted"
+    os.killpg(int(world.app.home.provider_pid_path("pi", agent["uuid"]).read_text()), signal.SIGKILL)
+    world.wait_status("worker", "off")
+    world.start("worker")
+    task = world.app.call("task/followup", {"session": lead, "target": "worker", "message": "work"})
+    (reply,) = world.app.records_for(lead)
+    assert (reply["request_id"], reply["text"]) == (task["request_id"], "saw it")
+    (request,) = script.requests  # the information joined the task's run: no run of its own
+    assert json.dumps(request.body, ensure_ascii=False).count("FYI kept by the app") == 1
+    assert world.app.call("mailbox/receive", {"session": worker, "limit": 10})["records"] == []

@@ -144,6 +144,7 @@ class Dispatcher:
         lookup: str | None = None  # why the provider's answer was lost, when a lookup then found the message
         try:
             if active is None:
+                await self.pushes.push_before_turn(handle)
                 started = await runtime.start_turn(delivery, message_id)
                 turn_id, lookup = started.turn_id, started.confirmed_by_lookup
             else:

@@ -46,7 +46,9 @@ class PushQueue:
             return False
         if handle.caps.push_at_boundary:
             return False  # on the receive path, offered to a running turn (`offer`)
-        return handle.caps.inject_while_active or handle.runtime.active_turn_id is None
+        if handle.runtime.active_turn_id is not None:
+            return handle.caps.inject_while_active
+        return handle.caps.inject_while_idle
 
     def can_push_later(self, recipient_uuid: str) -> bool:
         """Whether the recipient's runtime can push, but not while its current turn runs."""
@@ -99,6 +101,15 @@ class PushQueue:
         """At idle: push what waited for the turn to end, each record only if no receive has taken it meanwhile."""
         while handle.deferred and handle.runtime.ready and handle.runtime.active_turn_id is None:
             record_id = handle.deferred.pop(0)
+            if await self.writer.call(mailbox.claim_push, record_id):
+                await self.push(handle.uuid, record_id)
+
+    async def push_before_turn(self, handle: AgentHandle) -> None:
+        """Before a task starts a turn: a provider that takes no push while idle gets what waited on the receive path
+        meanwhile (durable there), each record only if no receive has taken it, so it precedes the task."""
+        if not handle.caps.inject or handle.caps.inject_while_idle:
+            return
+        for record_id in await self.writer.call(mailbox.push_candidates, handle.agent_id):
             if await self.writer.call(mailbox.claim_push, record_id):
                 await self.push(handle.uuid, record_id)
 

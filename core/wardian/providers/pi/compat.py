@@ -5,8 +5,9 @@
 - What it may do, stated as capabilities the app reads:
   - steer: a `steer` command joins the running run (the model sees it at its next request, after the tool results
     of the current step), and the run's end answers it;
-  - inject, also while a run is active: information is a `steer` too; while idle Pi keeps it queued for the next
-    run and starts none;
+  - inject while a run is active: information is a `steer` too. Not while idle: Pi would keep it queued in its
+    memory only (lost if Pi restarts), so the app keeps it and pushes it just before the next task's prompt, which
+    Pi then hands the model ahead of it;
   - interrupt (`abort`) and exact completion (`agent_end` carries the run's messages and how the last one stopped);
   - tool grants: wardian's extension asks the client (`extension_ui_request` confirm) before each wardian tool that
     changes what another agent sees, and the app answers from the agent's `--approve-tools`;
@@ -27,4 +28,5 @@ def capabilities(version: Version) -> Capabilities:
     """What wardian may ask of this Pi version. Raises: Unsupported (older than 0.73.1, or a pre-release)."""
     GATE.check(version)
     return Capabilities(steer=True, inject=True, interrupt=True, exact_completion=True, attach=False,
-                        inject_while_active=True, tool_grants=True, no_attach_reason=NO_ATTACH_REASON)
+                        inject_while_active=True, inject_while_idle=False, tool_grants=True,
+                        no_attach_reason=NO_ATTACH_REASON)
