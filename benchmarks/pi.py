@@ -3,6 +3,9 @@
 - admitted -> reply published for a one-message run, beside Pi's own RPC floor measured in the same run,
   interleaved: a raw client writes the same `prompt` to a `pi --mode rpc` process of the same binary and settings
   (its own agent directory, no extension) and reads its `agent_end`. Goal: p50 <= 1.2 x the floor.
+  Beside it, where the app's time goes, from its opt-in timing record (`WARDIAN_PI_TIMINGS`,
+  wardian.providers.pi.timings) and the scripted model's log: admitted -> prompt written, admitted -> first model
+  request, Pi's part as the app sees it (prompt written -> `agent_end` read), and `agent_end` read -> reply received.
 - each wardian tool's p50 through wardian's extension inside Pi (`tool_execution_start` -> `tool_execution_end`
   as Pi reports them, the extension's `wardian mcp serve` child doing the call, the confirmation answered at once
   by the raw client) beside the same call through `wardian mcp serve` from the MCP SDK's client, call by call.
@@ -57,13 +60,16 @@ def bench_pi(cfg: Config) -> None:
     n = 10 if cfg is QUICK else 40
     root = new_home()
     try:
-        with ScriptedModel() as model, bench_app(root, {"WARDIAN_PI": find_pi()}) as app, \
+        timings = root / "pi-timings.jsonl"
+        with ScriptedModel() as model, bench_app(root, {"WARDIAN_PI": find_pi(),
+                                                       "WARDIAN_PI_TIMINGS": str(timings)}) as app, \
                 AppClient(app.home) as client:
             (_, lead), = add_agents(client, "lead", 1)
             client.call("agent/add", {"name": "worker0", "provider": "pi"})
             script = model.agent("worker0")
             client.call("agent/start", {"agent": "worker0", "config": settings(script.base_url)}, timeout_s=300)
-            replied, floor = _dispatch(client, model, lead, root, n)
+            replied, floor, marks = _dispatch(client, model, lead, root, n)
+            steps = _steps(marks, timings)
             tools = _tools(client, model, root, app.home.root, n)
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -72,6 +78,9 @@ def bench_pi(cfg: Config) -> None:
          floor_p50_ms=ms(pct(floor, 0.5)), target="p50 <= 1.2 x pi_raw_prompt_to_agent_end p50", met=ratio <= 1.2,
          how="followup call -> the requester receives reply done, one-message run of real Pi on the scripted model, "
              f"agent idle (the first {WARM} not counted)")
+    for name, (values, how) in steps.items():
+        emit(f"pi_{name}", **latency_fields([values]), unit="ms", floor_p50_ms=ms(pct(floor, 0.5)),
+             ratio_to_floor=round(pct(values, 0.5) / pct(floor, 0.5), 3), how=how)
     emit("pi_raw_prompt_to_agent_end", **latency_fields([floor]), unit="ms",
          how="a raw client writes the same prompt to a pi --mode rpc process of the same binary and settings (its own "
              "agent dir, no extension) -> reads agent_end; interleaved with the app's tasks: Pi's own floor")
@@ -83,7 +92,34 @@ def bench_pi(cfg: Config) -> None:
                  "child), beside ClientSession.call_tool through wardian mcp serve, call by call")
 
 
-def _dispatch(client: AppClient, model: Any, lead: str, root: Path, n: int) -> tuple[list[float], list[float]]:
+STEPS = {
+    "admitted_to_prompt_written": "followup call -> the app is about to write the prompt (WARDIAN_PI_TIMINGS)",
+    "admitted_to_first_model_request": "followup call -> the scripted model received the run's request (its log, "
+                                       "ms resolution)",
+    "prompt_written_to_agent_end_read": "the app writes the prompt -> the app read the run's agent_end: Pi's part "
+                                        "as the app sees it (WARDIAN_PI_TIMINGS)",
+    "agent_end_read_to_reply_received": "the app read agent_end -> the requester's mailbox/receive returned the "
+                                        "reply (publish, wake, receive)",
+}
+
+
+def _steps(marks: list[tuple[int, int, int]], timings: Path) -> dict[str, tuple[list[float], str]]:
+    """Each counted task's steps, from the bench's clock readings (followup called, model request, reply received)
+    and the app's timing record of the same turn (the records are in turn order, the warm ones first)."""
+    records = [json.loads(line) for line in timings.read_text(encoding="utf-8").splitlines()][WARM:]
+    if len(records) != len(marks):
+        raise RuntimeError(f"{len(records)} timing records for {len(marks)} tasks in {timings}")
+    out: dict[str, list[float]] = {name: [] for name in STEPS}
+    for (called, requested_ms, received), record in zip(marks, records, strict=True):
+        out["admitted_to_prompt_written"].append((record["written_ns"] - called) / 1e9)
+        out["admitted_to_first_model_request"].append((requested_ms * 1_000_000 - called) / 1e9)
+        out["prompt_written_to_agent_end_read"].append((record["ended_ns"] - record["written_ns"]) / 1e9)
+        out["agent_end_read_to_reply_received"].append((received - record["ended_ns"]) / 1e9)
+    return {name: (values, STEPS[name]) for name, values in out.items()}
+
+
+def _dispatch(client: AppClient, model: Any, lead: str, root: Path,
+              n: int) -> tuple[list[float], list[float], list[tuple[int, int, int]]]:
     from wardian_harness.models.scripted_model import Message
 
     script, raw_script = model.agent("worker0"), model.agent("rawpi")
@@ -92,23 +128,27 @@ def _dispatch(client: AppClient, model: Any, lead: str, root: Path, n: int) -> t
     raw = RawPi(agent_dir, {}, root)
     replied: list[float] = []
     floor: list[float] = []
+    marks: list[tuple[int, int, int]] = []  # wall clock: followup called, model request (ms), reply received
     delivered: str | None = None
     try:
         for i in range(n + WARM):
             script.add(Message(f"answer {i}"))
+            called = time.time_ns()
             t0 = time.perf_counter()
             rid = followup(client, lead, f"q{i}")
             wait_reply(client, lead, rid)
             app_side = time.perf_counter() - t0
+            received = time.time_ns()
             delivered = delivered or _delivered(root, client)
             raw_script.add(Message(f"raw answer {i}"))
             raw_side = raw.prompt(delivered)
             if i >= WARM:
                 replied.append(app_side)
                 floor.append(raw_side)
+                marks.append((called, script.requests[-1].received_at_ms, received))
     finally:
         raw.stop()
-    return replied, floor
+    return replied, floor, marks
 
 
 def _delivered(root: Path, client: AppClient) -> str:

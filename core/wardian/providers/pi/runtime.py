@@ -39,6 +39,7 @@ from wardian.providers.base import Capabilities, ConversationReplaced, OutcomeSt
 from wardian.providers.delivery import inbox_text, task_text
 from wardian.providers.pi import approvals
 from wardian.providers.pi.rpc import Gone, LineLost, NotSent, Peer, Pending, Refused
+from wardian.providers.pi.timings import Timings
 from wardian.providers.pi.turns import Turn
 from wardian.providers.process import ProviderProcess, StopPolicy
 from wardian.providers.turns import TurnState
@@ -95,6 +96,7 @@ class PiRuntime(TurnState):
         self._turn: Turn | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._started = False
+        self._timings = Timings.from_env(spec.name)  # off unless WARDIAN_PI_TIMINGS is set
 
     # --- lifecycle ------------------------------------------------------------------------------------
 
@@ -178,7 +180,11 @@ class PiRuntime(TurnState):
             if isinstance(message, dict) and message.get("role") == "user":
                 turn.show(message)
             return
+        if kind == "agent_start":
+            self._timings.mark(turn.turn_id, "started_ns")
+            return
         if kind == "agent_end":
+            self._timings.mark(turn.turn_id, "ended_ns")
             outcome = turn.ended(event)
             if outcome is None and self._tg is not None:
                 self._tg.start_soon(self._probe, turn, turn.probes)
@@ -216,6 +222,7 @@ class PiRuntime(TurnState):
         first of them was bound to."""
         outcome = turn.outcome
         assert outcome is not None
+        self._timings.ended(turn.turn_id)
         after = Turn(next(iter(turn.steered.values())), retry=self.spec.retry, steered=dict(turn.steered),
                      active=True) if turn.steered else None
         self._turn = after
@@ -288,8 +295,10 @@ class PiRuntime(TurnState):
             raise errors.ProviderUnavailable(f"Pi of {self.spec.name} is not ready for a turn; nothing was sent")
         turn = self._turn = Turn(message_id or self.plan_message_id() or "", retry=self.spec.retry)
         try:
+            self._timings.mark(turn.turn_id, "written_ns")
             pending = await self._command("prompt", {"message": task_text(task)}, "the prompt", task.request_id)
             await self._acknowledged(pending, "the prompt", task.request_id)
+            self._timings.mark(turn.turn_id, "acked_ns")
         except Refused as exc:
             self._turn = None
             raise errors.ProviderUnavailable(f"Pi of {self.spec.name} refused the prompt ({exc}); nothing was "
