@@ -23,6 +23,7 @@ the app marks it uncertain (never resent; `recovery` may settle it from the sess
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid as uuids
 from collections.abc import Sequence
@@ -244,16 +245,18 @@ class PiRuntime(TurnState):
             try:
                 pending = await self._command("prompt", {"message": QUEUED_NOTICE}, "the prompt", None)
                 await self._acknowledged(pending, "the prompt", None)
-                if turn.cancelling:  # interrupted before its run began: Pi's `abort` while idle stops nothing
-                    await self._command("abort", {}, "the interrupt", None)
-                return
             except Refused:
                 try:
                     await self._peer.call("get_state", None, ACK_TIMEOUT_S)
                 except (Gone, NotSent, LineLost, Refused, TimeoutError):
                     break
+                continue
             except errors.WardianError:
                 break
+            if turn.cancelling:  # interrupted before its run began: Pi's `abort` while idle stops nothing
+                with contextlib.suppress(errors.WardianError):  # Pi is gone: `_ended` settles the turn
+                    await self._command("abort", {}, "the interrupt", None)
+            return
         if self._turn is turn and turn.outcome is None:
             log.warning("%s: Pi did not start the run of its queued tasks; their outcome is unknown", self.spec.name)
             turn.shown.extend(t for t in turn.steered.values() if t != turn.turn_id)
