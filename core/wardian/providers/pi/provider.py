@@ -33,7 +33,8 @@ from wardian.providers.journal import JSON, json_value
 from wardian.providers.mcp_command import SERVE_ARGS, wardian_executable
 from wardian.providers.pi import approvals, extension, sessions
 from wardian.providers.pi.compat import GATE, capabilities
-from wardian.providers.pi.runtime import PiRuntime, PiSpec
+from wardian.providers.pi.runtime import PiRuntime
+from wardian.providers.pi.spec import PiSpec
 from wardian.providers.probe import probe
 from wardian.providers.process import child_env
 

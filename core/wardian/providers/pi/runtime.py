@@ -27,8 +27,7 @@ import contextlib
 import logging
 import uuid as uuids
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -36,10 +35,11 @@ import anyio.abc
 
 from wardian import errors
 from wardian.model import Interaction
-from wardian.providers.base import Capabilities, ConversationReplaced, OutcomeStatus, Started, TaskDelivery, TurnOutcome
+from wardian.providers.base import ConversationReplaced, OutcomeStatus, Started, TaskDelivery, TurnOutcome
 from wardian.providers.delivery import inbox_text, task_text
 from wardian.providers.pi import approvals
 from wardian.providers.pi.rpc import Gone, LineLost, NotSent, Peer, Pending, Refused
+from wardian.providers.pi.spec import SESSION_FD, PiSpec
 from wardian.providers.pi.timings import Timings
 from wardian.providers.pi.turns import Turn
 from wardian.providers.process import ProviderProcess, StopPolicy
@@ -58,32 +58,6 @@ CONTINUE_ATTEMPTS = 50
 QUEUED_NOTICE = ("wardian_notice\nA message you were sent while your previous run was ending follows. Work on it "
                  "now; your final answer in this run is its reply.")
 """The prompt of that run: Pi gives the model its queued messages right after it, so nothing is delivered twice."""
-SESSION_FD = "WARDIAN_PI_SESSION_FD"
-"""The variable naming the descriptor the extension reads the generation's session from (never the environment)."""
-
-
-@dataclass(frozen=True, slots=True)
-class PiSpec:
-    name: str
-    argv: list[str]
-    """Pi and its arguments before the session's (`--mode rpc -e <extension>`)."""
-    workspace: Path
-    env: dict[str, str]
-    """The process's whole environment: its private home, the quiet variables, `-c env.*` and its sign-in."""
-    session: str
-    """The generation's wardian session, handed to the extension over a pipe (`SESSION_FD`)."""
-    session_file: Path | None
-    """The Pi session to resume (`--session`); None: a new one."""
-    previous_id: str | None
-    """The Pi session the agent had, when its file is gone (a new one replaces it)."""
-    allowed: frozenset[str]
-    retry: bool
-    capabilities: Capabilities
-    stderr_path: Path
-    pid_path: Path
-    mcp_connected: anyio.Event | None = None
-
-
 class PiRuntime(TurnState):
     """Run with `await tg.start(runtime.run)`: returns once the session is ready and wardian's tools are up."""
 
