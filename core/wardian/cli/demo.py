@@ -13,9 +13,9 @@ from wardian.cli.exits import EXIT_INTERNAL
 def register(commands: Commands) -> None:
     p = commands.single("demo", cmd_demo, help_="two real agents exchange a task; the exchange is shown live")
     p.add_argument("--providers", default="codex,codex", metavar="LEAD,WORKER",
-                   help="the lead's and the worker's provider: codex, opencode, claude, qwen, gemini or acp (a "
-                        "generic ACP agent: opencode acp) (default: codex,codex; codex,opencode or qwen,codex shows "
-                        "a mixed team)")
+                   help="the lead's and the worker's provider: codex, opencode, claude, qwen, gemini, acp (a "
+                        "generic ACP agent: opencode acp) or pi (default: codex,codex; codex,opencode or qwen,codex "
+                        "shows a mixed team)")
     p.add_argument("--evidence", default=None, metavar="DIR",
                    help="where to keep the records, rollouts and bindings (default: a new folder under /tmp)")
 

@@ -4,7 +4,7 @@ Loaded by core's `wardian demo` through the `wardian.plugins` entry point `demo`
 harness). It starts an app on a temporary home, registers `lead` and `worker` (each with its own private provider
 home and fixture workspace) and a person, `human`; starts both agents (Codex app-servers by default; `--providers
 codex,opencode` makes the worker an OpenCode agent, `claude,codex` the lead a Claude Code agent, `qwen,codex` a Qwen
-Code lead; `gemini` is Gemini CLI and `acp` a generic ACP agent, `opencode acp`) on the scripted model
+Code lead; `gemini` is Gemini CLI, `acp` a generic ACP agent, `opencode acp`, and `pi` Pi) on the scripted model
 (offline, no account); asks lead in plain English to find something out from worker; and prints every record as the
 app commits it: who asked whom, the request id, the delivery state, the reply. At the end it writes the evidence
 (records, each Codex agent's rollout file, each OpenCode agent's ask_ <-> ses_/msg_ bindings and its store's
@@ -221,7 +221,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         with ScriptedModel() as model:
             native = NativeRun(Settings(providers=providers), run, tree, found.codex, model, progress=_note,
                                opencode=found.opencode, claude=found.claude,
-                               acp={n: c for n, c in (("qwen", found.qwen), ("gemini", found.gemini)) if c})
+                               acp={n: c for n, c in (("qwen", found.qwen), ("gemini", found.gemini)) if c},
+                               pi=found.pi)
             _say(f"an app on a temporary home ({run.wardian_home}), {found.describe()}, a scripted model")
             lead, receipts = _start_team(native, providers)
             answer = _exchange(native, lead, receipts)

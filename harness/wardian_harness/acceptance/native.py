@@ -1,5 +1,5 @@
-"""Two real agents (Codex, OpenCode, Claude Code, in any pair) in one isolated run, driven the way a person drives them:
-through the wardian CLI.
+"""Two real agents (Codex, OpenCode, Claude Code, an ACP agent, Pi, in any pair) in one isolated run, driven the way
+a person drives them: through the wardian CLI.
 
 `NativeRun` is the shared engine of the native acceptance (`e2e_native/`), the runner (`run-native-e2e`) and
 the demo (`wardian demo`): it starts an app on the run's home, registers agents with fixture workspaces,
@@ -35,6 +35,7 @@ from wardian_harness.providers.cli import CliInstall
 from wardian_harness.providers.codex_home import DUMMY_API_KEY, ScriptedProvider, codex_overrides
 from wardian_harness.providers.codex_install import CodexInstall
 from wardian_harness.providers.opencode_home import ScriptedOpenCode, opencode_overrides
+from wardian_harness.providers.pi_home import pi_settings
 
 if TYPE_CHECKING:
     # The terminal (pyte, pexpect: the harness extra) loads only for attached mode, so the background demo runs
@@ -82,7 +83,7 @@ class NativeRun:
     def __init__(self, settings: Settings, run: IsolatedRun, tree: ProcessTree, codex: CodexInstall,
                  model: ScriptedModel | None, progress: Callable[[str], None] | None = None,
                  opencode: CliInstall | None = None, claude: CliInstall | None = None,
-                 acp: Mapping[str, CliInstall] | None = None) -> None:
+                 acp: Mapping[str, CliInstall] | None = None, pi: CliInstall | None = None) -> None:
         self.settings = settings
         self.run = run
         self.tree = tree
@@ -91,6 +92,7 @@ class NativeRun:
         self.claude = claude
         self.acp = dict(acp or {})
         """Qwen Code and Gemini CLI, by provider name, for the ACP agents of the team."""
+        self.pi = pi
         self.model = model
         self.progress = progress or (lambda _line: None)
         self.home = Home(run.wardian_home)
@@ -115,6 +117,8 @@ class NativeRun:
         if self.claude is not None:
             chosen["WARDIAN_CLAUDE"] = str(self.claude.executable)
         chosen.update({f"WARDIAN_{name.upper()}": str(cli.executable) for name, cli in self.acp.items()})
+        if self.pi is not None:
+            chosen["WARDIAN_PI"] = str(self.pi.executable)
         return self.run.child_env({"PATH": path, "WARDIAN_CODEX": str(self.codex.executable), **chosen,
                                    "WARDIAN_SCRIPTED_MODEL_KEY": DUMMY_API_KEY, **(extra or {})})
 
@@ -215,6 +219,9 @@ class NativeRun:
         if agent.provider in ACP_PROVIDERS:
             assert agent.script is not None  # Settings.from_env refuses ACP agents with a real model
             return acp_launch(agent.provider, agent.script.base_url)[0]
+        if agent.provider == "pi":
+            assert agent.script is not None  # Settings.from_env refuses Pi with a real model
+            return pi_settings(agent.script.base_url)
         if agent.script is not None:
             config += codex_overrides(ScriptedProvider(base_url=agent.script.base_url))
         else:

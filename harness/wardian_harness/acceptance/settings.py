@@ -14,12 +14,12 @@ __all__ = ["E2E_PROVIDERS", "MODES", "NO_ATTACHED", "OPERATOR", "PROVIDERS", "PR
            "SENDER_TOOLS", "SIX_TOOLS", "Settings", "parse_providers"]
 
 MODES = ("background", "attached_tui")
-PROVIDERS = ("codex", "opencode", "claude", "qwen", "gemini", "acp")
+PROVIDERS = ("codex", "opencode", "claude", "qwen", "gemini", "acp", "pi")
 """What `wardian demo` runs."""
 E2E_PROVIDERS = ("codex", "opencode", "claude")
 """What the acceptance (`run-native-e2e`) runs: its checks read each of these providers' own records."""
 NO_ATTACHED = {"opencode": "OpenCode", "claude": "Claude Code", "qwen": "Qwen Code", "gemini": "Gemini CLI",
-               "acp": "generic ACP (opencode acp)"}
+               "acp": "generic ACP (opencode acp)", "pi": "Pi"}
 """The providers without an attached TUI in wardian, by the name a person knows them by."""
 PROVIDERS_ENV = "WARDIAN_E2E_MESSAGING_V2_PROVIDERS"
 SIX_TOOLS = ("send_message", "followup_task", "wait_agent", "receive_messages", "reply", "list_agents")

@@ -54,8 +54,9 @@ def find_cli(name: str, variable: str, not_found: type[CliNotFound], env: Mappin
         candidates.append(Path(found))
     for path in candidates:
         if path.is_file() and os.access(path, os.X_OK):
-            out = subprocess.run([str(path), "--version"], capture_output=True, text=True, encoding="utf-8",
-                                 timeout=60, check=False, stdin=subprocess.DEVNULL).stdout.strip()
+            done = subprocess.run([str(path), "--version"], capture_output=True, text=True, encoding="utf-8",
+                                  timeout=60, check=False, stdin=subprocess.DEVNULL)
+            out = done.stdout.strip() or done.stderr.strip()  # Pi 0.73.1 prints its version on stderr
             try:
                 return CliInstall(path, Version.parse(out), out)
             except ValueError:

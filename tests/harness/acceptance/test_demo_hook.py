@@ -71,4 +71,4 @@ def test_a_team_the_demo_cannot_run_is_a_usage_error_naming_the_allowed_provider
     with pytest.raises(SystemExit) as exc:
         demo.main(["--providers", value])
     assert exc.value.code == 2
-    assert "allowed: codex, opencode, claude, qwen, gemini, acp" in capsys.readouterr().err
+    assert "allowed: codex, opencode, claude, qwen, gemini, acp, pi" in capsys.readouterr().err

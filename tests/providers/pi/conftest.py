@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,20 +14,10 @@ import pytest
 
 from tests.conftest import AppHandle, app_on_root, pinned_npm_tool, short_home, start_app, stop_app
 from wardian_harness.models.scripted_model import AgentScript, ScriptedModel
+from wardian_harness.providers.pi_home import MODEL as MODEL  # the tests name the scripted model from here
+from wardian_harness.providers.pi_home import pi_settings
 
 REPO = Path(__file__).resolve().parents[3]
-MODEL = "scripted-model"
-
-
-def pi_settings(base_url: str, *, retry: bool = False) -> list[str]:
-    """The `-c` settings pointing a Pi agent at its scripted-model URL: a custom provider in its `models.json` (a
-    dummy key: a real one comes from `wardian auth login pi`), chosen as its default."""
-    provider = {"baseUrl": base_url, "api": "openai-completions", "apiKey": "scripted-dummy",
-                "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
-                "models": [{"id": MODEL}]}
-    config = [f"models.providers.scripted={json.dumps(provider)}", 'defaultProvider="scripted"',
-              f"defaultModel={json.dumps(MODEL)}"]
-    return [*config, "retry.enabled=true"] if retry else config
 
 
 @dataclass

@@ -2,8 +2,9 @@
 `POST .../v1/chat/completions` answered by a stream of `data:` chunks without event names, ended by `data: [DONE]`.
 
 The dialect has no failure event and no message phase: a scripted `Fail` is an HTTP 400, a phase is dropped, and a
-released `Hold` can only add to what was streamed. MCP tools are OpenCode's `<server>_<tool>` functions, or Qwen
-Code's deferred tools behind its `tool_search`/`tool_call` bridge, whose side requests are answered too (`chat_qwen`).
+released `Hold` can only add to what was streamed. MCP tools are OpenCode's `<server>_<tool>` functions, Pi's
+extension tools under their own names, or Qwen Code's deferred tools behind its `tool_search`/`tool_call` bridge, whose
+side requests are answered too (`chat_qwen`).
 """
 
 from __future__ import annotations
@@ -152,15 +153,22 @@ def _emit_items(stream: _ChunkStream, n: int, step: Response, offered: set[str])
             if item.text:
                 stream.delta({"role": "assistant", "content": item.text})
         elif isinstance(item, ToolCall):
-            server = (item.namespace or "").removeprefix("mcp__")
             stream.delta({"tool_calls": [{
                 "index": calls, "id": item.call_id or f"call_scripted_{n}_{calls}", "type": "function",
-                "function": {"name": f"{server}_{item.name}" if server else item.name,
-                             "arguments": arguments_text(item.arguments)}}]})
+                "function": {"name": _function_name(item, offered), "arguments": arguments_text(item.arguments)}}]})
             calls += 1
         else:
             raise TypeError(f"not an output item: {item!r}")
     stream.finish("tool_calls" if calls else "stop")
+
+
+def _function_name(call: ToolCall, offered: set[str]) -> str:
+    """OpenCode's `<server>_<tool>` for an MCP tool; the tool's own name when only that is offered: Pi has no MCP,
+    and wardian's extension registers each of its tools under the MCP tool's name (docs/guide/pi.md)."""
+    server = (call.namespace or "").removeprefix("mcp__")
+    if not server or (f"{server}_{call.name}" not in offered and call.name in offered):
+        return call.name
+    return f"{server}_{call.name}"
 
 
 def _hold(wire: Wire, stream: _ChunkStream, hold: Hold, recorded: RecordedRequest) -> None:
