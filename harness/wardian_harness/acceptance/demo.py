@@ -9,7 +9,8 @@ Code lead; `gemini` is Gemini CLI, `acp` a generic ACP agent, `opencode acp`, an
 app commits it: who asked whom, the request id, the delivery state, the reply. At the end it writes the evidence
 (records, each Codex agent's rollout file, each OpenCode agent's ask_ <-> ses_/msg_ bindings and its store's
 sha256, each Claude Code agent's ask_ <-> session/message uuid bindings checked against its transcript, with the
-transcript's sha256) and stops everything it started.
+transcript's sha256, each Pi agent's ask_ <-> session bindings checked against its session file, with the file's
+sha256) and stops everything it started.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from wardian_harness.processes.proctree import ProcessTree
 from wardian_harness.providers.claude_home import transcript_binding
 from wardian_harness.providers.cli import CliNotFound
 from wardian_harness.providers.codex_install import CodexInstallError
+from wardian_harness.providers.pi_home import session_binding
 
 _BOLD, _DIM, _RESET = ("\033[1m", "\033[2m", "\033[0m") if sys.stdout.isatty() else ("", "", "")
 
@@ -107,14 +109,38 @@ def _claude_evidence(native: NativeRun, name: str, directory: Path) -> list[dict
     return bindings
 
 
+def _pi_evidence(native: NativeRun, name: str, directory: Path) -> list[dict[str, Any]]:
+    """A Pi agent's tasks' bindings, each checked against its session file (the prompt that carried the task is a user
+    message of the session the app recorded), and the session files copied beside them."""
+    pi_dir = native.agents[name].pi_dir
+    assert pi_dir is not None
+    bindings = []
+    for task in _task_bindings(native, name):
+        binding = session_binding(pi_dir, task["request_id"], task["session_id"])
+        bindings.append(binding)
+        if binding["session_file"] is not None:
+            shutil.copyfile(binding["session_file"], directory / f"{name}-{Path(binding['session_file']).name}")
+        _note(f"{binding['request_id']} ↔ Pi session {binding['session_id']}: "
+              f"{'in' if binding['in_session'] else 'NOT in'} its session file"
+              + (f" (sha256 {binding['session_sha256'][:16]}…)" if binding["session_sha256"] else ""))
+        if not binding["in_session"]:
+            raise NativeRunError(f"{binding['request_id']} is not in {name}'s Pi session file "
+                                 f"({binding['session_file']})")
+    return bindings
+
+
 def _evidence(native: NativeRun, directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "records.json").write_text(json.dumps(native.records(), indent=2, ensure_ascii=False) + "\n",
                                             encoding="utf-8")
     bindings: list[dict[str, Any]] = []
     claude_bindings: list[dict[str, Any]] = []
+    pi_bindings: list[dict[str, Any]] = []
     for name in (SENDER, RECEIVER):
         agent = native.agents[name]
+        if agent.pi_dir is not None:
+            pi_bindings += _pi_evidence(native, name, directory)
+            continue
         if agent.claude_dir is not None:
             claude_bindings += _claude_evidence(native, name, directory)
             continue
@@ -135,6 +161,8 @@ def _evidence(native: NativeRun, directory: Path) -> None:
             _note(f"{name}'s Codex rollout: {target} (sha256 {sha256_file(target)[:16]}…)")
     if bindings:
         (directory / "opencode-bindings.json").write_text(json.dumps(bindings, indent=2) + "\n", encoding="utf-8")
+    if pi_bindings:
+        (directory / "pi-bindings.json").write_text(json.dumps(pi_bindings, indent=2) + "\n", encoding="utf-8")
     if claude_bindings:
         (directory / "claude-bindings.json").write_text(json.dumps(claude_bindings, indent=2) + "\n",
                                                         encoding="utf-8")

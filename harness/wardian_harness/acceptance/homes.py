@@ -157,6 +157,10 @@ class IsolatedRun:
         """A Claude Code agent's private directories (config/, tmp/, cache/), which the app prepares."""
         return self.wardian_home / "agents" / agent_uuid / "claude"
 
+    def pi_dir(self, agent_uuid: str) -> Path:
+        """A Pi agent's private directories (agent/: settings, models; sessions/), which the app prepares."""
+        return self.wardian_home / "agents" / agent_uuid / "pi"
+
     def workspace(self, name: str) -> Path:
         """Create (once) the agent's fixture workspace: an empty directory with its own git repository."""
         path = self.root / "ws" / name

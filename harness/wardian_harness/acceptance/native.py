@@ -60,6 +60,7 @@ class Agent:
     config: list[str] = field(default_factory=list)  # the -c overrides given (no secrets: the key is a dummy)
     opencode_dir: Path | None = None  # an OpenCode agent's private XDG root (config, data, cache, state)
     claude_dir: Path | None = None  # a Claude Code agent's private directories (config/: settings, transcripts)
+    pi_dir: Path | None = None  # a Pi agent's private directories (agent/, sessions/)
 
 
 def poll(check: Callable[[], Any], what: str, *, rounds: int = 600, interval_s: float = 0.05) -> Any:
@@ -191,7 +192,8 @@ class NativeRun:
         row = self.cli_json(*args)
         agent = Agent(name, row["uuid"], ws, self.run.codex_home(row["uuid"]), provider=provider,
                       opencode_dir=self.run.opencode_dir(row["uuid"]) if provider == "opencode" else None,
-                      claude_dir=self.run.claude_dir(row["uuid"]) if provider == "claude" else None)
+                      claude_dir=self.run.claude_dir(row["uuid"]) if provider == "claude" else None,
+                      pi_dir=self.run.pi_dir(row["uuid"]) if provider == "pi" else None)
         if self.model is not None and workspace:
             agent.script = self.model.agent(name)
         self.agents[name] = agent

@@ -3,6 +3,7 @@ the scripted model calling Pi's extension tools by the names Pi offers them unde
 
 from __future__ import annotations
 
+import hashlib
 import http.client
 import json
 import stat
@@ -13,7 +14,7 @@ import pytest
 
 from wardian_harness.acceptance.settings import PROVIDERS, parse_providers
 from wardian_harness.models.scripted_model import AgentScript, ScriptedModel, ToolCall
-from wardian_harness.providers.pi_home import PiNotFound, find_pi
+from wardian_harness.providers.pi_home import PiNotFound, find_pi, session_binding
 
 pytestmark = pytest.mark.fast
 
@@ -64,3 +65,22 @@ def test_a_wardian_tool_call_uses_the_name_the_agent_offers(offered: list[str], 
     with ScriptedModel() as model:
         lead = model.agent("lead", ToolCall("followup_task", {"target": "worker", "message": "hi"}))
         assert _called(model, lead, offered) == called
+
+
+def test_a_tasks_binding_holds_when_a_user_message_of_its_session_file_carries_the_request(tmp_path: Path) -> None:
+    """The demo's evidence: the prompt that carried a task is a user message of the session the app recorded (Pi's
+    session file format: https://github.com/badlogic/pi-mono/blob/main/packages/coding-agent/docs/sessions.md)."""
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    entries = [{"type": "session", "id": "s1"},
+               {"type": "message", "message": {"role": "user", "content": [{"type": "text", "text": "ask_1 go"}]}},
+               {"type": "message", "message": {"role": "assistant", "content": [{"type": "text", "text": "ask_2"}]}}]
+    path = sessions / "2026-12-05T05-00-00-000Z_s1.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in entries) + '{"cut', encoding="utf-8")
+    found = session_binding(tmp_path, "ask_1", "s1")
+    assert (found["session_file"], found["in_session"]) == (str(path), True)
+    assert found["session_sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert session_binding(tmp_path, "ask_2", "s1")["in_session"] is False  # only the model's own text names it
+    assert session_binding(tmp_path, "ask_1", "s2") == {"request_id": "ask_1", "session_id": "s2",
+                                                        "session_file": None, "session_sha256": None,
+                                                        "in_session": False}
