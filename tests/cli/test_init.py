@@ -133,3 +133,13 @@ def test_schema_never_replaces_a_file_of_that_name_that_is_not_wardian_s(tmp_pat
     assert "is not a wardian team file's schema" in proc.stderr
     assert (tmp_path / "wardian.schema.json").read_text(encoding="utf-8") == '{"mine": true}\n'
     assert sorted(p.name for p in tmp_path.iterdir()) == ["wardian.schema.json"]  # nor the team file
+
+
+def test_the_help_of_providers_names_every_provider_init_takes(tmp_path: Path) -> None:
+    """`wardian init --help` lists what `--providers` accepts (wardian.model.PROVIDERS), none left out."""
+    from wardian.model import PROVIDERS
+
+    proc = init(tmp_path, "init", "--help")
+    listed = " ".join(proc.stdout.split("--providers P[,P...]", 2)[-1].split("--force")[0].split())
+    assert proc.returncode == 0
+    assert [p for p in PROVIDERS if f"{p}," not in listed and f"{p})" not in listed] == []

@@ -44,8 +44,8 @@ def _init(commands: Commands) -> None:
     p.add_argument("file", nargs="?", default=DEFAULT_FILE, metavar="FILE",
                    help=f"the file to write (default: ./{DEFAULT_FILE})")
     p.add_argument("--providers", default=None, metavar="P[,P...]",
-                   help="the lead's provider, then one worker's per further one (codex, opencode, claude); one "
-                   "provider: a lead and a worker of it (default: codex)")
+                   help="the lead's provider, then one worker's per further one (codex, opencode, claude, qwen, "
+                   "gemini, pi, acp); one provider: a lead and a worker of it (default: codex)")
     p.add_argument("--force", action="store_true", help="overwrite an existing file")
     p.add_argument("--schema", action="store_true",
                    help="also write the team file's JSON Schema beside it (wardian.schema.json) for editors, and point "
