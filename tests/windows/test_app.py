@@ -224,3 +224,17 @@ def test_an_app_killed_outright_leaves_none_of_its_agents_trees_running(tmp_path
     poll(lambda: not alive(leader) and not alive(grandchild), "the agent's tree ended with the app")
     starter.join(DEADLINE_S)
     assert isinstance(outcome[0], errors.WardianError), outcome
+
+
+def app_log(home: Home) -> str:
+    return (home.log_dir / "app.log").read_text(encoding="utf-8")
+
+
+def test_the_app_log_names_the_control_pipe_it_serves(app: RunningApp) -> None:
+    """The readiness line of `logs/app.log` names the channel clients reach: on Windows the named pipe, not the
+    `run\\app.v1.sock` path no file is ever made at."""
+    ready = [line for line in app_log(app.home).splitlines() if "app ready" in line]
+    assert len(ready) == 1, ready
+    assert pipes.pipe_name(app.home.root) in ready[0]
+    assert "app.v1.sock" not in ready[0]
+

@@ -283,9 +283,12 @@ async def _serve(
         console = console_setup(service, feed)  # binds now: a taken port fails the start
         service.console = console
     if sys.platform == "win32":
-        pipe = _windows.PipeListener(pipes.pipe_name(home.root))
+        pipe_name = pipes.pipe_name(home.root)
+        pipe = _windows.PipeListener(pipe_name)
+        channel = f"pipe {pipe_name}"
         serve, close = functools.partial(server.serve_pipe, pipe), pipe.aclose
     else:
+        channel = f"socket {home.socket_path}"
         listener = await _bind_socket(home)
         serve = functools.partial(server.serve, listener.extra(anyio.abc.SocketAttribute.raw_socket))
         close = functools.partial(_close_listener, listener)
@@ -293,7 +296,7 @@ async def _serve(
     # The handlers are installed before readiness is reported, so a SIGTERM right after start is clean.
     with _stop_signals() as signals:
         await _serve_until_stopped(
-            home, writer, runtime, (serve, close), stopping, signals, on_ready, console, announcements
+            home, writer, runtime, (serve, close, channel), stopping, signals, on_ready, console, announcements
         )
 
 
@@ -333,7 +336,7 @@ async def _serve_until_stopped(
     home: Home,
     writer: StoreWriter,
     runtime: Runtime,
-    listening: tuple[Callable[..., Coroutine[Any, Any, None]], Callable[[], Coroutine[Any, Any, None]]],
+    listening: tuple[Callable[..., Coroutine[Any, Any, None]], Callable[[], Coroutine[Any, Any, None]], str],
     stopping: anyio.Event,
     signals: AsyncIterator[int],
     on_ready: Callable[[], None] | None,
@@ -353,7 +356,7 @@ async def _serve_until_stopped(
                 providers.start_soon(_follow_announcements, announcements, runtime)
             if console is not None:
                 await providers.start(console.run)  # serving before readiness is reported
-            await _serve_clients(home, listening[0], stopping, signals, on_ready)
+            await _serve_clients(home, listening[0], listening[2], stopping, signals, on_ready)
             if console is not None:
                 await console.stop()  # its pages read the store: it ends before the writer does
             providers.cancel_scope.cancel()  # owners stop their app-servers in shielded cleanup
@@ -363,12 +366,15 @@ async def _serve_until_stopped(
         writer.close()
 
 
-async def _serve_clients(home: Home, serve: Callable[..., Coroutine[Any, Any, None]], stopping: anyio.Event,
-                         signals: AsyncIterator[int], on_ready: Callable[[], None] | None) -> None:
+async def _serve_clients(home: Home, serve: Callable[..., Coroutine[Any, Any, None]], channel: str,
+                         stopping: anyio.Event, signals: AsyncIterator[int], on_ready: Callable[[], None] | None
+                         ) -> None:
+    """Serve the control channel until stopped; `channel` names it in the log (`socket PATH`, or `pipe NAME` on
+    Windows, where no socket file is made)."""
     async with anyio.create_task_group() as tg:
         tg.start_soon(_watch_signals, signals, stopping)
         await tg.start(serve)
-        log.info("app ready: home %s, pid %d, socket %s", home.root, os.getpid(), home.socket_path)
+        log.info("app ready: home %s, pid %d, %s", home.root, os.getpid(), channel)
         if on_ready is not None:
             on_ready()
         await stopping.wait()
