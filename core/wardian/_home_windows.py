@@ -87,10 +87,15 @@ def prepare_home(home: Home, marker_text: str) -> list[Path]:
     tightened: list[Path] = []
     try:
         for path in (home.root, home.run_dir, home.log_dir):
+            made = not path.exists()
             path.mkdir(exist_ok=True)
             if _others(path, me):
                 winsec.make_private(str(path), me)
-                tightened.append(path)
+                # Windows gives a folder made here the home's inherited owner-only DACL; Wine 8.0 gives it one
+                # from its Unix mode bits instead (docs/guide/windows.md). Made private before anyone could have
+                # used it, it was never open: only a folder found open is reported.
+                if not made:
+                    tightened.append(path)
     except OSError as exc:
         raise _unpreparable(home, exc) from None
     return tightened
