@@ -32,7 +32,7 @@ import time
 
 from wardian import errors, peercred
 from wardian.home import Home
-from wardian.limits import CONTROL_GRACE_MS, MAX_RESPONSE_FRAME_BYTES
+from wardian.limits import CONTROL_GRACE_MS, CONTROL_IDLE_S, MAX_RESPONSE_FRAME_BYTES
 from wardian.protocol.jsonrpc import error_from_object
 
 # `typing` is not imported at run time: it is a sizeable part of the CLI's cold start (docs/benchmarks.md).
@@ -71,6 +71,12 @@ DEFAULT_CALL_TIMEOUT_S = 30.0
 _ids = itertools.count(1)
 # Under glibc's mmap threshold: a 1 MiB recv buffer cost an mmap, an mremap and an munmap per call.
 _RECV_BYTES = 65536
+# Windows: a kept pipe connection quiet this long is replaced before a request is written. The app closes a pipe
+# connection idle for CONTROL_IDLE_S whole (a pipe has no reading side to shut, app/connection.py), so a request
+# written in the instant it closes one is lost and can only be reported uncertain; one written on a connection quiet
+# for half that long cannot meet that close. On POSIX the app shuts the reading side instead, and a request written
+# then fails before a byte leaves or is answered: nothing to avoid there.
+_PIPE_REUSE_S = CONTROL_IDLE_S / 2
 
 
 class AppClient:
@@ -82,6 +88,7 @@ class AppClient:
         self._sock: socket.socket | PipeStream | None = None
         self._buf = bytearray()
         self._timeout_s: float | None = None
+        self._quiet_since = 0.0  # when the kept connection was opened or last answered (time.monotonic())
         self.requests_written = 0  # frames this client has put on the wire (tests count retries with it)
 
     def close(self) -> None:
@@ -104,13 +111,22 @@ class AppClient:
             TransportError: the app is not running, or is incompatible, or its socket is not this user's
                 (`UntrustedSocket`); nothing was sent.
         """
+        self._drop_if_quiet()
         return self._connect()
+
+    def _drop_if_quiet(self) -> None:
+        """Windows: close the kept pipe connection if it has been quiet for `_PIPE_REUSE_S` (the next call opens a
+        new one)."""
+        if (self._sock is not None and not isinstance(self._sock, socket.socket)
+                and time.monotonic() - self._quiet_since >= _PIPE_REUSE_S):
+            self.close()
 
     def _connect(self) -> socket.socket | PipeStream:
         if self._sock is not None:
             return self._sock
         if sys.platform == "win32":
             self._sock = self._connect_pipe()
+            self._quiet_since = time.monotonic()
             return self._sock
         path = str(self.home.socket_path)
         try:
@@ -178,6 +194,8 @@ class AppClient:
             WardianError: the app's own error for this request.
         """
         frame = _frame({"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": params or {}})
+        if reconnect:  # an abortable exchange attached its connection already, through `connect`
+            self._drop_if_quiet()
         # A kept connection the app closed fails the write before a byte leaves; `reconnect=False` for an exchange
         # another thread may abort by shutting the connection down, which fails the write the same way.
         reused = reconnect and self._sock is not None
@@ -207,6 +225,7 @@ class AppClient:
             self.close()
             reason = "no answer in time" if isinstance(exc, TimeoutError) else "the connection was lost"
             raise self._uncertain(method, reason) from None
+        self._quiet_since = time.monotonic()
         try:
             fast = sys.modules.get("orjson")
             response = fast.loads(line) if fast is not None else json.loads(line)

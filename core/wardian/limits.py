@@ -28,6 +28,12 @@ EXCHANGE_WINDOW = 100_000
 MAX_REQUEST_FRAME_BYTES = 1024 * 1024
 # The largest frame a client accepts from the app (a page is bounded by MAX_PAGE_TEXT_BYTES).
 MAX_RESPONSE_FRAME_BYTES = 16 * 1024 * 1024
+# The control socket's clients send their request as soon as they connect (the CLI, `AppClient`) and keep an idle
+# connection only where they connect again once the app has closed it (`AppClient`, the MCP server's pool;
+# docs/design/architecture.md, "Connections to the app"); a wait is a request in flight. So a connection silent for
+# this long is leaked or hostile, and the app closes it (app/listen.py): that costs a legitimate client one new
+# connection. A client on Windows also reads it (wardian.client).
+CONTROL_IDLE_S = 10.0
 # Extra time the client allows beyond a wait's own timeout before the exchange counts as lost.
 CONTROL_GRACE_MS = 5_000
 # Codex's per-server tool timeout that registration writes (rule CFG-4 of docs/design/contract.md). It must exceed

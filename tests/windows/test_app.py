@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -225,6 +226,73 @@ def test_an_app_killed_outright_leaves_none_of_its_agents_trees_running(tmp_path
     poll(lambda: not alive(leader) and not alive(grandchild), "the agent's tree ended with the app")
     starter.join(DEADLINE_S)
     assert isinstance(outcome[0], errors.WardianError), outcome
+
+
+def peer_closed(stream: pipes.PipeStream) -> bool:
+    """Whether the app closed its end of `stream` (a zero-byte peek fails once it has), read without writing."""
+    try:
+        pipes._winapi.PeekNamedPipe(stream.handle, 0)
+    except OSError:
+        return True
+    return False
+
+
+def test_an_idle_pipe_the_app_closed_costs_its_client_a_new_connection_never_an_uncertain_call(
+        app: RunningApp) -> None:
+    """R4 on Windows (docs/reliability.md): an `AppClient` kept open between calls and the MCP server's pool; the app
+    closes their idle pipe connections at its idle bound; each next call is written once, on a new connection, and
+    answered: the write into the closed pipe fails before a byte leaves (`ERROR_NO_DATA`)."""
+    from wardian.mcp._calls import AppConnections
+
+    with AppClient(app.home) as client:
+        pool = AppConnections(app.home)
+        try:
+            assert client.call("agent/list")["agents"] == []
+            assert pool.call("agent/list", {})["agents"] == []
+            first = client.connect()
+            assert isinstance(first, pipes.PipeStream)
+            # Opened after both went idle, so closed at the bound no earlier than they are.
+            later = pipes.connect(pipes.pipe_name(app.home.root), DEADLINE_S)
+            try:
+                poll(lambda: peer_closed(later), "a silent pipe connection stayed open")
+            finally:
+                later.close()
+            assert peer_closed(first)
+            assert client.call("agent/add", {"name": "after", "provider": "codex"})["name"] == "after"
+            assert client.requests_written == 2
+            assert client.connect() is not first
+            assert [a["name"] for a in pool.call("agent/list", {})["agents"]] == ["after"]
+        finally:
+            pool.close()
+
+
+def test_a_kept_pipe_connection_quiet_for_half_the_idle_bound_is_replaced_before_a_request_is_written(
+        app: RunningApp) -> None:
+    """The app closes a pipe connection idle for its bound whole, so a request crossing that close would be lost and
+    reported uncertain (docs/guide/windows.md): a kept connection quiet for half the bound is not written on; the
+    next call, and a pooled wait (whose exchange attaches its connection first), go on new connections, answered."""
+    from wardian.client import _PIPE_REUSE_S
+    from wardian.mcp._calls import AppConnections, WaitExchange
+
+    _, token = app.add_agent("waiter")
+    with AppClient(app.home) as client:
+        pool = AppConnections(app.home)
+        try:
+            assert client.call("agent/list")["agents"]
+            pool.call("mailbox/wait", {"session": token, "timeout_ms": 0}, 0, WaitExchange())
+            first, quiet_from = client.connect(), time.monotonic()
+            pooled = pool._idle[0].connect()  # the connection the pool keeps for its next call
+            poll(lambda: time.monotonic() - quiet_from >= _PIPE_REUSE_S, "half the idle bound passed")
+            assert isinstance(first, pipes.PipeStream)
+            assert not peer_closed(first)  # still open at the app: the old code would have written on it
+            assert client.call("agent/list")["agents"]
+            assert client.connect() is not first
+            assert client.requests_written == 2
+            answer = pool.call("mailbox/wait", {"session": token, "timeout_ms": 0}, 0, WaitExchange())
+            assert answer["timed_out"]
+            assert pool._idle[0].connect() is not pooled
+        finally:
+            pool.close()
 
 
 def app_log(home: Home) -> str:

@@ -28,16 +28,14 @@ from typing import Generic, Protocol, TypeVar
 import anyio
 import anyio.lowlevel
 
+from wardian.limits import CONTROL_IDLE_S as CONTROL_IDLE_S
+
 if sys.platform != "win32":  # Windows limits no process to a number of descriptors: no cap from it there
     import resource
 
 log = logging.getLogger("wardian.app.listen")
 
-# The control socket's clients send their request as soon as they connect (the CLI, `AppClient`) and keep an idle
-# connection only where they connect again once the app has closed it (`AppClient`, the MCP server's pool;
-# docs/design/architecture.md, "Connections to the app"); a wait is a request in flight. So a connection silent for
-# this long is leaked or hostile, and closing it costs a legitimate client one new connection.
-CONTROL_IDLE_S = 10.0
+# The control socket's idle bound, CONTROL_IDLE_S, is in wardian.limits: a client on Windows reads it too.
 MAX_CONTROL_CONNECTIONS = 1024
 # A browser sends its request as soon as it connects, and keeps an idle connection only until uvicorn's keep-alive
 # timeout (5 s); a live view is a request in flight (its event stream).
