@@ -38,7 +38,7 @@ from wardian.protocol.jsonrpc import error_from_object
 # `typing` is not imported at run time: it is a sizeable part of the CLI's cold start (docs/benchmarks.md).
 TYPE_CHECKING = False
 if sys.platform == "win32" or TYPE_CHECKING:  # the control channel is a named pipe there (wardian.pipes)
-    from wardian import pipes, winsec
+    from wardian import pipes
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -71,11 +71,9 @@ DEFAULT_CALL_TIMEOUT_S = 30.0
 _ids = itertools.count(1)
 # Under glibc's mmap threshold: a 1 MiB recv buffer cost an mmap, an mremap and an munmap per call.
 _RECV_BYTES = 65536
-# Windows: a kept pipe connection quiet this long is replaced before a request is written. The app closes a pipe
-# connection idle for CONTROL_IDLE_S whole (a pipe has no reading side to shut, app/connection.py), so a request
-# written in the instant it closes one is lost and can only be reported uncertain; one written on a connection quiet
-# for half that long cannot meet that close. On POSIX the app shuts the reading side instead, and a request written
-# then fails before a byte leaves or is answered: nothing to avoid there.
+# Windows: a kept pipe connection quiet this long is replaced before a request is written. The app closes one idle
+# for CONTROL_IDLE_S whole (app/connection.py: a pipe has no reading side to shut, as on POSIX), and a request that
+# reaches it in that instant is lost; one written on a connection quiet for half that long cannot meet that close.
 _PIPE_REUSE_S = CONTROL_IDLE_S / 2
 
 
@@ -115,8 +113,7 @@ class AppClient:
         return self._connect()
 
     def _drop_if_quiet(self) -> None:
-        """Windows: close the kept pipe connection if it has been quiet for `_PIPE_REUSE_S` (the next call opens a
-        new one)."""
+        """Windows: close the kept pipe connection if it has been quiet for `_PIPE_REUSE_S` (a new one is opened)."""
         if (self._sock is not None and not isinstance(self._sock, socket.socket)
                 and time.monotonic() - self._quiet_since >= _PIPE_REUSE_S):
             self.close()
@@ -152,23 +149,12 @@ class AppClient:
         return sock
 
     def _connect_pipe(self) -> PipeStream:
-        """Windows: open the home's control pipe and check, before a byte is written, that this user's process serves
-        it (wardian.pipes); the pipe's DACL, set by the app, keeps other users from opening it at all."""
-        name = pipes.pipe_name(self.home.root)
+        """Windows: open the home's control pipe, served by this user's app (`pipes.connect_trusted`)."""
         self._timeout_s = None
         try:
-            stream = pipes.connect(name, self._connect_timeout_s)
+            return pipes.connect_trusted(pipes.pipe_name(self.home.root), self._connect_timeout_s)
         except OSError as exc:
             raise self._not_running(exc) from None
-        try:
-            server, me = pipes.server_user(stream), winsec.user_sid()
-        except OSError as exc:
-            stream.close()
-            raise _untrusted_pipe(name, f"the user of the process serving it cannot be read ({exc})", None) from None
-        if server != me:
-            stream.close()  # nothing was written: the app reads EOF
-            raise _untrusted_pipe(name, f"the process serving it runs as {server}", server)
-        return stream
 
     def _not_running(self, exc: OSError) -> errors.TransportError:
         """The error for a socket that is missing or refuses the connection."""
@@ -340,14 +326,6 @@ def _untrusted(path: str, why: str, owner_uid: int | None) -> errors.UntrustedSo
         allowed=f"run/ and its socket owned by {me}, closed to other users, an app of {me} listening",
         path=path, owner_uid=owner_uid, owner=None if owner_uid is None else _user_name(owner_uid),
         expected_uid=euid)
-
-
-def _untrusted_pipe(name: str, why: str, owner: str | None) -> errors.UntrustedSocket:
-    """Windows: `owner` is the SID of the user serving the pipe `name`, None when that could not be read."""
-    return errors.UntrustedSocket(
-        f"refused {name}: {why}; nothing was sent. The app's control pipe must be served by an app of this user "
-        "(check WARDIAN_HOME)", field="home", allowed="a control pipe served by an app of this user", path=name,
-        owner=owner)
 
 
 def _user(uid: int) -> str:

@@ -25,7 +25,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from wardian import winsec
+from wardian import errors, winsec
 from wardian.limits import PROTOCOL_VERSION
 
 # The stdlib's Win32 layer (multiprocessing's pipes use it); typeshed declares it for Windows only.
@@ -191,3 +191,31 @@ def server_user(stream: PipeStream) -> str:
     if not _kernel32().GetNamedPipeServerProcessId(ctypes.c_void_p(stream.handle), ctypes.byref(pid)):
         raise OSError(ctypes.get_last_error(), "GetNamedPipeServerProcessId failed")  # type: ignore[attr-defined,unused-ignore]
     return winsec.process_user_sid(pid.value)
+
+
+def connect_trusted(name: str, timeout_s: float) -> PipeStream:
+    """`connect` to the control pipe `name`, then check, before a byte is written, that this user's process serves it;
+    the pipe's DACL, set by the app, keeps other users from opening it at all.
+
+    Raises:
+        UntrustedSocket: another user's process serves it, or its user cannot be read; nothing was sent.
+        OSError: as `connect`.
+    """
+    stream = connect(name, timeout_s)
+    try:
+        server, me = server_user(stream), winsec.user_sid()
+    except OSError as exc:
+        stream.close()
+        raise _untrusted(name, f"the user of the process serving it cannot be read ({exc})", None) from None
+    if server != me:
+        stream.close()  # nothing was written: the app reads EOF
+        raise _untrusted(name, f"the process serving it runs as {server}", server)
+    return stream
+
+
+def _untrusted(name: str, why: str, owner: str | None) -> errors.UntrustedSocket:
+    """`owner` is the SID of the user serving the pipe `name`, None when that could not be read."""
+    return errors.UntrustedSocket(
+        f"refused {name}: {why}; nothing was sent. The app's control pipe must be served by an app of this user "
+        "(check WARDIAN_HOME)", field="home", allowed="a control pipe served by an app of this user", path=name,
+        owner=owner)
