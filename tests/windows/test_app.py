@@ -4,6 +4,7 @@ the seven MCP tools (through `wardian-mcp.exe`) served by it."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +24,7 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from tests.windows.conftest import DEADLINE_S, DIST, alive, poll, program, read_pid
+from tests.windows.conftest import DEADLINE_S, DIST, alive, pe_subsystem, poll, program, read_pid
 from wardian import errors, pipes, winsec
 from wardian.client import AppClient
 from wardian.home import Home
@@ -336,3 +338,34 @@ def open_to_everyone(path: Path) -> None:
     sddl = f"D:P(A;OICI;FA;;;{winsec.user_sid()})(A;OICI;FR;;;WD)"
     assert advapi32.ConvertStringSecurityDescriptorToSecurityDescriptorW(sddl, 1, ctypes.byref(descriptor), None)
     assert advapi32.SetFileSecurityW(str(path), 4 | 0x80000000, descriptor)  # DACL, protected
+
+
+def test_starting_an_agent_registers_the_silent_launcher_in_its_private_codex_home(
+        tmp_path: Path, strays: list[int]) -> None:
+    """CFG-5 (docs/design/contract.md): an app run from `wardian-cli.exe` registers `wardian-mcp.exe`, the GUI launcher
+    beside it, with `mcp serve`, in the agent's own CODEX_HOME. The provider is the Codex stand-in (no Codex runs
+    under Wine); registration is written before it starts."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    codex = tmp_path / "codex.cmd"
+    codex.write_text(f'@"{sys.executable}" "{program("codex_standin.py")}" %*\r\n', encoding="utf-8")
+    app = start(tmp_path / "home", clean_env() | {"WARDIAN_CODEX": str(codex), "STANDIN_DIR": str(tree)})
+    strays.append(app.pid)
+    worker, _ = app.add_agent("worker")
+
+    def start_agent() -> None:
+        with contextlib.suppress(errors.WardianError):  # the stand-in never answers: the stop ends the start
+            app.call("agent/start", {"agent": worker})
+
+    starter = threading.Thread(target=start_agent, daemon=True)
+    starter.start()
+    strays += [read_pid(tree / "child.pid"), read_pid(tree / "grandchild.pid")]
+    config = tomllib.loads((app.home.agent_dir(worker) / "codex" / "config.toml").read_text(encoding="utf-8"))
+    server = config["mcp_servers"]["wardian"]
+    assert Path(server["command"]).name == "wardian-mcp.exe"
+    assert Path(server["command"]).samefile(LAUNCHER)
+    assert server["args"] == ["mcp", "serve"]
+    assert pe_subsystem(server["command"]) == 2  # Windows GUI: no console window per Codex server start
+    app.cli("app", "stop")
+    poll(lambda: not alive(app.pid), "the app stopped")
+    starter.join(DEADLINE_S)
