@@ -344,7 +344,7 @@ def test_starting_an_agent_registers_the_silent_launcher_in_its_private_codex_ho
         tmp_path: Path, strays: list[int]) -> None:
     """CFG-5 (docs/design/contract.md): an app run from `wardian-cli.exe` registers `wardian-mcp.exe`, the GUI launcher
     beside it, with `mcp serve`, in the agent's own CODEX_HOME. The provider is the Codex stand-in (no Codex runs
-    under Wine); registration is written before it starts."""
+    under Wine); registration is written before it starts. `app stop` then ends the agent's whole tree."""
     tree = tmp_path / "tree"
     tree.mkdir()
     codex = tmp_path / "codex.cmd"
@@ -359,13 +359,30 @@ def test_starting_an_agent_registers_the_silent_launcher_in_its_private_codex_ho
 
     starter = threading.Thread(target=start_agent, daemon=True)
     starter.start()
-    strays += [read_pid(tree / "child.pid"), read_pid(tree / "grandchild.pid")]
+    leader, grandchild = read_pid(tree / "child.pid"), read_pid(tree / "grandchild.pid")
+    strays += [leader, grandchild]
     config = tomllib.loads((app.home.agent_dir(worker) / "codex" / "config.toml").read_text(encoding="utf-8"))
     server = config["mcp_servers"]["wardian"]
     assert Path(server["command"]).name == "wardian-mcp.exe"
     assert Path(server["command"]).samefile(LAUNCHER)
     assert server["args"] == ["mcp", "serve"]
     assert pe_subsystem(server["command"]) == 2  # Windows GUI: no console window per Codex server start
-    app.cli("app", "stop")
+    assert app.cli("app", "stop").returncode == 0
     poll(lambda: not alive(app.pid), "the app stopped")
+    poll(lambda: not alive(leader) and not alive(grandchild), "the agent's tree ended with the app's stop")
     starter.join(DEADLINE_S)
+
+
+def test_an_empty_home_folder_open_to_others_is_refused_and_left_unchanged(tmp_path: Path) -> None:
+    """HOME-2 on Windows: an existing empty folder whose DACL lets Everyone in is refused with `insecure_home`; the app
+    does not start and the folder is left as it was (no marker, no run/, its DACL unchanged)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    open_to_everyone(home)
+    before = winsec.path_sddl(str(home))
+    result = subprocess.run([str(CLI), "--home", str(home), "app", "start", "--json"], stdin=subprocess.DEVNULL,
+                            capture_output=True, timeout=DEADLINE_S * 2, check=False, env=clean_env())
+    assert result.returncode != 0
+    assert b"insecure_home" in result.stdout + result.stderr
+    assert list(home.iterdir()) == []
+    assert winsec.path_sddl(str(home)) == before
