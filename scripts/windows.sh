@@ -100,7 +100,19 @@ wineserver -w
 
 # One pytest process for the whole suite (one interpreter start under Wine); xvfb for the WinPTY agent's hidden
 # console window. `--confcutdir` keeps the Linux suite's conftest (and its imports) out.
-set -o pipefail
-xvfb-run -a wine "$PY/python.exe" -m pytest -p no:cacheprovider --confcutdir tests/windows tests/windows "$@" 2>&1 \
-  | tr -d '\r'
+# Its output goes through a FIFO rather than a shell pipeline: a pipeline ends only when every writer has closed, and
+# a Wine process the tests leave behind (a headless console host) can hold the write end open long after pytest has
+# exited. So: wait for pytest, end this prefix's Wine session (`wineserver -k`), and only then for the reader.
+fifo="$CACHE/pytest.out"
+rm -f "$fifo" && mkfifo "$fifo"
+tr -d '\r' < "$fifo" &
+reader=$!
+xvfb-run -a wine "$PY/python.exe" -m pytest -p no:cacheprovider --confcutdir tests/windows tests/windows "$@" \
+  > "$fifo" 2>&1 < /dev/null &
+status=0
+wait $! || status=$?
+wineserver -k 2>/dev/null || true
+wait "$reader" || true
+rm -f "$fifo"
 say "done in $((SECONDS - started)) s"
+exit "$status"
