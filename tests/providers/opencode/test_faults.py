@@ -28,7 +28,7 @@ from wardian_harness.providers.opencode_home import ScriptedOpenCode, opencode_o
 def test_an_unknown_provider_lists_every_provider(app: AppHandle) -> None:
     with pytest.raises(errors.InvalidProvider) as exc:
         app.call("agent/add", {"name": "carol", "provider": "claude-code"})
-    assert exc.value.allowed == "codex, opencode, claude, qwen, gemini, pi"
+    assert exc.value.allowed == "codex, opencode, claude, qwen, gemini, pi, acp"
     assert app.call("agent/add", {"name": "carol", "provider": "opencode"})["provider"] == "opencode"
 
 
