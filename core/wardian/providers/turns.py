@@ -16,6 +16,8 @@ stream.
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
@@ -88,3 +90,11 @@ class TurnState:
         self._idle.set()
         self.emit(StateChange(AgentStatus.OFF, None, self.thread_id))
         self._stream.close()
+
+
+def single_error(group: BaseExceptionGroup[Any]) -> BaseException:
+    """The one error a runtime's task group raised, unwrapped (the app reads a provider's start failure as a plain
+    error, whichever provider's runtime raised it)."""
+    while isinstance(group, BaseExceptionGroup) and len(group.exceptions) == 1:
+        group = group.exceptions[0]  # type: ignore[assignment]
+    return group

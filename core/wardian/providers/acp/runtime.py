@@ -49,7 +49,7 @@ from wardian.providers.acp.turns import Turn
 from wardian.providers.base import Capabilities, ConversationReplaced, HistoryReplayed, Started, TaskDelivery
 from wardian.providers.delivery import inbox_text, task_text
 from wardian.providers.process import ProviderProcess, StopPolicy
-from wardian.providers.turns import TurnState
+from wardian.providers.turns import TurnState, single_error
 
 log = logging.getLogger("wardian.acp")
 
@@ -118,7 +118,7 @@ class AcpRuntime(TurnState):
                 await self._stop.wait()
                 tg.cancel_scope.cancel()
         except BaseExceptionGroup as group:
-            raise _single(group) from None
+            raise single_error(group) from None
         finally:
             with anyio.CancelScope(shield=True):
                 await self._ended()
@@ -323,10 +323,3 @@ class AcpRuntime(TurnState):
     def attach_info(self) -> dict[str, Any]:
         raise errors.NotActive(f"agent {self.spec.name!r} runs on {self.spec.agent.gate.label}, which has no "
                                "attached mode", field="agent")
-
-
-def _single(group: BaseExceptionGroup[Any]) -> BaseException:
-    """The one error a task group raised (the app reads a provider's start failure as a plain error)."""
-    while isinstance(group, BaseExceptionGroup) and len(group.exceptions) == 1:
-        group = group.exceptions[0]  # type: ignore[assignment]
-    return group

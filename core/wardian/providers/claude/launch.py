@@ -22,13 +22,6 @@ def new_uuid() -> str:
     return str(uuids.uuid4())
 
 
-def single(group: BaseExceptionGroup[Any]) -> BaseException:
-    """The one error a task group raised (the app reads a provider's start failure as a plain error)."""
-    while isinstance(group, BaseExceptionGroup) and len(group.exceptions) == 1:
-        group = group.exceptions[0]  # type: ignore[assignment]
-    return group
-
-
 def check_signed_in(name: str, account: Any) -> None:
     """Raises NotSignedIn when Claude Code found no credential at all: no API key, token or helper (from the
     environment or its settings) and no sign-in of its own (docs/providers/claude.md)."""

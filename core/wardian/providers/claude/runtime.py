@@ -31,14 +31,14 @@ from wardian import errors
 from wardian.model import Interaction
 from wardian.providers.base import OutcomeStatus, Started, TaskDelivery
 from wardian.providers.claude import transcript
-from wardian.providers.claude.launch import check_signed_in, command, new_uuid, single
+from wardian.providers.claude.launch import check_signed_in, command, new_uuid
 from wardian.providers.claude.spec import ClaudeSpec
 from wardian.providers.claude.timings import Timings
 from wardian.providers.claude.turns import Kind, Turns
 from wardian.providers.claude.wire import Controls, LineLost, NotSent, StdinWriter, StdoutReader, user_line
 from wardian.providers.delivery import inbox_text, task_text
 from wardian.providers.process import ProviderProcess, StopPolicy
-from wardian.providers.turns import TurnState
+from wardian.providers.turns import TurnState, single_error
 
 __all__ = ["ClaudeRuntime", "command"]
 
@@ -87,7 +87,7 @@ class ClaudeRuntime(TurnState):
             self._reader = StdoutReader(spec.name, process.stdout)
             await self._serve(task_status)
         except BaseExceptionGroup as group:
-            raise single(group) from None
+            raise single_error(group) from None
         finally:
             with anyio.CancelScope(shield=True):
                 await self._ended()

@@ -43,7 +43,7 @@ from wardian.providers.pi.spec import SESSION_FD, PiSpec
 from wardian.providers.pi.timings import Timings
 from wardian.providers.pi.turns import Turn
 from wardian.providers.process import ProviderProcess, StopPolicy
-from wardian.providers.turns import TurnState
+from wardian.providers.turns import TurnState, single_error
 
 log = logging.getLogger("wardian.pi")
 
@@ -96,7 +96,7 @@ class PiRuntime(TurnState):
                 await self._stop.wait()
                 tg.cancel_scope.cancel()
         except BaseExceptionGroup as group:
-            raise _single(group) from None
+            raise single_error(group) from None
         finally:
             with anyio.CancelScope(shield=True):
                 await self._ended()
@@ -334,10 +334,3 @@ class PiRuntime(TurnState):
 
     def attach_info(self) -> dict[str, Any]:
         raise errors.NotActive(f"agent {self.spec.name!r} runs on Pi, which has no attached mode", field="agent")
-
-
-def _single(group: BaseExceptionGroup[Any]) -> BaseException:
-    """The one error a task group raised (the app reads a provider's start failure as a plain error)."""
-    while isinstance(group, BaseExceptionGroup) and len(group.exceptions) == 1:
-        group = group.exceptions[0]  # type: ignore[assignment]
-    return group
