@@ -45,6 +45,7 @@ from wardian.providers.acp import permissions, replay
 from wardian.providers.acp.agents import AcpAgent
 from wardian.providers.acp.rpc import Gone, LineLost, MethodNotFound, NotSent, Peer, Pending, RpcError
 from wardian.providers.acp.steering import DRAIN, SteeringQueue
+from wardian.providers.acp.timings import START, Timings
 from wardian.providers.acp.turns import Turn
 from wardian.providers.base import Capabilities, ConversationReplaced, HistoryReplayed, Started, TaskDelivery
 from wardian.providers.delivery import inbox_text, task_text
@@ -97,6 +98,7 @@ class AcpRuntime(TurnState):
         self._started = False
         self._replay: tuple[str, list[dict[str, Any]]] | None = None
         """While `session/load` runs: the session and the history it has replayed so far."""
+        self._timings = Timings.from_env(spec.name)  # off unless WARDIAN_ACP_TIMINGS is set
 
     # --- lifecycle ------------------------------------------------------------------------------------
 
@@ -105,6 +107,7 @@ class AcpRuntime(TurnState):
         try:
             self._child = ProviderProcess([spec.executable, *spec.agent.args], name=spec.name, env=spec.env,
                                           cwd=spec.workspace, log_path=spec.stderr_path, pid_path=spec.pid_path)
+            self._timings.mark(START, "spawn_ns")
             process = await self._child.start()
             assert process.stdin is not None
             assert process.stdout is not None
@@ -134,6 +137,7 @@ class AcpRuntime(TurnState):
         answer = await self._start_call("initialize", {
             "protocolVersion": PROTOCOL_VERSION, "clientInfo": {"name": "wardian", "version": "1"},
             "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False}})
+        self._timings.mark(START, "initialized_ns")
         caps = answer.get("agentCapabilities")
         caps = caps if isinstance(caps, dict) else {}
         session_id = None
@@ -147,12 +151,14 @@ class AcpRuntime(TurnState):
                 raise errors.ProviderError(f"the agent of {spec.name} answered session/new without a sessionId")
             if spec.session_id is not None:
                 self.emit(ConversationReplaced(spec.session_id, session_id, "the agent could not load its session"))
+        self._timings.mark(START, "session_ns")
         if spec.mcp_connected is not None:
             with anyio.move_on_after(START_TIMEOUT_S) as waited:
                 await spec.mcp_connected.wait()
             if waited.cancelled_caught:
                 raise errors.ProviderError(f"the agent of {spec.name} did not start wardian's MCP server within "
                                            f"{START_TIMEOUT_S:g} s; see {spec.stderr_path}")
+        self._timings.started()
         return session_id
 
     async def _load(self, session_id: str) -> str | None:
@@ -249,6 +255,7 @@ class AcpRuntime(TurnState):
                                              "nothing was sent")
         turn = self._turn = Turn(message_id or self.plan_message_id() or "")
         prompt = {"sessionId": self.thread_id, "prompt": [{"type": "text", "text": task_text(task)}]}
+        self._timings.mark(turn.turn_id, "written_ns")
         try:
             await self._peer.request("session/prompt", prompt, on_answer=self._answered)
         except NotSent:
@@ -270,6 +277,7 @@ class AcpRuntime(TurnState):
         turn = self._turn
         if turn is None or isinstance(pending.error, Gone):
             return  # no answer: `_ended` leaves the turn unsettled
+        self._timings.answered(turn.turn_id)
         crashpoint("after_provider_answer_before_outcome")
         turn.outcome = (turn.refused(str(pending.error)) if pending.error is not None
                         else turn.ended(pending.value or {}))
