@@ -32,7 +32,7 @@ from wardian.home import Home
 from wardian.model import AgentStatus, ManagedAgent
 from wardian.overrides import check_override, env_mapping
 from wardian.providers import Capabilities, LaunchSpec, Provider
-from wardian.providers.base import CommandProvider
+from wardian.providers.base import CommandProvider, ProviderInfo
 from wardian.store import Store, ledger, roster
 
 log = logging.getLogger("wardian.app.runtime")
@@ -73,8 +73,9 @@ class Launcher:
             self._starting.discard(agent_uuid)
 
     async def check_start(self, agent_id: int, mode: str, overrides: Sequence[str],
-                          approve_tools: Sequence[str] = (), env: Sequence[str] = ()) -> None:
-        """Refuse a start this app cannot make, before anything of it is saved.
+                          approve_tools: Sequence[str] = (), env: Sequence[str] = ()) -> ProviderInfo | None:
+        """Refuse a start this app cannot make, before anything of it is saved; the provider's probe for
+        `start_agent` (None: it failed, and the launch reports it).
 
         Raises: NotMine (another host's agent); Unsupported (no such mode, no tool grants); InvalidArguments (a bad
             setting)."""
@@ -82,19 +83,22 @@ class Launcher:
         saved = await self.writer.call(roster.managed_agent, agent_id)
         provider = self._provider(saved)
         try:
-            caps: Capabilities | None = (await provider.probe()).capabilities
+            info: ProviderInfo | None = await provider.probe()
         except errors.WardianError:
-            caps = None  # the launch reports it (and marks the agent errored)
-        if caps is not None:
-            check_launch(provider.name, caps, mode, approve_tools)
+            info = None  # the launch reports it (and marks the agent errored)
+        if info is not None:
+            check_launch(provider.name, info.capabilities, mode, approve_tools)
         for override in overrides:
             check_override(override, provider.settings_syntax)  # each provider's value syntax, before any is saved
         env_mapping(env)
+        return info
 
     async def start_agent(self, agent_id: int, mode: str, overrides: Sequence[str],
-                          approve_tools: Sequence[str] = (), env: Sequence[str] = ()) -> dict[str, Any]:
+                          approve_tools: Sequence[str] = (), env: Sequence[str] = (),
+                          info: ProviderInfo | None = None) -> dict[str, Any]:
         """Start (or restart with new settings) the agent's runtime; returns once its conversation is ready. The
-        caller holds `starting` for the agent and has passed `check_start`.
+        caller holds `starting` for the agent and has passed `check_start`, whose probe `info` is (a CLI asked its
+        version once per start: a Node CLI's `--version` alone takes 0.1-2 s).
         """
         # The grants are kept with the agent like its settings (the same rule: this start's replace the last's), so
         # an app restart and a relaunch for new work grant them again.
@@ -104,7 +108,7 @@ class Launcher:
         existing = self.owners.get(agent.uuid)
         if existing is not None:
             await self._stop(existing)
-        handle = await self._launch_held(agent)
+        handle = await self._launch_held(agent, info)
         return {"thread_id": handle.runtime.thread_id, "generation": handle.generation,
                 "provider_version": handle.info.version, "warnings": start_warnings(handle.runtime)}
 
@@ -175,10 +179,10 @@ class Launcher:
         with self.starting(agent.uuid, agent.name):
             return await self._launch_held(agent)
 
-    async def _launch_held(self, agent: ManagedAgent) -> AgentHandle:
-        """`_launch`, for a caller that holds `starting` for the agent."""
+    async def _launch_held(self, agent: ManagedAgent, info: ProviderInfo | None = None) -> AgentHandle:
+        """`_launch`, for a caller that holds `starting` for the agent (`info`: its provider probed already)."""
         try:
-            return await self._launch_once(agent, agent.approve_tools)
+            return await self._launch_once(agent, agent.approve_tools, info)
         except errors.NotSignedIn as exc:
             # Refused for missing or rejected credentials: the agent shows signed_out (with the reason), not errored.
             reason = exc.message
@@ -197,10 +201,11 @@ class Launcher:
             return provider.with_command(agent.command)
         return provider
 
-    async def _launch_once(self, agent: ManagedAgent, approve_tools: tuple[str, ...]) -> AgentHandle:
+    async def _launch_once(self, agent: ManagedAgent, approve_tools: tuple[str, ...],
+                           info: ProviderInfo | None) -> AgentHandle:
         assert self.tg is not None
         provider = self._provider(agent)
-        info = await provider.probe()
+        info = info or await provider.probe()
         mode = agent.mode or "background"
         check_launch(provider.name, info.capabilities, mode, approve_tools)
         # Read at each start (a login or logout since the last one counts), off the event loop: the keyring may

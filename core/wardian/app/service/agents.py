@@ -123,10 +123,10 @@ async def start_agent(app: AppService, p: AgentStartParams) -> AgentStartResult:
         # no grants), so a person never grants a tool by omission; keep_settings (the saved start as a whole) keeps
         # them.
         grants = list(saved.approve_tools) if p.keep_settings and not p.approve_tools else list(p.approve_tools)
-        await app.runtime.launcher.check_start(agent.id, mode, config, grants, env)
+        info = await app.runtime.launcher.check_start(agent.id, mode, config, grants, env)
         if p.auth is not None:
             await app.writer.call(roster.set_auth, agent.id, auth)
-        started = await app.runtime.launcher.start_agent(agent.id, mode, config, grants, env)
+        started = await app.runtime.launcher.start_agent(agent.id, mode, config, grants, env, info)
     current = await app.writer.call(roster.agent, agent.id)
     return {"agent": agent_result(current), "thread_id": started["thread_id"],
             "generation": started["generation"], "provider_version": started["provider_version"],
