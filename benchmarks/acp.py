@@ -1,17 +1,25 @@
-"""ACP dispatch (opt-in: `--only acp`): a real Qwen Code agent of the app on the scripted model, beside Qwen Code's own
-floor in the same run: a minimal ACP client (newline-delimited JSON-RPC over the stdio of a fresh `qwen --acp` of the
-same binary, the same flags and the same kind of private home, on its own script of the same model).
+"""ACP dispatch (opt-in: `--only acp`): a real Qwen Code agent of the app on the scripted model, beside two floors of
+Qwen Code in the same run, each a minimal ACP client (newline-delimited JSON-RPC over the stdio of a fresh `qwen
+--acp` of the same binary, the same flags and the same kind of private home, on its own script of the same model):
 
+- the raw floor: `session/new` with no MCP server (the agent's own floor);
+- the MCP floor: `session/new` with wardian's MCP server in `mcpServers` (the entry the app gives its agents, with the
+  session of an agent of the same app that the app does not run), and ready only once that server said it listed its
+  tools (`session/announce`, seen in the app's log): what any client must wait for before a task may use the tools.
+
+Metrics:
 - `acp_admitted_to_first_model_request`: task receipt returned -> the scripted model received the turn's first
-  request (its `received_at_ms`, whole milliseconds), agent idle; beside `acp_raw_prompt_to_first_model_request`:
-  the raw client writes `session/prompt` -> the same. Interleaved, so both meet the same load.
+  request (its `received_at_ns`), agent idle; beside `acp_raw_prompt_to_first_model_request`
+  and `acp_raw_mcp_prompt_to_first_model_request`: a floor writes `session/prompt` -> the same. Interleaved, so all
+  three meet the same load.
+- where the app's turn goes, from its timing record (`WARDIAN_ACP_TIMINGS`, wardian.providers.acp.timings):
+  receipt -> `session/prompt` written, written -> the first model request, the first model request -> the
+  `stopReason` read, the `stopReason` read -> the requester received the reply.
 - `acp_cold_start_to_idle`: `agent/start` called -> answered (the process started, `initialize`, `session/new`
-  with wardian's MCP server, and that server's tools listed to the agent: `session/announce`); beside
-  `acp_raw_cold_start`: the raw client's spawn -> `initialize` and `session/new` answered (no MCP server: the
-  agent's own floor; the app's figure also holds its MCP server's start, which Qwen Code connects after
-  `session/new`).
-
-Not measured: receipt -> `session/prompt` written (the app keeps no timing record of ACP writes).
+  with wardian's MCP server, its tools listed to the agent: `session/announce`), the median of a few starts of
+  fresh agents; beside `acp_raw_cold_start` (spawn -> `initialize` and `session/new` answered) and
+  `acp_raw_mcp_cold_start` (the same, then wardian's MCP server announced), each interleaved with the app's, and
+  the app's start split into its steps (`acp_cold_start_steps`).
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import time
 from pathlib import Path
@@ -33,81 +42,143 @@ from wardian.client import AppClient
 WARM = 2
 """Turns of each side not counted."""
 TIMEOUT_S = 120.0
+ANNOUNCED = "announced its MCP server for generation"
+"""The app's log line for a `session/announce` of a generation it does not run (the MCP floor's)."""
 
 
 def bench_acp(cfg: Config) -> None:
     from wardian_harness.models.scripted_model import ScriptedModel
-    from wardian_harness.providers.acp_home import acp_launch, find_acp_cli
+    from wardian_harness.providers.acp_home import find_acp_cli
 
-    n = 8 if cfg is QUICK else 30
-    qwen = find_acp_cli("qwen").executable
+    n, starts = (8, 1) if cfg is QUICK else (30, 3)
+    qwen = str(find_acp_cli("qwen").executable)
     root = new_home()
+    timings = root / "acp-timings.jsonl"
     try:
-        with ScriptedModel() as model, bench_app(root, {"WARDIAN_QWEN": str(qwen)}) as app, \
+        with ScriptedModel() as model, bench_app(root, {"WARDIAN_QWEN": qwen,
+                                                       "WARDIAN_ACP_TIMINGS": str(timings)}) as app, \
                 AppClient(app.home) as client:
             (_, lead), = add_agents(client, "lead", 1)
-            client.call("agent/add", {"name": "worker0", "provider": "qwen"})
-            script, floor = model.agent("worker0"), model.agent("floor")
-            config, env = acp_launch("qwen", script.base_url)
-            t0 = time.perf_counter()
-            client.call("agent/start", {"agent": "worker0", "config": config, "env": env}, timeout_s=300)
-            cold = time.perf_counter() - t0
-            raw = RawAcp(str(qwen), floor.base_url, root / "raw")
+            (_, floor_token), = add_agents(client, "rawmcp", 1)
+            floor: MCPFloor = (app.home, floor_token, app.home.root / "logs" / "app.log")
+            colds, floor_steps = _cold_starts(client, model, qwen, root, floor, starts)
+            _start(client, model, "worker0")
+            raw = RawAcp(qwen, model.agent("raw").base_url, root / "raw")
+            raw.script = model.agent("raw")
+            raw_mcp = RawAcp(qwen, model.agent("rawmcp").base_url, root / "rawmcp", floor)
+            raw_mcp.script = model.agent("rawmcp")
             try:
-                ours, theirs = _interleaved(client, lead, script, floor, raw, n)
+                sides, marks = _interleaved(client, lead, model, raw, raw_mcp, n)
+                answers = {"raw": raw.answers[WARM:], "raw_mcp": raw_mcp.answers[WARM:]}
             finally:
                 raw.stop()
+                raw_mcp.stop()
     finally:
+        records = [json.loads(line) for line in timings.read_text(encoding="utf-8").splitlines()] \
+            if timings.exists() else []
         shutil.rmtree(root, ignore_errors=True)
-    _emit(ours, theirs, cold, raw.cold)
+    _emit(sides, colds, floor_steps, answers)
+    _emit_steps(marks, [r for r in records if r["kind"] == "turn" and r["agent"] == "worker0"][WARM:], sides)
+    _emit_start_steps([r for r in records if r["kind"] == "start" and r["agent"].startswith("cold")])
 
 
-def _first_request_s(script: Any, before: int, start_ms: int) -> float:
-    """Seconds from `start_ms` (Unix ms) to the first turn request (not a side request) after the first `before`."""
+def _start(client: AppClient, model: Any, name: str) -> float:
+    """Add and start a Qwen Code agent `name` of the app: the seconds `agent/start` took."""
+    from wardian_harness.providers.acp_home import acp_launch
+
+    client.call("agent/add", {"name": name, "provider": "qwen"})
+    config, env = acp_launch("qwen", model.agent(name).base_url)
+    t0 = time.perf_counter()
+    client.call("agent/start", {"agent": name, "config": config, "env": env}, timeout_s=300)
+    return time.perf_counter() - t0
+
+
+def _cold_starts(client: AppClient, model: Any, qwen: str, root: Path, floor: MCPFloor,
+                 starts: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """`starts` rounds, each a fresh agent of the app started (then stopped), a raw floor's and an MCP floor's
+    spawn to ready, after one start not counted (the first of a run reads the CLI's files from disk): the
+    seconds of each, and the MCP floor's steps."""
+    RawAcp(qwen, model.agent("coldwarm").base_url, root / "coldwarm").stop()
+    out: dict[str, list[float]] = {"app": [], "raw": [], "raw_mcp": []}
+    steps: dict[str, list[float]] = {}
+    for i in range(starts):
+        raw = RawAcp(qwen, model.agent(f"coldraw{i}").base_url, root / f"coldraw{i}")
+        raw.stop()
+        out["raw"].append(raw.cold)
+        out["app"].append(_start(client, model, f"cold{i}"))
+        client.call("agent/stop", {"agent": f"cold{i}"}, timeout_s=60)
+        raw_mcp = RawAcp(qwen, model.agent(f"coldmcp{i}").base_url, root / f"coldmcp{i}", floor)
+        raw_mcp.stop()
+        out["raw_mcp"].append(raw_mcp.cold)
+        for name, value in raw_mcp.steps.items():
+            steps.setdefault(name, []).append(value)
+    return out, steps
+
+
+def _first_request_ns(script: Any, before: int) -> int:
+    """The Unix ns of the first turn request (not a side request) after the first `before`."""
     deadline = time.monotonic() + TIMEOUT_S
     while time.monotonic() < deadline:
         turn = [r for r in script.requests[before:] if r.answered_by != "side"]
         if turn:
-            return (turn[0].received_at_ms - start_ms) / 1000
+            return int(turn[0].received_at_ns)
         time.sleep(0.005)
     raise RuntimeError("no model request came")
 
 
-def _interleaved(client: AppClient, lead: str, script: Any, floor: Any, raw: RawAcp,
-                 n: int) -> tuple[list[float], list[float]]:
+Sides = dict[str, list[float]]
+
+
+def _interleaved(client: AppClient, lead: str, model: Any, raw: RawAcp, raw_mcp: RawAcp,
+                 n: int) -> tuple[Sides, list[tuple[int, int, int]]]:
+    """`n` counted turns of each side, in turn: the seconds to the first model request of each, and the app's
+    marks (receipt returned, first model request, reply received; Unix ns) for its timing record."""
     from wardian_harness.models.scripted_model import Message
 
-    ours: list[float] = []
-    theirs: list[float] = []
+    script = model.agent("worker0")
+    sides: Sides = {"app": [], "raw": [], "raw_mcp": []}
+    marks: list[tuple[int, int, int]] = []
     for i in range(n + WARM):
         script.add(Message(f"answer {i}"))
         before = len(script.requests)
         rid = followup(client, lead, f"q{i}")
-        admitted_ms = time.time_ns() // 1_000_000
+        admitted = time.time_ns()
         wait_reply(client, lead, rid)
-        app_side = _first_request_s(script, before, admitted_ms)
-        floor.add(Message(f"raw answer {i}"))
-        before = len(floor.requests)
-        sent_ms = raw.prompt(f"raw q{i}")
-        raw_side = _first_request_s(floor, before, sent_ms)
+        received = time.time_ns()
+        first = _first_request_ns(script, before)
+        measured = {"app": (first - admitted) / 1e9}
+        for side, floor in (("raw", raw), ("raw_mcp", raw_mcp)):
+            floor.script.add(Message(f"raw answer {i}"))
+            before = len(floor.script.requests)
+            sent = floor.prompt(f"raw q{i}")
+            measured[side] = (_first_request_ns(floor.script, before) - sent) / 1e9
         if i >= WARM:
-            ours.append(app_side)
-            theirs.append(raw_side)
-    return ours, theirs
+            for side, value in measured.items():
+                sides[side].append(value)
+            marks.append((admitted, first, received))
+    return sides, marks
+
+
+MCPFloor = tuple[Any, str, Path]
+"""The MCP floor's wardian MCP server: the app's home, the session it runs with, the app's log."""
 
 
 class RawAcp:
-    """A fresh `qwen --acp` spoken to directly: `initialize`, `session/new`, then one `session/prompt` per turn."""
+    """A fresh `qwen --acp` spoken to directly: `initialize`, `session/new` (with wardian's MCP server when `mcp`
+    is given, then its announcement awaited), then one `session/prompt` per turn."""
 
-    def __init__(self, qwen: str, base_url: str, home: Path) -> None:
-        for sub in ("home", "tmp"):
+    def __init__(self, qwen: str, base_url: str, home: Path, mcp: MCPFloor | None = None) -> None:
+        from wardian.providers.acp.permissions import mcp_server
+
+        for sub in ("home", "tmp", "work"):
             (home / sub).mkdir(parents=True, exist_ok=True)
         env = {**plain_env(), "QWEN_HOME": str(home / "home"), "TMPDIR": str(home / "tmp"),
                "QWEN_USAGE_STATISTICS_ENABLED": "false", "OPENAI_BASE_URL": base_url,
                "OPENAI_MODEL": "scripted-model", "OPENAI_API_KEY": "sk-scripted-dummy"}
         env.pop("XDG_RUNTIME_DIR", None)
-        (home / "work").mkdir(exist_ok=True)
+        self.script: Any = None
         self._ids = 0
+        log = LogWatch(mcp[2]) if mcp is not None else None
         t0 = time.perf_counter()
         self._proc = subprocess.Popen([qwen, "--acp", "--approval-mode", "default"], env=env, cwd=home / "work",
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
@@ -115,8 +186,17 @@ class RawAcp:
         self.call("initialize", {"protocolVersion": 1, "clientInfo": {"name": "bench", "version": "1"},
                                  "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False},
                                                         "terminal": False}})
-        self.session = str(self.call("session/new", {"cwd": str(home / "work"), "mcpServers": []})["sessionId"])
+        initialized = time.perf_counter()
+        servers = [mcp_server(mcp[0], mcp[1])] if mcp is not None else []
+        self.session = str(self.call("session/new", {"cwd": str(home / "work"), "mcpServers": servers})["sessionId"])
+        session = time.perf_counter()
+        if log is not None:
+            log.wait_for(ANNOUNCED, TIMEOUT_S)
         self.cold = time.perf_counter() - t0
+        self.steps = {"spawn_to_initialized": initialized - t0, "initialized_to_session": session - initialized,
+                      "session_to_mcp_announced": t0 + self.cold - session}
+        self.answers: list[float] = []
+        """Each prompt's write -> its answer (the stopReason) read, in seconds."""
 
     def _send(self, message: dict[str, Any]) -> None:
         assert self._proc.stdin is not None
@@ -143,10 +223,12 @@ class RawAcp:
                 self._send({"jsonrpc": "2.0", "id": message["id"], "result": _answer(message["method"])})
 
     def prompt(self, text: str) -> int:
-        """Write one `session/prompt` and wait for its answer; the Unix ms just before the write."""
-        sent_ms = time.time_ns() // 1_000_000
+        """Write one `session/prompt` and wait for its answer; the Unix ns just before the write."""
+        sent = time.time_ns()
+        t0 = time.perf_counter()
         self.call("session/prompt", {"sessionId": self.session, "prompt": [{"type": "text", "text": text}]})
-        return sent_ms
+        self.answers.append(time.perf_counter() - t0)
+        return sent
 
     def stop(self) -> None:
         if self._proc.stdin is not None:
@@ -158,26 +240,102 @@ class RawAcp:
             self._proc.wait(10)
 
 
+class LogWatch:
+    """The app's log from now on: `wait_for` polls what was appended since (a bench aid; 1 ms steps)."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._offset = path.stat().st_size
+
+    def wait_for(self, needle: str, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        seen = ""
+        with open(self._path, encoding="utf-8") as f:
+            f.seek(self._offset)
+            while needle not in seen:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"no {needle!r} in {self._path} within {timeout_s:g} s")
+                seen += f.read() or ""
+                time.sleep(0.001)
+            self._offset = f.tell()
+
+
 def _answer(method: str) -> dict[str, Any]:
     if method == "craft/drainMidTurnQueue":
         return {"messages": [], "hasQueuedPrompt": False}
     return {"outcome": {"outcome": "cancelled"}}
 
 
-def _emit(ours: list[float], theirs: list[float], cold: float, raw_cold: float) -> None:
-    ratio = pct(ours, 0.5) / pct(theirs, 0.5)
-    emit("acp_admitted_to_first_model_request", **latency_fields([ours]), unit="ms",
-         target="p50 <= 1.2 x acp_raw_prompt_to_first_model_request p50", met=ratio <= 1.2,
-         ratio_to_floor=round(ratio, 3), floor_p50_ms=ms(pct(theirs, 0.5)),
-         how="task receipt returned -> the scripted model received the turn's first request (ms resolution), "
+def _emit(sides: Sides, colds: dict[str, list[float]], floor_steps: dict[str, list[float]], answers: Sides) -> None:
+    ours, raw, raw_mcp = (pct(sides[k], 0.5) for k in ("app", "raw", "raw_mcp"))
+    emit("acp_admitted_to_first_model_request", **latency_fields([sides["app"]]), unit="ms",
+         target="p50 <= 1.2 x acp_raw_prompt_to_first_model_request p50", met=ours / raw <= 1.2,
+         ratio_to_floor=round(ours / raw, 3), floor_p50_ms=ms(raw),
+         ratio_to_mcp_floor=round(ours / raw_mcp, 3), mcp_floor_p50_ms=ms(raw_mcp),
+         how="task receipt returned -> the scripted model received the turn's first request, "
              f"real Qwen Code agent idle (the first {WARM} turns not counted)")
-    emit("acp_raw_prompt_to_first_model_request", **latency_fields([theirs]), unit="ms",
-         how="a minimal ACP client writes session/prompt to its own qwen --acp (same binary and flags) -> the "
-             "model received the turn's first request; interleaved with the app's tasks")
-    cold_ratio = cold / raw_cold
-    emit("acp_cold_start_to_idle", value_ms=ms(cold), unit="ms", target="<= 1.2 x acp_raw_cold_start",
-         met=cold_ratio <= 1.2, ratio_to_floor=round(cold_ratio, 3), floor_ms=ms(raw_cold), n=1,
+    emit("acp_raw_prompt_to_first_model_request", **latency_fields([sides["raw"]]), unit="ms",
+         prompt_to_stop_reason_p50_ms=ms(pct(answers["raw"], 0.5)),
+         how="a minimal ACP client writes session/prompt to its own qwen --acp (same binary and flags, no MCP "
+             "server) -> the model received the turn's first request; interleaved with the app's tasks")
+    emit("acp_raw_mcp_prompt_to_first_model_request", **latency_fields([sides["raw_mcp"]]), unit="ms",
+         prompt_to_stop_reason_p50_ms=ms(pct(answers["raw_mcp"], 0.5)),
+         how="the same minimal client, its qwen --acp given wardian's MCP server in session/new and ready once "
+             "the server announced its tools; interleaved with the app's tasks")
+    app, floor, mcp_floor = (statistics.median(colds[k]) for k in ("app", "raw", "raw_mcp"))
+    emit("acp_cold_start_to_idle", value_ms=ms(app), unit="ms", target="<= 1.2 x acp_raw_cold_start",
+         met=app / floor <= 1.2, ratio_to_floor=round(app / floor, 3), floor_ms=ms(floor),
+         ratio_to_mcp_floor=round(app / mcp_floor, 3), mcp_floor_ms=ms(mcp_floor), n=len(colds["app"]),
+         values_ms=[ms(v) for v in colds["app"]],
          how="agent/start called -> answered: qwen --acp started, initialize, session/new with wardian's MCP server, "
-             "and that server's tools listed to the agent (session/announce)")
-    emit("acp_raw_cold_start", value_ms=ms(raw_cold), unit="ms", n=1,
+             "and that server's tools listed to the agent (session/announce); median of fresh agents' starts")
+    emit("acp_raw_cold_start", value_ms=ms(floor), unit="ms", n=len(colds["raw"]),
+         values_ms=[ms(v) for v in colds["raw"]],
          how="a minimal ACP client spawns qwen --acp -> initialize and session/new (no MCP server) answered")
+    emit("acp_raw_mcp_cold_start", value_ms=ms(mcp_floor), unit="ms", n=len(colds["raw_mcp"]),
+         **{f"{name}_ms": ms(statistics.median(values)) for name, values in floor_steps.items()},
+         values_ms=[ms(v) for v in colds["raw_mcp"]],
+         how="the same with wardian's MCP server in session/new -> the server announced its tools to the app")
+
+
+STEPS = {
+    "admitted_to_prompt_written": "task receipt returned -> the app is about to write session/prompt "
+                                  "(WARDIAN_ACP_TIMINGS)",
+    "prompt_written_to_first_model_request": "session/prompt written -> the scripted model received the turn's "
+                                             "first request",
+    "first_model_request_to_stop_reason_read": "the first model request -> the app read the prompt's stopReason",
+    "stop_reason_read_to_reply_received": "stopReason read -> the requester's mailbox/receive returned the reply "
+                                          "(capture, publish, wake, receive)",
+}
+
+
+def _emit_steps(marks: list[tuple[int, int, int]], records: list[dict[str, Any]], sides: Sides) -> None:
+    """Each counted turn's steps, from the bench's readings and the app's record of the same turn (in order)."""
+    if len(records) != len(marks):
+        raise RuntimeError(f"{len(records)} timing records for {len(marks)} tasks")
+    out: dict[str, list[float]] = {name: [] for name in STEPS}
+    for (admitted, first, received), record in zip(marks, records, strict=True):
+        out["admitted_to_prompt_written"].append((record["written_ns"] - admitted) / 1e9)
+        out["prompt_written_to_first_model_request"].append((first - record["written_ns"]) / 1e9)
+        out["first_model_request_to_stop_reason_read"].append((record["answered_ns"] - first) / 1e9)
+        out["stop_reason_read_to_reply_received"].append((received - record["answered_ns"]) / 1e9)
+    raw, raw_mcp = pct(sides["raw"], 0.5), pct(sides["raw_mcp"], 0.5)
+    emit("acp_prompt_written_to_stop_reason_read",
+         **latency_fields([[(r["answered_ns"] - r["written_ns"]) / 1e9 for r in records]]), unit="ms",
+         how="the app writes session/prompt -> it read the stopReason (WARDIAN_ACP_TIMINGS); beside the floors' "
+             "prompt_to_stop_reason_p50_ms")
+    for name, values in out.items():
+        emit(f"acp_{name}", **latency_fields([values]), unit="ms", how=STEPS[name],
+             ratio_to_floor=round(pct(values, 0.5) / raw, 3), ratio_to_mcp_floor=round(pct(values, 0.5) / raw_mcp, 3))
+
+
+def _emit_start_steps(records: list[dict[str, Any]]) -> None:
+    """The app's cold starts split: spawn -> initialize answered -> session answered -> MCP server announced."""
+    if not records:
+        return
+    parts = {"spawn_to_initialized": ("spawn_ns", "initialized_ns"), "initialized_to_session": (
+        "initialized_ns", "session_ns"), "session_to_mcp_announced": ("session_ns", "mcp_ns")}
+    emit("acp_cold_start_steps", unit="ms", n=len(records),
+         **{f"{name}_ms": ms(statistics.median((r[b] - r[a]) / 1e9 for r in records))
+            for name, (a, b) in parts.items()},
+         how="the app's timing record of its agents' starts (WARDIAN_ACP_TIMINGS): the median of each step")

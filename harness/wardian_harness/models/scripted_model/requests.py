@@ -76,6 +76,8 @@ class RecordedRequest:
     answered_by: str  # repr of the step that answered, "exhausted", or UNAUTHORIZED
     key: str | None = None
     """`key_fingerprint` of the key the request carried (the required one when it carried several), None without."""
+    received_at_ns: int = 0
+    """The same reading as `received_at_ms` in Unix ns (a benchmark's resolution)."""
 
     @property
     def unauthorized(self) -> bool:

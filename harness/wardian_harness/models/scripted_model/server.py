@@ -164,10 +164,11 @@ class _Handler(BaseHTTPRequestHandler):
     def _recorded(self, agent: AgentScript, index: int, body: JsonDict, answered_by: str,
                   key: str | None) -> RecordedRequest:
         headers = {k.lower(): v for k, v in self.headers.items() if k.lower() not in KEY_HEADERS}
+        now = time.time_ns()
         return RecordedRequest(agent=agent.name, index=index, path=self.path, headers=headers,
                                has_authorization="authorization" in {k.lower() for k in self.headers},
-                               body=body, received_at_ms=time.time_ns() // 1_000_000, answered_by=answered_by,
-                               key=key)
+                               body=body, received_at_ms=now // 1_000_000, answered_by=answered_by,
+                               key=key, received_at_ns=now)
 
     def _read_body(self) -> JsonDict:
         if self.headers.get("transfer-encoding", "").lower() == "chunked":
