@@ -3,10 +3,15 @@
 The executable is the path the gate's variable names (`WARDIAN_CLAUDE`), else, for a CLI the repository pins in
 package.json, the pinned npm one (`node_modules/.bin/<command>` of the working directory or of a source checkout),
 else `<command>` on PATH. What the version may do is the provider's own `capabilities(version)` (its `compat`).
+
+The version is npm's own record when the executable is the bin its package declares (the `package.json` of the
+gate's package beside it, as npm installs it): a Node CLI's `--version` is a whole start of it, 0.1-2 s, paid at
+every agent start. Any other executable (a path set by hand, a wrapper, a binary not from npm) is asked `--version`.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -65,6 +70,27 @@ def version_output(executable: str) -> str:
     return out.stdout.strip() or out.stderr.strip()
 
 
+def npm_version(executable: str, package: str) -> str | None:
+    """The version in the `package.json` of npm package `package` when `executable` is that package's declared bin
+    (after symlinks); None when it is not (another package's, or none found within a few folders up)."""
+    real = Path(os.path.realpath(executable))
+    for folder in list(real.parents)[:4]:
+        try:
+            manifest = json.loads((folder / "package.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(manifest, dict) or "name" not in manifest:
+            continue  # a nested manifest (`{"type": "module"}`), not a package's
+        if manifest.get("name") != package:
+            return None
+        bins = manifest.get("bin")
+        targets = [bins] if isinstance(bins, str) else list(bins.values()) if isinstance(bins, dict) else []
+        version = manifest.get("version")
+        mine = any(isinstance(t, str) and Path(os.path.realpath(folder / t)) == real for t in targets)
+        return version if mine and isinstance(version, str) else None
+    return None
+
+
 async def probe(gate: VersionGate, capabilities: Callable[[Version], Capabilities]) -> ProviderInfo:
     """`Provider.probe`: the executable, its version and what that version may do.
 
@@ -72,5 +98,6 @@ async def probe(gate: VersionGate, capabilities: Callable[[Version], Capabilitie
         Unsupported: no executable, no version in its output, or a version the gate refuses.
     """
     executable = find_executable(gate)
-    version = gate.parse(await anyio.to_thread.run_sync(version_output, executable))
+    text = npm_version(executable, gate.package) or await anyio.to_thread.run_sync(version_output, executable)
+    version = gate.parse(text)
     return ProviderInfo(executable=executable, version=str(version), capabilities=capabilities(version))
