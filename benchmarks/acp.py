@@ -82,15 +82,20 @@ def bench_acp(cfg: Config) -> None:
     _emit_start_steps([r for r in records if r["kind"] == "start" and r["agent"].startswith("cold")])
 
 
+CALLS: dict[str, tuple[int, int]] = {}
+"""Each agent's `agent/start` called and answered (Unix ns), beside the app's record of its start."""
+
+
 def _start(client: AppClient, model: Any, name: str) -> float:
     """Add and start a Qwen Code agent `name` of the app: the seconds `agent/start` took."""
     from wardian_harness.providers.acp_home import acp_launch
 
     client.call("agent/add", {"name": name, "provider": "qwen"})
     config, env = acp_launch("qwen", model.agent(name).base_url)
-    t0 = time.perf_counter()
+    called = time.time_ns()
     client.call("agent/start", {"agent": name, "config": config, "env": env}, timeout_s=300)
-    return time.perf_counter() - t0
+    CALLS[name] = (called, time.time_ns())
+    return (CALLS[name][1] - called) / 1e9
 
 
 def _cold_starts(client: AppClient, model: Any, qwen: str, root: Path, floor: MCPFloor,
@@ -330,11 +335,15 @@ def _emit_steps(marks: list[tuple[int, int, int]], records: list[dict[str, Any]]
 
 
 def _emit_start_steps(records: list[dict[str, Any]]) -> None:
-    """The app's cold starts split: spawn -> initialize answered -> session answered -> MCP server announced."""
+    """The app's cold starts split: agent/start called -> spawn -> initialize answered -> session answered -> MCP
+    server announced -> agent/start answered."""
     if not records:
         return
-    parts = {"spawn_to_initialized": ("spawn_ns", "initialized_ns"), "initialized_to_session": (
-        "initialized_ns", "session_ns"), "session_to_mcp_announced": ("session_ns", "mcp_ns")}
+    records = [{**r, "called_ns": CALLS[r["agent"]][0], "answered_ns": CALLS[r["agent"]][1]} for r in records]
+    parts = {"called_to_spawn": ("called_ns", "spawn_ns"), "spawn_to_initialized": ("spawn_ns", "initialized_ns"),
+             "initialized_to_session": ("initialized_ns", "session_ns"),
+             "session_to_mcp_announced": ("session_ns", "mcp_ns"), "mcp_announced_to_answered": (
+                 "mcp_ns", "answered_ns")}
     emit("acp_cold_start_steps", unit="ms", n=len(records),
          **{f"{name}_ms": ms(statistics.median((r[b] - r[a]) / 1e9 for r in records))
             for name, (a, b) in parts.items()},
