@@ -24,8 +24,15 @@ def undo_receipts(db: Any, *, postgresql: bool) -> None:
     db.execute("DROP TABLE receipts")
 
 
+def undo_worktrees(db: Any) -> None:
+    """The store as a wardian from before it kept agents' worktrees left it."""
+    db.execute("DROP TABLE worktrees")
+
+
 def undo_permissions(db: Any) -> None:
-    """The store as a wardian from before it kept permission requests left it."""
+    """The store as a wardian from before it kept permission requests left it (and, first, without the later
+    worktrees)."""
+    undo_worktrees(db)
     db.execute("DROP TABLE permission_requests")
 
 

@@ -263,6 +263,17 @@ PG_MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX permission_requests_agent ON permission_requests(agent_id, id);
     """,
+    # 10: the embedded store's migration 16: an agent's git worktree.
+    """
+    CREATE TABLE worktrees (
+        agent_id BIGINT PRIMARY KEY REFERENCES agents(id),
+        repo TEXT NOT NULL,
+        branch TEXT NOT NULL,
+        base TEXT,
+        made_branch INTEGER NOT NULL,
+        created_at BIGINT NOT NULL
+    );
+    """,
 )
 
 

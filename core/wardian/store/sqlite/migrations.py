@@ -251,6 +251,18 @@ MIGRATIONS: tuple[str, ...] = (
     ) STRICT;
     CREATE INDEX permission_requests_agent ON permission_requests(agent_id, id);
     """,
+    # 16: an agent's git worktree (`store.worktrees`): its repository, branch and base; the agent's workspace is the
+    # worktree's path.
+    """
+    CREATE TABLE worktrees (
+        agent_id INTEGER PRIMARY KEY REFERENCES agents(id),
+        repo TEXT NOT NULL,
+        branch TEXT NOT NULL,
+        base TEXT,
+        made_branch INTEGER NOT NULL,
+        created_at INTEGER NOT NULL
+    ) STRICT;
+    """,
 )
 
 
