@@ -11,6 +11,7 @@ WardianError                      code: a stable snake_case string; delivery: wh
 │   ├── MissingSession, UnknownSession, SessionHomeMismatch, Unauthenticated, StaleSession
 │   ├── NotActive, Unsupported, RetiredOperation, InvalidAgentName, UnknownAgent, NotSignedIn,
 │   │   UnknownCredential, InvalidTeamFile
+│   ├── NotAGitRepository, BranchCheckedOut, WorktreePathTaken, WorktreeDirty, GitNotFound, GitFailed
 ├── Rejected                      definitely not admitted; the app may offer the work again (StaleTurn,
 │                                 ConversationGone, ProviderRefused, ProviderUnavailable, ...)
 ├── DeliveryUncertain             the outcome is unknown: never replay (delivery: uncertain)
@@ -226,6 +227,42 @@ class InvalidTeamFile(RequestError):
 
 class UnknownAgent(RequestError):
     code = "unknown_agent"
+
+
+class NotAGitRepository(RequestError):
+    """A worktree was asked for an agent whose repository is not a git work tree; nothing was created."""
+
+    code = "not_a_git_repository"
+
+
+class BranchCheckedOut(RequestError):
+    """The agent's branch is checked out in another worktree (`where`); nothing was created."""
+
+    code = "branch_checked_out"
+
+
+class WorktreePathTaken(RequestError):
+    """The agent's worktree path exists and is not that worktree (or another agent works there); nothing created."""
+
+    code = "worktree_path_taken"
+
+
+class WorktreeDirty(RequestError):
+    """The worktree holds changes (`changed` lists them): it was not removed, nor was anything else."""
+
+    code = "worktree_dirty"
+
+
+class GitNotFound(RequestError):
+    """No `git` executable on the app's PATH; nothing was created."""
+
+    code = "git_not_found"
+
+
+class GitFailed(RequestError):
+    """git refused or did not answer in time (its message says why); nothing wardian did was kept."""
+
+    code = "git_failed"
 
 
 class MethodNotFound(RequestError):

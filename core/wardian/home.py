@@ -13,6 +13,7 @@ $WARDIAN_HOME/
   logs/<provider>-<uuid>.log    each provider process's standard error
   run/<provider>-<uuid>.pid     the process group of an agent's provider runtime while it runs
   agents/<uuid>/                one agent's private provider home (e.g. codex/), socket and default workspace
+  worktrees/<name>/             an agent's git worktree (`worktree = true`), its workspace; kept until removed
   codex-auth/     0700          the Codex home of wardian's own ChatGPT sign-in (wardian.providers.codex.chatgpt_owner)
   app.out                       `wardian app start`'s capture of the app's own output
 ```
@@ -123,6 +124,10 @@ class Home:
     def default_workspace(self, agent_uuid: str) -> Path:
         """The workspace of an agent added without `--workspace`."""
         return self.agent_dir(agent_uuid) / "workspace"
+
+    def worktree_path(self, agent_name: str) -> Path:
+        """The git worktree of an agent made with one (by name, so that an agent added again finds its work)."""
+        return self.root / "worktrees" / agent_name
 
     def provider_log_path(self, provider: str, agent_uuid: str) -> Path:
         return self.log_dir / f"{provider}-{agent_uuid}.log"

@@ -169,3 +169,17 @@ def test_an_agent_whose_name_the_home_has_twice_is_refused_with_both_uuids() -> 
     assert steps[0].action == "refused"
     assert steps[0].problem is not None
     assert "2 agents named lead (u-lead, u-other)" in steps[0].problem
+
+
+def test_an_agents_worktree_cannot_change_in_place_and_an_unchanged_one_is_kept() -> None:
+    """docs/guide/teams.md#a-worktree-per-agent: the file's worktree branch against the one the home shows."""
+    want = TeamAgent(name="lead", provider="codex", workspace=WS, mode=None, approve_tools=(), auth=None,
+                     settings=('model="m"',), line=3, worktree="wardian/lead")
+    have = {**row(workspace="/tmp/h/worktrees/lead"), "worktree": {"branch": "wardian/lead"}}
+    assert plan_agent(team(want), want, have).action == "keep"
+    other = {**have, "worktree": {"branch": "review/one"}}
+    step = plan_agent(team(want), want, other)
+    assert step.action == "refused"
+    assert step.problem is not None
+    assert plan_agent(team(want), want, row()).action == "refused"  # the home's agent has no worktree
+    assert plan_agent(team(agent()), agent(), have).action == "refused"  # the file's agent has none

@@ -204,3 +204,13 @@ def test_a_missing_malformed_or_misplaced_command_is_a_problem_of_its_line(tmp_p
         load_team(path, environ={})
     (problem,) = caught.value.problems
     assert (problem.field, why in problem.message) == ("agents.w.command", True)
+
+
+def test_worktree_true_gives_the_default_branch_and_the_files_folder_as_the_repository(tmp_path: Path) -> None:
+    """docs/guide/teams.md#a-worktree-per-agent: with `worktree`, `workspace` names the repository."""
+    (tmp_path / "other").mkdir()
+    team = load_team(write(tmp_path, '[agents.lead]\nprovider = "codex"\nworktree = true\n\n[agents.critic]\n'
+                                     'provider = "codex"\nworktree = "review/one"\nworkspace = "other"\n\n'
+                                     '[agents.plain]\nprovider = "codex"\nworktree = false\n'))
+    assert [(a.name, a.worktree, a.workspace) for a in team.agents] == [
+        ("lead", "wardian/lead", tmp_path), ("critic", "review/one", tmp_path / "other"), ("plain", None, None)]

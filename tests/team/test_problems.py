@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from wardian import errors
+from wardian.branches import BRANCH_ALLOWED
 from wardian.cli.exits import exit_code_for
 from wardian.team import TeamFileError, load_team
 
@@ -91,7 +92,14 @@ CASES = [
      [f"F/wardian.toml:1: agents.-x: agent name '-x' is not allowed; {NAME_RULE}"]),
     ("unknown agent key", A + "colour = 1\n",
      ["F/wardian.toml:3: agents.a.colour: unknown key 'colour'; allowed: provider, workspace, mode, approve_tools, "
-      "auth, settings, command, env"]),
+      "auth, settings, command, env, worktree"]),
+    ("worktree not true or a branch", A + "worktree = 3\n",
+     ['F/wardian.toml:3: agents.a.worktree: must be true or a branch name (worktree = "feature"), not an integer']),
+    ("worktree branch git refuses", A + 'worktree = "a..b"\n',
+     [f"F/wardian.toml:3: agents.a.worktree: 'a..b' is not a branch name git accepts; allowed: {BRANCH_ALLOWED}"]),
+    ("worktree of a name git refuses as a branch", '[agents."x.lock"]\nprovider = "codex"\nworktree = true\n',
+     ["F/wardian.toml:3: agents.\"x.lock\".worktree: 'wardian/x.lock' is not a branch name git accepts; allowed: "
+      f"{BRANCH_ALLOWED}"]),
     ("no provider", '[agents.a]\nmode = "background"\n',
      ["F/wardian.toml:1: agents.a: provider is required; allowed: codex, opencode, claude, qwen, gemini, pi, acp"]),
     ("provider not a string", "[agents.a]\nprovider = 5\n",
@@ -241,7 +249,7 @@ def test_the_cli_prints_the_error_with_one_problem_a_line(tmp_path: Path, capsys
         f"wardian: invalid_team_file: the team file {path} is not valid (2 problems); nothing was started or "
         f"changed:\n  {path}:3: agents.a.mode: unknown mode 'sideways'; allowed: background, attached\n"
         f"  {path}:4: agents.a.colour: unknown key 'colour'; allowed: provider, workspace, mode, approve_tools, auth, "
-        "settings, command, env\n")
+        "settings, command, env, worktree\n")
 
 
 def test_an_env_table_of_credentials_or_non_text_is_refused_naming_each_key(tmp_path: Path) -> None:

@@ -28,7 +28,12 @@ def register(commands: Commands) -> None:
     p.add_argument("--command", default=None, metavar='"CMD ARGS..."',
                    help="for --provider acp: the command line that starts the agent speaking ACP on stdio "
                    "(\"opencode acp\"), split like a shell would; its first word on PATH or an absolute path")
-    p.add_argument("--workspace", default=None, help="the agent's workspace directory")
+    p.add_argument("--workspace", default=None,
+                   help="the agent's workspace directory (with --worktree: the repository)")
+    p.add_argument("--worktree", nargs="?", const="", default=None, metavar="BRANCH",
+                   help="work in a git worktree of the repository (--workspace, default: the current directory) "
+                   "made under the home, on BRANCH (default: wardian/NAME; made from the repository's current commit "
+                   "when it does not exist)")
     p.add_argument("--auth", default=None, metavar="NAME", help=AUTH_HELP)
     commands.add(agent, "list", cmd_agent_list, "list agents (name, UUID, provider, status)")
     _start_parser(commands.add(
@@ -46,6 +51,9 @@ def register(commands: Commands) -> None:
     p = commands.add(agent, "remove", cmd_agent_remove,
                      "remove an agent: stop it, revoke its sessions, answer its open tasks; its records stay")
     p.add_argument("name", help=NAME_HELP)
+    p.add_argument("--remove-worktree", dest="remove_worktree", action="store_true",
+                   help="remove its git worktree too, when clean (a worktree with changes refuses the whole removal), "
+                   "and its branch when wardian made it and the base holds every commit of it; without it both stay")
     p = commands.add(agent, "revoke", cmd_agent_revoke, "revoke the sessions `wardian agent env` minted for an agent")
     p.add_argument("name", help=NAME_HELP)
     p.add_argument("--all", action="store_true", help="revoke its managed sessions too (its running MCP servers)")
@@ -76,7 +84,10 @@ def _start_parser(p: argparse.ArgumentParser) -> None:
 
 def cmd_agent_add(args: argparse.Namespace) -> int:
     params: dict[str, Any] = {"name": args.name, "provider": args.provider}
-    if args.workspace is not None:
+    if args.worktree is not None:
+        params["worktree"] = {"repo": os.path.abspath(args.workspace or "."),
+                              **({"branch": args.worktree} if args.worktree else {})}
+    elif args.workspace is not None:
         params["workspace"] = os.path.abspath(args.workspace)
     if args.auth is not None:
         params["auth"] = args.auth
@@ -84,7 +95,8 @@ def cmd_agent_add(args: argparse.Namespace) -> int:
         params["command"] = shlex.split(args.command)
     with client(args) as app:
         agent = app.call("agent/add", params)
-    out(dump(agent) if args.json else f"added {agent['name']} ({agent['uuid']}, {agent['provider']})")
+    out(dump(agent) if args.json else f"added {agent['name']} ({agent['uuid']}, {agent['provider']})"
+        + (f" working in the worktree {agent['workspace']}" if args.worktree is not None else ""))
     return EXIT_OK
 
 
@@ -174,18 +186,28 @@ def cmd_agent_stop(args: argparse.Namespace) -> int:
 
 def cmd_agent_remove(args: argparse.Namespace) -> int:
     with client(args) as app:
-        result = app.call("agent/remove", {"agent": args.name}, timeout_s=120)
+        result = app.call("agent/remove", {"agent": args.name, "remove_worktree": args.remove_worktree},
+                          timeout_s=120)
     if args.json:
         out(dump(result))
         return EXIT_OK
     agent = result["agent"]
     out(f"removed {agent['name']} ({agent['uuid']}); its records stay as evidence")
+    if result.get("worktree"):
+        out("  " + worktree_removal_line(result["worktree"]))
     if result["answered"]:
         out(f"  {len(result['answered'])} open tasks answered with a failed notice: {', '.join(result['answered'])}")
     if result["uncertain"]:
         out(f"  {len(result['uncertain'])} tasks in a turn nobody saw end are uncertain (do not resend blindly): "
             f"{', '.join(result['uncertain'])}")
     return EXIT_OK
+
+
+def worktree_removal_line(w: dict[str, Any]) -> str:
+    """What became of a worktree `--remove-worktree` asked to remove, for a person."""
+    done = f"worktree {w['path']} removed" if w["removed"] else f"worktree {w['path']} kept"
+    branch = f"branch {w['branch']} deleted" if w["branch_deleted"] else ""
+    return "; ".join(x for x in (done, branch, w.get("note") or "") if x)
 
 
 def cmd_agent_revoke(args: argparse.Namespace) -> int:

@@ -30,6 +30,9 @@ def _up(commands: Commands) -> None:
     down = "stop the team file's agents, and the app if `wardian up` started it"
     p = commands.single("down", "wardian.cli.up:cmd_down", down, description=down)
     p.add_argument("-f", "--file", default=None, metavar="FILE", help=FILE_HELP)
+    p.add_argument("--remove-worktree", dest="remove_worktree", action="store_true",
+                   help="also remove the agents' git worktrees that are clean (one with changes is kept, its files "
+                   "listed), and each branch wardian made whose commits its base holds; `up` makes them again")
     status = "the team at a glance: each agent's status, credential, pending and in-flight tasks"
     p = commands.single("status", "wardian.cli.up:cmd_status", status, description=(
         f"{status}, and the home's agents the file does not name; exit 3 when the app is not running."))

@@ -92,7 +92,9 @@ def start_params(want: TeamAgent, uuid: str | None = None) -> dict[str, Any]:
 
 def add_params(want: TeamAgent) -> dict[str, Any]:
     params: dict[str, Any] = {"name": want.name, "provider": want.provider}
-    if want.workspace is not None:
+    if want.worktree is not None and want.workspace is not None:
+        params["worktree"] = {"repo": os.path.abspath(want.workspace), "branch": want.worktree}
+    elif want.workspace is not None:
         params["workspace"] = os.path.abspath(want.workspace)
     if want.auth is not None:
         params["auth"] = want.auth
@@ -187,6 +189,28 @@ def stop_agents(home: Home, team: Team, rows: Mapping[str, Mapping[str, Any]], s
             outcome.action = "stopped" if result["stopped"] else "off"
             outcome.uuid, outcome.status = result["agent"]["uuid"], result["agent"]["status"]
             show(want.name, "stopped" if result["stopped"] else "was not running; it stays off")
+        outcomes.append(outcome)
+    return outcomes
+
+
+def remove_worktrees(home: Home, team: Team, rows: Mapping[str, Mapping[str, Any]], show: Show) -> list[Outcome]:
+    """`worktree/remove` of each of the file's agents that has a worktree (`down --remove-worktree`): a clean one is
+    removed, one with changes is that agent's refusal (its files listed), and kept."""
+    outcomes: list[Outcome] = []
+    for want in team.agents:
+        row = rows.get(want.name)
+        if row is None or not row.get("worktree"):
+            continue
+        outcome = Outcome(want.name, want.provider, "worktree removed", uuid=row["agent"]["uuid"])
+        try:
+            with AppClient(home) as app:
+                done = app.call("worktree/remove", {"agent": row["agent"]["uuid"]}, timeout_s=120)["worktree"]
+        except errors.WardianError as exc:
+            outcome.action, outcome.error = "worktree kept", exc
+            show(want.name, f"worktree kept: {exc.code}: {exc.message}")
+        else:
+            outcome.reasons = (done["note"],) if done["note"] else ()
+            show(want.name, f"worktree {done['path']} removed" + (f"; {done['note']}" if done["note"] else ""))
         outcomes.append(outcome)
     return outcomes
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 import shutil
 import threading
-from collections.abc import Sequence
-from typing import TextIO
+from collections.abc import Mapping, Sequence
+from typing import Any, TextIO
 
 from wardian.cli.output import out
 
@@ -72,3 +72,11 @@ def table(rows: Sequence[Sequence[str]]) -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         out("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+
+
+def worktree_line(w: Mapping[str, Any]) -> str:
+    """An agent's worktree for a person: where, its branch, commits ahead of its base, and its changes."""
+    ahead = "" if w["ahead"] is None else f", {w['ahead']} commit(s) ahead of {w['base']}"
+    state = {"clean": "clean", "dirty": f"dirty ({w['changed']} changed file(s))",
+             "missing": "missing (its next start makes it again)"}.get(w["state"], f"unknown ({w['reason']})")
+    return f"worktree {w['path']} on {w['branch']}{ahead}, {state}"

@@ -22,11 +22,12 @@ from wardian.cli.team_run import (
     ensure_app,
     overview,
     remove_agents,
+    remove_worktrees,
     run_steps,
     stop_agents,
     stop_app,
 )
-from wardian.cli.team_show import progress, table
+from wardian.cli.team_show import progress, table, worktree_line
 from wardian.home import Home
 from wardian.team import DEFAULT_FILE, Team, load_team
 from wardian.team.plan import plan_team
@@ -120,7 +121,8 @@ def _row_data(row: Mapping[str, Any]) -> dict[str, Any]:
     return {"name": agent["name"], "provider": agent["provider"], "uuid": agent["uuid"], "status": agent["status"],
             "generation": agent["generation"], "workspace": agent["workspace"], "auth": managed.get("auth"),
             "thread_id": managed.get("thread_id"), "pending": row.get("pending", 0),
-            "in_flight": row.get("in_flight", 0), "permissions": row.get("permissions")}
+            "in_flight": row.get("in_flight", 0), "permissions": row.get("permissions"),
+            "worktree": row.get("worktree")}
 
 
 def cmd_down(args: argparse.Namespace) -> int:
@@ -139,6 +141,7 @@ def cmd_down(args: argparse.Namespace) -> int:
     rows = {r["agent"]["name"]: r for r in overview(home)}
     show = progress([a.name for a in team.agents], sys.stderr if args.json else sys.stdout)
     outcomes = stop_agents(home, team, rows, show.show)
+    trees = remove_worktrees(home, team, rows, show.show) if args.remove_worktree else []
     show.close()
     stopped = stop_app(home, state.app)
     if stopped is not None:
@@ -146,12 +149,15 @@ def cmd_down(args: argparse.Namespace) -> int:
         write_state(home.root, state)
     if args.json:
         out(dump({"file": str(team.path), "home": str(home.root), "agents": [o.to_data() for o in outcomes],
-                  "app_stopped": stopped is not None}))
+                  "worktrees": [o.to_data() for o in trees], "app_stopped": stopped is not None}))
     elif stopped is not None:
         out(f"app stopped (pid {stopped['pid']}): nothing of the team is left running")
     else:
         out(f"the app keeps running for {home.root}: `wardian up` did not start it (`wardian app stop` stops it)")
-    return _exit_of(outcomes)
+    for o in trees:
+        if o.error is not None:
+            sys.stderr.write(f"wardian: {o.name}: {o.error.code}: {o.error.message}\n")
+    return _exit_of([*outcomes, *trees])
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -164,7 +170,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     agents = [_row_data(by_name[a.name]) if a.name in by_name else
               {"name": a.name, "provider": a.provider, "uuid": None, "status": None, "generation": None,
                "workspace": None if a.workspace is None else str(a.workspace), "auth": a.auth, "thread_id": None,
-               "pending": 0, "in_flight": 0, "permissions": None} for a in team.agents]
+               "pending": 0, "in_flight": 0, "permissions": None, "worktree": None} for a in team.agents]
     extras = [_row_data(r) for r in rows if r["agent"]["name"] not in named]
     if args.json:
         out(dump({"file": str(team.path), "home": str(home.root), "running": status is not None, "app": status,
@@ -196,5 +202,8 @@ def _print_status(team: Team, root: Path, status: Mapping[str, Any] | None, agen
             out(f"{a['name']}: {tally['count']} permission request(s) refused, nobody may answer them here "
                 "(`wardian message log`); the last:")
             out("  " + permission_line(tally["last"]))
+    for a in [*agents, *extras]:
+        if a.get("worktree"):
+            out(f"{a['name']}: {worktree_line(a['worktree'])}")
     if any(a["status"] == "signed_out" for a in [*agents, *extras]):
         out("a signed_out agent has no usable credential: `wardian auth login`, then `wardian up`")

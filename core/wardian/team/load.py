@@ -147,8 +147,7 @@ def _team(check: _Checker, data: Mapping[str, Any], environ: Mapping[str, str]) 
     console = None
     if "console" in table:
         console = check.string(("team", "console"), table["console"])
-        why = None if console is None else rules.console_error(console)
-        if why is not None:
+        if (why := None if console is None else rules.console_error(console)) is not None:
             check.on(("team", "console"), why)
     return _home(check, table, environ), console
 
@@ -253,8 +252,7 @@ def _provider_of(check: _Checker, at: Key, table: Mapping[str, Any]) -> str | No
         check.on(at, f"provider is required; allowed: {', '.join(PROVIDERS)}")
         return None
     provider = check.string((*at, "provider"), table["provider"])
-    why = None if provider is None else rules.provider_error(provider)
-    if why is not None:
+    if (why := None if provider is None else rules.provider_error(provider)) is not None:
         check.on((*at, "provider"), why)
         return None
     return provider
@@ -264,8 +262,7 @@ def _agent(check: _Checker, name: str, table: Mapping[str, Any],
            defaults: Mapping[str, Mapping[Key, Any]]) -> TeamAgent | None:
     at = ("agents", name)
     before = len(check.problems)
-    why = rules.agent_name_error(name)
-    if why is not None:
+    if (why := rules.agent_name_error(name)) is not None:
         check.on(at, why)
     check.keys(at, table, AGENT_KEYS)
     provider = _provider_of(check, at, table)
@@ -277,6 +274,9 @@ def _agent(check: _Checker, name: str, table: Mapping[str, Any],
         check.on((*at, "auth"), why)
     env = _env(check, (*at, "env"), table["env"]) if "env" in table else ()
     command = _command(check, at, provider, table) if provider is not None else ()
+    worktree, why = rules.worktree_branch(name, table.get("worktree", False))
+    if why is not None:
+        check.on((*at, "worktree"), why)
     own: dict[Key, Any] = {}
     if "settings" in table:
         settings = check.table((*at, "settings"), table["settings"])
@@ -291,10 +291,10 @@ def _agent(check: _Checker, name: str, table: Mapping[str, Any],
                                     f"{MAX_OVERRIDES} are allowed (as -c)")
     if len(check.problems) > before or provider is None:
         return None
-    by_key = sorted((key_text(k), toml_value(v)) for k, v in merged.items())
-    settings_text = tuple(f"{k}={v}" for k, v in by_key)
-    return TeamAgent(name=name, provider=provider, workspace=workspace, mode=mode, approve_tools=tools, auth=auth,
-                     settings=settings_text, env=env, command=command, line=check.at.line_of(at))
+    settings_text = tuple(f"{k}={v}" for k, v in sorted((key_text(k), toml_value(v)) for k, v in merged.items()))
+    return TeamAgent(name=name, provider=provider, workspace=workspace or (check.dir if worktree else None),
+                     mode=mode, approve_tools=tools, auth=auth, settings=settings_text, env=env, command=command,
+                     line=check.at.line_of(at), worktree=worktree)
 
 
 def _agents(check: _Checker, data: Mapping[str, Any], defaults: Mapping[str, Mapping[Key, Any]]) -> list[TeamAgent]:

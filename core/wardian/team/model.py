@@ -37,6 +37,9 @@ class TeamAgent:
     """A generic ACP agent's command line (`command = ["opencode", "acp"]`), as `agent add --command` takes it."""
     line: int = 0
     """The 1-based line of the agent's `[agents.NAME]` header (or of the key that first names it)."""
+    worktree: str | None = None
+    """The branch of the agent's git worktree (`worktree = true`: `wardian/NAME`); None: no worktree. With one,
+    `workspace` is the repository (default: the team file's folder) and the agent works in the worktree."""
 
 
 @dataclass(frozen=True, slots=True)

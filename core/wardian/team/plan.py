@@ -76,7 +76,13 @@ def _fixed_fields(team: Team, want: TeamAgent, have: Mapping[str, Any]) -> str |
     if agent["provider"] != want.provider:
         return (f"{want.name} is a {agent['provider']} agent in the home and {team.path.name} makes it "
                 f"{want.provider}; an agent's provider cannot change: {fix}")
-    if not same_workspace(want, agent.get("workspace")):
+    tree = have.get("worktree")
+    if want.worktree is not None or tree is not None:
+        if (tree or {}).get("branch") != want.worktree:
+            return (f"{want.name} works in {_tree_text(tree)} in the home and {team.path.name} says "
+                    f"{'a worktree on ' + want.worktree if want.worktree else 'no worktree'}; an agent's worktree "
+                    f"cannot change: {fix}")
+    elif not same_workspace(want, agent.get("workspace")):
         return (f"{want.name}'s workspace is {agent.get('workspace') or 'the default one'} in the home and "
                 f"{team.path.name} says {want.workspace or 'the default one'}; an agent's workspace cannot change: "
                 f"{fix}")
@@ -84,6 +90,10 @@ def _fixed_fields(team: Team, want: TeamAgent, have: Mapping[str, Any]) -> str |
         return (f"{want.name} belongs to host {agent.get('host')}, whose app starts and stops it: run "
                 f"`wardian up` there")
     return None
+
+
+def _tree_text(tree: Mapping[str, Any] | None) -> str:
+    return "no worktree" if tree is None else f"a worktree on {tree['branch']}"
 
 
 def same_workspace(want: TeamAgent, have: str | None) -> bool:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from wardian import errors
+from wardian.branches import check_branch, default_branch
 from wardian.console.address import parse_console_address
 from wardian.model import PROVIDERS
 from wardian.overrides import MAX_OVERRIDE_CHARS, parse_override
@@ -60,6 +61,19 @@ def credential_name_error(name: str) -> str | None:
     except errors.WardianError as exc:
         return said(exc)
     return None
+
+
+def worktree_branch(agent: str, value: object) -> tuple[str | None, str | None]:
+    """The branch of an agent's `worktree = VALUE` (None: no worktree), or what is wrong with VALUE."""
+    if value is False:
+        return None, None
+    if value is not True and not isinstance(value, str):
+        kind = {int: "an integer", float: "a float", list: "an array", dict: "a table"}.get(type(value), "a date")
+        return None, f'must be true or a branch name (worktree = "feature"), not {kind}'
+    try:
+        return check_branch(default_branch(agent) if value is True else value, "worktree"), None
+    except errors.WardianError as exc:
+        return None, said(exc)
 
 
 def console_error(text: str) -> str | None:

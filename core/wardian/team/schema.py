@@ -46,6 +46,10 @@ AGENT_FIELDS: dict[str, str] = {
     "env": "Variables of the provider process's environment, as `wardian agent start --env NAME=VALUE` takes them "
            "(`env = { OPENAI_BASE_URL = \"http://…\" }`); no credential's name (*_API_KEY, *_TOKEN, *_SECRET, "
            "*PASSWORD*): those go through `wardian auth login`.",
+    "worktree": "true: the agent works in a git worktree of the repository (`workspace`, default: this file's "
+                "folder), made under the home on branch `wardian/NAME`; a string: on that branch. Made again when "
+                "gone; `wardian down` and `wardian agent remove` keep it and its branch unless given "
+                "--remove-worktree, and then only when it is clean. Default: false.",
 }
 SETTINGS_OF: dict[str, str] = {
     "codex": "Keys of Codex's config.toml, as `codex -c` takes them (model, model_reasoning_effort, features.*, "
@@ -106,6 +110,7 @@ def _agent_schema() -> dict[str, Any]:
         "settings": {"type": "object"},
         "env": {"type": "object", "additionalProperties": {"type": "string"}},
         "command": {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1},
+        "worktree": {"type": ["boolean", "string"], "minLength": 1},
     }
     for key, doc in AGENT_FIELDS.items():
         props[key]["description"] = doc + (f" {NAME_ALLOWED}." if key == "auth" else "")

@@ -20,7 +20,7 @@ import anyio
 import anyio.abc
 
 from wardian import errors
-from wardian.app import outcomes
+from wardian.app import outcomes, worktree
 from wardian.app.runtime.dispatch import Dispatcher
 from wardian.app.runtime.handle import AgentHandle, Owners
 from wardian.app.runtime.hosts import HostScope
@@ -33,7 +33,7 @@ from wardian.model import AgentStatus, ManagedAgent
 from wardian.overrides import check_override, env_mapping
 from wardian.providers import Capabilities, LaunchSpec, Provider
 from wardian.providers.base import CommandProvider, ProviderInfo
-from wardian.store import Store, ledger, roster
+from wardian.store import Store, ledger, roster, worktrees
 
 log = logging.getLogger("wardian.app.runtime")
 
@@ -217,7 +217,8 @@ class Launcher:
         # agent does through it is fenced by the generation that runs it.
         session = await self.writer.call(roster.create_session, agent.id, "managed")
         workspace = Path(agent.workspace) if agent.workspace else self.home.default_workspace(agent.uuid)
-        await anyio.to_thread.run_sync(lambda: workspace.mkdir(parents=True, exist_ok=True))
+        tree = await self.writer.call(worktrees.of_agent, agent.id)
+        await anyio.to_thread.run_sync(worktree.prepare, workspace, tree)
         key = (agent.uuid, generation)
         connected = self._mcp_connected[key] = anyio.Event()
         spec = LaunchSpec(

@@ -11,6 +11,7 @@ import anyio
 
 from wardian import errors
 from wardian.app import outcomes
+from wardian.app.service import worktrees
 from wardian.app.service.messages import caller_of
 from wardian.app.service.registry import handlers
 from wardian.auth.agents import check_auth_choice
@@ -47,6 +48,7 @@ from wardian.protocol.methods import (
     InterruptResult,
     OkResult,
     SessionAnnounceParams,
+    WorktreeRemovalResult,
     agent_result,
     interrupt_result,
     managed_agent_result,
@@ -54,7 +56,9 @@ from wardian.protocol.methods import (
 )
 from wardian.providers.probe import find_command
 from wardian.store import Store, hosts, ledger, mailbox, roster
+from wardian.store import worktrees as worktree_rows
 from wardian.store.api import Pushable
+from wardian.store.worktrees import Worktree
 
 if TYPE_CHECKING:
     from wardian.app.service.app import AppService
@@ -193,7 +197,12 @@ async def add_agent(app: AppService, p: AgentAddParams) -> AgentResult:
     if p.command:
         # The app starts it, so its executable must be one the app finds (each start finds it again).
         await anyio.to_thread.run_sync(find_command, p.command[0])
-    agent = await app.writer.call(_add_agent, p.name, p.provider, workspace, auth, tuple(p.command or ()))
+    tree: WorktreeRow | None = None
+    if p.worktree is not None:
+        # Last of the checks: everything else about the agent is known good before git makes anything.
+        path, branch, made = await worktrees.make(app, p.name, p.worktree)
+        workspace, tree = str(path), (made.repo, branch, made.base, made.made_branch)
+    agent = await app.writer.call(_add_agent, p.name, p.provider, workspace, auth, tuple(p.command or ()), tree)
     log.info("agent added: %s %s", agent.name, agent.uuid)
     return agent_result(agent)
 
@@ -211,13 +220,20 @@ async def _auth_choice(app: AppService, provider: str, agent: str, auth: str) ->
     return auth
 
 
+WorktreeRow = tuple[str, str, str | None, bool]
+"""A new agent's worktree as the store keeps it: repository, branch, base, whether wardian made the branch."""
+
+
 def _add_agent(store: Store, name: str, provider: str, workspace: str | None, auth: str | None,
-               command: tuple[str, ...]) -> Agent:
-    """A new agent with the credential name its starts use (None: its provider's default), in one transaction."""
+               command: tuple[str, ...], tree: WorktreeRow | None) -> Agent:
+    """A new agent with the credential name its starts use (None: its provider's default) and its worktree, in one
+    transaction."""
     with store.atomic():
         added = roster.add_agent(store, name, provider, workspace, command)
         if auth is not None:
             roster.set_auth(store, added.id, auth)
+        if tree is not None:
+            worktree_rows.record(store, added.id, *tree)
     return added
 
 
@@ -236,7 +252,12 @@ async def session(app: AppService, p: AgentSessionParams) -> AgentSessionResult:
 @handlers.serves("agent/remove")
 async def remove_agent(app: AppService, p: AgentRemoveParams) -> AgentRemoveResult:
     runtime = app.runtime
-    agent = await app.writer.call(roster.resolve_agent, p.agent)
+    record: Worktree | None = None
+    if p.remove_worktree:
+        # A worktree with changes refuses the whole removal before anything of the agent changes.
+        agent, record = await worktrees.worktree_for_removal(app, p.agent)
+    else:
+        agent = await app.writer.call(roster.resolve_agent, p.agent)
     # Its runtime ends first, so nothing of it is in flight any more; what that leaves uncertain is reported.
     lost = await runtime.forget(agent.id)
     removed, answered, uncertain = await app.writer.call(_remove_agent, agent.id, runtime.pushes.can_push)
@@ -244,8 +265,18 @@ async def remove_agent(app: AppService, p: AgentRemoveParams) -> AgentRemoveResu
     for published in answered:
         if published.record_id is not None:
             await runtime.pushes.deliver(published.requester_uuid, published.record_id, published.pushing)
+    kept = None if record is None else await _remove_worktree(app, agent, record)
     return {"agent": agent_result(removed), "answered": [a.request_id for a in answered],
-            "uncertain": [*lost, *uncertain]}
+            "uncertain": [*lost, *uncertain], "worktree": kept}
+
+
+async def _remove_worktree(app: AppService, agent: Agent, record: Worktree) -> WorktreeRemovalResult:
+    """The removed agent's worktree, removed unless it changed since it was found clean (then kept, and said)."""
+    try:
+        return await worktrees.remove_worktree(app, agent, record)
+    except errors.WardianError as exc:
+        return {"path": agent.workspace or "", "branch": record.branch, "removed": False, "branch_deleted": False,
+                "note": f"the worktree was kept: {exc.message}"}
 
 
 def _remove_agent(store: Store, agent_id: int, push: Pushable) -> tuple[Agent, list[Published], list[str]]:

@@ -14,6 +14,7 @@ from wardian.app.service.agents import interrupt_as, offline
 from wardian.app.service.mailbox import receive_as
 from wardian.app.service.messages import admit
 from wardian.app.service.registry import handlers
+from wardian.app.service.worktrees import states
 from wardian.model import PROTOCOL_VERSION, AgentOverview, HostInfo, InteractionKind, ManagedAgent
 from wardian.protocol.methods import (
     AgentOverviewListResult,
@@ -29,7 +30,8 @@ from wardian.protocol.methods import (
     SendResult,
     agent_overview_result,
 )
-from wardian.store import Store, hosts, permissions, roster
+from wardian.store import Store, hosts, permissions, roster, worktrees
+from wardian.store.worktrees import Worktree
 
 if TYPE_CHECKING:
     from wardian.app.service.app import AppService
@@ -57,22 +59,26 @@ async def operator_interrupt(app: AppService, p: OperatorInterruptParams) -> Int
     return await interrupt_as(app, p.target, None)
 
 
-def _overview(store: Store) -> tuple[list[AgentOverview], list[HostInfo], str | None, dict[str, ManagedAgent]]:
+def _overview(store: Store) -> tuple[list[AgentOverview], list[HostInfo], str | None, dict[str, ManagedAgent],
+                                     dict[int, Worktree]]:
     """`agent/overview`'s reads, in one transaction: the agents with their task counts, the hosts, the host this
-    app serves, and what the app keeps to start each agent (by UUID)."""
+    app serves, what the app keeps to start each agent (by UUID), and their worktrees (by agent id)."""
     tallies = permissions.tallies(store)
     rows = [replace(o, permissions=tallies.get(o.agent.id)) for o in roster.agents_overview(store)]
-    return rows, hosts.list_hosts(store), store.host, {m.uuid: m for m in roster.managed_agents(store)}
+    return (rows, hosts.list_hosts(store), store.host, {m.uuid: m for m in roster.managed_agents(store)},
+            worktrees.by_agent(store))
 
 
 @handlers.serves("agent/overview")
 async def agent_overview(app: AppService, p: EmptyParams) -> AgentOverviewListResult:
-    rows, all_hosts, mine, managed = await app.writer.call(_overview)
+    rows, all_hosts, mine, managed, trees = await app.writer.call(_overview)
     down = {h.name for h in all_hosts if not h.live}
     rows = [replace(o, agent=offline(o.agent)) if o.agent.host in down else o for o in rows]
+    shown = await states(rows, mine, trees) if trees else {}
     return {"agents": [agent_overview_result(o, host_live=o.agent.host not in down,
                                              local=o.agent.host in (None, mine),
-                                             managed=managed.get(o.agent.uuid)) for o in rows]}
+                                             managed=managed.get(o.agent.uuid),
+                                             worktree=shown.get(o.agent.id)) for o in rows]}
 
 
 @handlers.serves("console/login")

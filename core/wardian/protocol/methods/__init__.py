@@ -29,6 +29,7 @@ from wardian.protocol.methods.agents import (
     InterruptResult,
     ManagedAgentResult,
     SessionAnnounceParams,
+    WorktreeRemoveResult,
     agent_result,
     interrupt_result,
     managed_agent_result,
@@ -131,6 +132,12 @@ from wardian.protocol.methods.tasks import (
     reply_result,
     task_facts_result,
 )
+from wardian.protocol.methods.worktrees import (
+    WorktreeParams,
+    WorktreeRemovalResult,
+    WorktreeRemoveParams,
+    WorktreeResult,
+)
 
 __all__ = [
     "AGENT_NAME_RE",
@@ -216,6 +223,11 @@ __all__ = [
     "TaskStoryResult",
     "TimeoutField",
     "WaitResult",
+    "WorktreeParams",
+    "WorktreeRemovalResult",
+    "WorktreeRemoveParams",
+    "WorktreeRemoveResult",
+    "WorktreeResult",
     "agent_overview_result",
     "agent_result",
     "check_agent_name",

@@ -10,6 +10,7 @@ from typing_extensions import TypedDict
 
 from wardian import errors
 from wardian.auth.checks import check_name
+from wardian.branches import check_branch, default_branch
 from wardian.model import PROVIDERS, Agent, InterruptReceipt, ManagedAgent
 from wardian.overrides import (
     MAX_COMMAND,
@@ -32,6 +33,7 @@ from wardian.protocol.methods.base import (
     check_target,
     party_result,
 )
+from wardian.protocol.methods.worktrees import WorktreeParams, WorktreeRemovalResult
 from wardian.protocol.tools import parse_tool_names
 
 # --- params ------------------------------------------------------------------------------------------------
@@ -63,10 +65,19 @@ class AgentAddParams(Params):
     command: Annotated[list[str], Field(max_length=MAX_COMMAND)] | None = None
     """A generic ACP agent's command line (provider `acp`, required there: `["opencode", "acp"]`); no other
     provider takes one."""
+    worktree: WorktreeParams | None = None
+    """Make the agent's workspace a git worktree of a repository, under the home; refused with `workspace`."""
 
     @model_validator(mode="after")
     def _command(self) -> AgentAddParams:
         check_command(self.provider, self.command)
+        if self.worktree is not None:
+            if self.workspace is not None:
+                raise errors.InvalidArguments("a worktree agent's workspace is its worktree: give the repository as "
+                                              "worktree.repo, not workspace", field="workspace",
+                                              allowed="workspace, or worktree, not both")
+            # The default branch is made of the agent's name, which may hold what git refuses (`a..b`).
+            check_branch(self.worktree.branch or default_branch(self.name))
         return self
 
     @field_validator("auth")
@@ -143,7 +154,9 @@ class AgentAttachParams(AgentStopParams):
 
 
 class AgentRemoveParams(AgentStopParams):
-    pass
+    remove_worktree: bool = False
+    """Remove the agent's worktree too, when it is clean (else nothing is removed), and its branch when wardian made
+    it and the branch holds no commit its base lacks."""
 
 
 class AgentRevokeParams(Params):
@@ -276,6 +289,13 @@ class AgentRemoveResult(TypedDict):
     agent: AgentResult
     answered: list[str]  # the request ids of its open tasks, each answered with a `failed` notice
     uncertain: list[str]  # the request ids of its tasks whose turn outcome is unknown
+    worktree: WorktreeRemovalResult | None  # what became of its worktree with `remove_worktree`; else None
+
+
+@with_config(CLOSED)
+class WorktreeRemoveResult(TypedDict):
+    agent: AgentResult
+    worktree: WorktreeRemovalResult
 
 
 @with_config(CLOSED)

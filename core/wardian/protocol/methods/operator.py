@@ -21,6 +21,7 @@ from wardian.protocol.methods.base import (
     check_text,
 )
 from wardian.protocol.methods.mailbox import PermissionResult, permission_result
+from wardian.protocol.methods.worktrees import WorktreeResult
 
 
 class OperatorSendParams(Params):
@@ -82,6 +83,8 @@ class AgentOverviewResult(TypedDict):
     started."""
     permissions: PermissionTallyResult | None
     """The permission requests the app answered for nobody (docs/guide/acp.md#permissions); None when none."""
+    worktree: WorktreeResult | None
+    """Its git worktree's branch, commits ahead of the base and changes (docs/guide/teams.md); None: no worktree."""
 
 
 @with_config(CLOSED)
@@ -90,11 +93,13 @@ class AgentOverviewListResult(TypedDict):
 
 
 def agent_overview_result(o: AgentOverview, *, host_live: bool = True, local: bool = True,
-                          managed: ManagedAgent | None = None) -> AgentOverviewResult:
+                          managed: ManagedAgent | None = None,
+                          worktree: WorktreeResult | None = None) -> AgentOverviewResult:
     return {"agent": agent_result(o.agent), "pending": o.pending, "in_flight": o.in_flight, "host_live": host_live,
             "local": local, "managed": managed_agent_result(managed) if managed is not None else None,
             "permissions": None if o.permissions is None else {"count": o.permissions.count,
-                                                               "last": permission_result(o.permissions.last)}}
+                                                               "last": permission_result(o.permissions.last)},
+            "worktree": worktree}
 
 
 @with_config(CLOSED)

@@ -26,6 +26,7 @@ from wardian.protocol.methods import messages as m
 from wardian.protocol.methods import operator as op
 from wardian.protocol.methods import story as st
 from wardian.protocol.methods import tasks as t
+from wardian.protocol.methods import worktrees as w
 from wardian.protocol.methods.base import EmptyParams, OkResult, Params
 
 
@@ -61,6 +62,8 @@ METHODS: dict[str, Method] = {
     "app/stop": Method(EmptyParams, OkResult, False, "Stop the app."),
     "agent/remove": Method(a.AgentRemoveParams, a.AgentRemoveResult, False,
                            "Remove an agent: stop it, revoke its sessions, answer its open tasks."),
+    "worktree/remove": Method(w.WorktreeRemoveParams, a.WorktreeRemoveResult, False,
+                              "Remove a stopped agent's clean worktree (it is made again at its next start)."),
     "agent/revoke": Method(a.AgentRevokeParams, a.AgentRevokeResult, False,
                            "Revoke an agent's operator-minted sessions (all of them with `all`)."),
     "request/show": Method(st.RequestShowParams, st.RecordStoryResult, False,
