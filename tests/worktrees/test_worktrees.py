@@ -189,7 +189,14 @@ def test_the_overview_shows_branch_commits_ahead_changes_and_a_missing_worktree(
     shutil.rmtree(tree)
     shown = overview(app, "lead")["worktree"]
     assert (shown["state"], shown["ahead"], shown["changed"]) == ("missing", None, None)
-    assert overview(app, "lead")["agent"]["name"] == "lead"
+    # A worktree git cannot read (its link to the repository broken) is unknown, with git's reason; the rest of
+    # the overview is unaffected.
+    _, broken = add(app, "broken", repo)
+    (Path(broken["workspace"]) / ".git").write_text("gitdir: /nonexistent\n", encoding="utf-8")
+    shown = overview(app, "broken")["worktree"]
+    assert (shown["state"], shown["ahead"], shown["changed"]) == ("unknown", None, None)
+    assert shown["reason"]
+    assert overview(app, "lead")["worktree"]["state"] == "missing"
 
 
 def test_remove_worktree_refuses_a_dirty_one_and_removes_a_clean_one(world: tuple[AppHandle, Path]) -> None:

@@ -21,6 +21,8 @@ from wardian.store.worktrees import Worktree
 
 READ_TIMEOUT_S = 20.0
 """A read (status, rev-list, worktree list) of a large repository still answers well within this."""
+STATE_TIMEOUT_S = 5.0
+"""A read for `wardian status`: past it the worktree is shown `unknown`, so a slow disk never holds up the page."""
 ADD_TIMEOUT_S = 300.0
 """`git worktree add` checks out the whole tree (and runs the repository's post-checkout hook)."""
 MAX_LISTED = 50
@@ -167,10 +169,10 @@ def ensure(repo: Path, branch: str, path: Path, base: str | None = None) -> Made
     return Made(str(top), base, made_branch=not exists, reused=False)
 
 
-def changes(path: Path) -> tuple[str, list[str]]:
+def changes(path: Path, timeout_s: float = READ_TIMEOUT_S) -> tuple[str, list[str]]:
     """The worktree's checked-out branch (`HEAD` when detached) and its changed, added or untracked paths."""
-    out = _checked(git(["status", "--porcelain", "-z", "-b", "--no-renames", "--untracked-files=normal"], path),
-                   f"read the state of {path}")
+    args = ["status", "--porcelain", "-z", "-b", "--no-renames", "--untracked-files=normal"]
+    out = _checked(git(args, path, timeout_s), f"read the state of {path}")
     fields = [f for f in out.split("\0") if f]
     head = fields[0][3:] if fields and fields[0].startswith("## ") else ""
     branch = head.split("...")[0].removeprefix("No commits yet on ")
@@ -182,10 +184,10 @@ def state(path: Path, base: str | None) -> State:
     if not os.path.lexists(path):
         return State("missing", reason="no worktree at this path: the agent's next start makes it again")
     try:
-        _, changed = changes(path)
+        _, changed = changes(path, STATE_TIMEOUT_S)
         ahead = None
         if base is not None:
-            done = git(["rev-list", "--count", f"{base}..HEAD"], path)
+            done = git(["rev-list", "--count", f"{base}..HEAD"], path, STATE_TIMEOUT_S)
             ahead = int(done.stdout.strip()) if done.returncode == 0 and done.stdout.strip().isdigit() else None
     except errors.WardianError as exc:
         return State("unknown", reason=exc.message)

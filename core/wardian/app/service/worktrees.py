@@ -32,8 +32,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("wardian.app")
 RUNNING = frozenset({AgentStatus.STARTING, AgentStatus.IDLE, AgentStatus.ACTIVE})
-STATE_LIMIT = anyio.CapacityLimiter(4)
-"""At most this many git reads at once for an overview (each is bounded by `git.READ_TIMEOUT_S`)."""
+STATE_READS = 4
+"""At most this many worktrees are read at once for an overview (each git call is bounded by `git.READ_TIMEOUT_S`)."""
 
 
 async def make(app: AppService, name: str, params: WorktreeParams) -> tuple[Path, str, git.Made]:
@@ -59,13 +59,14 @@ async def states(rows: Sequence[AgentOverview], mine: str | None,
     """Each local agent's worktree as `agent/overview` shows it, read side by side (another host's agent: its path
     is on that host, so git is not asked)."""
     found: dict[int, WorktreeResult] = {}
+    limiter = anyio.CapacityLimiter(STATE_READS)
 
     async def one(agent: Agent, record: Worktree) -> None:
         path = Path(agent.workspace or "")
         if agent.host not in (None, mine):
             now = git.State("unknown", reason=f"on host {agent.host}")
         else:
-            now = await anyio.to_thread.run_sync(git.state, path, record.base, limiter=STATE_LIMIT)
+            now = await anyio.to_thread.run_sync(git.state, path, record.base, limiter=limiter)
         found[agent.id] = {"path": str(path), "repo": record.repo, "branch": record.branch, "base": record.base,
                            "state": now.state, "ahead": now.ahead,
                            "changed": None if now.state in ("missing", "unknown") else len(now.changed),
