@@ -71,6 +71,7 @@ def team(tmp_path: Path) -> Iterator[Team]:
         assert not left, f"processes left running: {[p.pid for p in left]}"
 
 
+@pytest.mark.timeout(300)  # three starts of Codex: ~30 s alone, ~90 s on a loaded 2-core machine
 def test_up_starts_codex_in_its_worktree_down_keeps_it_and_remove_worktree_keeps_work(team: Team) -> None:
     code, up = team.json("up")
     assert code == 0, up
@@ -79,13 +80,6 @@ def test_up_starts_codex_in_its_worktree_down_keeps_it_and_remove_worktree_keeps
     assert team.codex_cwd() == str(team.tree)
     with AppClient(Home(team.run.wardian_home)) as app, pytest.raises(errors.InvalidArguments):
         app.call("worktree/remove", {"agent": "lead"})  # it runs there: refused, nothing removed
-    assert team.codex_cwd() == str(team.tree)
-    running = subprocess.run([*wardian_cmd(), "agent", "remove", "lead", "--remove-worktree"], env=team.env,
-                             capture_output=True, text=True, timeout=120, check=False)
-    assert running.returncode == 0, running.stderr  # clean: the agent and its worktree go, the branch too
-    assert not team.tree.exists()
-    code, up = team.json("up")  # added again, on a new worktree
-    assert (code, up["agents"][0]["action"]) == (0, "added"), up
     assert team.codex_cwd() == str(team.tree)
     (team.tree / "new.txt").write_text("work\n", encoding="utf-8")
     status = team.wardian("status")
