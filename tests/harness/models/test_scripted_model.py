@@ -93,8 +93,8 @@ def test_a_message_is_streamed_in_the_full_event_form() -> None:
         {"type": "response.output_item.done", "output_index": 0,
          "item": {**item, "content": [{"type": "output_text", "text": "hi", "annotations": []}]}},
         {"type": "response.completed", "response": {"id": "resp_scripted_1", "usage": {
-            "input_tokens": 10, "input_tokens_details": None, "output_tokens": 5, "output_tokens_details": None,
-            "total_tokens": 15}}},
+            "input_tokens": 10, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 5,
+            "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 15}}},
     ]
 
 

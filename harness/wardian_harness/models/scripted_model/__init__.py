@@ -16,7 +16,8 @@ private provider homes. A script is a queue of steps; every model request consum
 
 - `Message(text, phase=None)`: one assistant message; `phase` is "commentary" or "final_answer" and reaches
   the agentMessage item unchanged.
-- `Response(items)`: several output items (messages and tool calls) in one response, e.g. commentary then final.
+- `Response(items, usage)`: several output items (messages and tool calls) in one response, e.g. commentary then
+  final, reporting `usage` (`Usage(input, output, cached)`) in the dialect's own words.
 - `ToolCall(name, arguments, namespace="mcp__wardian")`: a function call in the namespace form Codex needs to
   run an MCP tool (a flat `mcp__server__tool` name is answered with "unsupported call"); `call_id` is generated.
   In the chat dialect the same step calls OpenCode's `<server>_<tool>` function (`wardian_send_message`).
@@ -82,6 +83,7 @@ from wardian_harness.models.scripted_model.steps import (
     ScriptedModelError,
     Step,
     ToolCall,
+    Usage,
 )
 
 __all__ = [
@@ -103,6 +105,7 @@ __all__ = [
     "ScriptedModelError",
     "Step",
     "ToolCall",
+    "Usage",
     "developer_texts",
     "function_call_outputs",
     "key_fingerprint",

@@ -54,10 +54,25 @@ class ToolCall:
 
 
 @dataclass(frozen=True, slots=True)
+class Usage:
+    """What a response says it cost, which each dialect reports in its own words: `input` tokens read, of which
+    `cached` came from a prompt cache, and `output` tokens written."""
+
+    input: int = 10
+    output: int = 5
+    cached: int = 0
+
+
+DEFAULT_USAGE = Usage()
+"""The usage of every response whose step names none (a plain Message or ToolCall, a Hold, a side request)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Response:
-    """Several output items in one response, streamed in order."""
+    """Several output items in one response, streamed in order, reporting `usage`."""
 
     items: Sequence[Message | ToolCall]
+    usage: Usage = DEFAULT_USAGE
 
 
 @dataclass(frozen=True, slots=True)

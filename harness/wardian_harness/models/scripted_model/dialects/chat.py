@@ -24,6 +24,7 @@ from wardian_harness.models.scripted_model.dialects.base import (
 )
 from wardian_harness.models.scripted_model.reading import FunctionCallOutput, content_texts
 from wardian_harness.models.scripted_model.steps import (
+    DEFAULT_USAGE,
     Disconnect,
     Fail,
     Hold,
@@ -33,6 +34,7 @@ from wardian_harness.models.scripted_model.steps import (
     Response,
     Step,
     ToolCall,
+    Usage,
 )
 
 if TYPE_CHECKING:
@@ -49,10 +51,12 @@ class _ChunkStream(SseStream):
         self.chunk({"id": self.response_id, "object": "chat.completion.chunk", "model": "scripted",
                     "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
 
-    def finish(self, reason: str) -> None:
+    def finish(self, reason: str, usage: Usage = DEFAULT_USAGE) -> None:
         self.chunk({"id": self.response_id, "object": "chat.completion.chunk", "model": "scripted",
                     "choices": [{"index": 0, "delta": {}, "finish_reason": reason}],
-                    "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+                    "usage": {"prompt_tokens": usage.input, "completion_tokens": usage.output,
+                              "total_tokens": usage.input + usage.output,
+                              "prompt_tokens_details": {"cached_tokens": usage.cached}}})
         self.write(b"e\r\ndata: [DONE]\n\n\r\n")
 
     def error(self, message: str) -> None:
@@ -159,7 +163,7 @@ def _emit_items(stream: _ChunkStream, n: int, step: Response, offered: set[str])
             calls += 1
         else:
             raise TypeError(f"not an output item: {item!r}")
-    stream.finish("tool_calls" if calls else "stop")
+    stream.finish("tool_calls" if calls else "stop", step.usage)
 
 
 def _function_name(call: ToolCall, offered: set[str]) -> str:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from wardian_harness.models.scripted_model.dialects.base import Dialect, SseStream, Wire, begin, run_hold
 from wardian_harness.models.scripted_model.reading import FunctionCallOutput
 from wardian_harness.models.scripted_model.steps import (
+    DEFAULT_USAGE,
     Disconnect,
     Fail,
     Hold,
@@ -26,25 +27,27 @@ from wardian_harness.models.scripted_model.steps import (
     Response,
     Step,
     ToolCall,
+    Usage,
 )
 
 if TYPE_CHECKING:
     from wardian_harness.models.scripted_model.requests import RecordedRequest
 
 STREAM = ":streamGenerateContent"
-_USAGE = {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15}
 
 
-def _candidate(parts: list[JsonDict], finish: str | None = None) -> JsonDict:
+def _candidate(parts: list[JsonDict], finish: str | None = None, usage: Usage = DEFAULT_USAGE) -> JsonDict:
     candidate: JsonDict = {"content": {"role": "model", "parts": parts}, "index": 0}
     if finish is not None:
         candidate["finishReason"] = finish
-    return {"candidates": [candidate], "usageMetadata": _USAGE, "modelVersion": "scripted"}
+    metadata = {"promptTokenCount": usage.input, "candidatesTokenCount": usage.output,
+                "totalTokenCount": usage.input + usage.output, "cachedContentTokenCount": usage.cached}
+    return {"candidates": [candidate], "usageMetadata": metadata, "modelVersion": "scripted"}
 
 
 class _CandidateStream(SseStream):
-    def chunk(self, parts: list[JsonDict], finish: str | None = None) -> None:
-        self.data(f"data: {json.dumps(_candidate(parts, finish), ensure_ascii=False)}\n\n")
+    def chunk(self, parts: list[JsonDict], finish: str | None = None, usage: Usage = DEFAULT_USAGE) -> None:
+        self.data(f"data: {json.dumps(_candidate(parts, finish, usage), ensure_ascii=False)}\n\n")
 
 
 def function_name(call: ToolCall) -> str:
@@ -98,7 +101,7 @@ class GeminiDialect(Dialect):
                 else:
                     arguments = json.loads(item.arguments) if isinstance(item.arguments, str) else dict(item.arguments)
                     parts.append({"functionCall": {"name": function_name(item), "args": arguments}})
-            stream.chunk(parts, "STOP")
+            stream.chunk(parts, "STOP", step.usage)
         elif isinstance(step, Disconnect):
             if step.partial_text is not None:
                 stream.chunk([{"text": step.partial_text}])

@@ -33,6 +33,7 @@ from wardian_harness.models.scripted_model.dialects.base import (
 )
 from wardian_harness.models.scripted_model.reading import FunctionCallOutput, content_texts
 from wardian_harness.models.scripted_model.steps import (
+    DEFAULT_USAGE,
     Disconnect,
     Fail,
     Hold,
@@ -42,6 +43,7 @@ from wardian_harness.models.scripted_model.steps import (
     Response,
     Step,
     ToolCall,
+    Usage,
 )
 
 if TYPE_CHECKING:
@@ -65,14 +67,19 @@ class _MessageStream(SseStream):
     def __init__(self, wire: Wire, response_id: str) -> None:
         super().__init__(wire, response_id)
         self.blocks = 0
+        self.usage = DEFAULT_USAGE
 
     def event(self, payload: JsonDict) -> None:
         self.data(f"event: {payload['type']}\ndata: {json.dumps(payload, ensure_ascii=False)}\n\n")
 
-    def start(self, model: str) -> None:
+    def start(self, model: str, usage: Usage = DEFAULT_USAGE) -> None:
+        """The message's start; its usage counts input as the API does: `input_tokens` without the cached ones."""
+        self.usage = usage
         self.event({"type": "message_start", "message": {
             "id": self.response_id, "type": "message", "role": "assistant", "model": model, "content": [],
-            "stop_reason": None, "stop_sequence": None, "usage": {**_USAGE, "output_tokens": 1}}})
+            "stop_reason": None, "stop_sequence": None, "usage": {
+                "input_tokens": usage.input - usage.cached, "output_tokens": 1, "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": usage.cached}}})
 
     def open_text(self) -> int:
         index = self.blocks
@@ -97,7 +104,7 @@ class _MessageStream(SseStream):
 
     def finish(self, stop_reason: str) -> None:
         self.event({"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": None},
-                    "usage": {"output_tokens": 5}})
+                    "usage": {"output_tokens": self.usage.output}})
         self.event({"type": "message_stop"})
 
     def error(self, kind: str, message: str) -> None:
@@ -152,9 +159,10 @@ class MessagesDialect(Dialect):
             return
         n = begin(wire, step)
         stream = _MessageStream(wire, f"msg_scripted_{n}")
-        stream.start(str(recorded.body.get("model") or "scripted"))
         if isinstance(step, Message | ToolCall):
             step = Response([step])
+        stream.start(str(recorded.body.get("model") or "scripted"), step.usage if isinstance(step, Response)
+                     else DEFAULT_USAGE)
         if isinstance(step, Response):
             _emit_items(stream, n, step)
         elif isinstance(step, Fail):

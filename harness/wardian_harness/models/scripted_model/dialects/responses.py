@@ -18,6 +18,7 @@ from wardian_harness.models.scripted_model.dialects.base import (
 )
 from wardian_harness.models.scripted_model.reading import FunctionCallOutput, content_texts
 from wardian_harness.models.scripted_model.steps import (
+    DEFAULT_USAGE,
     Disconnect,
     Fail,
     Hold,
@@ -28,6 +29,7 @@ from wardian_harness.models.scripted_model.steps import (
     Response,
     Step,
     ToolCall,
+    Usage,
 )
 
 if TYPE_CHECKING:
@@ -38,10 +40,11 @@ class _EventStream(SseStream):
     def event(self, payload: JsonDict) -> None:
         self.data(f"event: {payload['type']}\ndata: {json.dumps(payload, ensure_ascii=False)}\n\n")
 
-    def complete(self) -> None:
+    def complete(self, usage: Usage = DEFAULT_USAGE) -> None:
         self.event({"type": "response.completed", "response": {"id": self.response_id, "usage": {
-            "input_tokens": 10, "input_tokens_details": None, "output_tokens": 5,
-            "output_tokens_details": None, "total_tokens": 15}}})
+            "input_tokens": usage.input, "input_tokens_details": {"cached_tokens": usage.cached},
+            "output_tokens": usage.output, "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": usage.input + usage.output}}})
 
     def failed(self, code: str, message: str) -> None:
         self.event({"type": "response.failed", "response": {
@@ -66,7 +69,7 @@ class ResponsesDialect(Dialect):
         if isinstance(step, Response):
             for index, item in enumerate(step.items):
                 _emit_item(stream, n, index, item)
-            stream.complete()
+            stream.complete(step.usage)
         elif isinstance(step, Fail):
             stream.failed(step.code, step.message)
         elif isinstance(step, Disconnect):
