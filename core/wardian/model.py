@@ -34,6 +34,7 @@ from wardian.limits import (  # noqa: F401  (re-exported: the limits are part of
     MAX_WAIT_MS,
     PROTOCOL_VERSION,
 )
+from wardian.usage import AgentUsage, TokenUsage
 
 
 class InteractionKind(StrEnum):
@@ -313,6 +314,7 @@ class TaskStory:
     lookup_note: str | None = None  # why the provider's answer was lost, when a lookup then found the message
     rejections: int = 0  # submissions the provider definitely refused (nothing accepted; offered again each time)
     rejection_note: str | None = None  # the provider's words for the last of them
+    usage: TokenUsage | None = None  # the tokens of the turn that answered it (None: unknown, or not yet)
 
 
 @dataclass(frozen=True, slots=True)
@@ -381,6 +383,7 @@ class AgentOverview:
     pending: int  # admitted, not yet claimed by a receive or a dispatch
     in_flight: int  # claimed or submitted, not yet completed
     permissions: PermissionTally | None = None  # the permission requests the app rejected for it (None: none)
+    usage: AgentUsage | None = None  # its ended turns' token usage (None: no turn of it has ended)
 
 
 @dataclass(frozen=True, slots=True)

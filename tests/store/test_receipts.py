@@ -25,8 +25,16 @@ def undo_receipts(db: Any, *, postgresql: bool) -> None:
 
 
 def undo_worktrees(db: Any) -> None:
-    """The store as a wardian from before it kept agents' worktrees left it."""
+    """The store as a wardian from before it kept agents' worktrees left it (and, first, without the later token
+    usage)."""
+    undo_usage(db)
     db.execute("DROP TABLE worktrees")
+
+
+def undo_usage(db: Any) -> None:
+    """The store as a wardian from before it kept turns' token usage left it."""
+    db.execute("DROP TABLE task_usage")
+    db.execute("DROP TABLE turn_usage")
 
 
 def undo_permissions(db: Any) -> None:

@@ -76,6 +76,22 @@ def print_permission(p: dict[str, Any]) -> None:
         _indented(p["title"], "    ")
 
 
+def tokens_text(t: dict[str, Any] | None) -> str:
+    """A token usage (`TokenUsageResult`) as a person reads it; None is unknown, never 0 (docs/guide/teams.md#usage)."""
+    if t is None:
+        return "unknown"
+    cached = "cached unknown" if t["cached"] is None else f"{t['cached']} cached"
+    return f"input {t['input']} ({cached}), output {t['output']}"
+
+
+def agent_tokens_text(u: dict[str, Any] | None) -> str:
+    """An agent's usage totals (`AgentUsageResult`): the known sum, and how many turns reported none."""
+    if u is None:
+        return "unknown"
+    unknown = f"; {u['unknown_turns']} of {u['turns']} turns unknown" if u["unknown_turns"] else ""
+    return tokens_text(u["tokens"]) + unknown if u["tokens"] is not None else f"unknown ({u['turns']} turns)"
+
+
 def _indented(text: str, indent: str) -> None:
     for line in text.splitlines() or [""]:
         out(f"{indent}{line}")
@@ -140,5 +156,6 @@ def _print_task(s: dict[str, Any], task: dict[str, Any], provider: str | None = 
             "never resend it blindly")
     if task["outcome_status"]:
         out(f"  outcome    {task['outcome_status']} captured {_when(task['outcome_at'])}")
+    out(f"  tokens     {tokens_text(task.get('usage'))}")
     if f["completed_at"]:
         out(f"  completed  {_when(f['completed_at'])} reply {f['reply_id']} status {f['reply_status']}")

@@ -15,7 +15,7 @@ from typing import Any
 
 from wardian.cli.exits import EXIT_APP, EXIT_OK, exit_code_for
 from wardian.cli.output import dump, out
-from wardian.cli.records import permission_line
+from wardian.cli.records import agent_tokens_text, permission_line
 from wardian.cli.team_run import (
     Outcome,
     app_status,
@@ -121,7 +121,7 @@ def _row_data(row: Mapping[str, Any]) -> dict[str, Any]:
     return {"name": agent["name"], "provider": agent["provider"], "uuid": agent["uuid"], "status": agent["status"],
             "generation": agent["generation"], "workspace": agent["workspace"], "auth": managed.get("auth"),
             "thread_id": managed.get("thread_id"), "pending": row.get("pending", 0),
-            "in_flight": row.get("in_flight", 0), "permissions": row.get("permissions"),
+            "in_flight": row.get("in_flight", 0), "permissions": row.get("permissions"), "usage": row.get("usage"),
             "worktree": row.get("worktree")}
 
 
@@ -170,7 +170,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     agents = [_row_data(by_name[a.name]) if a.name in by_name else
               {"name": a.name, "provider": a.provider, "uuid": None, "status": None, "generation": None,
                "workspace": None if a.workspace is None else str(a.workspace), "auth": a.auth, "thread_id": None,
-               "pending": 0, "in_flight": 0, "permissions": None, "worktree": None} for a in team.agents]
+               "pending": 0, "in_flight": 0, "permissions": None, "usage": None, "worktree": None}
+              for a in team.agents]
     extras = [_row_data(r) for r in rows if r["agent"]["name"] not in named]
     if args.json:
         out(dump({"file": str(team.path), "home": str(home.root), "running": status is not None, "app": status,
@@ -187,14 +188,14 @@ def _print_status(team: Team, root: Path, status: Mapping[str, Any] | None, agen
     else:
         out(f"app running for {root} (pid {status['pid']}, version {status['version']})"
             + (f"; web console at {status['console']}" if status.get("console") else ""))
-    rows = [("NAME", "PROVIDER", "STATUS", "CREDENTIAL", "PENDING", "IN-FLIGHT", "CONVERSATION")]
+    rows = [("NAME", "PROVIDER", "STATUS", "CREDENTIAL", "PENDING", "IN-FLIGHT", "CONVERSATION", "TOKENS")]
     for a in agents:
         state = a["status"] or ("-" if status is None else "not added")
         rows.append((a["name"], a["provider"], state, a["auth"] or "default", str(a["pending"]),
-                     str(a["in_flight"]), a["thread_id"] or "-"))
+                     str(a["in_flight"]), a["thread_id"] or "-", agent_tokens_text(a["usage"])))
     for a in extras:
         rows.append((a["name"], a["provider"], f"{a['status']} (not in {team.path.name})", a["auth"] or "default",
-                     str(a["pending"]), str(a["in_flight"]), a["thread_id"] or "-"))
+                     str(a["pending"]), str(a["in_flight"]), a["thread_id"] or "-", agent_tokens_text(a["usage"])))
     table(rows)
     for a in [*agents, *extras]:
         if a.get("permissions"):

@@ -37,6 +37,7 @@ from wardian.home import Home
 from wardian.model import AgentStatus, Interaction, Party, PermissionOption
 from wardian.overrides import ValueSyntax
 from wardian.providers.capabilities import Capabilities
+from wardian.usage import TokenUsage
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +67,9 @@ class TurnOutcome:
     credentials_rejected: bool = False
     """The provider rejected the agent's credentials (a 401, "not logged in"): the turn's tasks get a `failed`
     notice saying so, and the agent shows `signed_out` until its next start."""
+    usage: TokenUsage | None = None
+    """The tokens the turn's model requests cost, as the provider reported them (None: it reported none; several
+    outcomes of one turn carry it on one of them only, so it is counted once)."""
 
 
 @dataclass(frozen=True, slots=True)

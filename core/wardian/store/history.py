@@ -26,6 +26,7 @@ from wardian.model import (
     RequestTrace,
     TaskStory,
 )
+from wardian.store import usage
 from wardian.store._sql import KINDS, STATUSES, TASK_FACT_COLS, TASK_FACT_COUNT, facts_of, party_by_id, party_of_id
 from wardian.store.engine import Store
 
@@ -97,7 +98,7 @@ def record_story(store: Store, public_id: str) -> RecordStory:
             n = TASK_FACT_COUNT
             requester = party_of_id(store.db, t[n], parties)
             task = TaskStory(facts_of(t[:n]), requester, t[n + 1], t[n + 2], STATUSES[t[n + 3]], t[n + 4], t[n + 5],
-                             t[n + 6], t[n + 7])
+                             t[n + 6], t[n + 7], usage.of_task(store, record.request_id))
             if record.kind is InteractionKind.TASK and task.facts.reply_id is not None:
                 answer = interaction(store, task.facts.reply_id)
     return RecordStory(record, delivery, task, answer)

@@ -1,7 +1,7 @@
 """The observer of one started agent: what its provider runtime reports (`ProviderRuntime.events`), persisted.
 
 Observed idle/active/turn id go to the roster; a replaced conversation to the agent's record; a permission request
-answered for nobody to `store.permissions`; a turn's outcome
+answered for nobody to `store.permissions`; a turn's token usage (unknown included) to `store.usage`; a turn's outcome
 becomes the reply of the tasks that turn carried (for a provider with an exact completion), or leaves them uncertain
 when that outcome is unknown: never guessed, never replayed. Each idle and each turn end is a dispatch opportunity.
 """
@@ -25,7 +25,7 @@ from wardian.providers.base import (
     PermissionAnswered,
     TurnOutcome,
 )
-from wardian.store import ledger, lost, permissions, roster
+from wardian.store import ledger, lost, permissions, roster, usage
 
 log = logging.getLogger("wardian.app.runtime")
 
@@ -106,6 +106,7 @@ class Observer:
             log.warning("agent %s: its provider rejected its credentials (turn %s)", handle.name, outcome.turn_id)
         async with handle.runtime.submit_lock:  # every binding of this turn is persisted by now
             request_ids = await self.writer.call(ledger.tasks_of_turn, outcome.turn_id)
+        await self.writer.call(usage.record, handle.agent_id, outcome.turn_id, outcome.usage)
         if request_ids and handle.caps.exact_completion:
             reply = outcome_reply(outcome)
             if reply is None:

@@ -30,7 +30,7 @@ from wardian.protocol.methods import (
     SendResult,
     agent_overview_result,
 )
-from wardian.store import Store, hosts, permissions, roster, worktrees
+from wardian.store import Store, hosts, permissions, roster, usage, worktrees
 from wardian.store.worktrees import Worktree
 
 if TYPE_CHECKING:
@@ -63,8 +63,9 @@ def _overview(store: Store) -> tuple[list[AgentOverview], list[HostInfo], str | 
                                      dict[int, Worktree]]:
     """`agent/overview`'s reads, in one transaction: the agents with their task counts, the hosts, the host this
     app serves, what the app keeps to start each agent (by UUID), and their worktrees (by agent id)."""
-    tallies = permissions.tallies(store)
-    rows = [replace(o, permissions=tallies.get(o.agent.id)) for o in roster.agents_overview(store)]
+    tallies, used = permissions.tallies(store), usage.by_agent(store)
+    rows = [replace(o, permissions=tallies.get(o.agent.id), usage=used.get(o.agent.id))
+            for o in roster.agents_overview(store)]
     return (rows, hosts.list_hosts(store), store.host, {m.uuid: m for m in roster.managed_agents(store)},
             worktrees.by_agent(store))
 

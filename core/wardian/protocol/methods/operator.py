@@ -21,6 +21,7 @@ from wardian.protocol.methods.base import (
     check_text,
 )
 from wardian.protocol.methods.mailbox import PermissionResult, permission_result
+from wardian.protocol.methods.usage import AgentUsageResult, agent_usage_result
 from wardian.protocol.methods.worktrees import WorktreeResult
 
 
@@ -85,6 +86,8 @@ class AgentOverviewResult(TypedDict):
     """The permission requests the app answered for nobody (docs/guide/acp.md#permissions); None when none."""
     worktree: WorktreeResult | None
     """Its git worktree's branch, commits ahead of the base and changes (docs/guide/teams.md); None: no worktree."""
+    usage: AgentUsageResult | None
+    """Its ended turns' token usage (docs/guide/teams.md#usage); None when no turn of it has ended."""
 
 
 @with_config(CLOSED)
@@ -99,7 +102,7 @@ def agent_overview_result(o: AgentOverview, *, host_live: bool = True, local: bo
             "local": local, "managed": managed_agent_result(managed) if managed is not None else None,
             "permissions": None if o.permissions is None else {"count": o.permissions.count,
                                                                "last": permission_result(o.permissions.last)},
-            "worktree": worktree}
+            "worktree": worktree, "usage": agent_usage_result(o.usage)}
 
 
 @with_config(CLOSED)

@@ -34,6 +34,7 @@ from wardian.protocol.methods.base import (
     sender_kind,
 )
 from wardian.protocol.methods.tasks import TaskFactsResult, task_facts_result
+from wardian.protocol.methods.usage import TokenUsageResult, token_usage_result
 
 # --- params ------------------------------------------------------------------------------------------------
 
@@ -93,6 +94,8 @@ class TaskStoryResult(TypedDict):
     being offered again: it was never uncertain for them."""
     rejection_note: str | None
     """The provider's words for the last of them."""
+    usage: TokenUsageResult | None
+    """The tokens of the turn that answered it (docs/guide/teams.md#usage); None: unknown, or not answered yet."""
 
 
 @with_config(CLOSED)
@@ -121,7 +124,8 @@ def record_story_result(s: RecordStory) -> RecordStoryResult:
             "requester": party_result(t.requester), "facts": task_facts_result(t.facts),
             "uncertain_reason": t.uncertain_reason, "provider_message_id": t.provider_message_id,
             "outcome_status": t.outcome_status.value if t.outcome_status else None, "outcome_at": t.outcome_at,
-            "lookup_note": t.lookup_note, "rejections": t.rejections, "rejection_note": t.rejection_note},
+            "lookup_note": t.lookup_note, "rejections": t.rejections, "rejection_note": t.rejection_note,
+            "usage": token_usage_result(t.usage)},
         "answer": None if a is None else {
             "id": a.id, "kind": a.kind.value, "status": a.status.value if a.status else None,
             "sender_kind": sender_kind(a.sender), "created_at": a.created_at, "text": a.text},

@@ -14,17 +14,33 @@ A result's meaning: `terminal_reason` `aborted_*` is an interruption whatever it
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from wardian import usage
 from wardian.providers.base import OutcomeStatus, TurnOutcome
+from wardian.usage import TokenUsage
 
 Kind = Literal["task", "note"]
 _CREDENTIALS_REFUSED = ("not logged in", "invalid api key", "authentication_error", "oauth token", "401")
 
 
+def usage_of(result: dict[str, Any]) -> TokenUsage | None:
+    """A `result`'s `usage`, the sum over its turn's model requests. The Messages API counts `input_tokens` without
+    the cached ones (`cache_read_input_tokens`, `cache_creation_input_tokens`): wardian's input adds them back."""
+    raw = result.get("usage")
+    if not isinstance(raw, dict):
+        return None
+    fresh, output = usage.count(raw.get("input_tokens")), usage.count(raw.get("output_tokens"))
+    if fresh is None or output is None:
+        return None
+    read = usage.count(raw.get("cache_read_input_tokens")) or 0
+    written = usage.count(raw.get("cache_creation_input_tokens")) or 0
+    return TokenUsage(fresh + read + written, output, read)
+
+
 def outcome_of(turn_id: str, result: dict[str, Any]) -> TurnOutcome:
-    """The outcome a `result` line gives the task of turn `turn_id`."""
+    """The outcome a `result` line gives the task of turn `turn_id` (its usage is added by `Turns.on_result`)."""
     reason = str(result.get("terminal_reason") or "")
     text = result.get("result")
     if reason.startswith("aborted"):
@@ -101,7 +117,10 @@ class Turns:
                                        or self.running[0] not in self.open)
         if ends:
             self.running = []
-        return ends, [outcome_of(uuid, result) for uuid in tasks]
+        outcomes = [outcome_of(uuid, result) for uuid in tasks]
+        if outcomes:  # the result's usage once, on its first task: a turn is counted once (docs/guide/teams.md#usage)
+            outcomes[0] = replace(outcomes[0], usage=usage_of(result))
+        return ends, outcomes
 
     def seen(self, uuid: str) -> bool:
         """Whether the stream showed the message started or answered."""

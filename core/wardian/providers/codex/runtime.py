@@ -173,6 +173,8 @@ class CodexRuntime(TurnState):
             done = m.ItemCompletedNotification.model_validate(p)
             if done.item.type == "agentMessage":
                 self._turns.completed_item(str(done.turn_id), done.item)
+        elif note.method == "thread/tokenUsage/updated":
+            self._turns.used(p)
         elif note.method == "turn/completed":
             self._turn_completed(m.TurnCompletedNotification.model_validate(p))
         elif note.method == "error":

@@ -14,9 +14,10 @@ from typing import Any, TypeVar
 
 import pydantic
 
-from wardian import errors
+from wardian import errors, usage
 from wardian.providers.base import OutcomeStatus, TurnOutcome
 from wardian.providers.codex import messages as m
+from wardian.usage import TokenUsage
 
 _OUTCOMES = {"completed": OutcomeStatus.DONE, "interrupted": OutcomeStatus.INTERRUPTED,
              "failed": OutcomeStatus.FAILED}
@@ -50,13 +51,27 @@ def final_text_of(items: TurnItems, summary: Sequence[m.ThreadItem]) -> str | No
     return None
 
 
-def turn_outcome(turn: m.Turn, items: TurnItems) -> TurnOutcome:
-    """The outcome of a completed turn: its status, and for a done turn its final answer."""
+def turn_outcome(turn: m.Turn, items: TurnItems, usage: TokenUsage | None = None) -> TurnOutcome:
+    """The outcome of a completed turn: its status, for a done turn its final answer, and its token usage."""
     status = _OUTCOMES.get(turn.status or "", OutcomeStatus.UNKNOWN)
     return TurnOutcome(
         turn_id=turn.id, status=status,
         final_text=final_text_of(items, turn.items) if status is OutcomeStatus.DONE else None,
-        error=turn.error.message if turn.error is not None and turn.error.message else None)
+        error=turn.error.message if turn.error is not None and turn.error.message else None, usage=usage)
+
+
+def request_usage(params: dict[str, Any]) -> tuple[str, TokenUsage] | None:
+    """A `thread/tokenUsage/updated` notification's turn and the usage of the model request it reports (its `last`
+    breakdown: `total` is the whole thread's). Codex counts like the Responses API: `inputTokens` includes
+    `cachedInputTokens`, `outputTokens` includes `reasoningOutputTokens`."""
+    last = (params.get("tokenUsage") or {}).get("last")
+    turn_id = params.get("turnId")
+    if not isinstance(last, dict) or not isinstance(turn_id, str):
+        return None
+    counts = [usage.count(last.get(k)) for k in ("inputTokens", "outputTokens")]
+    if counts[0] is None or counts[1] is None:
+        return None
+    return turn_id, TokenUsage(counts[0], counts[1], usage.count(last.get("cachedInputTokens")))
 
 
 class TurnBook:
@@ -66,6 +81,7 @@ class TurnBook:
 
     def __init__(self) -> None:
         self._items: dict[str, TurnItems] = {}
+        self._usage: dict[str, TokenUsage] = {}
         self._ended: deque[str] = deque(maxlen=64)
 
     def started(self, turn_id: str) -> None:
@@ -74,13 +90,20 @@ class TurnBook:
     def completed_item(self, turn_id: str, item: m.ThreadItem) -> None:
         self._items.setdefault(turn_id, TurnItems()).add(item)
 
+    def used(self, params: dict[str, Any]) -> None:
+        """A `thread/tokenUsage/updated`: one more model request of its turn, added to the turn's usage."""
+        found = request_usage(params)
+        if found is not None and found[0] not in self._ended:
+            turn_id, last = found
+            self._usage[turn_id] = self._usage[turn_id] + last if turn_id in self._usage else last
+
     def has_ended(self, turn_id: str) -> bool:
         return turn_id in self._ended
 
     def ended(self, turn: m.Turn) -> TurnOutcome:
         """The turn ended: its outcome (and its items forgotten)."""
         self._ended.append(turn.id)
-        return turn_outcome(turn, self._items.pop(turn.id, TurnItems()))
+        return turn_outcome(turn, self._items.pop(turn.id, TurnItems()), self._usage.pop(turn.id, None))
 
 
 def read_result(model: type[_R], payload: Any, method: str) -> _R:

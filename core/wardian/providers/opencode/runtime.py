@@ -211,8 +211,10 @@ class OpenCodeRuntime(TurnState):
         last = (await self._request("GET", f"/session/{self.thread_id}/message/{answers[-1]}")).json()
         if self.active_turn_id != root:
             return
+        if isinstance(last, dict) and isinstance(last.get("info"), dict):
+            self._session.took(last["info"])  # its final tokens, should its last update have been missed
         self.deactivate()
-        self.emit(outcome_of(root, last))
+        self.emit(outcome_of(root, last, self._session.usage(root)))
 
     # --- delivery -------------------------------------------------------------------------------------
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from wardian import usage
 from wardian.providers.base import OutcomeStatus, TurnOutcome
+from wardian.usage import TokenUsage, total
 
 SEEN_USER_MESSAGES = 1024  # user message ids remembered from /event, for lookups
 UNKNOWN_ROOT = "unknown"  # the root of a loop seen busy before any of its user messages
@@ -26,6 +28,7 @@ class SessionEvents:
         self.answers: dict[str, list[str]] = {}  # loop root (user msg id) -> its assistant message ids, in order
         self.last_user: str | None = None
         self.users_seen: dict[str, None] = {}  # the latest SEEN_USER_MESSAGES user message ids on /event, in order
+        self.tokens: dict[str, TokenUsage] = {}  # assistant message id -> its tokens, as last reported
 
     def take(self, event: dict[str, Any], session_id: str | None) -> Signal | None:
         """Take one event of `/event`: "busy" when the session's loop runs, "idle" when it may have ended."""
@@ -55,15 +58,47 @@ class SessionEvents:
             answers = self.answers.setdefault(str(info["parentID"]), [])
             if info.get("id") not in answers:
                 answers.append(str(info.get("id")))
+            self.took(info)
+
+    def took(self, info: dict[str, Any]) -> None:
+        """Keep an assistant message's tokens (each update reports them whole; the last one counts)."""
+        tokens = tokens_of(info)
+        if tokens is not None:
+            self.tokens[str(info.get("id"))] = tokens
+
+    def usage(self, root: str) -> TokenUsage | None:
+        """The tokens of loop `root`: the sum over the assistant messages answering it (None when one of them
+        reported none), forgotten once read."""
+        ids = self.answers.get(root) or []
+        found = [self.tokens.pop(i, None) for i in ids]
+        return None if not found or None in found else total(found)
 
     def found(self, root: str, messages: Any) -> list[str]:
         """The assistant messages answering `root` among the session's `messages` (read when events may have been
         missed), remembered when there are any."""
-        found = [str(m["info"]["id"]) for m in messages if isinstance(m, dict)
+        infos = [m["info"] for m in messages if isinstance(m, dict)
                  and (m.get("info") or {}).get("role") == "assistant" and m["info"].get("parentID") == root]
+        found = [str(info["id"]) for info in infos]
+        for info in infos:
+            self.took(info)
         if found:
             self.answers[root] = found
         return found
+
+
+def tokens_of(info: dict[str, Any]) -> TokenUsage | None:
+    """An assistant message's `tokens`. OpenCode keeps `input` without the cache's reads and writes and `output`
+    without `reasoning` (it subtracts them from what the model's API reported): wardian's counts add them back."""
+    tokens = info.get("tokens")
+    if not isinstance(tokens, dict):
+        return None
+    raw_cache = tokens.get("cache")
+    cache: dict[str, Any] = raw_cache if isinstance(raw_cache, dict) else {}
+    fresh, output = usage.count(tokens.get("input")), usage.count(tokens.get("output"))
+    if fresh is None or output is None:
+        return None
+    read, written = usage.count(cache.get("read")) or 0, usage.count(cache.get("write")) or 0
+    return TokenUsage(fresh + read + written, output + (usage.count(tokens.get("reasoning")) or 0), read)
 
 
 def credentials_rejected(error: dict[str, Any]) -> bool:
@@ -75,18 +110,18 @@ def credentials_rejected(error: dict[str, Any]) -> bool:
     return error.get("name") == "ProviderAuthError" or (error.get("name") == "APIError" and status == 401)
 
 
-def outcome_of(root: str, message: Any) -> TurnOutcome:
-    """The outcome of loop `root` from its last assistant message (`{info, parts}`)."""
+def outcome_of(root: str, message: Any, tokens: TokenUsage | None = None) -> TurnOutcome:
+    """The outcome of loop `root` from its last assistant message (`{info, parts}`), with the loop's `tokens`."""
     info = message.get("info") or {} if isinstance(message, dict) else {}
     error = info.get("error")
     if isinstance(error, dict):
         name = str(error.get("name") or "")
         detail = (error.get("data") or {}).get("message") if isinstance(error.get("data"), dict) else None
         if name == "MessageAbortedError":
-            return TurnOutcome(root, OutcomeStatus.INTERRUPTED)
+            return TurnOutcome(root, OutcomeStatus.INTERRUPTED, usage=tokens)
         return TurnOutcome(root, OutcomeStatus.FAILED, error=f"{name}: {detail}" if detail else name or "error",
-                           credentials_rejected=credentials_rejected(error))
+                           credentials_rejected=credentials_rejected(error), usage=tokens)
     parts = message.get("parts") or [] if isinstance(message, dict) else []
     texts = [str(p.get("text") or "") for p in parts if isinstance(p, dict) and p.get("type") == "text"
              and not p.get("synthetic")]
-    return TurnOutcome(root, OutcomeStatus.DONE, final_text="".join(texts))
+    return TurnOutcome(root, OutcomeStatus.DONE, final_text="".join(texts), usage=tokens)

@@ -203,8 +203,9 @@ class PiRuntime(TurnState):
         self._turn = after
         if after is None:
             self.deactivate()
-        for turn_id in (turn.turn_id, *turn.shown):
-            self.emit(replace(outcome, turn_id=turn_id))
+        self.emit(outcome)
+        for turn_id in turn.shown:  # the run's tokens are counted once, on its own turn
+            self.emit(replace(outcome, turn_id=turn_id, usage=None))
         if after is not None and self._tg is not None:
             self.activate(after.turn_id)
             self._tg.start_soon(self._continue, after)

@@ -21,10 +21,12 @@ the answer is the failure the turn's end (`hold`, `retrying`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from wardian import usage
 from wardian.providers.base import OutcomeStatus, TurnOutcome
+from wardian.usage import TokenUsage, total
 
 _CREDENTIALS_REFUSED = ("401", "unauthorized", "invalid api key", "incorrect api key", "authentication")
 
@@ -44,6 +46,20 @@ def message_text(message: dict[str, Any]) -> str:
         return content
     parts = content if isinstance(content, list) else []
     return "".join(str(p.get("text") or "") for p in parts if isinstance(p, dict) and p.get("type") == "text")
+
+
+def run_usage(messages: Any) -> TokenUsage | None:
+    """The tokens of a run: the sum of its assistant messages' `usage` (None when none reported any). Pi counts
+    `input` without the cache's reads and writes (`cacheRead`, `cacheWrite`): wardian's input adds them back."""
+    found: list[TokenUsage | None] = []
+    for message in messages if isinstance(messages, list) else []:
+        raw = message.get("usage") if isinstance(message, dict) and message.get("role") == "assistant" else None
+        if not isinstance(raw, dict):
+            continue
+        fresh, output = usage.count(raw.get("input")), usage.count(raw.get("output"))
+        read, written = usage.count(raw.get("cacheRead")) or 0, usage.count(raw.get("cacheWrite")) or 0
+        found.append(None if fresh is None or output is None else TokenUsage(fresh + read + written, output, read))
+    return total(found)
 
 
 def outcome_of(turn_id: str, message: dict[str, Any] | None) -> TurnOutcome:
@@ -86,6 +102,8 @@ class Turn:
     """Tasks steered in and not shown yet: their message text -> the turn id the app bound them to."""
     shown: list[str] = field(default_factory=list[str])
     """The turn ids of steered tasks this run showed the model: its end answers them too."""
+    tokens: TokenUsage | None = None
+    """The tokens of its runs so far (a retried run's included)."""
 
     def show(self, message: dict[str, Any]) -> None:
         """A user message Pi is giving the model (`message_start`): a steered task in it is now this run's."""
@@ -95,7 +113,8 @@ class Turn:
 
     def ended(self, event: dict[str, Any]) -> TurnOutcome | None:
         """An `agent_end`: the turn's outcome, or None when it is held for a retry that may follow."""
-        outcome = outcome_of(self.turn_id, last_assistant(event.get("messages")))
+        self.tokens = total([self.tokens, run_usage(event.get("messages"))])
+        outcome = replace(outcome_of(self.turn_id, last_assistant(event.get("messages"))), usage=self.tokens)
         if self.retry and not self.cancelling and outcome.status is OutcomeStatus.FAILED:
             self.held = outcome
             self.probes += 1
@@ -114,4 +133,4 @@ class Turn:
         held = self.held
         error = str(event.get("finalError") or (held.error if held else "") or "the model request failed")[:2000]
         return TurnOutcome(self.turn_id, OutcomeStatus.FAILED, error=error,
-                           credentials_rejected=bool(held and held.credentials_rejected))
+                           credentials_rejected=bool(held and held.credentials_rejected), usage=self.tokens)

@@ -263,6 +263,24 @@ MIGRATIONS: tuple[str, ...] = (
         created_at INTEGER NOT NULL
     ) STRICT;
     """,
+    # 17: the token usage of each ended turn (NULL counts: its provider reported none) and the tasks it answered
+    # (`store.usage`).
+    """
+    CREATE TABLE turn_usage (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        agent_id INTEGER NOT NULL REFERENCES agents(id),
+        turn_id TEXT NOT NULL,
+        input_tokens INTEGER,
+        output_tokens INTEGER,
+        cached_tokens INTEGER,
+        created_at INTEGER NOT NULL
+    ) STRICT;
+    CREATE INDEX turn_usage_agent ON turn_usage(agent_id);
+    CREATE TABLE task_usage (
+        request_id TEXT PRIMARY KEY,
+        turn_usage_id INTEGER NOT NULL REFERENCES turn_usage(id)
+    ) STRICT;
+    """,
 )
 
 
