@@ -27,6 +27,9 @@ from wardian_harness.providers.codex_home import ScriptedProvider, codex_overrid
 from wardian_harness.providers.opencode_home import ScriptedOpenCode, opencode_overrides
 from wardian_harness.providers.pi_home import pi_settings
 
+# A hang guard, not a measure: starting a real agent and running two turns took up to 55 s on a loaded 2-core
+# machine (OpenCode), too close to the suite's default 120 s under more load.
+pytestmark = pytest.mark.timeout(300)
 REPO = Path(__file__).resolve().parents[2]
 FIRST = Usage(input=1200, output=34, cached=200)
 SECOND = Usage(input=2300, output=56, cached=1100)
