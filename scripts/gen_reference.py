@@ -255,6 +255,11 @@ _MEANINGS: dict[str, str] = {
     "not_a_task": "The id names information, not a task: only tasks take a reply.",
     "not_recipient": "Only the task's assigned recipient may reply to it.",
     "already_completed": "The task already has its reply; the error names its status and reply id.",
+    "task_depth_exceeded": "The task would make its chain deeper than the team's `max_task_depth` (a task assigned "
+                           "while working on a task is its child); the error names `limit`, `depth`, "
+                           "`root_request_id` and `parent_request_id`. Nothing was admitted.",
+    "chain_budget_exceeded": "The task's chain already holds the team's `max_chain_tasks` tasks; the error names "
+                             "`limit`, `tasks`, `root_request_id` and `parent_request_id`. Nothing was admitted.",
     "missing_session": "No `WARDIAN_SESSION_ID` was given to a command or tool that acts for an agent.",
     "unknown_session": "The session is unknown to this home (or its agent was removed).",
     "session_home_mismatch": "The session belongs to another home.",

@@ -7,7 +7,8 @@ WardianError                      code: a stable snake_case string; delivery: wh
 │   ├── InvalidTarget, UnknownTarget, AmbiguousTarget, BroadcastNotAllowed
 │   ├── EmptyMessage, MessageTooLarge, InvalidText
 │   ├── InvalidLimit, InvalidTimeout, InvalidCursor, StaleCursor, InvalidStatus
-│   ├── UnknownRequest, NotATask, NotRecipient, AlreadyCompleted
+│   ├── UnknownRequest, NotATask, NotRecipient, AlreadyCompleted, DeadlineExceeded
+│   ├── TaskDepthExceeded, ChainBudgetExceeded (the loop guard: docs/guide/teams.md)
 │   ├── MissingSession, UnknownSession, SessionHomeMismatch, Unauthenticated, StaleSession
 │   ├── NotActive, Unsupported, RetiredOperation, InvalidAgentName, UnknownAgent, NotSignedIn,
 │   │   UnknownCredential, InvalidTeamFile
@@ -149,6 +150,20 @@ class NotRecipient(RequestError):
 
 class AlreadyCompleted(RequestError):
     code = "already_completed"
+
+
+class DeadlineExceeded(AlreadyCompleted):
+    """The task's deadline passed and the app ended it (`failed`, reason deadline_exceeded): a reply is too late."""
+
+    code = "deadline_exceeded"
+
+
+class TaskDepthExceeded(RequestError):
+    code = "task_depth_exceeded"
+
+
+class ChainBudgetExceeded(RequestError):
+    code = "chain_budget_exceeded"
 
 
 class MissingSession(RequestError):

@@ -14,7 +14,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple
+
+if TYPE_CHECKING:
+    from wardian.taskpolicy import TaskBounds
 
 from wardian.limits import (  # noqa: F401  (re-exported: the limits are part of the model)
     CONTROL_GRACE_MS,
@@ -203,6 +206,7 @@ class Receipt:
     recipient: Party
     created_at: int
     pushing: bool = False  # admitted for a push into the recipient's live conversation (not yet settled)
+    deadline_at: int | None = None  # a task's deadline (Unix ms), when it has one
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,6 +319,7 @@ class TaskStory:
     rejections: int = 0  # submissions the provider definitely refused (nothing accepted; offered again each time)
     rejection_note: str | None = None  # the provider's words for the last of them
     usage: TokenUsage | None = None  # the tokens of the turn that answered it (None: unknown, or not yet)
+    bounds: TaskBounds | None = None  # its deadline and its place in its chain
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,15 @@ def undo_receipts(db: Any, *, postgresql: bool) -> None:
     db.execute("DROP TABLE receipts")
 
 
+def undo_chains(db: Any) -> None:
+    """The store as a wardian from before task deadlines and chains left it."""
+    db.execute("DROP TABLE task_policy")
+    db.execute("DROP INDEX tasks_open_deadlines")
+    db.execute("DROP INDEX tasks_by_root")
+    for column in ("deadline_at", "end_reason", "parent_request_id", "root_request_id", "depth"):
+        db.execute(f"ALTER TABLE tasks DROP COLUMN {column}")
+
+
 def undo_worktrees(db: Any) -> None:
     """The store as a wardian from before it kept agents' worktrees left it (and, first, without the later token
     usage)."""
@@ -32,7 +41,9 @@ def undo_worktrees(db: Any) -> None:
 
 
 def undo_usage(db: Any) -> None:
-    """The store as a wardian from before it kept turns' token usage left it."""
+    """The store as a wardian from before it kept turns' token usage left it (and, first, without the later task
+    deadlines and chains)."""
+    undo_chains(db)
     db.execute("DROP TABLE task_usage")
     db.execute("DROP TABLE turn_usage")
 

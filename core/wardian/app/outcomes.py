@@ -40,6 +40,10 @@ def outcome_reply(outcome: TurnOutcome) -> tuple[ReplyStatus, str] | None:
             return None
 
 
+DEADLINE_NOTICE = ("Wardian: this task's deadline passed before it was answered; it failed (deadline_exceeded), its "
+                   "turn, if one still ran it, was interrupted, and a late reply from its recipient is refused.")
+
+
 def start_failure_notice(agent_name: str, code: str, message: str) -> str:
     """The text of the `failed` notice a pending task gets when its agent definitely could not be started."""
     return f"Wardian: agent {agent_name} could not be started for this task ({code}: {message})"

@@ -33,6 +33,7 @@ from wardian.limits import (
     MAX_TARGET_CHARS,
     MAX_WAIT_MS,
 )
+from wardian.taskpolicy import MAX_DEADLINE_MS, MIN_DEADLINE_MS
 
 # The largest stdio line the MCP server reads. A message of MAX_MESSAGE_BYTES whose every character
 # needs a \uXXXX escape is 6 x 64 KiB = 384 KiB of JSON, well inside this cap.
@@ -82,6 +83,15 @@ _TIMEOUT_RECEIVE: dict[str, Any] = {
     "default": 0,
     "description": f"If no record is pending, wait up to this many milliseconds for one, 0..{MAX_WAIT_MS} "
                    "(default 0, also for null: return at once).",
+}
+_DEADLINE: dict[str, Any] = {
+    "type": ["integer", "null"],
+    "minimum": MIN_DEADLINE_MS,
+    "maximum": MAX_DEADLINE_MS,
+    "description": f"Optional: milliseconds from now, {MIN_DEADLINE_MS}..{MAX_DEADLINE_MS} (1 second to 7 days), "
+                   "by which the task must be answered; then wardian ends it as failed (deadline_exceeded), "
+                   "interrupting the peer's turn that works on it. null or omitted: the team's default deadline, "
+                   "if any.",
 }
 _CURSOR_DESCRIPTIONS = {
     "cursor": "Continue reading after the batch this cursor (from an earlier receive_messages result) "
@@ -174,9 +184,13 @@ TOOLS: tuple[ToolSpec, ...] = (
             "and that reply reaches your mailbox as a record of kind \"reply\" with the same request_id: "
             "collect it with wait_agent, then receive_messages. Use send_message instead for information "
             "that needs no work. If an error says delivery \"uncertain\", the task may have been assigned: "
-            "do not resend it automatically."
+            "do not resend it automatically. With deadline_ms, the task fails (deadline_exceeded) if it is not "
+            "answered in time, and you get that failure as its answer. A task you assign while you work on a task "
+            "continues that task's chain; a chain too deep (task_depth_exceeded) or too long "
+            "(chain_budget_exceeded) is refused: then finish your task yourself."
         ),
-        input_schema=_object({"target": _TARGET, "message": _MESSAGE}, ("target", "message")),
+        input_schema=_object({"target": _TARGET, "message": _MESSAGE, "deadline_ms": _DEADLINE},
+                             ("target", "message")),
         read_only=False, destructive=False, idempotent=False, open_world=True,
     ),
     ToolSpec(

@@ -29,6 +29,7 @@ from wardian.model import (
 from wardian.store import usage
 from wardian.store._sql import KINDS, STATUSES, TASK_FACT_COLS, TASK_FACT_COUNT, facts_of, party_by_id, party_of_id
 from wardian.store.engine import Store
+from wardian.taskpolicy import Lineage, TaskBounds
 
 _T_FACT_COLS = "t." + TASK_FACT_COLS.replace(", ", ", t.")
 
@@ -91,14 +92,16 @@ def record_story(store: Store, public_id: str) -> RecordStory:
     if record.request_id is not None:
         t = store.db.execute(
             f"SELECT {TASK_FACT_COLS}, requester_id, uncertain_reason, provider_message_id, outcome_status, "
-            "outcome_at, lookup_note, rejections, rejection_note FROM tasks WHERE request_id = ?",
+            "outcome_at, lookup_note, rejections, rejection_note, deadline_at, end_reason, parent_request_id, "
+            "root_request_id, depth FROM tasks WHERE request_id = ?",
             (record.request_id,),
         ).fetchone()
         if t is not None:
             n = TASK_FACT_COUNT
             requester = party_of_id(store.db, t[n], parties)
+            bounds = TaskBounds(t[n + 8], t[n + 9], Lineage(t[n + 10], t[n + 11], t[n + 12]))
             task = TaskStory(facts_of(t[:n]), requester, t[n + 1], t[n + 2], STATUSES[t[n + 3]], t[n + 4], t[n + 5],
-                             t[n + 6], t[n + 7], usage.of_task(store, record.request_id))
+                             t[n + 6], t[n + 7], usage.of_task(store, record.request_id), bounds)
             if record.kind is InteractionKind.TASK and task.facts.reply_id is not None:
                 answer = interaction(store, task.facts.reply_id)
     return RecordStory(record, delivery, task, answer)

@@ -30,6 +30,7 @@ from wardian.model import (
 from wardian.store import ledger
 from wardian.store._sql import KINDS, STATUSES, new_public_id, now_ms, of_this_host, party_by_id, party_of
 from wardian.store.engine import Store
+from wardian.taskpolicy import Lineage
 
 INSERT_INTERACTION = ("INSERT INTO interactions (public_id, kind, sender_id, recipient_id, body, request_id, "
                       "created_at, push_state) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
@@ -56,11 +57,13 @@ UNSEEN_CONTEXT = "i.provider_delivered_at IS NOT NULL AND i.kind != 'task' AND i
 
 
 def admit(
-    store: Store, caller: Caller, recipient: Agent, kind: InteractionKind, text: str, *, push: bool = False
+    store: Store, caller: Caller, recipient: Agent, kind: InteractionKind, text: str, *, push: bool = False,
+    lineage: Lineage | None = None, deadline_ms: int | None = None,
 ) -> Receipt:
     """Commit one information or task record from `caller` to `recipient` (admission). `push` (information
     only): admitted for a push into the recipient's live conversation, hidden from receive until the push
-    settles (`push_done`, `push_released`, `push_uncertain`)."""
+    settles (`push_done`, `push_released`, `push_uncertain`). A task's `lineage` places it in its chain (None: a
+    root) and `deadline_ms` gives it a deadline that long after its admission (`store.deadlines`)."""
     assert kind in (InteractionKind.INFORMATION, InteractionKind.TASK)
     public_id = new_public_id(kind)
     created = now_ms()
@@ -80,10 +83,13 @@ def admit(
         with store.atomic():
             if task:
                 interaction_id = store.db.write(INSERT_INTERACTION_ID, values).fetchone()[0]
+                line = lineage or Lineage(None, None, 1)
                 store.db.write(
-                    "INSERT INTO tasks (interaction_id, request_id, requester_id, recipient_id, state) "
-                    "VALUES (?, ?, ?, ?, 'pending')",
-                    (interaction_id, public_id, caller.agent.id, recipient.id),
+                    "INSERT INTO tasks (interaction_id, request_id, requester_id, recipient_id, state, deadline_at, "
+                    "parent_request_id, root_request_id, depth) VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?)",
+                    (interaction_id, public_id, caller.agent.id, recipient.id,
+                     None if deadline_ms is None else created + deadline_ms, line.parent_request_id,
+                     line.root_request_id or public_id, line.depth),
                 )
             else:
                 store.db.write(INSERT_INTERACTION, values)
@@ -100,6 +106,7 @@ def admit(
         recipient=party_of(recipient),
         created_at=created,
         pushing=values[7] is not None,
+        deadline_at=None if deadline_ms is None or not task else created + deadline_ms,
     )
 
 

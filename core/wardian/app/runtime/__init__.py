@@ -12,6 +12,7 @@ launch.Launcher     start, stop and own each agent's runtime (tg.start readiness
 dispatch.Dispatcher claim -> submit -> bind each pending task; the `failed` notices of tasks that cannot start
 observe.Observer    the runtime's events -> the roster; turn outcomes -> replies
 push.PushQueue      records pushed into live conversations, at once or at the next idle
+deadlines.Deadlines the one timer that ends tasks at their deadlines
 hosts               which agents run here, and what other apps of a shared store committed
 ```
 """
@@ -26,6 +27,7 @@ import anyio.abc
 
 from wardian import errors
 from wardian.app import outcomes
+from wardian.app.runtime.deadlines import Deadlines
 from wardian.app.runtime.dispatch import Dispatcher
 from wardian.app.runtime.handle import AgentHandle, Owners
 from wardian.app.runtime.hosts import HostScope, OtherHosts, served_host
@@ -60,8 +62,9 @@ class Runtime:
         self.dispatcher = Dispatcher(writer, self.pushes)
         self.launcher = Launcher(home, writer, self.providers, self.owners, self.hosts, self.dispatcher,
                                  Observer(writer, self.pushes))
+        self.deadlines = Deadlines(writer, self.owners, self.pushes)
         self.other_hosts = OtherHosts(writer, signals, self.owners, self.pushes, self.hosts,
-                                      self.launcher.task_admitted, self.interrupt)
+                                      self._task_from_another_app, self.interrupt)
 
     @property
     def host(self) -> str | None:
@@ -75,6 +78,9 @@ class Runtime:
             self.launcher.tg = tg
             self.hosts.host = await self.writer.call(served_host)
             await self.recover()
+            # Tasks whose deadline passed while the app was down end now, before any agent starts and takes them.
+            await self.deadlines.settle()
+            await tg.start(self.deadlines.run)
             task_status.started()
             for agent_id in await self.writer.call(roster.agents_desired_on):
                 agent = await self.writer.call(roster.managed_agent, agent_id)
@@ -98,6 +104,12 @@ class Runtime:
             published = await self.writer.call(ledger.publish_outcome, request_id)
             if published is not None:
                 self.signals.notify(published.requester_uuid)
+
+    def _task_from_another_app(self, recipient_uuid: str) -> None:
+        """Another app of the shared store admitted a task for an agent of this host: a dispatch opportunity, and
+        perhaps an earlier deadline."""
+        self.deadlines.changed()
+        self.launcher.task_admitted(recipient_uuid)
 
     # --- agent start/stop ----------------------------------------------------------------------------
 

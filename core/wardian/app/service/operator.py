@@ -23,6 +23,7 @@ from wardian.protocol.methods import (
     EmptyParams,
     InterruptResult,
     OkResult,
+    OperatorFollowupParams,
     OperatorInterruptParams,
     OperatorReceiveParams,
     OperatorSendParams,
@@ -45,7 +46,7 @@ async def operator_send(app: AppService, p: OperatorSendParams) -> SendResult:
 
 
 @handlers.serves("operator/followup")
-async def operator_followup(app: AppService, p: OperatorSendParams) -> SendResult:
+async def operator_followup(app: AppService, p: OperatorFollowupParams) -> SendResult:
     return await admit(app, p, InteractionKind.TASK)
 
 

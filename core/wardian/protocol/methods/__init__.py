@@ -64,6 +64,12 @@ from wardian.protocol.methods.base import (
     party_result,
     sender_kind,
 )
+from wardian.protocol.methods.chains import (
+    OperatorFollowupParams,
+    TeamPolicyParams,
+    TeamPolicyResult,
+    team_policy_result,
+)
 from wardian.protocol.methods.mailbox import (
     LogRecordResult,
     MailboxReceiveParams,
@@ -193,6 +199,7 @@ __all__ = [
     "MessageSendParams",
     "Method",
     "OkResult",
+    "OperatorFollowupParams",
     "OperatorInterruptParams",
     "OperatorReceiveParams",
     "OperatorSendParams",
@@ -221,6 +228,8 @@ __all__ = [
     "TaskFollowupParams",
     "TaskReplyParams",
     "TaskStoryResult",
+    "TeamPolicyParams",
+    "TeamPolicyResult",
     "TimeoutField",
     "WaitResult",
     "WorktreeParams",
@@ -253,5 +262,6 @@ __all__ = [
     "send_result",
     "sender_kind",
     "task_facts_result",
+    "team_policy_result",
     "validate_result",
 ]

@@ -45,10 +45,11 @@ class SendResult(TypedDict):
     target: PartyResult
     delivery: Delivery
     created_at: int
+    deadline_at: int | None
 
 
 def send_result(r: Receipt, delivery: Delivery) -> SendResult:
     kind: Literal["information", "task"] = "task" if r.kind is InteractionKind.TASK else "information"
     return {"interaction_id": r.interaction_id, "kind": kind, "request_id": r.request_id,
             "sender": party_result(r.sender), "target": party_result(r.recipient), "delivery": delivery,
-            "created_at": r.created_at}
+            "created_at": r.created_at, "deadline_at": r.deadline_at}

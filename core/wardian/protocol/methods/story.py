@@ -16,6 +16,7 @@ from wardian.model import (
     RecordDelivery,
     RecordStory,
     RequestTrace,
+    TaskStory,
 )
 from wardian.protocol.methods.base import (
     CLOSED,
@@ -81,6 +82,33 @@ def delivery_result(d: RecordDelivery) -> DeliveryResult:
 
 
 @with_config(CLOSED)
+class TaskDeadlineResult(TypedDict):
+    deadline_at: int | None
+    end_reason: Literal["deadline_exceeded"] | None
+
+
+@with_config(CLOSED)
+class TaskChainResult(TypedDict):
+    parent_request_id: str | None
+    """The task its sender was working on when it made this one (None: a chain's root)."""
+    root_request_id: str | None
+    depth: int
+
+
+def _deadline(t: TaskStory) -> TaskDeadlineResult:
+    b = t.bounds
+    ended: Literal["deadline_exceeded"] | None = "deadline_exceeded" if b and b.end_reason else None
+    return {"deadline_at": b.deadline_at if b else None, "end_reason": ended}
+
+
+def _chain(t: TaskStory) -> TaskChainResult:
+    line = t.bounds.lineage if t.bounds else None
+    if line is None:
+        return {"parent_request_id": None, "root_request_id": None, "depth": 1}
+    return {"parent_request_id": line.parent_request_id, "root_request_id": line.root_request_id, "depth": line.depth}
+
+
+@with_config(CLOSED)
 class TaskStoryResult(TypedDict):
     requester: PartyResult
     facts: TaskFactsResult
@@ -96,6 +124,8 @@ class TaskStoryResult(TypedDict):
     """The provider's words for the last of them."""
     usage: TokenUsageResult | None
     """The tokens of the turn that answered it (docs/guide/teams.md#usage); None: unknown, or not answered yet."""
+    deadline: TaskDeadlineResult
+    chain: TaskChainResult
 
 
 @with_config(CLOSED)
@@ -125,7 +155,7 @@ def record_story_result(s: RecordStory) -> RecordStoryResult:
             "uncertain_reason": t.uncertain_reason, "provider_message_id": t.provider_message_id,
             "outcome_status": t.outcome_status.value if t.outcome_status else None, "outcome_at": t.outcome_at,
             "lookup_note": t.lookup_note, "rejections": t.rejections, "rejection_note": t.rejection_note,
-            "usage": token_usage_result(t.usage)},
+            "usage": token_usage_result(t.usage), "deadline": _deadline(t), "chain": _chain(t)},
         "answer": None if a is None else {
             "id": a.id, "kind": a.kind.value, "status": a.status.value if a.status else None,
             "sender_kind": sender_kind(a.sender), "created_at": a.created_at, "text": a.text},

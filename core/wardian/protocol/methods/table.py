@@ -21,6 +21,7 @@ from wardian import errors
 from wardian.model import DEFAULT_RECEIVE_LIMIT, MAX_MESSAGE_BYTES, MAX_RECEIVE_LIMIT, MAX_WAIT_MS
 from wardian.overrides import MAX_OVERRIDES
 from wardian.protocol.methods import agents as a
+from wardian.protocol.methods import chains as ch
 from wardian.protocol.methods import mailbox as mb
 from wardian.protocol.methods import messages as m
 from wardian.protocol.methods import operator as op
@@ -28,6 +29,13 @@ from wardian.protocol.methods import story as st
 from wardian.protocol.methods import tasks as t
 from wardian.protocol.methods import worktrees as w
 from wardian.protocol.methods.base import EmptyParams, OkResult, Params
+from wardian.taskpolicy import (
+    DEADLINE_ALLOWED,
+    DEFAULT_MAX_CHAIN_TASKS,
+    DEFAULT_MAX_TASK_DEPTH,
+    MAX_CHAIN_TASKS_LIMIT,
+    MAX_TASK_DEPTH_LIMIT,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +80,7 @@ METHODS: dict[str, Method] = {
                              "The story of a task the caller sent."),
     # The operator and the web console: the control socket's owner acts as the operator.
     "operator/send": Method(op.OperatorSendParams, m.SendResult, False, "Send information as the operator."),
-    "operator/followup": Method(op.OperatorSendParams, m.SendResult, False, "Assign a task as the operator."),
+    "operator/followup": Method(ch.OperatorFollowupParams, m.SendResult, False, "Assign a task as the operator."),
     "operator/receive": Method(op.OperatorReceiveParams, mb.ReceiveResult, False,
                                "Read and acknowledge the operator's records (replies to its tasks)."),
     "operator/interrupt": Method(op.OperatorInterruptParams, a.InterruptResult, False,
@@ -85,6 +93,8 @@ METHODS: dict[str, Method] = {
                             "A record's story with its answer's and its turn's interrupts (operator)."),
     "console/login": Method(EmptyParams, op.ConsoleLoginResult, False,
                             "A fresh one-time login URL of the web console (operator)."),
+    "team/policy": Method(ch.TeamPolicyParams, ch.TeamPolicyResult, False,
+                          "Set the team's task deadline and loop-guard limits (operator; `wardian up`)."),
 }
 
 # The first protocol's control operations, retired: they answer with `retired_operation` and never deliver.
@@ -166,6 +176,10 @@ _ALLOWED: dict[str, str] = {
     "kind": "information, task, reply, notice",
     "before": "the seq of a record of an earlier page (an integer >= 1)",
     "agent": "one agent's name or UUID",
+    "deadline_ms": DEADLINE_ALLOWED,
+    "task_deadline_ms": DEADLINE_ALLOWED,
+    "max_task_depth": f"an integer 1..{MAX_TASK_DEPTH_LIMIT}, or null for {DEFAULT_MAX_TASK_DEPTH}",
+    "max_chain_tasks": f"an integer 1..{MAX_CHAIN_TASKS_LIMIT}, or null for {DEFAULT_MAX_CHAIN_TASKS}",
 }
 _MISSING: dict[str, type[errors.RequestError]] = {
     "message": errors.EmptyMessage,

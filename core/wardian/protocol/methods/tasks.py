@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, with_config
 from typing_extensions import TypedDict
 
+from wardian.durations import check_deadline_ms
 from wardian.model import MAX_REQUEST_ID_CHARS, ReplyReceipt, TaskFacts
 from wardian.protocol.methods.base import (
     CLOSED,
@@ -22,7 +23,14 @@ from wardian.protocol.methods.messages import MessageSendParams
 
 
 class TaskFollowupParams(MessageSendParams):
-    pass
+    deadline_ms: int | None = None
+    """How long the recipient has (from admission) before the app ends the task as failed (deadline_exceeded);
+    None: the team's `task_deadline`, else none."""
+
+    @field_validator("deadline_ms")
+    @classmethod
+    def _deadline(cls, v: int | None) -> int | None:
+        return check_deadline_ms(v)
 
 
 class TaskReplyParams(SessionParams):

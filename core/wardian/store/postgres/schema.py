@@ -291,6 +291,20 @@ PG_MIGRATIONS: tuple[str, ...] = (
         turn_usage_id BIGINT NOT NULL REFERENCES turn_usage(id)
     );
     """,
+    # 12: the embedded store's migration 18: task deadlines and chains, and the team's task policy.
+    """
+    ALTER TABLE tasks ADD COLUMN deadline_at BIGINT;
+    ALTER TABLE tasks ADD COLUMN end_reason TEXT;
+    ALTER TABLE tasks ADD COLUMN parent_request_id TEXT;
+    ALTER TABLE tasks ADD COLUMN root_request_id TEXT;
+    ALTER TABLE tasks ADD COLUMN depth INTEGER NOT NULL DEFAULT 1;
+    CREATE INDEX tasks_open_deadlines ON tasks(deadline_at) WHERE deadline_at IS NOT NULL AND reply_id IS NULL;
+    CREATE INDEX tasks_by_root ON tasks(root_request_id) WHERE root_request_id IS NOT NULL;
+    CREATE TABLE task_policy (
+        key TEXT PRIMARY KEY,
+        value BIGINT
+    );
+    """,
 )
 
 

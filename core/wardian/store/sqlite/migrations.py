@@ -281,6 +281,21 @@ MIGRATIONS: tuple[str, ...] = (
         turn_usage_id INTEGER NOT NULL REFERENCES turn_usage(id)
     ) STRICT;
     """,
+    # 18: task deadlines and chains (`store.chains`): a task's deadline, why the app ended it, the task its sender was
+    # working on when it made it, its chain's root and its depth; and the team's task policy, key by key.
+    """
+    ALTER TABLE tasks ADD COLUMN deadline_at INTEGER;
+    ALTER TABLE tasks ADD COLUMN end_reason TEXT;
+    ALTER TABLE tasks ADD COLUMN parent_request_id TEXT;
+    ALTER TABLE tasks ADD COLUMN root_request_id TEXT;
+    ALTER TABLE tasks ADD COLUMN depth INTEGER NOT NULL DEFAULT 1;
+    CREATE INDEX tasks_open_deadlines ON tasks(deadline_at) WHERE deadline_at IS NOT NULL AND reply_id IS NULL;
+    CREATE INDEX tasks_by_root ON tasks(root_request_id) WHERE root_request_id IS NOT NULL;
+    CREATE TABLE task_policy (
+        key TEXT PRIMARY KEY,
+        value INTEGER
+    ) STRICT;
+    """,
 )
 
 

@@ -1,0 +1,69 @@
+"""Task deadlines and the loop guard's limits: the bounds, the team's policy as the app applies it, and a task's place
+in its chain (docs/guide/teams.md). Their checks are `wardian.durations`.
+
+Plain records and constants (stdlib only, like `wardian.model`, which holds them in a task's story): the store, the
+protocol and the edges all read them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# A deadline shorter than a second is below what one dispatch and one turn's start take; one over a week is a task
+# nobody is waiting for. Both are refused as the caller's mistake.
+MIN_DEADLINE_MS = 1_000
+MAX_DEADLINE_MS = 7 * 24 * 3600 * 1000
+DEFAULT_MAX_TASK_DEPTH = 8
+DEFAULT_MAX_CHAIN_TASKS = 64
+# The largest values a team file may give: a guard set past these guards nothing.
+MAX_TASK_DEPTH_LIMIT = 1_000
+MAX_CHAIN_TASKS_LIMIT = 100_000
+DEADLINE_ALLOWED = f"an integer {MIN_DEADLINE_MS}..{MAX_DEADLINE_MS} (milliseconds: 1 second to 7 days), or null"
+DURATION_ALLOWED = "a duration of 1s..7d, as digits and a unit (ms, s, m, h, d), e.g. 90s, 10m, 1h30m"
+
+# A duration as `wardian.durations` reads it and the team file's schema states it.
+DURATION_PATTERN = r"^\s*(?:\d{1,9}(?:ms|s|m|h|d)\s*)+$"
+
+
+@dataclass(frozen=True, slots=True)
+class TaskPolicy:
+    """What the app applies to every new task: the team file's `task_deadline`, `max_task_depth` and
+    `max_chain_tasks` (`wardian up` sets them; a home nobody set them for has the defaults)."""
+
+    task_deadline_ms: int | None = None
+    """The deadline of a task whose sender gave none; None: such a task has no deadline."""
+    max_task_depth: int = DEFAULT_MAX_TASK_DEPTH
+    max_chain_tasks: int = DEFAULT_MAX_CHAIN_TASKS
+
+
+@dataclass(frozen=True, slots=True)
+class Lineage:
+    """A new task's place in its chain: the task its sender was working on when it made this one (None: a root),
+    the chain's root request id (None: this task is the root) and its depth (a root is 1)."""
+
+    parent_request_id: str | None
+    root_request_id: str | None
+    depth: int
+
+
+@dataclass(frozen=True, slots=True)
+class TaskBounds:
+    """What a task's story tells of its deadline and its chain."""
+
+    deadline_at: int | None
+    end_reason: str | None
+    """`deadline_exceeded` when the app ended it at its deadline; None otherwise."""
+    lineage: Lineage
+
+
+@dataclass(frozen=True, slots=True)
+class Expired:
+    """A task the app ended at its deadline: its notice, and the turn still running it (None: none was)."""
+
+    request_id: str
+    requester_uuid: str
+    record_id: str | None
+    pushing: bool
+    recipient_uuid: str
+    turn_id: str | None
+    generation: int | None
