@@ -170,6 +170,37 @@ def test_up_makes_the_team_again_idempotently_restarts_what_changed_and_down_end
     assert world.wardian("status", "-f", str(world.file)).returncode == 3
 
 
+def test_up_gives_the_app_the_team_s_task_deadline_and_message_task_takes_its_own(world: World) -> None:
+    """[team] task_deadline is the deadline of a task given none; `message task --deadline` gives one of its own; a
+    file that drops the key takes the default away again at the next `up` (docs/guide/teams.md)."""
+    world.write_team({"lead": {"provider": "codex"}})
+    plain = world.file.read_text(encoding="utf-8")
+    world.file.write_text(plain.replace("[team]\n", '[team]\ntask_deadline = "45m"\nmax_task_depth = 3\n', 1),
+                          encoding="utf-8")
+    assert world.wardian("up", "-f", str(world.file)).returncode == 0
+
+    def task(*args: str) -> dict[str, Any]:
+        done = world.wardian("--home", str(world.home.root), "message", "task", "--operator", "--to", "lead",
+                             "--json", *args, "work")
+        assert done.returncode == 0, done.stderr
+        return dict(json.loads(done.stdout))
+
+    def due_in(receipt: dict[str, Any]) -> int | None:
+        return None if receipt["deadline_at"] is None else receipt["deadline_at"] - receipt["created_at"]
+
+    assert due_in(task()) == 45 * 60_000
+    assert due_in(task("--deadline", "1h30m")) == 90 * 60_000
+    bad = world.wardian("--home", str(world.home.root), "message", "task", "--operator", "--to", "lead",
+                        "--deadline", "0s", "work")
+    assert bad.returncode == 2
+    assert "invalid_arguments" in bad.stderr
+    assert "1s..7d" in bad.stderr
+    world.file.write_text(plain, encoding="utf-8")
+    assert world.wardian("up", "-f", str(world.file)).returncode == 0
+    assert due_in(task()) is None
+    assert world.wardian("down", "-f", str(world.file)).returncode == 0
+
+
 def test_one_agent_s_failed_start_is_its_own_and_the_others_start(world: World) -> None:
     world.write_team({"lead": {"provider": "codex"}, "worker": {"provider": "opencode", "auth": "nobody"}})
     done = world.wardian("up", "-f", str(world.file))

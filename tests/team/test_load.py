@@ -76,7 +76,8 @@ provider = "goose"
     with pytest.raises(TeamFileError) as caught:
         load_team(path, environ={})
     assert [str(p) for p in caught.value.problems] == [
-        f"{path}:2: team.colour: unknown key 'colour'; allowed: home, console",
+        f"{path}:2: team.colour: unknown key 'colour'; allowed: home, console, task_deadline, max_task_depth, "
+        "max_chain_tasks",
         f"{path}:6: agents.lead.mode: unknown mode 'sideways'; allowed: background, attached",
         f"{path}:9: agents.worker.provider: unknown provider 'goose'; allowed: codex, opencode, claude, qwen, "
         "gemini, pi, acp",
@@ -169,6 +170,17 @@ def test_the_guides_merged_settings_are_what_the_loader_gives(tmp_path: Path) ->
 def test_settings_are_sorted_by_key(tmp_path: Path) -> None:
     path = write(tmp_path, '[agents.a]\nprovider = "codex"\n[agents.a.settings]\n"a-b" = 1\na = 2\nb.c = 3\nab = 4\n')
     assert load_team(path, environ={}).agents[0].settings == ("a=2", "a-b=1", "ab=4", "b.c=3")
+
+
+def test_the_team_s_task_deadline_and_loop_limits_become_its_policy(tmp_path: Path) -> None:
+    """[team] task_deadline, max_task_depth and max_chain_tasks (docs/guide/teams.md); left out, the defaults."""
+    from wardian.taskpolicy import TaskPolicy
+
+    path = write(tmp_path, '[team]\ntask_deadline = "1h 30m"\nmax_task_depth = 3\nmax_chain_tasks = 20\n'
+                           '[agents.a]\nprovider = "codex"\n')
+    assert load_team(path, environ={}).policy == TaskPolicy(90 * 60_000, 3, 20)
+    path = write(tmp_path, '[agents.a]\nprovider = "codex"\n')
+    assert load_team(path, environ={}).policy == TaskPolicy(None, 8, 64)
 
 
 def test_an_agent_s_env_table_becomes_its_start_s_env_settings_sorted_by_name(tmp_path: Path) -> None:

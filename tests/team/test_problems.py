@@ -50,7 +50,20 @@ CASES = [
     ("unknown top key", "colour = 1\n" + A, ["F/wardian.toml:1: colour: unknown key 'colour'; allowed: team, "
                                              "defaults, agents"]),
     ("unknown team key", "[team]\ncolour = 1\n" + A,
-     ["F/wardian.toml:2: team.colour: unknown key 'colour'; allowed: home, console"]),
+     ["F/wardian.toml:2: team.colour: unknown key 'colour'; allowed: home, console, task_deadline, max_task_depth, "
+      "max_chain_tasks"]),
+    ("deadline not a duration", '[team]\ntask_deadline = "soon"\n' + A,
+     ["F/wardian.toml:2: team.task_deadline: task_deadline 'soon' is not a duration; allowed: a duration of 1s..7d, "
+      "as digits and a unit (ms, s, m, h, d), e.g. 90s, 10m, 1h30m"]),
+    ("deadline over a week", '[team]\ntask_deadline = "8d"\n' + A,
+     ["F/wardian.toml:2: team.task_deadline: task_deadline '8d' is outside 1s..7d; allowed: a duration of 1s..7d, "
+      "as digits and a unit (ms, s, m, h, d), e.g. 90s, 10m, 1h30m"]),
+    ("deadline a number", "[team]\ntask_deadline = 30\n" + A,
+     ['F/wardian.toml:2: team.task_deadline: must be a duration such as "30m", not int']),
+    ("depth zero", "[team]\nmax_task_depth = 0\n" + A,
+     ["F/wardian.toml:2: team.max_task_depth: must be an integer 1..1000, not 0"]),
+    ("chain budget a string", '[team]\nmax_chain_tasks = "64"\n' + A,
+     ["F/wardian.toml:2: team.max_chain_tasks: must be an integer 1..100000, not '64'"]),
     ("team not a table", "team = 5\n" + A, ["F/wardian.toml:1: team: must be a table ([team]), not an integer"]),
     ("empty home", '[team]\nhome = ""\n' + A,
      ["F/wardian.toml:2: team.home: must be a non-empty string, not an empty string"]),

@@ -4,11 +4,13 @@ WARDIAN_SESSION_ID or as the operator; and the operator's views of the home's re
 from __future__ import annotations
 
 import argparse
+import time
 
 from wardian.cli.common import Commands, client, session, text, text_args
 from wardian.cli.exits import EXIT_NOTHING, EXIT_OK
 from wardian.cli.output import dump, out
 from wardian.cli.records import party, print_log, print_records, print_story
+from wardian.durations import parse_duration
 
 # `typing` is not imported at run time: it is a sizeable part of the CLI's cold start (docs/benchmarks.md).
 TYPE_CHECKING = False
@@ -26,6 +28,10 @@ def register(commands: Commands) -> None:
         p = commands.add(message, name, func, help_)
         p.add_argument("--to", required=True, help=TARGET_HELP)
         p.add_argument("--operator", action="store_true", help=OPERATOR_HELP)
+        if name == "task":
+            p.add_argument("--deadline", default=None,
+                           help="fail the task (deadline_exceeded) unless it is answered within this long: 90s, "
+                                "10m, 1h30m (1s..7d); default: the team's task_deadline, if any")
         text_args(p)
     p = commands.add(message, "receive", cmd_message_receive, "read (and acknowledge) mailbox records")
     p.add_argument("--operator", action="store_true",
@@ -54,21 +60,29 @@ def register(commands: Commands) -> None:
 
 
 def _send(args: argparse.Namespace, method: str) -> int:
+    params: dict[str, Any]
     if args.operator:
         # As the operator: the control socket's owner; no session is involved.
         method = {"message/send": "operator/send", "task/followup": "operator/followup"}[method]
         params = {"target": args.to, "message": text(args)}
     else:
         params = {"session": session(), "target": args.to, "message": text(args)}
+    if getattr(args, "deadline", None) is not None:
+        params["deadline_ms"] = parse_duration(args.deadline)
     with client(args) as app:
         receipt = app.call(method, params)
     if args.json:
         out(dump(receipt))
     elif receipt["kind"] == "task":
-        out(f"task {receipt['request_id']} admitted for {party(receipt['target'])}")
+        due = f", due by {_when(receipt['deadline_at'])}" if receipt.get("deadline_at") else ""
+        out(f"task {receipt['request_id']} admitted for {party(receipt['target'])}{due}")
     else:
         out(f"information {receipt['interaction_id']} admitted for {party(receipt['target'])}")
     return EXIT_OK
+
+
+def _when(unix_ms: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(unix_ms / 1000))
 
 
 def cmd_message_send(args: argparse.Namespace) -> int:

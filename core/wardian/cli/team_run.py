@@ -19,6 +19,7 @@ from wardian.client import AppClient
 from wardian.console.address import parse_console_address
 from wardian.home import Home
 from wardian.home_setup import inspect_home
+from wardian.taskpolicy import TaskPolicy
 from wardian.team.state import AppMark
 
 if TYPE_CHECKING:
@@ -55,6 +56,14 @@ class Outcome:
 def overview(home: Home) -> list[dict[str, Any]]:
     with AppClient(home) as app:
         return list(app.call("agent/overview")["agents"])
+
+
+def apply_policy(home: Home, policy: TaskPolicy) -> None:
+    """Give the app the team file's task deadline and loop-guard limits, whole (a key the file leaves out is its
+    default), for the tasks admitted from now on."""
+    with AppClient(home) as app:
+        app.call("team/policy", {"task_deadline_ms": policy.task_deadline_ms, "max_task_depth": policy.max_task_depth,
+                                 "max_chain_tasks": policy.max_chain_tasks})
 
 
 def app_status(home: Home) -> dict[str, Any] | None:

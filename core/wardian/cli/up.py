@@ -19,6 +19,7 @@ from wardian.cli.records import agent_tokens_text, permission_line
 from wardian.cli.team_run import (
     Outcome,
     app_status,
+    apply_policy,
     ensure_app,
     overview,
     remove_agents,
@@ -57,6 +58,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         (sys.stderr if args.json else sys.stdout).write(f"app started for {home.root} (pid {mark.pid})\n")
     elif team.console is not None:
         _console_note(home, team.console)
+    apply_policy(home, team.policy)
     rows = overview(home)
     steps, extras = plan_team(team, rows)
     names = [s.agent.name for s in steps] + ([r["agent"]["name"] for r in extras] if args.prune else [])

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from wardian import errors
 from wardian.model import PROVIDERS
+from wardian.taskpolicy import DEFAULT_MAX_CHAIN_TASKS, DEFAULT_MAX_TASK_DEPTH
 from wardian.team.rules import capabilities
 from wardian.team.schema import AGENT_FIELDS, DEFAULTS_DOC, SCHEMA_FILE, SETTINGS_OF, TEAM_FIELDS
 
@@ -79,7 +80,10 @@ def _header(schema: bool) -> list[str]:
             "# explained in a comment; docs/reference/team-file.md lists them all. Sign in once per provider with",
             "# `wardian auth login PROVIDER`: the key stays in the home's credential store, never in this file.",
             "", "[team]", *_comment(TEAM_FIELDS["home"]), '# home = ".wardian"',
-            *_comment(TEAM_FIELDS["console"]), '# console = "127.0.0.1:8765"', ""]
+            *_comment(TEAM_FIELDS["console"]), '# console = "127.0.0.1:8765"',
+            *_comment(TEAM_FIELDS["task_deadline"]), '# task_deadline = "30m"',
+            *_comment(TEAM_FIELDS["max_task_depth"]), f"# max_task_depth = {DEFAULT_MAX_TASK_DEPTH}",
+            *_comment(TEAM_FIELDS["max_chain_tasks"]), f"# max_chain_tasks = {DEFAULT_MAX_CHAIN_TASKS}", ""]
 
 
 def _defaults(providers: Sequence[str]) -> list[str]:

@@ -14,7 +14,7 @@ from wardian import errors
 from wardian.home import ENV_HOME
 from wardian.model import PROVIDERS
 from wardian.overrides import MAX_OVERRIDES, check_command, check_env
-from wardian.team import rules
+from wardian.team import policy, rules
 from wardian.team.lines import KeyLines, scan
 from wardian.team.model import Team, TeamAgent, TeamFileError, TeamProblem
 from wardian.team.schema import AGENT_FIELDS, TEAM_FIELDS
@@ -323,7 +323,7 @@ def _check(check: _Checker, environ: Mapping[str, str]) -> Team | None:
     check.keys((), data, TOP_KEYS)
     home, console = _team(check, data, environ)
     agents = _agents(check, data, _defaults(check, data))
-    return Team(path=check.path, home=home, console=console, agents=tuple(agents))
+    return Team(check.path, home, console, tuple(agents), policy=policy.read_policy(check.on, data.get("team")))
 
 
 def load_team(path: Path, *, environ: Mapping[str, str] | None = None) -> Team:

@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from wardian import errors
+from wardian.taskpolicy import TaskPolicy
 
 DEFAULT_FILE = "wardian.toml"
+DEFAULT_POLICY = TaskPolicy()
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +56,8 @@ class Team:
     """`[team].console`: the loopback address `wardian app run --console` takes; None: no web console."""
     agents: tuple[TeamAgent, ...]
     """In the order of the file."""
+    policy: TaskPolicy = DEFAULT_POLICY
+    """`[team].task_deadline`, `max_task_depth` and `max_chain_tasks`: what `wardian up` sets (`team/policy`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from typing import Any
 
 from wardian.model import MAX_AGENT_NAME_CHARS, OPERATOR_NAME, PROVIDERS
 from wardian.protocol.tools import TOOL_NAMES
+from wardian.taskpolicy import DURATION_PATTERN, MAX_CHAIN_TASKS_LIMIT, MAX_TASK_DEPTH_LIMIT
 from wardian.team import rules
 
 SCHEMA_FILE = Path(__file__).resolve().with_name("schema.json")
@@ -26,6 +27,15 @@ TEAM_FIELDS: dict[str, str] = {
             "paths are read from this file's directory. Default: $WARDIAN_HOME, else `.wardian` beside this file.",
     "console": "Also serve the web console on this loopback address, as `wardian app run --console` takes it "
                "(`127.0.0.1:8765`, `8765`, `[::1]:8765`; port 0 picks a free one). Left out: no console.",
+    "task_deadline": "How long an agent has to answer a task whose sender gave no deadline (`followup_task`'s "
+                     "deadline_ms, `wardian message task --deadline`): a duration of 1s..7d (`90s`, `30m`, `1h30m`). "
+                     "At it wardian ends the task as failed (deadline_exceeded), interrupting the turn that works on "
+                     "it. Left out: no deadline.",
+    "max_task_depth": "The loop guard: how deep a chain of tasks may grow (a task an agent assigns while it works on "
+                      "a task is that task's child); one level more is refused with task_depth_exceeded. 1..1000, "
+                      "default 8.",
+    "max_chain_tasks": "The loop guard: how many tasks one chain (a task and every task made under it) may hold; one "
+                       "more is refused with chain_budget_exceeded. 1..100000, default 64.",
 }
 AGENT_FIELDS: dict[str, str] = {
     "provider": "Which coding agent runs it: codex, opencode, claude, qwen, gemini, pi or acp (any other agent that "
@@ -137,7 +147,13 @@ def schema() -> dict[str, Any]:
     """The schema document."""
     team = {"type": "object", "additionalProperties": False, "description": TEAM_DOC,
             "properties": {"home": {"type": "string", "minLength": 1, "description": TEAM_FIELDS["home"]},
-                           "console": {"type": "string", "minLength": 1, "description": TEAM_FIELDS["console"]}}}
+                           "console": {"type": "string", "minLength": 1, "description": TEAM_FIELDS["console"]},
+                           "task_deadline": {"type": "string", "pattern": DURATION_PATTERN,
+                                             "description": TEAM_FIELDS["task_deadline"]},
+                           "max_task_depth": {"type": "integer", "minimum": 1, "maximum": MAX_TASK_DEPTH_LIMIT,
+                                              "description": TEAM_FIELDS["max_task_depth"]},
+                           "max_chain_tasks": {"type": "integer", "minimum": 1, "maximum": MAX_CHAIN_TASKS_LIMIT,
+                                               "description": TEAM_FIELDS["max_chain_tasks"]}}}
     defaults = {"type": "object", "additionalProperties": False, "description": DEFAULTS_DOC,
                 "properties": {p: _settings_schema(p) for p in PROVIDERS}}
     agents = {"type": "object", "minProperties": 1, "description": AGENTS_DOC,
