@@ -33,6 +33,9 @@ log = logging.getLogger("wardian.app.runtime")
 MAX_NAP_S = 60.0
 # A due task whose submission may be in flight is bound within moments (claim, submit, bind); look again after this.
 IN_FLIGHT_RECHECK_S = 0.2
+# How long a turn the task was bound to may take to be observed running before the interrupt gives up on it.
+TURN_SHOWS_POLL_S = 0.1
+TURN_SHOWS_ROUNDS = 50
 
 
 class Deadlines:
@@ -86,8 +89,13 @@ class Deadlines:
         if handle is None or handle.generation != task.generation or task.turn_id is None:
             return  # its runtime is gone: the turn ended with it
         runtime = handle.runtime
-        if runtime.active_turn_id != task.turn_id:
-            return  # the turn has ended meanwhile
+        # A turn bound a moment ago may not be observed running yet: give it a bounded moment to show.
+        for _ in range(TURN_SHOWS_ROUNDS):
+            if runtime.active_turn_id == task.turn_id:
+                break
+            await anyio.sleep(TURN_SHOWS_POLL_S)
+        else:
+            return  # it ended (or never showed) meanwhile
         if not handle.caps.interrupt:
             log.warning("task %s: agent %s's provider cannot interrupt turn %s; it runs on, and its answer is not "
                         "published", task.request_id, handle.name, task.turn_id)
