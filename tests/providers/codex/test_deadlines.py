@@ -3,12 +3,14 @@ working on the task, and the task fails with reason deadline_exceeded (docs/guid
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tests.providers.codex.conftest import CodexWorld
 from tests.providers.codex.test_runtime import agent_row, wait_active, wait_reply
 from wardian import errors
-from wardian_harness.models.scripted_model import Hold
+from wardian_harness.models.scripted_model import Hold, Message, ToolCall, function_call_outputs
 
 
 def test_at_its_deadline_the_exact_turn_is_interrupted_and_the_task_fails(codex_world: CodexWorld) -> None:
@@ -44,3 +46,28 @@ def test_at_its_deadline_the_exact_turn_is_interrupted_and_the_task_fails(codex_
             break
         codex_world.app.call("mailbox/wait", {"session": lead, "timeout_ms": 20})
     assert codex_world.app.call("mailbox/wait", {"session": lead, "timeout_ms": 0})["woke"] is False
+
+
+def test_a_model_delegating_past_max_task_depth_reads_task_depth_exceeded_and_can_answer(
+        codex_world: CodexWorld) -> None:
+    """The loop guard as a model meets it: a Codex agent working on a task calls followup_task, the chain would be
+    deeper than max_task_depth, and the tool result is an error naming task_depth_exceeded and the chain's root; the
+    model then answers its own task, and the peer never got one."""
+    codex_world.app.call("team/policy", {"max_task_depth": 1})
+    _, _, lead_script = codex_world.agent("lead", approve=("followup_task",))
+    _, worker, _ = codex_world.agent("worker", start=False)
+    outputs: list[str] = []
+
+    def after_followup(body: dict[str, Any]) -> Any:
+        outputs.append(function_call_outputs(body)[-1].text)
+        return Message("I will do it myself: done.", phase="final_answer")
+
+    lead_script.add(ToolCall("followup_task", {"target": "worker", "message": "help me"}), after_followup)
+    _, human = codex_world.app.add_agent("human")
+    task = codex_world.app.call("task/followup", {"session": human, "target": "lead", "message": "do it"})
+    replies = wait_reply(codex_world, human)
+    assert [(r["kind"], r["status"], r["text"]) for r in replies] == [("reply", "done", "I will do it myself: done.")]
+    (output,) = outputs
+    assert "task_depth_exceeded" in output
+    assert task["request_id"] in output  # the chain's root
+    assert codex_world.app.call("mailbox/receive", {"session": worker})["records"] == []
