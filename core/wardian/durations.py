@@ -6,7 +6,18 @@ from __future__ import annotations
 import re
 
 from wardian import errors
-from wardian.taskpolicy import DEADLINE_ALLOWED, DURATION_ALLOWED, DURATION_PATTERN, MAX_DEADLINE_MS, MIN_DEADLINE_MS
+
+# Stdlib and `errors` only: `wardian message task --deadline` parses here, and a CLI command's cold start imports
+# nothing more (tests/cli/test_cold_start.py).
+
+# A deadline shorter than a second is below what one dispatch and one turn's start take; one over a week is a task
+# nobody is waiting for. Both are refused as the caller's mistake.
+MIN_DEADLINE_MS = 1_000
+MAX_DEADLINE_MS = 7 * 24 * 3600 * 1000
+DEADLINE_ALLOWED = f"an integer {MIN_DEADLINE_MS}..{MAX_DEADLINE_MS} (milliseconds: 1 second to 7 days), or null"
+DURATION_ALLOWED = "a duration of 1s..7d, as digits and a unit (ms, s, m, h, d), e.g. 90s, 10m, 1h30m"
+# A duration as `parse_duration` reads it and the team file's schema states it.
+DURATION_PATTERN = r"^\s*(?:\d{1,9}(?:ms|s|m|h|d)\s*)+$"
 
 _UNITS_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _PART = re.compile(r"(\d{1,9})(ms|s|m|h|d)")

@@ -1,5 +1,5 @@
 """Task deadlines and the loop guard's limits: the bounds, the team's policy as the app applies it, and a task's place
-in its chain (docs/guide/teams.md). Their checks are `wardian.durations`.
+in its chain (docs/guide/teams.md). A deadline's bounds and checks are `wardian.durations`.
 
 Plain records and constants (stdlib only, like `wardian.model`, which holds them in a task's story): the store, the
 protocol and the edges all read them.
@@ -9,20 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# A deadline shorter than a second is below what one dispatch and one turn's start take; one over a week is a task
-# nobody is waiting for. Both are refused as the caller's mistake.
-MIN_DEADLINE_MS = 1_000
-MAX_DEADLINE_MS = 7 * 24 * 3600 * 1000
 DEFAULT_MAX_TASK_DEPTH = 8
 DEFAULT_MAX_CHAIN_TASKS = 64
 # The largest values a team file may give: a guard set past these guards nothing.
 MAX_TASK_DEPTH_LIMIT = 1_000
 MAX_CHAIN_TASKS_LIMIT = 100_000
-DEADLINE_ALLOWED = f"an integer {MIN_DEADLINE_MS}..{MAX_DEADLINE_MS} (milliseconds: 1 second to 7 days), or null"
-DURATION_ALLOWED = "a duration of 1s..7d, as digits and a unit (ms, s, m, h, d), e.g. 90s, 10m, 1h30m"
-
-# A duration as `wardian.durations` reads it and the team file's schema states it.
-DURATION_PATTERN = r"^\s*(?:\d{1,9}(?:ms|s|m|h|d)\s*)+$"
 
 
 @dataclass(frozen=True, slots=True)

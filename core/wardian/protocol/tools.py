@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wardian import errors
+from wardian.durations import MAX_DEADLINE_MS, MIN_DEADLINE_MS
 from wardian.limits import (
     DEFAULT_RECEIVE_LIMIT,
     DEFAULT_WAIT_MS,
@@ -33,7 +34,6 @@ from wardian.limits import (
     MAX_TARGET_CHARS,
     MAX_WAIT_MS,
 )
-from wardian.taskpolicy import MAX_DEADLINE_MS, MIN_DEADLINE_MS
 
 # The largest stdio line the MCP server reads. A message of MAX_MESSAGE_BYTES whose every character
 # needs a \uXXXX escape is 6 x 64 KiB = 384 KiB of JSON, well inside this cap.

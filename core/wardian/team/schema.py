@@ -14,9 +14,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from wardian.durations import DURATION_PATTERN
 from wardian.model import MAX_AGENT_NAME_CHARS, OPERATOR_NAME, PROVIDERS
 from wardian.protocol.tools import TOOL_NAMES
-from wardian.taskpolicy import DURATION_PATTERN, MAX_CHAIN_TASKS_LIMIT, MAX_TASK_DEPTH_LIMIT
+from wardian.taskpolicy import MAX_CHAIN_TASKS_LIMIT, MAX_TASK_DEPTH_LIMIT
 from wardian.team import rules
 
 SCHEMA_FILE = Path(__file__).resolve().with_name("schema.json")

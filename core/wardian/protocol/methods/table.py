@@ -18,6 +18,7 @@ from typing import Any, Generic, TypeVar, cast
 from pydantic import TypeAdapter, ValidationError
 
 from wardian import errors
+from wardian.durations import DEADLINE_ALLOWED
 from wardian.model import DEFAULT_RECEIVE_LIMIT, MAX_MESSAGE_BYTES, MAX_RECEIVE_LIMIT, MAX_WAIT_MS
 from wardian.overrides import MAX_OVERRIDES
 from wardian.protocol.methods import agents as a
@@ -30,7 +31,6 @@ from wardian.protocol.methods import tasks as t
 from wardian.protocol.methods import worktrees as w
 from wardian.protocol.methods.base import EmptyParams, OkResult, Params
 from wardian.taskpolicy import (
-    DEADLINE_ALLOWED,
     DEFAULT_MAX_CHAIN_TASKS,
     DEFAULT_MAX_TASK_DEPTH,
     MAX_CHAIN_TASKS_LIMIT,
