@@ -36,6 +36,7 @@ from wardian.auth.model import Credential
 from wardian.home import Home
 from wardian.model import AgentStatus, Interaction, Party, PermissionOption
 from wardian.overrides import ValueSyntax
+from wardian.providers.approvals import ApprovalAsked
 from wardian.providers.capabilities import Capabilities
 from wardian.usage import TokenUsage
 
@@ -114,7 +115,8 @@ class HistoryReplayed:
     answers: Mapping[str, str | None]
 
 
-ProviderEvent = StateChange | TurnOutcome | ConversationReplaced | PermissionAnswered | HistoryReplayed
+ProviderEvent = (StateChange | TurnOutcome | ConversationReplaced | PermissionAnswered | HistoryReplayed
+                 | ApprovalAsked)
 
 
 @dataclass(frozen=True, slots=True)

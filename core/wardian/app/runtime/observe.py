@@ -18,6 +18,7 @@ from wardian.app.writer import StoreWriter
 from wardian.faults import crashpoint
 from wardian.model import AgentStatus
 from wardian.providers import StateChange
+from wardian.providers.approvals import ApprovalAsked, Decision
 from wardian.providers.base import (
     ConversationReplaced,
     HistoryReplayed,
@@ -43,6 +44,8 @@ class Observer:
                     await self._replaced(handle, event)
                 elif isinstance(event, PermissionAnswered):
                     await self._permission(handle, event)
+                elif isinstance(event, ApprovalAsked):
+                    await self._asked(handle, event)
                 elif isinstance(event, HistoryReplayed):
                     await self._replayed(handle, event)
                 elif isinstance(event, StateChange):
@@ -64,6 +67,13 @@ class Observer:
                                event.turn_id, event.tool, event.title, event.options, event.answer)
         log.warning("agent %s asked to run %s (%s); %s: nobody may answer it here", handle.name, event.tool,
                     ", ".join(request_ids) or "no task", event.answer)
+
+    async def _asked(self, handle: AgentHandle, event: ApprovalAsked) -> None:
+        """A request nobody may answer here: denied at once, and kept like a `PermissionAnswered`."""
+        ask = event.ask
+        event.reply.answer(Decision(allow=False, reason="nobody may approve this here"))
+        await self._permission(handle, PermissionAnswered(ask.turn_id, ask.tool or ask.kind, ask.summary,
+                                                          ask.options, "rejected"))
 
     async def _replayed(self, handle: AgentHandle, event: HistoryReplayed) -> None:
         """Settle from the replayed history the tasks a killed app lost in this conversation: an answered turn's
