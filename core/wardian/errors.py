@@ -11,7 +11,7 @@ WardianError                      code: a stable snake_case string; delivery: wh
 │   ├── TaskDepthExceeded, ChainBudgetExceeded (the loop guard: docs/guide/teams.md)
 │   ├── MissingSession, UnknownSession, SessionHomeMismatch, Unauthenticated, StaleSession
 │   ├── NotActive, Unsupported, RetiredOperation, InvalidAgentName, UnknownAgent, NotSignedIn,
-│   │   UnknownCredential, InvalidTeamFile
+│   │   UnknownCredential, InvalidTeamFile, UnknownApproval, ApprovalEnded
 │   ├── NotAGitRepository, BranchCheckedOut, WorktreePathTaken, WorktreeDirty, GitNotFound, GitFailed
 ├── Rejected                      definitely not admitted; the app may offer the work again (StaleTurn,
 │                                 ConversationGone, ProviderRefused, ProviderUnavailable, ...)
@@ -278,6 +278,18 @@ class GitFailed(RequestError):
     """git refused or did not answer in time (its message says why); nothing wardian did was kept."""
 
     code = "git_failed"
+
+
+class UnknownApproval(RequestError):
+    """No approval of this home has that `apr_…` id."""
+
+    code = "unknown_approval"
+
+
+class ApprovalEnded(RequestError):
+    """The approval already ended (answered, expired or withdrawn); nothing changed. The error names its status."""
+
+    code = "approval_ended"
 
 
 class MethodNotFound(RequestError):

@@ -16,9 +16,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
-if TYPE_CHECKING:
-    from wardian.taskpolicy import TaskBounds
-
 from wardian.limits import (  # noqa: F401  (re-exported: the limits are part of the model)
     CONTROL_GRACE_MS,
     DEFAULT_RECEIVE_LIMIT,
@@ -38,6 +35,10 @@ from wardian.limits import (  # noqa: F401  (re-exported: the limits are part of
     PROTOCOL_VERSION,
 )
 from wardian.usage import AgentUsage, TokenUsage
+
+if TYPE_CHECKING:
+    from wardian.approvals import ApprovalTally  # it extends this module (and imports it)
+    from wardian.taskpolicy import TaskBounds
 
 
 class InteractionKind(StrEnum):
@@ -353,41 +354,13 @@ class PermissionOption(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
-class PermissionRequest:
-    """An agent asked to run a tool and the app answered it, recorded for the person to see (docs/guide/acp.md#
-    permissions): today only the requests nobody may answer, rejected."""
-
-    id: int
-    agent: Party
-    request_id: str | None
-    """The task (`ask_…`) whose turn asked, when the turn was on one."""
-    turn_id: str | None
-    tool: str
-    """The tool asked for (`mcp__wardian__reply`, Qwen Code's `run_shell_command`), as the agent named it."""
-    title: str
-    """The agent's own words for the call (its command line, its arguments)."""
-    options: tuple[PermissionOption, ...]
-    answer: str
-    """`rejected` (the reject option was chosen, or none was offered)."""
-    created_at: int
-
-
-@dataclass(frozen=True, slots=True)
-class PermissionTally:
-    """An agent's recorded permission requests: how many, and the newest."""
-
-    count: int
-    last: PermissionRequest
-
-
-@dataclass(frozen=True, slots=True)
 class AgentOverview:
     """An agent as the console's agents page shows it: the agent and its open tasks (docs/guide/console.md#pages)."""
 
     agent: Agent
     pending: int  # admitted, not yet claimed by a receive or a dispatch
     in_flight: int  # claimed or submitted, not yet completed
-    permissions: PermissionTally | None = None  # the permission requests the app rejected for it (None: none)
+    approvals: ApprovalTally | None = None  # its approvals (docs/guide/approvals.md; None: none)
     usage: AgentUsage | None = None  # its ended turns' token usage (None: no turn of it has ended)
 
 

@@ -5,6 +5,7 @@ store migrated from the per-record mark keeps every record's receipt."""
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
 from tests.store.conftest import Backend
@@ -12,6 +13,8 @@ from tests.store.test_store import caller_for
 from wardian.model import InteractionKind
 from wardian.store import Store, history, mailbox, roster
 from wardian.store import testing as store_testing
+from wardian.store.postgres.schema import PG_MIGRATIONS
+from wardian.store.sqlite.migrations import MIGRATIONS
 
 
 def undo_receipts(db: Any, *, postgresql: bool) -> None:
@@ -24,8 +27,23 @@ def undo_receipts(db: Any, *, postgresql: bool) -> None:
     db.execute("DROP TABLE receipts")
 
 
+def undo_approvals(db: Any) -> None:
+    """The store as a wardian from before approvals left it: the permission requests' table back, empty, and no
+    approval policy column on the agents."""
+    embedded = isinstance(db, sqlite3.Connection)
+    db.execute("DROP TABLE approvals")
+    db.execute("ALTER TABLE agents DROP COLUMN approvals")
+    db.execute("ALTER TABLE agents DROP COLUMN approval_timeout_ms")
+    if embedded:
+        db.executescript(MIGRATIONS[14])
+    else:
+        db.execute(PG_MIGRATIONS[8])
+
+
 def undo_chains(db: Any) -> None:
-    """The store as a wardian from before task deadlines and chains left it."""
+    """The store as a wardian from before task deadlines and chains left it (and, first, without the later
+    approvals)."""
+    undo_approvals(db)
     db.execute("DROP TABLE task_policy")
     db.execute("DROP INDEX tasks_open_deadlines")
     db.execute("DROP INDEX tasks_by_root")

@@ -53,7 +53,8 @@ __all__ = ["EXIT_APP", "EXIT_HOME", "EXIT_INTERNAL", "EXIT_NOTHING", "EXIT_NOT_F
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("app", ("app",)), ("team", ("init", "up", "down", "status")), ("store", ("store",)), ("auth", ("auth",)),
     ("agent", ("agent",)),
-    ("message", ("message",)), ("console", ("console",)), ("mcp", ("mcp",)), ("codex", ("codex",)),
+    ("message", ("message",)), ("approval", ("approval",)), ("console", ("console",)), ("mcp", ("mcp",)),
+    ("codex", ("codex",)),
     ("opencode", ("opencode",)), ("claude", ("claude",)), ("pi", ("pi",)), ("demo", ("demo",)),
     ("retired", ("send", "ask")),
 )

@@ -79,6 +79,11 @@ def _start_parser(p: argparse.ArgumentParser) -> None:
                    "home, Claude Code runs them without asking")
     p.add_argument("--auth", default=None, metavar="NAME",
                    help=AUTH_HELP + "; kept for later starts (`--auth default` goes back to the default)")
+    p.add_argument("--approvals", choices=("person", "lead", "deny"), default=None,
+                   help="who answers the agent's permission requests: a person (`wardian approval`), the lead that "
+                   "sent its task, or nobody (deny, the first default); kept for later starts")
+    p.add_argument("--approval-timeout", dest="approval_timeout", type=float, default=None, metavar="SECONDS",
+                   help="how long an approval waits for its answer before it is denied (first default 600); kept")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for the conversation")
 
 
@@ -150,6 +155,10 @@ def cmd_agent_start(args: argparse.Namespace) -> int:
         params["reset_settings"] = True
     if args.auth is not None:
         params["auth"] = args.auth
+    if args.approvals is not None:
+        params["approvals"] = args.approvals
+    if args.approval_timeout is not None:
+        params["approval_timeout_ms"] = round(args.approval_timeout * 1000)
     with client(args) as app:
         # Codex may index a long history before the conversation is ready: no short deadline here.
         result = app.call("agent/start", params, timeout_s=args.timeout)

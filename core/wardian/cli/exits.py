@@ -16,7 +16,7 @@ EXIT_NOTHING = 8
 EXIT_NOT_SIGNED_IN = 9
 
 _NOT_FOUND = (errors.UnknownTarget, errors.UnknownAgent, errors.UnknownRequest, errors.UnknownSession,
-              errors.SessionHomeMismatch, errors.StaleSession, errors.UnknownCredential)
+              errors.SessionHomeMismatch, errors.StaleSession, errors.UnknownCredential, errors.UnknownApproval)
 
 
 def exit_code_for(exc: errors.WardianError) -> int:

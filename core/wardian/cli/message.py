@@ -160,7 +160,7 @@ def cmd_message_log(args: argparse.Namespace) -> int:
     if args.json:
         out(dump(result))
     else:
-        print_log(result["records"], result.get("permissions", []))
+        print_log(result["records"], result.get("approvals", []))
     return EXIT_OK
 
 

@@ -49,31 +49,41 @@ def print_records(records: list[dict[str, Any]]) -> None:
         _indented(r["text"], "    ")
 
 
-def print_log(records: list[dict[str, Any]], permissions: list[dict[str, Any]]) -> None:
-    """`message log`: the records in the store's order, each permission request answered for nobody among them by
-    its time."""
-    asked = list(permissions)
+def print_log(records: list[dict[str, Any]], approvals: list[dict[str, Any]]) -> None:
+    """`message log`: the records in the store's order, each approval among them by its time."""
+    asked = list(approvals)
     for r in records:
         while asked and asked[0]["created_at"] < r["created_at"]:
-            print_permission(asked.pop(0))
+            print_approval(asked.pop(0))
         print_records([r])
-    for p in asked:
-        print_permission(p)
+    for a in asked:
+        print_approval(a)
 
 
-def permission_line(p: dict[str, Any]) -> str:
-    """One permission request as a line (`message log`, `wardian status`)."""
-    head = f"[permission] {p['id']} {p['agent']['name']} asked to run {p['tool']}"
-    if p.get("request_id"):
-        head += f" re {p['request_id']}"
-    offered = ", ".join(f"{o['name']} ({o['kind']})" for o in p["options"]) or "none"
-    return f"{head}: {p['answer']}, nobody may answer it here; offered: {offered}"
+def approval_line(a: dict[str, Any]) -> str:
+    """One approval as a line (`message log`, `approval list`, `wardian status`)."""
+    head = f"[approval] {a['approval_id']} {a['agent']['name']} asks to {a['summary'].splitlines()[0][:200]}"
+    if a.get("request_id"):
+        head += f" re {a['request_id']}"
+    if a["status"] == "pending":
+        who = "a person" if a.get("answerer") is None else a["answerer"]["name"]
+        return f"{head}: pending, for {who} to answer"
+    by = f" by {a['decided_by']}" if a.get("decided_by") else ""
+    return f"{head}: {a['status']}{' always' if a.get('always') else ''}{by}"
 
 
-def print_permission(p: dict[str, Any]) -> None:
-    out(permission_line(p))
-    if p.get("title"):
-        _indented(p["title"], "    ")
+def print_approval(a: dict[str, Any]) -> None:
+    """An approval: its line, then what was asked and offered."""
+    out(approval_line(a))
+    if a.get("tool"):
+        out(f"    tool: {a['tool']}")
+    for key in ("command", "cwd", "files", "diff_summary"):
+        if a["detail"].get(key):
+            out(f"    {key}: {a['detail'][key]}")
+    offered = ", ".join(f"{o['name'] or o['option_id']} ({o['kind']})" for o in a["options"]) or "none"
+    out(f"    offered: {offered}; policy: {a['policy']}")
+    if a.get("reason"):
+        out(f"    reason: {a['reason']}")
 
 
 def tokens_text(t: dict[str, Any] | None) -> str:

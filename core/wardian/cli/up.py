@@ -15,7 +15,7 @@ from typing import Any
 
 from wardian.cli.exits import EXIT_APP, EXIT_OK, exit_code_for
 from wardian.cli.output import dump, out
-from wardian.cli.records import agent_tokens_text, permission_line
+from wardian.cli.records import agent_tokens_text, approval_line
 from wardian.cli.team_run import (
     Outcome,
     app_status,
@@ -123,7 +123,7 @@ def _row_data(row: Mapping[str, Any]) -> dict[str, Any]:
     return {"name": agent["name"], "provider": agent["provider"], "uuid": agent["uuid"], "status": agent["status"],
             "generation": agent["generation"], "workspace": agent["workspace"], "auth": managed.get("auth"),
             "thread_id": managed.get("thread_id"), "pending": row.get("pending", 0),
-            "in_flight": row.get("in_flight", 0), "permissions": row.get("permissions"), "usage": row.get("usage"),
+            "in_flight": row.get("in_flight", 0), "approvals": row.get("approvals"), "usage": row.get("usage"),
             "worktree": row.get("worktree")}
 
 
@@ -172,7 +172,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     agents = [_row_data(by_name[a.name]) if a.name in by_name else
               {"name": a.name, "provider": a.provider, "uuid": None, "status": None, "generation": None,
                "workspace": None if a.workspace is None else str(a.workspace), "auth": a.auth, "thread_id": None,
-               "pending": 0, "in_flight": 0, "permissions": None, "usage": None, "worktree": None}
+               "pending": 0, "in_flight": 0, "approvals": None, "usage": None, "worktree": None}
               for a in team.agents]
     extras = [_row_data(r) for r in rows if r["agent"]["name"] not in named]
     if args.json:
@@ -200,11 +200,11 @@ def _print_status(team: Team, root: Path, status: Mapping[str, Any] | None, agen
                      str(a["pending"]), str(a["in_flight"]), a["thread_id"] or "-", agent_tokens_text(a["usage"])))
     table(rows)
     for a in [*agents, *extras]:
-        if a.get("permissions"):
-            tally = a["permissions"]
-            out(f"{a['name']}: {tally['count']} permission request(s) refused, nobody may answer them here "
-                "(`wardian message log`); the last:")
-            out("  " + permission_line(tally["last"]))
+        if a.get("approvals"):
+            tally = a["approvals"]
+            out(f"{a['name']}: {tally['count']} approval(s), {tally['pending']} pending (`wardian approval list`); "
+                "the last:")
+            out("  " + approval_line(tally["last"]))
     for a in [*agents, *extras]:
         if a.get("worktree"):
             out(f"{a['name']}: {worktree_line(a['worktree'])}")

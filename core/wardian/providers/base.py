@@ -34,7 +34,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 from wardian.auth.model import Credential
 from wardian.home import Home
-from wardian.model import AgentStatus, Interaction, Party, PermissionOption
+from wardian.model import AgentStatus, Interaction, Party
 from wardian.overrides import ValueSyntax
 from wardian.providers.approvals import ApprovalAsked
 from wardian.providers.capabilities import Capabilities
@@ -93,19 +93,6 @@ class ConversationReplaced:
 
 
 @dataclass(frozen=True, slots=True)
-class PermissionAnswered:
-    """The agent asked to run a tool, and the runtime answered for nobody (no grant covers it, no person may answer
-    here): what was asked, what was offered and the answer, for the app to record where the person sees it."""
-
-    turn_id: str | None
-    """The turn that asked (the app finds its tasks); None outside a turn."""
-    tool: str
-    title: str
-    options: tuple[PermissionOption, ...]
-    answer: str
-
-
-@dataclass(frozen=True, slots=True)
 class HistoryReplayed:
     """The agent resumed conversation `thread_id` and showed its history: per task (request id) the history shows,
     the final text of its answered turn, or None when the history shows it taken but not answered. The app settles
@@ -115,8 +102,7 @@ class HistoryReplayed:
     answers: Mapping[str, str | None]
 
 
-ProviderEvent = (StateChange | TurnOutcome | ConversationReplaced | PermissionAnswered | HistoryReplayed
-                 | ApprovalAsked)
+ProviderEvent = StateChange | TurnOutcome | ConversationReplaced | HistoryReplayed | ApprovalAsked
 
 
 @dataclass(frozen=True, slots=True)

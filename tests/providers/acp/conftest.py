@@ -32,17 +32,18 @@ class AcpApp:
     command: list[str] | None = None
     """A generic ACP agent's command line (provider `acp`)."""
 
-    def agent(self, name: str, *, start: bool = True,
-              approve: list[str] | None = None) -> tuple[dict[str, Any], str, AgentScript]:
+    def agent(self, name: str, *, start: bool = True, approve: list[str] | None = None,
+              **approvals: Any) -> tuple[dict[str, Any], str, AgentScript]:
         agent, token = self.app.add_agent(name, self.provider, self.command)
         script = self.model.agent(name)
         if start:
-            self.start(name, approve=approve)
+            self.start(name, approve=approve, **approvals)
         return agent, token, script
 
-    def start(self, name: str, *, approve: list[str] | None = None) -> dict[str, Any]:
+    def start(self, name: str, *, approve: list[str] | None = None, **approvals: Any) -> dict[str, Any]:
+        """`approvals`: the start's `approvals` and `approval_timeout_ms` (docs/guide/approvals.md)."""
         config, env = acp_launch(self.provider, self.model.agent(name).base_url)
-        params = {"agent": name, "approve_tools": approve or [], "config": config, "env": env}
+        params = {"agent": name, "approve_tools": approve or [], "config": config, "env": env, **approvals}
         return dict(self.app.call("agent/start", params, timeout_s=300))
 
     def restart_app(self) -> None:

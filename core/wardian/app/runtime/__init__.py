@@ -27,6 +27,7 @@ import anyio.abc
 
 from wardian import errors
 from wardian.app import outcomes
+from wardian.app.runtime.approvals import Approvals
 from wardian.app.runtime.deadlines import Deadlines
 from wardian.app.runtime.dispatch import Dispatcher
 from wardian.app.runtime.handle import AgentHandle, Owners
@@ -39,7 +40,7 @@ from wardian.app.signals import MailboxSignals
 from wardian.app.writer import StoreWriter
 from wardian.home import Home
 from wardian.providers import Provider
-from wardian.store import ledger, mailbox, roster
+from wardian.store import approvals, ledger, mailbox, roster
 
 log = logging.getLogger("wardian.app.runtime")
 
@@ -60,8 +61,9 @@ class Runtime:
         self.hosts = HostScope()
         self.pushes = PushQueue(writer, signals, self.owners)
         self.dispatcher = Dispatcher(writer, self.pushes)
+        self.approvals = Approvals(writer)
         self.launcher = Launcher(home, writer, self.providers, self.owners, self.hosts, self.dispatcher,
-                                 Observer(writer, self.pushes))
+                                 Observer(writer, self.pushes, self.approvals))
         self.deadlines = Deadlines(writer, self.owners, self.pushes)
         self.other_hosts = OtherHosts(writer, signals, self.owners, self.pushes, self.hosts,
                                       self._task_from_another_app, self.interrupt)
@@ -91,6 +93,10 @@ class Runtime:
         """Startup: mark bindings whose observation was lost uncertain, then let their providers settle them from
         their own records (`lost`); publish captured outcomes once."""
         await self.writer.call(roster.reset_observed_state)
+        # The processes that asked are gone: their requests take no answer, never one (docs/guide/approvals.md).
+        withdrawn = await self.writer.call(approvals.withdraw_pending, None, "restart")
+        if withdrawn:
+            log.warning("approvals withdrawn after a restart: %s", ", ".join(withdrawn))
         lost = await self.writer.call(ledger.mark_lost_bindings_uncertain, outcomes.RESTART_LOST)
         if lost:
             log.warning("marked %d deliveries uncertain after a restart: %s", len(lost), ", ".join(lost))

@@ -33,7 +33,7 @@ from wardian.model import AgentStatus, ManagedAgent
 from wardian.overrides import check_override, env_mapping
 from wardian.providers import Capabilities, LaunchSpec, Provider
 from wardian.providers.base import CommandProvider, ProviderInfo
-from wardian.store import Store, ledger, roster, worktrees
+from wardian.store import Store, approvals, ledger, roster, worktrees
 
 log = logging.getLogger("wardian.app.runtime")
 
@@ -276,6 +276,9 @@ class Launcher:
             lost = await self.writer.call(ledger.mark_generation_lost, handle.agent_id, handle.generation,
                                           outcomes.runtime_lost(handle.generation))
             handle.lost = lost
+            withdrawn = await self.writer.call(approvals.withdraw_pending, handle.agent_id, "provider")
+            if withdrawn:
+                log.warning("runtime of %s ended; approvals withdrawn: %s", handle.name, ", ".join(withdrawn))
             if lost:
                 log.warning("runtime of %s ended; deliveries marked uncertain: %s", handle.name, ", ".join(lost))
         handle.done.set()

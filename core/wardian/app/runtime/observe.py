@@ -1,7 +1,7 @@
 """The observer of one started agent: what its provider runtime reports (`ProviderRuntime.events`), persisted.
 
 Observed idle/active/turn id go to the roster; a replaced conversation to the agent's record; a permission request
-answered for nobody to `store.permissions`; a turn's token usage (unknown included) to `store.usage`; a turn's outcome
+to an approval (`approvals`); a turn's token usage (unknown included) to `store.usage`; a turn's outcome
 becomes the reply of the tasks that turn carried (for a provider with an exact completion), or leaves them uncertain
 when that outcome is unknown: never guessed, never replayed. Each idle and each turn end is a dispatch opportunity.
 """
@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import logging
 
+from wardian import errors
 from wardian.app import outcomes
 from wardian.app.outcomes import outcome_reply
+from wardian.app.runtime.approvals import Approvals
 from wardian.app.runtime.handle import AgentHandle
 from wardian.app.runtime.push import PushQueue
 from wardian.app.writer import StoreWriter
@@ -23,18 +25,18 @@ from wardian.providers.base import (
     ConversationReplaced,
     HistoryReplayed,
     OutcomeStatus,
-    PermissionAnswered,
     TurnOutcome,
 )
-from wardian.store import ledger, lost, permissions, roster, usage
+from wardian.store import ledger, lost, roster, usage
 
 log = logging.getLogger("wardian.app.runtime")
 
 
 class Observer:
-    def __init__(self, writer: StoreWriter, pushes: PushQueue) -> None:
+    def __init__(self, writer: StoreWriter, pushes: PushQueue, approvals: Approvals) -> None:
         self.writer = writer
         self.pushes = pushes
+        self.approvals = approvals
 
     async def run(self, handle: AgentHandle) -> None:
         """Persist each event of the agent's runtime, in order, until its stream ends."""
@@ -42,8 +44,6 @@ class Observer:
             async for event in handle.runtime.events:
                 if isinstance(event, ConversationReplaced):
                     await self._replaced(handle, event)
-                elif isinstance(event, PermissionAnswered):
-                    await self._permission(handle, event)
                 elif isinstance(event, ApprovalAsked):
                     await self._asked(handle, event)
                 elif isinstance(event, HistoryReplayed):
@@ -59,21 +59,13 @@ class Observer:
         log.warning("agent %s: conversation %s could not be used (%s); it is now %s", handle.name,
                     event.previous, event.reason, event.current)
 
-    async def _permission(self, handle: AgentHandle, event: PermissionAnswered) -> None:
-        """A request the runtime answered for nobody, kept with the task whose turn asked (its first, when the turn
-        carried several) for the person to see."""
-        request_ids = await self.writer.call(ledger.tasks_of_turn, event.turn_id) if event.turn_id else []
-        await self.writer.call(permissions.record, handle.agent_id, request_ids[0] if request_ids else None,
-                               event.turn_id, event.tool, event.title, event.options, event.answer)
-        log.warning("agent %s asked to run %s (%s); %s: nobody may answer it here", handle.name, event.tool,
-                    ", ".join(request_ids) or "no task", event.answer)
-
     async def _asked(self, handle: AgentHandle, event: ApprovalAsked) -> None:
-        """A request nobody may answer here: denied at once, and kept like a `PermissionAnswered`."""
-        ask = event.ask
-        event.reply.answer(Decision(allow=False, reason="nobody may approve this here"))
-        await self._permission(handle, PermissionAnswered(ask.turn_id, ask.tool or ask.kind, ask.summary,
-                                                          ask.options, "rejected"))
+        try:
+            await self.approvals.asked(handle, event)
+        except errors.WardianError:
+            # Never left waiting on a record that could not be kept: the request is denied (docs/guide/approvals.md).
+            log.exception("agent %s: its permission request could not be recorded; it is denied", handle.name)
+            event.reply.answer(Decision(allow=False, reason="wardian could not record the request"))
 
     async def _replayed(self, handle: AgentHandle, event: HistoryReplayed) -> None:
         """Settle from the replayed history the tasks a killed app lost in this conversation: an answered turn's

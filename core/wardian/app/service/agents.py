@@ -55,7 +55,7 @@ from wardian.protocol.methods import (
     party_result,
 )
 from wardian.providers.probe import find_command
-from wardian.store import Store, hosts, ledger, mailbox, roster
+from wardian.store import Store, approvals, hosts, ledger, mailbox, roster
 from wardian.store import worktrees as worktree_rows
 from wardian.store.api import Pushable
 from wardian.store.worktrees import Worktree
@@ -130,6 +130,7 @@ async def start_agent(app: AppService, p: AgentStartParams) -> AgentStartResult:
         info = await app.runtime.launcher.check_start(agent.id, mode, config, grants, env)
         if p.auth is not None:
             await app.writer.call(roster.set_auth, agent.id, auth)
+        await app.writer.call(approvals.set_policy, agent.id, p.approvals, p.approval_timeout_ms)
         started = await app.runtime.launcher.start_agent(agent.id, mode, config, grants, env, info)
     current = await app.writer.call(roster.agent, agent.id)
     return {"agent": agent_result(current), "thread_id": started["thread_id"],

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from wardian.app.runtime import Runtime
-from wardian.app.service import agents, mailbox, messages, operator, story, tasks, worktrees
+from wardian.app.service import agents, approvals, mailbox, messages, operator, story, tasks, worktrees
 from wardian.app.service.registry import handlers
 from wardian.app.signals import MailboxSignals
 from wardian.app.writer import StoreWriter
@@ -22,7 +22,7 @@ from wardian.protocol.methods import parse_params
 
 # Each module registers its functions as it is imported; completing the table here makes a method without its
 # function fail when the app is imported, not when the method is first called.
-_RESOURCES = (agents, mailbox, messages, operator, story, tasks, worktrees)
+_RESOURCES = (agents, approvals, mailbox, messages, operator, story, tasks, worktrees)
 HANDLERS = handlers.complete()
 
 

@@ -10,12 +10,12 @@ import anyio
 from wardian.app.service.messages import caller_of
 from wardian.app.service.registry import handlers
 from wardian.app.signals import CONNECTION, MAILBOX_ACTIVITY, PROVIDER_CONTEXT, ConnectionWaits, Waiter
+from wardian.approvals import Approval
 from wardian.model import (
     DEFAULT_RECEIVE_LIMIT,
     DEFAULT_WAIT_MS,
     Caller,
     LogRecord,
-    PermissionRequest,
     ReceivePage,
     WakeReason,
 )
@@ -28,10 +28,10 @@ from wardian.protocol.methods import (
     ReceiveResult,
     WaitResult,
     log_record_result,
-    permission_result,
     receive_result,
 )
-from wardian.store import Store, history, mailbox, permissions, roster
+from wardian.protocol.methods.approvals import approval_result
+from wardian.store import Store, approvals, history, mailbox, roster
 
 if TYPE_CHECKING:
     from wardian.app.service.app import AppService
@@ -181,9 +181,9 @@ async def wait(app: AppService, p: MailboxWaitParams) -> WaitResult:
 @handlers.serves("mailbox/records")
 async def records(app: AppService, p: MailboxRecordsParams) -> MailboxRecordsResult:
     found, asked = await app.writer.call(_log, p.limit)
-    return {"records": [log_record_result(r) for r in found], "permissions": [permission_result(r) for r in asked]}
+    return {"records": [log_record_result(r) for r in found], "approvals": [approval_result(r) for r in asked]}
 
 
-def _log(store: Store, limit: int) -> tuple[list[LogRecord], list[PermissionRequest]]:
-    """`mailbox/records`' reads, in one transaction: the records and the permission requests, newest `limit` each."""
-    return history.log_records(store, limit), permissions.recent(store, limit)
+def _log(store: Store, limit: int) -> tuple[list[LogRecord], list[Approval]]:
+    """`mailbox/records`' reads, in one transaction: the records and the approvals, newest `limit` each."""
+    return history.log_records(store, limit), approvals.listing(store, False, limit)

@@ -31,7 +31,7 @@ from wardian.protocol.methods import (
     SendResult,
     agent_overview_result,
 )
-from wardian.store import Store, hosts, permissions, roster, usage, worktrees
+from wardian.store import Store, approvals, hosts, roster, usage, worktrees
 from wardian.store.worktrees import Worktree
 
 if TYPE_CHECKING:
@@ -64,8 +64,8 @@ def _overview(store: Store) -> tuple[list[AgentOverview], list[HostInfo], str | 
                                      dict[int, Worktree]]:
     """`agent/overview`'s reads, in one transaction: the agents with their task counts, the hosts, the host this
     app serves, what the app keeps to start each agent (by UUID), and their worktrees (by agent id)."""
-    tallies, used = permissions.tallies(store), usage.by_agent(store)
-    rows = [replace(o, permissions=tallies.get(o.agent.id), usage=used.get(o.agent.id))
+    tallies, used = approvals.tallies(store), usage.by_agent(store)
+    rows = [replace(o, approvals=tallies.get(o.agent.id), usage=used.get(o.agent.id))
             for o in roster.agents_overview(store)]
     return (rows, hosts.list_hosts(store), store.host, {m.uuid: m for m in roster.managed_agents(store)},
             worktrees.by_agent(store))

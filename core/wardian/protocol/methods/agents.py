@@ -9,6 +9,7 @@ from pydantic import Field, field_validator, model_validator, with_config
 from typing_extensions import TypedDict
 
 from wardian import errors
+from wardian.approvals import MAX_TIMEOUT_MS
 from wardian.auth.checks import check_name
 from wardian.branches import check_branch, default_branch
 from wardian.model import PROVIDERS, Agent, InterruptReceipt, ManagedAgent
@@ -21,6 +22,7 @@ from wardian.overrides import (
     check_override,
     masked_setting,
 )
+from wardian.protocol.methods.approvals import PolicyName
 from wardian.protocol.methods.base import (
     CLOSED,
     AgentField,
@@ -123,6 +125,12 @@ class AgentStartParams(Params):
     env: Annotated[list[str], Field(max_length=MAX_ENV)] | None = None
     """The agent's `--env NAME=VALUE` settings for its provider's process (no credential's name), replacing the
     saved ones like `config`; None (absent): the saved ones."""
+    approvals: PolicyName | None = None
+    """Who answers the agent's permission requests (docs/guide/approvals.md), kept with the agent like `config`;
+    None (absent): the saved policy (at first `deny`)."""
+    approval_timeout_ms: Annotated[int, Field(ge=1000, le=MAX_TIMEOUT_MS)] | None = None
+    """How long an approval waits for its answer before the default (deny) applies; kept like `approvals`; None
+    (absent): the saved one (at first 10 minutes)."""
 
     @field_validator("env")
     @classmethod

@@ -8,14 +8,14 @@ from typing import Annotated
 from pydantic import Field, ValidationInfo, field_validator, with_config
 from typing_extensions import TypedDict
 
-from wardian.model import LogRecord, PermissionRequest, ReceivedRecord, ReceivePage, WakeReason
+from wardian.model import LogRecord, ReceivedRecord, ReceivePage, WakeReason
+from wardian.protocol.methods.approvals import ApprovalResult
 from wardian.protocol.methods.base import (
     CLOSED,
     CursorField,
     InteractionResult,
     LimitField,
     Params,
-    PartyResult,
     SessionParams,
     TimeoutField,
     check_cursor,
@@ -98,37 +98,7 @@ class WaitResult(TypedDict):
 
 
 @with_config(CLOSED)
-class PermissionOptionResult(TypedDict):
-    option_id: str
-    name: str
-    kind: str
-
-
-@with_config(CLOSED)
-class PermissionResult(TypedDict):
-    """A permission request an agent made that the app answered for nobody (docs/guide/acp.md#permissions)."""
-
-    id: int
-    agent: PartyResult
-    request_id: str | None
-    """The task (`ask_…`) whose turn asked; None outside a task's turn."""
-    turn_id: str | None
-    tool: str
-    title: str
-    options: list[PermissionOptionResult]
-    answer: str
-    """`rejected`."""
-    created_at: int
-
-
-def permission_result(r: PermissionRequest) -> PermissionResult:
-    return {"id": r.id, "agent": party_result(r.agent), "request_id": r.request_id, "turn_id": r.turn_id,
-            "tool": r.tool, "title": r.title, "answer": r.answer, "created_at": r.created_at,
-            "options": [{"option_id": o.option_id, "name": o.name, "kind": o.kind} for o in r.options]}
-
-
-@with_config(CLOSED)
 class MailboxRecordsResult(TypedDict):
     records: list[LogRecordResult]
-    permissions: list[PermissionResult]
-    """The newest permission requests the app answered for nobody (at most `limit`), oldest first."""
+    approvals: list[ApprovalResult]
+    """The newest approvals (at most `limit`), oldest first (docs/guide/approvals.md)."""

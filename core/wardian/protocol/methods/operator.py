@@ -8,6 +8,7 @@ from typing_extensions import TypedDict
 
 from wardian.model import AgentOverview, ManagedAgent
 from wardian.protocol.methods.agents import AgentResult, ManagedAgentResult, agent_result, managed_agent_result
+from wardian.protocol.methods.approvals import ApprovalTallyResult, approval_tally_result
 from wardian.protocol.methods.base import (
     CLOSED,
     CursorField,
@@ -20,7 +21,6 @@ from wardian.protocol.methods.base import (
     check_target,
     check_text,
 )
-from wardian.protocol.methods.mailbox import PermissionResult, permission_result
 from wardian.protocol.methods.usage import AgentUsageResult, agent_usage_result
 from wardian.protocol.methods.worktrees import WorktreeResult
 
@@ -65,12 +65,6 @@ class OperatorInterruptParams(Params):
 
 
 @with_config(CLOSED)
-class PermissionTallyResult(TypedDict):
-    count: int
-    last: PermissionResult
-
-
-@with_config(CLOSED)
 class AgentOverviewResult(TypedDict):
     agent: AgentResult
     pending: int
@@ -82,8 +76,8 @@ class AgentOverviewResult(TypedDict):
     managed: ManagedAgentResult | None
     """Its saved mode and settings and its conversation (a replaced one included); None for an agent no app has
     started."""
-    permissions: PermissionTallyResult | None
-    """The permission requests the app answered for nobody (docs/guide/acp.md#permissions); None when none."""
+    approvals: ApprovalTallyResult | None
+    """Its approvals (docs/guide/approvals.md); None when none."""
     worktree: WorktreeResult | None
     """Its git worktree's branch, commits ahead of the base and changes (docs/guide/teams.md); None: no worktree."""
     usage: AgentUsageResult | None
@@ -100,9 +94,7 @@ def agent_overview_result(o: AgentOverview, *, host_live: bool = True, local: bo
                           worktree: WorktreeResult | None = None) -> AgentOverviewResult:
     return {"agent": agent_result(o.agent), "pending": o.pending, "in_flight": o.in_flight, "host_live": host_live,
             "local": local, "managed": managed_agent_result(managed) if managed is not None else None,
-            "permissions": None if o.permissions is None else {"count": o.permissions.count,
-                                                               "last": permission_result(o.permissions.last)},
-            "worktree": worktree, "usage": agent_usage_result(o.usage)}
+            "approvals": approval_tally_result(o.approvals), "worktree": worktree, "usage": agent_usage_result(o.usage)}
 
 
 @with_config(CLOSED)

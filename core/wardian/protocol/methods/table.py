@@ -22,6 +22,7 @@ from wardian.durations import DEADLINE_ALLOWED
 from wardian.model import DEFAULT_RECEIVE_LIMIT, MAX_MESSAGE_BYTES, MAX_RECEIVE_LIMIT, MAX_WAIT_MS
 from wardian.overrides import MAX_OVERRIDES
 from wardian.protocol.methods import agents as a
+from wardian.protocol.methods import approvals as ap
 from wardian.protocol.methods import chains as ch
 from wardian.protocol.methods import mailbox as mb
 from wardian.protocol.methods import messages as m
@@ -91,6 +92,11 @@ METHODS: dict[str, Method] = {
                             "A page of every record, newest first, filtered (operator)."),
     "request/trace": Method(st.RequestTraceParams, st.RequestTraceResult, False,
                             "A record's story with its answer's and its turn's interrupts (operator)."),
+    "approval/list": Method(ap.ApprovalListParams, ap.ApprovalListResult, False,
+                            "The pending approvals (or the newest of all) (operator)."),
+    "approval/show": Method(ap.ApprovalShowParams, ap.ApprovalResult, False, "One approval (operator)."),
+    "approval/answer": Method(ap.ApprovalAnswerParams, ap.ApprovalResult, False,
+                              "Allow or deny a pending approval as a person (operator)."),
     "console/login": Method(EmptyParams, op.ConsoleLoginResult, False,
                             "A fresh one-time login URL of the web console (operator)."),
     "team/policy": Method(ch.TeamPolicyParams, ch.TeamPolicyResult, False,

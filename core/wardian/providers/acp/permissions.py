@@ -6,10 +6,10 @@ the home, the generation's session and `WARDIAN_MCP_ANNOUNCE=1`) travels in the 
 
 Permissions: a wardian tool runs when the agent may always run it (`list_agents`, `wait_agent`,
 `receive_messages`: they read or wait) or when the agent's `--approve-tools` granted it; the answer is the request's
-allow-once option. Any other request has nobody to answer it in an app-owned agent: it is rejected (the
-reject-once option), logged, and told to the app (`refusal`), which records it where the person sees it. While a
+allow-once option. Any other request becomes an approval (`ask_of`, docs/guide/approvals.md) the app records and
+routes by the agent's policy; its decision is answered with the offered option of its kind (`answer_of`). While a
 turn is being cancelled every request is answered `cancelled`, as ACP asks of a client (an agent may keep the turn
-alive until it is).
+alive until it is), and so is one whose approval was withdrawn.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 from wardian.home import ENV_HOME, ENV_MCP_ANNOUNCE, ENV_SESSION, Home
 from wardian.model import PermissionOption
 from wardian.protocol.tools import SERVER_NAME, parse_tool_names
-from wardian.providers.base import PermissionAnswered
+from wardian.providers.approvals import ApprovalAsk, Decision
 from wardian.providers.mcp_command import SERVE_ARGS, wardian_executable
 
 log = logging.getLogger("wardian.acp")
@@ -29,6 +29,8 @@ log = logging.getLogger("wardian.acp")
 UNGRANTED = ("wait_agent", "receive_messages", "list_agents")
 """The wardian tools an agent may always run: they read or wait, and change nothing another agent sees."""
 _PREFIX = f"mcp__{SERVER_NAME}__"
+_CANCELLED = {"outcome": {"outcome": "cancelled"}}
+_TRIM = 2000
 _MCP_TITLE = re.compile(r"(?P<tool>[A-Za-z0-9_-]+) \((?P<server>[A-Za-z0-9_-]+) MCP Server\)")
 
 
@@ -65,31 +67,66 @@ def _option(params: dict[str, Any], kind: str) -> str | None:
     return None
 
 
-def refusal(params: dict[str, Any], result: dict[str, Any], turn_id: str | None) -> PermissionAnswered | None:
-    """What the app records of a request `answer` did not allow (None: it allowed it)."""
-    outcome = result.get("outcome") or {}
+def ask_of(params: dict[str, Any], turn_id: str | None) -> ApprovalAsk:
+    """The approval a request asks, in plain words (`ApprovalAsk`): ACP's tool call `kind` says what it is (`execute`:
+    a command, `edit`/`delete`/`move`: files), its `rawInput` the command and directory, its `content` the diffs."""
+    call = params.get("toolCall")
+    call = call if isinstance(call, dict) else {}
+    raw = call.get("rawInput")
+    raw = raw if isinstance(raw, dict) else {}
+    tool = tool_of(params) or None
+    title = str(call.get("title") or "")
     options = tuple(PermissionOption(str(o.get("optionId") or ""), str(o.get("name") or ""), str(o.get("kind") or ""))
                     for o in params.get("options") or [] if isinstance(o, dict))
-    chosen = next((o for o in options if o.option_id == outcome.get("optionId")), None)
-    if chosen is not None and chosen.kind.startswith("allow"):
-        return None
-    call = params.get("toolCall")
-    title = str(call.get("title") or "") if isinstance(call, dict) else ""
-    return PermissionAnswered(turn_id, tool_of(params) or "a tool", title, options, "rejected")
+    files = [str(loc.get("path")) for loc in call.get("locations") or [] if isinstance(loc, dict) and loc.get("path")]
+    diffs = [c for c in call.get("content") or [] if isinstance(c, dict) and c.get("type") == "diff"]
+    files += [str(d.get("path")) for d in diffs if d.get("path") and str(d.get("path")) not in files]
+    kind_of = call.get("kind")
+    detail: dict[str, Any] = {"tool": tool, "title": title[:_TRIM], "input": _trimmed(raw)}
+    if kind_of == "execute" or raw.get("command"):
+        command = str(raw.get("command") or title)
+        cwd = raw.get("directory") or raw.get("cwd")
+        detail.update(command=command[:_TRIM], cwd=cwd)
+        return ApprovalAsk(turn_id, "command", f"run `{command[:200]}`" + (f" in {cwd}" if cwd else ""),
+                           detail, options, tool)
+    if kind_of in ("edit", "delete", "move") or diffs:
+        added = sum(len(str(d.get("newText") or "").splitlines()) for d in diffs)
+        removed = sum(len(str(d.get("oldText") or "").splitlines()) for d in diffs)
+        detail.update(files=files, diff_summary=f"+{added} -{removed}")
+        shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+        return ApprovalAsk(turn_id, "file_change", f"{kind_of or 'edit'} {shown or title[:200]} (+{added} -{removed})",
+                           detail, options, tool)
+    return ApprovalAsk(turn_id, "tool", f"use {tool or 'a tool'}" + (f": {title[:200]}" if title else ""),
+                       detail, options, tool)
 
 
-def answer(agent: str, params: dict[str, Any], allowed: frozenset[str], *, cancelling: bool) -> dict[str, Any]:
-    """The result of one `session/request_permission` (module docstring)."""
+def _trimmed(raw: dict[str, Any]) -> dict[str, Any]:
+    return {str(k)[:80]: (v[:_TRIM] if isinstance(v, str) else v) for k, v in list(raw.items())[:20]
+            if isinstance(v, str | int | float | bool) or v is None}
+
+
+def answer_of(params: dict[str, Any], decision: Decision | None) -> dict[str, Any]:
+    """The result of a request the app decided (None: withdrawn, `cancelled`): the offered option of the decision's
+    kind (allow always only when asked for and offered, else allow once; a deny, reject once)."""
+    if decision is None:
+        return _CANCELLED
+    kinds = (("allow_always", "allow_once") if decision.always else ("allow_once",)) if decision.allow else (
+        "reject_once", "reject_always")
+    choice = next((c for kind in kinds if (c := _option(params, kind)) is not None), None)
+    return _CANCELLED if choice is None else {"outcome": {"outcome": "selected", "optionId": choice}}
+
+
+def answer(agent: str, params: dict[str, Any], allowed: frozenset[str], *, cancelling: bool) -> dict[str, Any] | None:
+    """The result the runtime gives a `session/request_permission` itself; None: the app decides it (module
+    docstring)."""
     if cancelling:
-        return {"outcome": {"outcome": "cancelled"}}
+        return _CANCELLED
     tool = tool_of(params)
     wardian_tool = tool.removeprefix(_PREFIX) if tool.startswith(_PREFIX) else None
-    if wardian_tool is not None and wardian_tool in allowed:
-        choice = _option(params, "allow_once")
-    else:
-        log.warning("%s: the agent asked to run %s, which %s; refused", agent, tool or "a tool",
-                    "the agent's --approve-tools do not grant" if wardian_tool else "nobody may approve here")
-        choice = _option(params, "reject_once")
+    if wardian_tool is None or wardian_tool not in allowed:
+        return None
+    choice = _option(params, "allow_once")
     if choice is None:
-        return {"outcome": {"outcome": "cancelled"}}
+        log.warning("%s: the agent offered no allow-once option for %s; cancelled", agent, tool)
+        return _CANCELLED
     return {"outcome": {"outcome": "selected", "optionId": choice}}

@@ -10,7 +10,8 @@ request's line left the process, which is what decides between "not sent" and "o
 
 Invariants:
 - One reader: it routes each response to the one waiter of its id, each agent request to `on_request` (answered
-  at once, in order), each notification to `on_notification`. When it ends, every waiter fails with `Gone`.
+  at once, in order, unless it answers `Deferred`: then from a task of its own), each notification to
+  `on_notification`. When it ends, every waiter fails with `Gone` and every deferred answer is dropped.
 - Lines are framed, written and read as every stdio provider's are (`wardian.providers.lines`): single-line ASCII
   JSON, written whole; `NotSent` means no byte of it left, `LineLost` that whether the agent read it is unknown.
 """
@@ -30,12 +31,22 @@ from wardian.providers.lines import LineLost, LineReader, LineWriter, NotSent, e
 
 log = logging.getLogger("wardian.acp")
 
-__all__ = ["Gone", "LineLost", "MethodNotFound", "NotSent", "Peer", "Pending", "RpcError"]
+__all__ = ["Deferred", "Gone", "LineLost", "MethodNotFound", "NotSent", "Peer", "Pending", "RpcError"]
 
 METHOD_NOT_FOUND = -32601
 
 JsonObject = dict[str, Any]
-RequestHandler = Callable[[str, JsonObject], Awaitable[JsonObject]]
+
+
+@dataclass(frozen=True, slots=True)
+class Deferred:
+    """What `on_request` returns for a request whose answer takes time (a person's approval): `answer` runs in a
+    task of the reader's own, so the reader goes on routing meanwhile; its result is the request's answer."""
+
+    answer: Callable[[], Awaitable[JsonObject]]
+
+
+RequestHandler = Callable[[str, JsonObject], Awaitable["JsonObject | Deferred"]]
 NotificationHandler = Callable[[str, JsonObject], None]
 
 
@@ -96,6 +107,7 @@ class Peer:
         self._writer = LineWriter(stdin, f"{name}'s agent")
         self._reader = LineReader(name, "the agent", stdout)
         self._on_request = on_request
+        self._later: anyio.abc.TaskGroup | None = None
         self._on_notification = on_notification
         self._count = 0
         self._pending: dict[int, Pending] = {}
@@ -140,8 +152,11 @@ class Peer:
     async def read(self) -> None:
         """Read until the agent's output ends; then every waiter fails with `Gone`."""
         try:
-            while (message := await self._reader.next()) is not None:
-                await self._route(message)
+            async with anyio.create_task_group() as later:
+                self._later = later
+                while (message := await self._reader.next()) is not None:
+                    await self._route(message)
+                later.cancel_scope.cancel()  # an answer still awaited can no longer reach the agent
         finally:
             self.gone.set()
             for pending in list(self._pending.values()):
@@ -173,10 +188,20 @@ class Peer:
 
     async def _answer(self, request_id: Any, method: str, params: JsonObject) -> None:
         try:
-            reply: JsonObject = {"jsonrpc": "2.0", "id": request_id, "result": await self._on_request(method, params)}
+            result = await self._on_request(method, params)
+            if isinstance(result, Deferred):
+                assert self._later is not None
+                self._later.start_soon(self._answer_later, request_id, result)
+                return
+            reply: JsonObject = {"jsonrpc": "2.0", "id": request_id, "result": result}
         except MethodNotFound:
             reply = {"jsonrpc": "2.0", "id": request_id,
                      "error": {"code": METHOD_NOT_FOUND, "message": f"Method not found: {method}"}}
         with contextlib.suppress(NotSent, LineLost):
             await self._send(reply)
+
+    async def _answer_later(self, request_id: Any, deferred: Deferred) -> None:
+        result = await deferred.answer()
+        with contextlib.suppress(NotSent, LineLost):
+            await self._send({"jsonrpc": "2.0", "id": request_id, "result": result})
 

@@ -9,8 +9,8 @@ of it (a `wardian.providers.base.ProviderRuntime`; docs/guide/acp.md).
        session/prompt {sessionId, prompt}           a task: one turn; its answer (`stopReason`) is the turn's end
        session/cancel {sessionId}                   an interrupt
   in:  session/update                               the turn's text and tool calls
-       session/request_permission                   answered from the agent's grants (`permissions`); a refusal is
-                                                    told to the app (`PermissionAnswered`)
+       session/request_permission                   a granted wardian tool: allowed here (`permissions`); any other:
+                                                    an approval the app decides (`ApprovalAsked`), answered later
        craft/drainMidTurnQueue                      Qwen Code, at each tool boundary: the tasks steered meanwhile
 ```
 
@@ -32,6 +32,7 @@ import logging
 import uuid as uuids
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -43,10 +44,11 @@ from wardian.faults import crashpoint
 from wardian.model import Interaction
 from wardian.providers.acp import permissions, replay
 from wardian.providers.acp.agents import AcpAgent
-from wardian.providers.acp.rpc import Gone, LineLost, MethodNotFound, NotSent, Peer, Pending, RpcError
+from wardian.providers.acp.rpc import Deferred, Gone, LineLost, MethodNotFound, NotSent, Peer, Pending, RpcError
 from wardian.providers.acp.steering import DRAIN, SteeringQueue
 from wardian.providers.acp.timings import START, Timings
 from wardian.providers.acp.turns import Turn
+from wardian.providers.approvals import ApprovalAsked, ApprovalReply
 from wardian.providers.base import Capabilities, ConversationReplaced, HistoryReplayed, Started, TaskDelivery
 from wardian.providers.delivery import inbox_text, task_text
 from wardian.providers.process import ProviderProcess, StopPolicy
@@ -95,6 +97,8 @@ class AcpRuntime(TurnState):
         self._peer: Peer | None = None
         self._turn: Turn | None = None
         self._steering = SteeringQueue()
+        self._asks: set[ApprovalReply] = set()
+        """The replies of the permission requests the app is deciding."""
         self._started = False
         self._replay: tuple[str, list[dict[str, Any]]] | None = None
         """While `session/load` runs: the session and the history it has replayed so far."""
@@ -198,6 +202,7 @@ class AcpRuntime(TurnState):
         """However `run` ends: the process group is gone; a turn still running is left unsettled (the app marks
         its task uncertain); then the stream says OFF and ends."""
         self.stopping()
+        self._withdraw_asks()
         if self._child is not None:
             await self._child.stop(STOP_POLICY, polite=self._peer.close if self._peer is not None else None)
         if self._turn is not None:
@@ -223,20 +228,37 @@ class AcpRuntime(TurnState):
         elif turn is not None and params.get("sessionId") == self.thread_id:
             turn.update(update)
 
-    async def _on_request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    async def _on_request(self, method: str, params: dict[str, Any]) -> dict[str, Any] | Deferred:
         if method == "session/request_permission":
             turn = self._turn
             cancelling = turn is None or turn.cancelling
             result = permissions.answer(self.spec.name, params, self.spec.allowed, cancelling=cancelling)
-            if turn is not None and not cancelling and (
-                    refused := permissions.refusal(params, result, turn.turn_id)) is not None:
-                self.emit(refused)
-            return result
+            if result is not None:
+                return result
+            assert turn is not None
+            reply = ApprovalReply()
+            self._asks.add(reply)
+            self.emit(ApprovalAsked(permissions.ask_of(params, turn.turn_id), reply))
+            return Deferred(partial(self._approval, params, reply))
         if method == DRAIN:
             # Only a running turn takes what is queued (a drain outside one hands nothing over).
             handed = await self._steering.drain() if self._turn is not None else []
             return {"messages": handed, "hasQueuedPrompt": False}
         raise MethodNotFound(method)
+
+    async def _approval(self, params: dict[str, Any], reply: ApprovalReply) -> dict[str, Any]:
+        """The answer to one request the app decides: its decision, or `cancelled` once withdrawn (the turn ended or
+        is being cancelled, the process is going)."""
+        try:
+            decision = await reply.wait()
+        finally:
+            reply.withdraw()
+            self._asks.discard(reply)
+        return permissions.answer_of(params, decision)
+
+    def _withdraw_asks(self) -> None:
+        for reply in list(self._asks):
+            reply.withdraw()
 
     # --- delivery -------------------------------------------------------------------------------------
 
@@ -286,6 +308,7 @@ class AcpRuntime(TurnState):
 
     def _end(self, turn: Turn) -> None:
         self._turn = None
+        self._withdraw_asks()  # the turn that asked is over: nobody can answer it now
         self._steering.take_back()  # not handed over before the turn ended
         self.deactivate()
         assert turn.outcome is not None
@@ -323,6 +346,7 @@ class AcpRuntime(TurnState):
             raise errors.NotActive(f"turn {turn_id} is not a turn this app sees running; nothing was interrupted",
                                    field="target")
         turn.cancelling = True
+        self._withdraw_asks()  # answered `cancelled`, as ACP asks of a client that cancels
         try:
             await self._peer.notify("session/cancel", {"sessionId": self.thread_id})
         except (NotSent, LineLost) as exc:

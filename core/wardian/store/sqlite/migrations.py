@@ -296,6 +296,43 @@ MIGRATIONS: tuple[str, ...] = (
         value INTEGER
     ) STRICT;
     """,
+    # 19: approvals (docs/guide/approvals.md): one record per permission request an agent made, pending until a person,
+    # the lead, the policy, the deadline or the provider ends it. The permission requests the app refused for nobody
+    # become approvals ended `denied` by the policy, so there is one record kind. An agent's approval policy and
+    # deadline are kept with it like its `-c` settings (NULL: deny, and the default deadline).
+    """
+    CREATE TABLE approvals (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        public_id TEXT NOT NULL UNIQUE,
+        agent_id INTEGER NOT NULL REFERENCES agents(id),
+        request_id TEXT,
+        turn_id TEXT,
+        kind TEXT NOT NULL,
+        tool TEXT,
+        summary TEXT NOT NULL,
+        detail TEXT NOT NULL,
+        options TEXT NOT NULL,
+        policy TEXT NOT NULL,
+        answerer_id INTEGER REFERENCES agents(id),
+        deadline_at INTEGER,
+        status TEXT NOT NULL,
+        decided_by TEXT,
+        always INTEGER NOT NULL DEFAULT 0,
+        reason TEXT,
+        created_at INTEGER NOT NULL,
+        ended_at INTEGER
+    ) STRICT;
+    CREATE INDEX approvals_agent ON approvals(agent_id, id);
+    CREATE INDEX approvals_pending ON approvals(status) WHERE status = 'pending';
+    INSERT INTO approvals (public_id, agent_id, request_id, turn_id, kind, tool, summary, detail, options, policy,
+                           status, decided_by, created_at, ended_at)
+        SELECT 'apr_' || printf('%011x', created_at) || lower(hex(randomblob(8))), agent_id, request_id, turn_id,
+               'tool', tool, title, '{}', options, 'deny', 'denied', 'policy', created_at, created_at
+        FROM permission_requests ORDER BY id;
+    DROP TABLE permission_requests;
+    ALTER TABLE agents ADD COLUMN approvals TEXT;
+    ALTER TABLE agents ADD COLUMN approval_timeout_ms INTEGER;
+    """,
 )
 
 

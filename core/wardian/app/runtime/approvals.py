@@ -1,0 +1,112 @@
+"""The app's side of approvals (docs/guide/approvals.md): a provider's `ApprovalAsked` becomes a durable approval,
+routed by the agent's policy, and the one answer it gets (a person, the lead, the policy, the deadline) reaches the
+provider once.
+
+Order, so that an answer reaches the provider exactly once and the record never says what the provider did not get:
+the store ends the approval first (a conditional UPDATE from `pending`: of two racing answers one wins, the other
+gets `approval_ended`), then the reply is answered; if the runtime withdrew the request in between (its turn
+ended), the record is corrected to `withdrawn` and the answer is refused as ended. A request the runtime withdraws
+while pending is ended `withdrawn`; the agent's runtime ending (stop, crash, app restart) withdraws the rest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+import anyio
+
+from wardian import errors
+from wardian.app.runtime.handle import AgentHandle
+from wardian.app.writer import StoreWriter
+from wardian.approvals import Approval, ApprovalStatus, Policy
+from wardian.model import now_ms
+from wardian.providers.approvals import ApprovalAsked, ApprovalReply, Decision
+from wardian.store import approvals, ledger
+
+log = logging.getLogger("wardian.app.approvals")
+
+DENIED_BY_POLICY = "the agent's approval policy is deny: nobody may approve this"
+EXPIRED = "nobody answered before the approval's deadline"
+
+
+class Approvals:
+    """The pending approvals of this app's agents, by id, each with the reply its provider awaits."""
+
+    def __init__(self, writer: StoreWriter) -> None:
+        self.writer = writer
+        self._open: dict[str, ApprovalReply] = {}
+
+    async def asked(self, handle: AgentHandle, event: ApprovalAsked) -> Approval:
+        """Record the request (pending) and route it by the agent's policy; returns the record as it stands."""
+        ask = event.ask
+        policy, timeout_ms = await self.writer.call(approvals.policy_of, handle.agent_id)
+        request_ids = await self.writer.call(ledger.tasks_of_turn, ask.turn_id) if ask.turn_id else []
+        request_id = request_ids[0] if request_ids else None
+        # The lead is the sender of the task being worked on; a person's task (or none) has no lead: a person.
+        lead = await self.writer.call(approvals.lead_of, request_id) if policy is Policy.LEAD and request_id else None
+        deadline_at = None if policy is Policy.DENY else now_ms() + timeout_ms
+        record = await self.writer.call(approvals.open_approval, handle.agent_id, request_id, ask.turn_id, ask.kind,
+                                        ask.tool, ask.summary, ask.detail, ask.options, policy, lead, deadline_at)
+        log.warning("agent %s asks approval %s (%s): %s", handle.name, record.approval_id, request_id or "no task",
+                    ask.summary)
+        if policy is Policy.DENY:
+            self._open[record.approval_id] = event.reply
+            return await self._settle(record.approval_id, Decision(allow=False, reason=DENIED_BY_POLICY), "policy")
+        self._open[record.approval_id] = event.reply
+        assert handle.background is not None
+        handle.background.start_soon(self._watch, record.approval_id, event.reply, timeout_ms)
+        return record
+
+    async def answer(self, approval_id: str, decision: Decision, decided_by: str,
+                     answerer_id: int | None = None) -> Approval:
+        """A person's or the lead's answer. Raises: UnknownApproval; ApprovalEnded (nothing changed); NotRecipient
+        (not this lead's to answer); Unsupported (its agent runs under another host's app)."""
+        if approval_id not in self._open:
+            record = await self.writer.call(approvals.get, approval_id)
+            if record.status is not ApprovalStatus.PENDING:
+                raise errors.ApprovalEnded(f"approval {approval_id} already ended: {record.status.value}",
+                                           field="approval_id", status=record.status.value)
+            raise errors.Unsupported(f"approval {approval_id} is asked by an agent this app does not run; answer it "
+                                     "on the app of that agent's host", field="approval_id")
+        return await self._settle(approval_id, decision, decided_by, answerer_id)
+
+    async def _settle(self, approval_id: str, decision: Decision, decided_by: str,
+                      answerer_id: int | None = None) -> Approval:
+        status = ApprovalStatus.ALLOWED if decision.allow else ApprovalStatus.DENIED
+        return await self._end(approval_id, status, decision, decided_by, answerer_id)
+
+    async def _end(self, approval_id: str, status: ApprovalStatus, decision: Decision, decided_by: str,
+                   answerer_id: int | None = None) -> Approval:
+        """End the record, then answer the provider (module docstring)."""
+        ended = await self.writer.call(approvals.end, approval_id, status, decided_by, decision.always,
+                                       decision.reason, answerer_id)
+        reply = self._open.pop(approval_id, None)
+        if reply is None or not reply.answer(decision):
+            with anyio.CancelScope(shield=True):
+                await self.writer.call(approvals.restate, approval_id, ApprovalStatus.WITHDRAWN, "provider")
+            raise errors.ApprovalEnded(f"approval {approval_id} was withdrawn: its agent can no longer take an answer",
+                                       field="approval_id", status=ApprovalStatus.WITHDRAWN.value)
+        log.warning("approval %s: %s by %s", approval_id, status.value, decided_by)
+        return ended
+
+    async def _watch(self, approval_id: str, reply: ApprovalReply, timeout_ms: int) -> None:
+        """Until the approval ends: a withdrawal by the runtime ends it `withdrawn`; the deadline, `expired` with the
+        policy's default decision (deny) applied."""
+        try:
+            with anyio.move_on_after(timeout_ms / 1000):
+                if await reply.wait() is None:
+                    self._open.pop(approval_id, None)
+                    await self._ended_quietly(approval_id, ApprovalStatus.WITHDRAWN, "provider")
+                return
+            if approval_id in self._open:
+                await self._end(approval_id, ApprovalStatus.EXPIRED, Decision(allow=False, reason=EXPIRED),
+                                "deadline")
+        except errors.ApprovalEnded:
+            pass  # answered meanwhile, or withdrawn: already recorded
+        finally:
+            self._open.pop(approval_id, None)
+
+    async def _ended_quietly(self, approval_id: str, status: ApprovalStatus, decided_by: str) -> None:
+        with contextlib.suppress(errors.ApprovalEnded):
+            await self.writer.call(approvals.end, approval_id, status, decided_by)

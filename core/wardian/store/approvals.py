@@ -1,0 +1,160 @@
+"""Approvals (docs/guide/approvals.md): the permission requests agents made, who may answer each, and how each ended;
+and each agent's approval policy and deadline, kept with it like its `-c` settings.
+
+Invariants:
+- An approval is written `pending` once and ended once: every end is a conditional UPDATE from `pending`, checked
+  by its rowcount, so of two answers racing exactly one ends it and the other learns it had already ended.
+- An ended approval never changes again; its end is committed before the provider is told (the app's order).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from wardian import errors
+from wardian.approvals import (
+    DEFAULT_TIMEOUT_MS,
+    ID_PREFIX,
+    MAX_DETAIL_CHARS,
+    MAX_REASON_CHARS,
+    MAX_SUMMARY_CHARS,
+    Approval,
+    ApprovalStatus,
+    ApprovalTally,
+    Policy,
+)
+from wardian.model import Party, PermissionOption, now_ms
+from wardian.store._sql import of_this_host, party_by_id, party_of_id
+from wardian.store.engine import Store
+
+_COLS = ("public_id, agent_id, request_id, turn_id, kind, tool, summary, detail, options, policy, answerer_id, "
+         "deadline_at, status, decided_by, always, reason, created_at, ended_at")
+
+
+def policy_of(store: Store, agent_id: int) -> tuple[Policy, int]:
+    """The agent's approval policy and deadline (ms), defaults filled in."""
+    row = store.db.execute("SELECT approvals, approval_timeout_ms FROM agents WHERE id = ?", (agent_id,)).fetchone()
+    return Policy(row[0] or Policy.DENY), int(row[1] or DEFAULT_TIMEOUT_MS)
+
+
+def set_policy(store: Store, agent_id: int, policy: str | None, timeout_ms: int | None) -> None:
+    """Keep the agent's policy and deadline; None leaves the saved one as it is."""
+    with store.atomic():
+        if policy is not None:
+            store.db.write("UPDATE agents SET approvals = ? WHERE id = ?", (policy, agent_id))
+        if timeout_ms is not None:
+            store.db.write("UPDATE agents SET approval_timeout_ms = ? WHERE id = ?", (timeout_ms, agent_id))
+
+
+def lead_of(store: Store, request_id: str) -> int | None:
+    """The agent that sent the task `request_id`; None when a person (the operator) sent it."""
+    row = store.db.execute(
+        "SELECT a.id FROM tasks t JOIN agents a ON a.id = t.requester_id WHERE t.request_id = ? "
+        "AND a.kind != 'operator'", (request_id,)).fetchone()
+    return int(row[0]) if row else None
+
+
+def open_approval(store: Store, agent_id: int, request_id: str | None, turn_id: str | None, kind: str,
+                  tool: str | None, summary: str, detail: Mapping[str, Any], options: Sequence[PermissionOption],
+                  policy: Policy, answerer_id: int | None, deadline_at: int | None) -> Approval:
+    """Record a new pending approval; returns it."""
+    approval_id = f"{ID_PREFIX}{now_ms():011x}{secrets.token_hex(8)}"
+    shown = json.dumps(dict(detail), ensure_ascii=False, default=str)
+    if len(shown) > MAX_DETAIL_CHARS:
+        shown = json.dumps({"trimmed": shown[:MAX_DETAIL_CHARS]}, ensure_ascii=False)
+    with store.atomic():
+        store.db.write(
+            f"INSERT INTO approvals ({_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', NULL, 0, NULL, "
+            "?, NULL)",
+            (approval_id, agent_id, request_id, turn_id, kind, (tool or None) and tool[:MAX_SUMMARY_CHARS],
+             summary[:MAX_SUMMARY_CHARS], shown, json.dumps([list(o) for o in options]), policy.value,
+             answerer_id, deadline_at, now_ms()))
+    return get(store, approval_id)
+
+
+def end(store: Store, approval_id: str, status: ApprovalStatus, decided_by: str, always: bool = False,
+        reason: str | None = None, answerer_id: int | None = None) -> Approval:
+    """End a pending approval; returns it ended. `answerer_id` set: only if that agent may answer it.
+
+    Raises: UnknownApproval; ApprovalEnded (it had ended already: nothing changed); NotRecipient (an agent
+        answering an approval that is not its to answer)."""
+    assert status is not ApprovalStatus.PENDING
+    with store.atomic():
+        current = get(store, approval_id)
+        if answerer_id is not None and (current.answerer is None or current.answerer.uuid != _uuid(store, answerer_id)):
+            raise errors.NotRecipient(f"approval {approval_id} is not yours to answer", field="approval_id")
+        changed = store.db.write(
+            "UPDATE approvals SET status = ?, decided_by = ?, always = ?, reason = ?, ended_at = ? "
+            "WHERE public_id = ? AND status = 'pending'",
+            (status.value, decided_by, int(always), reason and reason[:MAX_REASON_CHARS], now_ms(),
+             approval_id)).rowcount
+        if changed != 1:
+            raise errors.ApprovalEnded(f"approval {approval_id} already ended: {current.status.value}",
+                                       field="approval_id", status=current.status.value)
+    return get(store, approval_id)
+
+
+def restate(store: Store, approval_id: str, status: ApprovalStatus, decided_by: str) -> None:
+    """Correct an end the provider never received (it withdrew the request between the commit and the answer)."""
+    with store.atomic():
+        store.db.write("UPDATE approvals SET status = ?, decided_by = ?, always = 0 WHERE public_id = ?",
+                       (status.value, decided_by, approval_id))
+
+
+def withdraw_pending(store: Store, agent_id: int | None, decided_by: str) -> list[str]:
+    """End `withdrawn` every pending approval of the agent (None: of every agent of this host); their ids."""
+    mine, args = of_this_host(store, "agent_id")
+    which, more = (" AND agent_id = ?", (agent_id,)) if agent_id is not None else ("", ())
+    with store.atomic():
+        rows = store.db.execute(f"SELECT public_id FROM approvals WHERE status = 'pending'{mine}{which}",
+                                (*args, *more)).fetchall()
+        store.db.write(
+            f"UPDATE approvals SET status = 'withdrawn', decided_by = ?, ended_at = ? WHERE status = 'pending'"
+            f"{mine}{which}", (decided_by, now_ms(), *args, *more))
+    return [str(r[0]) for r in rows]
+
+
+def get(store: Store, approval_id: str) -> Approval:
+    """Raises: UnknownApproval."""
+    row = store.db.execute(f"SELECT {_COLS} FROM approvals WHERE public_id = ?", (approval_id,)).fetchone()
+    if row is None:
+        raise errors.UnknownApproval(f"no approval {approval_id[:80]!r} in this home", field="approval_id",
+                                     allowed="an apr_ id of `wardian approval list`")
+    return _of(store, row, {})
+
+
+def listing(store: Store, pending_only: bool, limit: int) -> list[Approval]:
+    """The newest `limit` approvals (only the pending ones when asked), oldest first."""
+    where = "WHERE status = 'pending' " if pending_only else ""
+    rows = store.db.execute(f"SELECT {_COLS} FROM approvals {where}ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
+    cache: dict[int, Party] = {}
+    return [_of(store, r, cache) for r in reversed(rows)]
+
+
+def tallies(store: Store) -> dict[int, ApprovalTally]:
+    """Each agent's approvals: counts and its newest one, by agent id."""
+    counts = {int(r[0]): (int(r[1]), int(r[2])) for r in store.db.execute(
+        "SELECT agent_id, count(*), sum(CASE WHEN status = 'pending' THEN 1 ELSE 0 END) FROM approvals "
+        "GROUP BY agent_id").fetchall()}
+    if not counts:
+        return {}
+    rows = store.db.execute(f"SELECT {_COLS} FROM approvals WHERE id IN "
+                            "(SELECT max(id) FROM approvals GROUP BY agent_id)").fetchall()
+    cache: dict[int, Party] = {}
+    return {int(r[1]): ApprovalTally(*counts[int(r[1])], _of(store, r, cache)) for r in rows}
+
+
+def _uuid(store: Store, agent_id: int) -> str:
+    return str(store.db.execute("SELECT uuid FROM agents WHERE id = ?", (agent_id,)).fetchone()[0])
+
+
+def _of(store: Store, r: Sequence[Any], cache: dict[int, Party]) -> Approval:
+    return Approval(
+        approval_id=r[0], agent=party_of_id(store.db, r[1], cache), request_id=r[2], turn_id=r[3], kind=r[4],
+        tool=r[5], summary=r[6], detail=json.loads(r[7]),
+        options=tuple(PermissionOption(*map(str, o)) for o in json.loads(r[8])), policy=Policy(r[9]),
+        answerer=party_by_id(store.db, r[10], cache), deadline_at=r[11], status=ApprovalStatus(r[12]),
+        decided_by=r[13], always=bool(r[14]), reason=r[15], created_at=r[16], ended_at=r[17])

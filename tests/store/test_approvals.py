@@ -1,0 +1,117 @@
+"""Approvals (`store.approvals`, docs/guide/approvals.md): kept with the agent and the task whose turn asked, ended
+exactly once by a conditional update, read back by `mailbox/records` and tallied per agent; and the permission
+requests an older store kept become approvals ended `denied` by the policy. On both backends."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import psycopg
+import pytest
+
+from tests.store.conftest import Backend
+from tests.store.test_receipts import undo_approvals
+from wardian import errors
+from wardian.approvals import DEFAULT_TIMEOUT_MS, MAX_SUMMARY_CHARS, ApprovalStatus, Policy
+from wardian.model import Party, PermissionOption
+from wardian.store import Store, approvals, roster
+
+OPTIONS = (PermissionOption("proceed_once", "Allow", "allow_once"), PermissionOption("cancel", "Reject", "reject_once"))
+
+
+def _open(store: Store, agent_id: int, request_id: str | None = "ask_1", summary: str = "run `mkdir x`") -> str:
+    return approvals.open_approval(store, agent_id, request_id, "turn_1", "command", "run_shell_command", summary,
+                                   {"command": "mkdir x", "cwd": "/w"}, OPTIONS, Policy.PERSON, None,
+                                   123).approval_id
+
+
+def test_an_approval_is_kept_pending_with_its_agent_task_ask_and_options(store: Store) -> None:
+    a = roster.add_agent(store, "a", "qwen", None)
+    approval_id = _open(store, a.id, summary="y" * 5000)
+    got = approvals.get(store, approval_id)
+    assert approval_id.startswith("apr_")
+    assert (got.agent, got.request_id, got.turn_id, got.kind, got.tool, got.status, got.policy, got.deadline_at) == (
+        Party("a", a.uuid), "ask_1", "turn_1", "command", "run_shell_command", ApprovalStatus.PENDING, Policy.PERSON,
+        123)
+    assert got.detail == {"command": "mkdir x", "cwd": "/w"}
+    assert got.options == OPTIONS
+    assert len(got.summary) == MAX_SUMMARY_CHARS
+    assert [x.approval_id for x in approvals.listing(store, True, 10)] == [approval_id]
+
+
+def test_an_approval_ends_once_and_a_second_end_is_refused_changing_nothing(store: Store) -> None:
+    a = roster.add_agent(store, "a", "qwen", None)
+    approval_id = _open(store, a.id)
+    ended = approvals.end(store, approval_id, ApprovalStatus.ALLOWED, "person", True)
+    assert (ended.status, ended.decided_by, ended.always) == (ApprovalStatus.ALLOWED, "person", True)
+    with pytest.raises(errors.ApprovalEnded) as raised:
+        approvals.end(store, approval_id, ApprovalStatus.DENIED, "deadline", False, "late")
+    assert raised.value.details["status"] == "allowed"
+    again = approvals.get(store, approval_id)
+    assert (again.status, again.decided_by, again.reason, again.ended_at) == (
+        ApprovalStatus.ALLOWED, "person", None, ended.ended_at)
+    assert approvals.listing(store, True, 10) == []
+    with pytest.raises(errors.UnknownApproval):
+        approvals.get(store, "apr_nosuch")
+
+
+def test_only_the_lead_named_may_answer_a_lead_s_approval(store: Store) -> None:
+    a = roster.add_agent(store, "a", "qwen", None)
+    lead = roster.add_agent(store, "lead", "codex", None)
+    other = roster.add_agent(store, "other", "codex", None)
+    approval_id = approvals.open_approval(store, a.id, None, None, "tool", None, "use x", {}, (), Policy.LEAD,
+                                          lead.id, None).approval_id
+    assert approvals.get(store, approval_id).answerer == Party("lead", lead.uuid)
+    with pytest.raises(errors.NotRecipient):
+        approvals.end(store, approval_id, ApprovalStatus.ALLOWED, "other", False, None, other.id)
+    assert approvals.end(store, approval_id, ApprovalStatus.DENIED, "lead", False, "no", lead.id).reason == "no"
+
+
+def test_withdrawing_ends_only_the_pending_ones_of_the_agent(store: Store) -> None:
+    a = roster.add_agent(store, "a", "qwen", None)
+    b = roster.add_agent(store, "b", "qwen", None)
+    first, second, of_b = _open(store, a.id), _open(store, a.id), _open(store, b.id)
+    approvals.end(store, first, ApprovalStatus.DENIED, "person")
+    assert approvals.withdraw_pending(store, a.id, "provider") == [second]
+    assert approvals.get(store, first).status is ApprovalStatus.DENIED
+    assert approvals.get(store, of_b).status is ApprovalStatus.PENDING
+    assert approvals.withdraw_pending(store, None, "restart") == [of_b]
+    tallies = approvals.tallies(store)
+    assert {k: (t.count, t.pending, t.last.approval_id) for k, t in tallies.items()} == {
+        a.id: (2, 0, second), b.id: (1, 0, of_b)}
+
+
+def test_an_agent_s_policy_is_kept_and_defaults_to_deny(store: Store) -> None:
+    a = roster.add_agent(store, "a", "qwen", None)
+    assert approvals.policy_of(store, a.id) == (Policy.DENY, DEFAULT_TIMEOUT_MS)
+    approvals.set_policy(store, a.id, "person", None)
+    approvals.set_policy(store, a.id, None, 5000)
+    assert approvals.policy_of(store, a.id) == (Policy.PERSON, 5000)
+
+
+def test_a_store_s_refused_permission_requests_become_approvals_denied_by_the_policy(backend: Backend) -> None:
+    """Migration 19 of the embedded store, 13 of the shared one: one record kind."""
+    store = backend.open()
+    a = roster.add_agent(store, "a", "qwen", None)
+    backend.close_all()
+    row = (a.id, "ask_1", "turn_1", "run_shell_command", "mkdir x", json.dumps([list(o) for o in OPTIONS]),
+           "rejected", 1_700_000_000_000)
+    insert = ("INSERT INTO permission_requests (agent_id, request_id, turn_id, tool, title, options, answer, "
+              "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+    if backend.cluster is None:
+        with sqlite3.connect(backend.tmp_path / "wardian.db") as db:
+            undo_approvals(db)
+            db.execute("PRAGMA user_version = 18")
+            db.execute(insert, row)
+    else:
+        with psycopg.connect(backend.url, autocommit=True) as db:
+            undo_approvals(db)
+            db.execute("DELETE FROM wardian_schema WHERE version >= 13")
+            db.execute(insert.replace("?", "%s"), row)
+    (got,) = approvals.listing(backend.open(), False, 10)
+    assert got.approval_id.startswith("apr_")
+    assert (got.agent.name, got.request_id, got.tool, got.summary, got.status, got.decided_by, got.policy) == (
+        "a", "ask_1", "run_shell_command", "mkdir x", ApprovalStatus.DENIED, "policy", Policy.DENY)
+    assert got.options == OPTIONS
+    assert got.created_at == got.ended_at == 1_700_000_000_000
