@@ -170,6 +170,11 @@ ENV_ALLOWED = ("NAME=VALUE: a variable name of A-Z a-z 0-9 _ (not WARDIAN_*, not
                "*_TOKEN, *_SECRET, *PASSWORD*), then text without line breaks")
 
 
+def credential_name(name: str) -> bool:
+    """Whether a variable's name is a credential's (`*_API_KEY`, `*_TOKEN`, `*_SECRET`, `*PASSWORD*`)."""
+    return _CREDENTIAL_NAME.fullmatch(name) is not None
+
+
 def check_env(text: str) -> str:
     """One `--env NAME=VALUE` setting, checked. Raises: InvalidArguments (naming `env`; never quoting the value)."""
     name, sep, value = text.partition("=")

@@ -9,6 +9,8 @@ runtime (provider side)                               app (observer)
   then reply.withdraw()
 ```
 
+A runtime passes its ask through `redact` with its agent's credentials before it emits it.
+
 Invariant: a reply is settled once: the first `answer` or `withdraw` wins, every later one returns False and changes
 nothing, so an answer reaches the provider at most once and a withdrawn request is never answered. Both are plain
 calls on the event loop's thread (no await between the check and the set), which is what makes the first one win.
@@ -16,8 +18,8 @@ calls on the event loop's thread (no await between the check and the set), which
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import anyio
@@ -94,6 +96,33 @@ class ApprovalReply:
         """The decision once settled; None when it was withdrawn."""
         await self._settled.wait()
         return self._decision
+
+
+REDACTED = "[redacted]"
+MIN_SECRET_CHARS = 8
+"""A shorter value is not searched for: it would cut ordinary words out of what a person reads."""
+
+
+def redact(ask: ApprovalAsk, secrets: Iterable[str]) -> ApprovalAsk:
+    """`ask` with every occurrence of each secret (the agent's credentials) replaced by `REDACTED`, in its summary,
+    its tool and every string of its detail: an approval is kept in the store and shown to people, so a command line the
+    model wrote with a key in it must not carry the key there (docs/guide/approvals.md#secrets)."""
+    cut = sorted({s for s in secrets if len(s) >= MIN_SECRET_CHARS}, key=len, reverse=True)
+    if not cut:
+        return ask
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, str):
+            for secret in cut:
+                value = value.replace(secret, REDACTED)
+            return value
+        if isinstance(value, Mapping):
+            return {clean(k): clean(v) for k, v in value.items()}  # pyright: ignore[reportUnknownVariableType]
+        if isinstance(value, list | tuple):
+            return [clean(v) for v in value]  # pyright: ignore[reportUnknownVariableType]
+        return value
+
+    return replace(ask, summary=clean(ask.summary), detail=clean(dict(ask.detail)), tool=clean(ask.tool))
 
 
 @dataclass(frozen=True, slots=True)

@@ -74,8 +74,10 @@ def ask_of(params: dict[str, Any], turn_id: str | None) -> ApprovalAsk:
     call = call if isinstance(call, dict) else {}
     raw = call.get("rawInput")
     raw = raw if isinstance(raw, dict) else {}
-    tool = tool_of(params) or None
     title = str(call.get("title") or "")
+    # A tool's name, never the title it falls back to (Gemini CLI titles a shell call with its command line).
+    tool = tool_of(params) or None
+    tool = None if tool == title else tool
     options = tuple(PermissionOption(str(o.get("optionId") or ""), str(o.get("name") or ""), str(o.get("kind") or ""))
                     for o in params.get("options") or [] if isinstance(o, dict))
     files = [str(loc.get("path")) for loc in call.get("locations") or [] if isinstance(loc, dict) and loc.get("path")]

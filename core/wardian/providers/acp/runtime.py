@@ -42,13 +42,14 @@ import anyio.abc
 from wardian import errors
 from wardian.faults import crashpoint
 from wardian.model import Interaction
+from wardian.overrides import credential_name
 from wardian.providers.acp import permissions, replay
 from wardian.providers.acp.agents import AcpAgent
 from wardian.providers.acp.rpc import Deferred, Gone, LineLost, MethodNotFound, NotSent, Peer, Pending, RpcError
 from wardian.providers.acp.steering import DRAIN, SteeringQueue
 from wardian.providers.acp.timings import START, Timings
 from wardian.providers.acp.turns import Turn
-from wardian.providers.approvals import ApprovalAsked, ApprovalReply
+from wardian.providers.approvals import ApprovalAsked, ApprovalReply, redact
 from wardian.providers.base import Capabilities, ConversationReplaced, HistoryReplayed, Started, TaskDelivery
 from wardian.providers.delivery import inbox_text, task_text
 from wardian.providers.process import ProviderProcess, StopPolicy
@@ -97,8 +98,7 @@ class AcpRuntime(TurnState):
         self._peer: Peer | None = None
         self._turn: Turn | None = None
         self._steering = SteeringQueue()
-        self._asks: set[ApprovalReply] = set()
-        """The replies of the permission requests the app is deciding."""
+        self._asks: set[ApprovalReply] = set()  # the replies of the permission requests the app is deciding
         self._started = False
         self._replay: tuple[str, list[dict[str, Any]]] | None = None
         """While `session/load` runs: the session and the history it has replayed so far."""
@@ -238,7 +238,8 @@ class AcpRuntime(TurnState):
             assert turn is not None
             reply = ApprovalReply()
             self._asks.add(reply)
-            self.emit(ApprovalAsked(permissions.ask_of(params, turn.turn_id), reply))
+            secrets = [v for k, v in self.spec.env.items() if credential_name(k)]
+            self.emit(ApprovalAsked(redact(permissions.ask_of(params, turn.turn_id), secrets), reply))
             return Deferred(partial(self._approval, params, reply))
         if method == DRAIN:
             # Only a running turn takes what is queued (a drain outside one hands nothing over).
