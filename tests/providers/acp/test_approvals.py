@@ -149,9 +149,11 @@ def test_a_person_denies_with_a_reason_and_the_command_never_runs_and_the_model_
 
 
 def test_of_two_answers_racing_exactly_one_reaches_the_agent(person: tuple[AcpApp, str], tmp_path: Path) -> None:
+    """On an agent of its own: when the deny wins, the model's final answer stays in its script unused."""
     world, lead = person
+    world.agent("racer", approvals="person")
     made = tmp_path / "raced"
-    request_id = _shell_task(world, lead, "asker", made)
+    request_id = _shell_task(world, lead, "racer", made)
     approval_id = _pending(world, request_id)["approval_id"]
     outcomes: list[object] = []
     gate = threading.Barrier(2)
