@@ -1,0 +1,71 @@
+"""One runtime's open approvals: how every provider asks the app through the seam (`wardian.providers.approvals`) and
+waits for its answer, written once (docs/guide/approvals.md).
+
+A runtime calls `await asks.ask(ApprovalAsk(...))` in the task that answers its provider's native request (never in
+its reader loop): the ask is emitted as `ApprovalAsked`, and the call returns the app's `Decision`, or None when the
+approval was withdrawn. The runtime then writes its provider's native answer once. Withdrawn means nobody will answer:
+the app withdrew it, the turn that asked ended (`turn_ended`), the runtime ended (`end`), or the waiting task was
+cancelled (its provider's process or connection went away). On None the runtime refuses the request if its provider
+can still take an answer, so a request is never allowed unless someone allowed it.
+
+Invariant: every reply handed to the app is settled by the time `ask` returns (answered by the app, or withdrawn here),
+so the app never holds an open reply whose provider request is gone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from wardian.providers.approvals import ApprovalAsk, ApprovalAsked, ApprovalReply, Decision
+from wardian.providers.base import ProviderEvent
+
+POLICIES = ("person", "lead", "deny")
+"""Who answers an agent's approvals (`agent start --approvals`): a person, the lead that sent the task, or nobody (the
+app denies each at once, and records it)."""
+
+
+def policy_asks(policy: str) -> bool:
+    """Whether an agent under `policy` should run with its provider's own approval step turned on: someone may allow
+    a request (`person`, `lead`), so the provider must ask instead of refusing (or running) by itself."""
+    return policy in ("person", "lead")
+
+
+class OpenAsks:
+    """The approvals one runtime asked and has not had answered (module docstring). `emit` is the runtime's
+    `TurnState.emit`."""
+
+    def __init__(self, emit: Callable[[ProviderEvent], None]) -> None:
+        self._emit = emit
+        self._open: list[tuple[str | None, ApprovalReply]] = []
+        self._ended = False
+
+    async def ask(self, ask: ApprovalAsk) -> Decision | None:
+        """Hand `ask` to the app and wait for its decision; None once withdrawn (module docstring)."""
+        reply = ApprovalReply()
+        if self._ended:
+            return None
+        entry = (ask.turn_id, reply)
+        self._open.append(entry)
+        self._emit(ApprovalAsked(ask, reply))
+        try:
+            return await reply.wait()
+        finally:
+            reply.withdraw()  # cancelled (the provider went away): the app's pending approval ends as withdrawn
+            self._open.remove(entry)
+
+    def turn_ended(self, turn_id: str | None) -> None:
+        """The turn `turn_id` ended: its requests can no longer be answered."""
+        for asked_in, reply in list(self._open):
+            if asked_in == turn_id:
+                reply.withdraw()
+
+    def end(self) -> None:
+        """The runtime ended: every open request is withdrawn, and any later one is never asked."""
+        self._ended = True
+        for _, reply in list(self._open):
+            reply.withdraw()
+
+    @property
+    def count(self) -> int:
+        """How many requests wait for an answer."""
+        return len(self._open)
