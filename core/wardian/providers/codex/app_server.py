@@ -2,10 +2,11 @@
 
 Invariants:
 - One reader per connection. It routes each response to the one-shot waiter of its id and every
-  notification to the subscriber stream. Server-initiated requests are answered here (wardian never
-  grants approvals from the app: it declines elicitations and refuses the rest), except the methods a caller
-  registered a handler for (`handle`): each of those runs in a task of its own, so a slow answer never holds up
-  the reader, and an answer it cannot give is a JSON-RPC error.
+  notification to the subscriber stream. Server-initiated requests are answered here (it declines elicitations and
+  refuses the rest), except the methods a caller registered a handler for (`handle`; the runtime's approvals,
+  `approvals`): each of those runs in a task of its own, so a slow answer (a person deciding) never holds up the
+  reader, an answer it cannot give is a JSON-RPC error, and a handler that returns None writes nothing (the request
+  can no longer be answered).
 - When the reader exits (EOF, a broken pipe, a malformed frame, notifications nobody reads), every pending waiter
   fails at once; no notification is ever dropped while the connection lives.
 - No frame is logged, sent or received, so no request's params are (an `account/login/start` carries the agent's
@@ -40,8 +41,9 @@ log = logging.getLogger("wardian.codex.app_server")
 NOTIFICATION_BUFFER = 10_000
 
 
-ServerRequestHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
-"""Answers one server-to-client request: its params in, its result out (raise WardianError to refuse it)."""
+ServerRequestHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]
+"""Answers one server-to-client request: its params in, its result out (raise WardianError to refuse it; None: no
+answer is written, the request being over)."""
 
 
 class _Overflow(Exception):
@@ -188,7 +190,7 @@ class AppServerClient:
             self._handler_tg.start_soon(self._answer_with, handler, msg)
             return
         if method == "mcpServer/elicitation/request":
-            # Approvals are the operator's, granted in config; the app never clicks "accept".
+            # Nobody can fill in a server's form here (a tool's approval goes to the runtime's handler).
             reply: dict[str, Any] = {"id": msg["id"], "result": {"action": "decline"}}
         else:
             reply = {"id": msg["id"], "error": {"code": -32601, "message": f"wardian does not handle {method}"}}
@@ -199,8 +201,11 @@ class AppServerClient:
     async def _answer_with(self, handler: ServerRequestHandler, msg: dict[str, Any]) -> None:
         params = msg.get("params")
         try:
-            reply: dict[str, Any] = {"id": msg["id"], "result": await handler(params if isinstance(params, dict)
-                                                                              else {})}
+            result = await handler(params if isinstance(params, dict) else {})
+            if result is None:
+                log.info("%s: server request %s ended unanswered", self._name, msg["method"])
+                return
+            reply: dict[str, Any] = {"id": msg["id"], "result": result}
         except errors.WardianError as exc:
             log.warning("%s: could not answer server request %s: %s", self._name, msg["method"], exc.message)
             reply = {"id": msg["id"], "error": {"code": -32000, "message": exc.message}}

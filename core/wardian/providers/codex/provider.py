@@ -14,7 +14,7 @@ import anyio
 from wardian.auth.model import CredentialKind
 from wardian.overrides import ValueSyntax
 from wardian.providers.base import LaunchSpec, ProviderInfo
-from wardian.providers.codex import projection, signin
+from wardian.providers.codex import approvals, projection, signin
 from wardian.providers.codex.chatgpt_owner import OwnerTokens
 from wardian.providers.codex.compat import GATE, capabilities
 from wardian.providers.codex.launch import AppServerSpec, app_server_env
@@ -49,7 +49,7 @@ class CodexProvider:
         await anyio.to_thread.run_sync(self._prepare_home, spec, codex_home)
         return CodexRuntime(AppServerSpec(
             name=spec.name, codex=info.executable, codex_home=codex_home, workspace=spec.workspace,
-            overrides=(*spec.overrides, *LAUNCH_OVERRIDES),
+            overrides=(*spec.overrides, *approvals.launch_overrides(spec.approvals, spec.overrides), *LAUNCH_OVERRIDES),
             env={**app_server_env(codex_home), **spec.env, "CODEX_HOME": str(codex_home)},
             thread_id=spec.thread_id, capabilities=info.capabilities, stderr_path=spec.log_path,
             pid_path=spec.pid_path, mode=spec.mode, socket_path=spec.agent_dir / "app-server.sock",

@@ -29,8 +29,10 @@ import pydantic
 
 from wardian import __version__, errors
 from wardian.model import Interaction
+from wardian.providers.approvals import ApprovalAsk
+from wardian.providers.asking import OpenAsks
 from wardian.providers.base import Started, TaskDelivery
-from wardian.providers.codex import chatgpt, projection, signin, threads
+from wardian.providers.codex import approvals, chatgpt, projection, signin, threads
 from wardian.providers.codex import messages as m
 from wardian.providers.codex.app_server import AppServerClient, Notification
 from wardian.providers.codex.attached import TuiThreads
@@ -61,6 +63,8 @@ class CodexRuntime(TurnState):
         self._tui = TuiThreads()
         self._turns = TurnBook()
         self._rejected = signin.RejectedTurns(spec.credentials, agent=spec.name)
+        self._asks = OpenAsks(self.emit)
+        self._files = approvals.FileChanges()
 
     # --- lifecycle ------------------------------------------------------------------------------------
 
@@ -74,8 +78,11 @@ class CodexRuntime(TurnState):
                                           log_path=spec.stderr_path, pid_path=spec.pid_path,
                                           stdout_to_log=spec.attached)
             process = await self._child.start()
-            client = AppServerClient(await open_stream(spec, process), name=f"codex:{spec.name}", tap=self._tui.saw)
+            client = AppServerClient(await open_stream(spec, process), name=f"codex:{spec.name}", tap=self._tapped)
             self.client = client
+            client.handle(approvals.COMMAND, self._command_asked)
+            client.handle(approvals.FILE_CHANGE, self._file_change_asked)
+            client.handle(approvals.ELICITATION, self._elicited)
             async with anyio.create_task_group() as tg:
                 await tg.start(client.run)
                 tg.start_soon(self._watch, client)
@@ -100,6 +107,7 @@ class CodexRuntime(TurnState):
     async def _ended(self, started: bool) -> None:
         """However `run` ends: the app-server and its group are gone, and the stream says OFF, then ends."""
         self.stopping()
+        self._asks.end()
         with anyio.CancelScope(shield=True):
             if self._child is not None:
                 await self._child.stop(STOP_POLICY, polite=self._close_input)
@@ -186,10 +194,40 @@ class CodexRuntime(TurnState):
 
     def _turn_completed(self, note: m.TurnCompletedNotification) -> None:
         turn = note.turn
+        self._asks.turn_ended(turn.id)
         outcome = self._rejected.outcome(self._turns.ended(turn))
         if self.active_turn_id == turn.id:
             self.deactivate()
         self.emit(outcome)
+
+    # --- approvals (`approvals`: what Codex asks, and its answers) -------------------------------------
+
+    def _tapped(self, note: Notification) -> None:
+        self._tui.saw(note)
+        self._files.saw(note.method, note.params)
+
+    async def _command_asked(self, params: dict[str, Any]) -> dict[str, Any] | None:
+        ask = approvals.command_ask(params)
+        decision = await self._asks.ask(ask)
+        return approvals.command_answer(decision, params) if decision or self._still_asking(ask) else None
+
+    async def _file_change_asked(self, params: dict[str, Any]) -> dict[str, Any] | None:
+        ask = approvals.file_change_ask(params, self._files.of(str(params.get("itemId"))))
+        decision = await self._asks.ask(ask)
+        return approvals.file_change_answer(decision) if decision or self._still_asking(ask) else None
+
+    async def _elicited(self, params: dict[str, Any]) -> dict[str, Any] | None:
+        ask = approvals.elicitation_ask(params)
+        if ask is None:
+            log.info("%s: declined an MCP server's elicitation (nobody can fill in its form here)", self.spec.name)
+            return approvals.elicitation_answer(None)
+        decision = await self._asks.ask(ask)
+        return approvals.elicitation_answer(decision) if decision or self._still_asking(ask) else None
+
+    def _still_asking(self, ask: ApprovalAsk) -> bool:
+        """A withdrawn approval is refused only while its turn runs: once the turn ended, Codex has resolved the
+        request itself and takes no answer."""
+        return ask.turn_id is None or ask.turn_id == self.active_turn_id
 
     # --- delivery -------------------------------------------------------------------------------------
 

@@ -1,0 +1,183 @@
+"""Codex's approval requests reach the app as approvals, and its decision reaches Codex (docs/guide/approvals.md#codex):
+the real Codex app-server on the scripted model, driven by the real runtime, whose events the test reads as the app
+would."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import pytest
+
+from tests.conftest import short_home
+from tests.providers.codex.conftest import codex_or_skip
+from wardian.model import Party
+from wardian.providers.approvals import ApprovalAsked, Decision
+from wardian.providers.base import OutcomeStatus, ProviderEvent, TaskDelivery, TurnOutcome
+from wardian.providers.codex import approvals
+from wardian.providers.codex.compat import capabilities, parse_codex_version
+from wardian.providers.codex.launch import AppServerSpec, app_server_env, codex_version
+from wardian.providers.codex.runtime import CodexRuntime
+from wardian_harness.models.scripted_model import AgentScript, Message, ScriptedModel, ToolCall
+from wardian_harness.providers.codex_home import ScriptedProvider, write_codex_config
+
+KEY_VARIABLE = "WARDIAN_SCRIPTED_MODEL_KEY"
+
+
+@dataclass
+class World:
+    root: Path
+    script: AgentScript
+    codex: Path
+
+    @property
+    def workspace(self) -> Path:
+        return self.root / "ws"
+
+    def escalated(self, command: str) -> ToolCall:
+        """The model asks to run `command` outside the sandbox, as a model does under `on-request`."""
+        return ToolCall("exec_command", {"cmd": command, "sandbox_permissions": "require_escalated",
+                                         "justification": "make a file"}, namespace=None)
+
+
+@pytest.fixture
+def world() -> Iterator[World]:
+    codex = codex_or_skip()
+    root = short_home("wca")
+    with ScriptedModel() as model:
+        w = World(root, model.agent("worker"), codex)
+        w.workspace.mkdir()
+        try:
+            yield w
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+@asynccontextmanager
+async def running(world: World, policy: str = "person") -> AsyncIterator[CodexRuntime]:
+    """The agent's runtime as the provider prepares it under `policy` (the agent's own settings say `never`, as the
+    tests' scripted settings do), running until the block ends."""
+    home = world.root / "codex"
+    write_codex_config(home, ScriptedProvider(base_url=world.script.base_url))
+    overrides = ('approval_policy="never"', 'sandbox_mode="read-only"')
+    version = parse_codex_version(await anyio.to_thread.run_sync(codex_version, str(world.codex)))
+    runtime = CodexRuntime(AppServerSpec(
+        name="worker", codex=str(world.codex), codex_home=home, workspace=world.workspace,
+        overrides=(*overrides, *approvals.launch_overrides(policy, overrides)),
+        env={**app_server_env(home), KEY_VARIABLE: "dummy-key"}, thread_id=None,
+        capabilities=capabilities(version), stderr_path=world.root / "codex.log"))
+    async with runtime.events, anyio.create_task_group() as tg:
+        await tg.start(runtime.run)
+        try:
+            yield runtime
+        finally:
+            runtime.stop()
+
+
+async def next_event(runtime: CodexRuntime, kind: type[ProviderEvent]) -> ProviderEvent:
+    with anyio.fail_after(60):
+        async for event in runtime.events:
+            if isinstance(event, kind):
+                return event
+    raise AssertionError(f"the runtime ended before a {kind.__name__}")
+
+
+def task(text: str) -> TaskDelivery:
+    return TaskDelivery("ask_1", Party("lead", "u-lead"), text)
+
+
+def test_an_allowed_command_runs_and_the_turn_ends_with_the_models_answer(world: World) -> None:
+    """A command Codex asks to run becomes one approval with the command and its directory; allowing it runs it."""
+    made = world.workspace / "made"
+    world.script.add(world.escalated(f"touch {made}"), Message("made it"))
+
+    async def main() -> None:
+        async with running(world) as runtime:
+            started = await runtime.start_turn(task("make a file"))
+            asked = await next_event(runtime, ApprovalAsked)
+            assert isinstance(asked, ApprovalAsked)
+            ask = asked.ask
+            assert (ask.turn_id, ask.kind, ask.tool) == (started.turn_id, "command", "shell")
+            assert f"touch {made}" in ask.detail["command"]
+            assert ask.detail["cwd"] == str(world.workspace)
+            assert ask.summary == f"run `{ask.detail['command']}` in {world.workspace}"
+            assert {o.kind for o in ask.options} >= {"allow_once", "reject_once"}
+            assert not made.exists()
+            assert asked.reply.answer(Decision(allow=True))
+            outcome = await next_event(runtime, TurnOutcome)
+            assert isinstance(outcome, TurnOutcome)
+            assert (outcome.status, outcome.final_text) == (OutcomeStatus.DONE, "made it")
+
+    anyio.run(main)
+    assert made.exists()
+    assert "Process exited with code 0" in world.script.requests[-1].function_call_outputs()[-1].text
+
+
+def test_a_denied_command_does_not_run_and_the_model_is_told(world: World) -> None:
+    """Deny: Codex is answered `decline`, the command never runs, and the model reads that it was rejected."""
+    made = world.workspace / "made"
+    world.script.add(world.escalated(f"touch {made}"), Message("could not"))
+
+    async def main() -> None:
+        async with running(world) as runtime:
+            await runtime.start_turn(task("make a file"))
+            asked = await next_event(runtime, ApprovalAsked)
+            assert isinstance(asked, ApprovalAsked)
+            assert asked.reply.answer(Decision(allow=False, reason="not today"))
+            outcome = await next_event(runtime, TurnOutcome)
+            assert isinstance(outcome, TurnOutcome)
+            assert (outcome.status, outcome.final_text) == (OutcomeStatus.DONE, "could not")
+
+    anyio.run(main)
+    assert not made.exists()
+    assert "rejected by user" in world.script.requests[-1].function_call_outputs()[-1].text
+
+
+def test_an_approval_whose_turn_is_interrupted_is_withdrawn_and_nothing_runs(world: World) -> None:
+    """The turn that asked ends first (interrupted): the approval is withdrawn, and a later answer changes nothing."""
+    made = world.workspace / "made"
+    world.script.add(world.escalated(f"touch {made}"), Message("unused"))
+
+    async def main() -> None:
+        async with running(world) as runtime:
+            started = await runtime.start_turn(task("make a file"))
+            asked = await next_event(runtime, ApprovalAsked)
+            assert isinstance(asked, ApprovalAsked)
+            await runtime.interrupt(started.turn_id)
+            outcome = await next_event(runtime, TurnOutcome)
+            assert isinstance(outcome, TurnOutcome)
+            assert outcome.status is OutcomeStatus.INTERRUPTED
+            assert not asked.reply.open
+            assert await asked.reply.wait() is None
+            assert not asked.reply.answer(Decision(allow=True))
+
+    anyio.run(main)
+    assert not made.exists()
+
+
+def test_an_approval_open_when_the_runtime_stops_is_withdrawn(world: World) -> None:
+    """The provider's process goes away with a request open: the approval is withdrawn, never left pending."""
+    world.script.add(world.escalated(f"touch {world.workspace / 'made'}"), Message("unused"))
+
+    async def main() -> None:
+        async with running(world) as runtime:
+            await runtime.start_turn(task("make a file"))
+            asked = await next_event(runtime, ApprovalAsked)
+            assert isinstance(asked, ApprovalAsked)
+        assert await asked.reply.wait() is None
+
+    anyio.run(main)
+    assert not (world.workspace / "made").exists()
+
+
+def test_the_asking_policies_turn_codex_approvals_on_and_deny_keeps_the_agents_own() -> None:
+    """`person` and `lead` run Codex with `on-request` unless the agent's own settings chose a policy that asks;
+    `deny` adds nothing (Codex 0.171.0 refuses `untrusted`, so on-request is the one that asks)."""
+    assert approvals.launch_overrides("person", ()) == ('approval_policy="on-request"',)
+    assert approvals.launch_overrides("lead", ('approval_policy="never"',)) == ('approval_policy="on-request"',)
+    assert approvals.launch_overrides("person", ("approval_policy=on-failure",)) == ()
+    assert approvals.launch_overrides("deny", ()) == ()
