@@ -37,21 +37,32 @@ class OpenAsks:
     def __init__(self, emit: Callable[[ProviderEvent], None]) -> None:
         self._emit = emit
         self._open: list[tuple[str | None, ApprovalReply]] = []
+        self._keyed: dict[str, ApprovalReply] = {}
         self._ended = False
 
-    async def ask(self, ask: ApprovalAsk) -> Decision | None:
-        """Hand `ask` to the app and wait for its decision; None once withdrawn (module docstring)."""
+    async def ask(self, ask: ApprovalAsk, *, key: str | None = None) -> Decision | None:
+        """Hand `ask` to the app and wait for its decision; None once withdrawn (module docstring). `key` is the
+        provider's own id of the request, for a provider that may take a request back (`cancelled`)."""
         reply = ApprovalReply()
         if self._ended:
             return None
         entry = (ask.turn_id, reply)
         self._open.append(entry)
+        if key is not None:
+            self._keyed[key] = reply
         self._emit(ApprovalAsked(ask, reply))
         try:
             return await reply.wait()
         finally:
             reply.withdraw()  # cancelled (the provider went away): the app's pending approval ends as withdrawn
             self._open.remove(entry)
+            if key is not None:
+                self._keyed.pop(key, None)
+
+    def cancelled(self, key: str) -> bool:
+        """The provider took its request `key` back: withdrawn. False: no such open request."""
+        reply = self._keyed.get(key)
+        return reply is not None and reply.withdraw()
 
     def turn_ended(self, turn_id: str | None) -> None:
         """The turn `turn_id` ended: its requests can no longer be answered."""
