@@ -7,6 +7,7 @@ import uuid as uuids
 from typing import Any
 
 from wardian import errors
+from wardian.providers.claude.approvals import PROMPT_TOOL_ARGS
 from wardian.providers.claude.spec import ClaudeSpec
 
 
@@ -15,6 +16,8 @@ def command(spec: ClaudeSpec, session_id: str, *, resume: bool) -> list[str]:
             "--mcp-config", str(spec.mcp_config), "--strict-mcp-config"]
     if spec.allowed_tools:
         argv += ["--allowedTools", ",".join(spec.allowed_tools)]
+    if spec.permission_prompt:
+        argv += PROMPT_TOOL_ARGS
     return [*argv, f"--resume={session_id}" if resume else f"--session-id={session_id}"]
 
 

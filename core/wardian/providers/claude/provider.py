@@ -22,6 +22,7 @@ import anyio
 from wardian import errors
 from wardian.auth.model import Credential, CredentialKind
 from wardian.overrides import ValueSyntax
+from wardian.providers.asking import policy_asks
 from wardian.providers.base import LaunchSpec, LostDelivery, ProviderInfo, Recovery
 from wardian.providers.claude import homes, recovery, registration, settings
 from wardian.providers.claude.compat import GATE, capabilities
@@ -124,7 +125,8 @@ class ClaudeProvider:
         return ClaudeSpec(
             name=spec.name, executable=info.executable, workspace=spec.workspace, env=env, config_dir=config_dir,
             mcp_config=mcp_config, allowed_tools=allowed, session_id=spec.thread_id, capabilities=info.capabilities,
-            stderr_path=spec.log_path, pid_path=spec.pid_path, credential=credential)
+            stderr_path=spec.log_path, pid_path=spec.pid_path, credential=credential,
+            permission_prompt=policy_asks(spec.approvals))
 
 
 _CREDENTIAL_SETTINGS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")

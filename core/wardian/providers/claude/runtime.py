@@ -3,12 +3,14 @@ the app observes of it (a `wardian.providers.base.ProviderRuntime`; docs/provide
 
 ```
 claude -p --input-format stream-json --output-format stream-json --verbose --mcp-config FILE --strict-mcp-config
-       [--allowedTools a,b] (--session-id=<new uuid> | --resume=<id>)     (cwd: the workspace; private dirs)
+       [--allowedTools a,b] [--permission-prompt-tool stdio] (--session-id=<new uuid> | --resume=<id>)
+       (cwd: the workspace; private dirs)
   in:  control_request initialize         the answer is the readiness signal (`system/init` comes only per turn)
        user {uuid}                         a task: a new turn when idle, folded into the running one (steer) else
        user {uuid, shouldQuery: false}     information: into the conversation, no model request
        control_request interrupt           the running turn
   out: command_lifecycle queued/started    a message taken / begun;  result {user_message_uuids}  a turn's end
+       control_request can_use_tool        a tool call asked of the app (`approvals`), answered in a task of its own
 ```
 
 The stream's facts are `turns`'; its lines `wire`'s; what the stream lost is settled in the transcript (`transcript`).
@@ -20,6 +22,7 @@ in time) is looked up by its uuid: found, it was taken (`Started(confirmed_by_lo
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -29,8 +32,9 @@ import anyio.abc
 
 from wardian import errors
 from wardian.model import Interaction
+from wardian.providers.asking import OpenAsks
 from wardian.providers.base import OutcomeStatus, Started, TaskDelivery
-from wardian.providers.claude import transcript
+from wardian.providers.claude import approvals, transcript
 from wardian.providers.claude.launch import check_signed_in, command, new_uuid
 from wardian.providers.claude.spec import ClaudeSpec
 from wardian.providers.claude.timings import Timings
@@ -70,6 +74,9 @@ class ClaudeRuntime(TurnState):
         self._turns = Turns()
         self._acks: dict[str, anyio.Event] = {}
         self._controls = Controls()
+        self._asks = OpenAsks(self.emit)
+        self._cancelled: set[str] = set()  # the permission requests Claude Code took back
+        self._tg: anyio.abc.TaskGroup | None = None
         self._started = False
         self._timings = Timings.from_env(spec.name)  # off unless WARDIAN_CLAUDE_TIMINGS is set
 
@@ -105,6 +112,7 @@ class ClaudeRuntime(TurnState):
     async def _serve(self, task_status: anyio.abc.TaskStatus[str | None]) -> None:
         """Read the output, initialize, report ready, and run until stopped or the process ends."""
         async with anyio.create_task_group() as tg:
+            self._tg = tg
             tg.start_soon(self._read)
             answer = await self._initialize()
             check_signed_in(self.spec.name, answer.get("account"))
@@ -131,6 +139,7 @@ class ClaudeRuntime(TurnState):
         """However `run` ends: the process and its group are gone, what was left unread is read, in-flight turns are
         settled from the transcript, then the stream says OFF and ends."""
         self.ready = False
+        self._asks.end()
         if self._child is not None:
             await self._child.stop(STOP_POLICY, polite=self._close_input)
         if self._reader is not None:
@@ -175,7 +184,11 @@ class ClaudeRuntime(TurnState):
         while (line := await self._reader.next()) is not None:
             self._take(line)
             if line.get("type") == "control_request" and self._writer is not None:
-                await self._writer.refuse(self.spec.name, line)
+                request = line.get("request") or {}
+                if request.get("subtype") == approvals.CAN_USE_TOOL and self._tg is not None:
+                    self._tg.start_soon(self._asked, str(line.get("request_id")), request)
+                else:
+                    await self._writer.refuse(self.spec.name, line)
         log.info("%s: Claude Code's output ended", self.spec.name)
         self._wake_all()
         self._stop.set()
@@ -199,11 +212,16 @@ class ClaudeRuntime(TurnState):
         elif kind == "result":
             ends, outcomes = self._turns.on_result(line)
             if ends:
+                self._asks.turn_ended(self.active_turn_id)
                 self.deactivate()
             for outcome in outcomes:
                 self.emit(outcome)
         elif kind == "control_response":
             self._controls.answered(line.get("response") or {})
+        elif kind == "control_cancel_request":
+            request_id = str(line.get("request_id"))
+            self._cancelled.add(request_id)
+            self._asks.cancelled(request_id)
 
     def _lifecycle(self, uuid: str, state: str) -> None:
         if state == "queued":
@@ -239,6 +257,19 @@ class ClaudeRuntime(TurnState):
             await self._writer.send(line)
         except NotSent as exc:
             raise errors.ProviderUnavailable(f"{exc}; nothing was sent") from None
+
+    async def _asked(self, request_id: str, request: dict[str, Any]) -> None:
+        """A tool call Claude Code asks permission for: the app's decision, written once; a withdrawn one is denied
+        unless Claude Code took the request back, or its turn or process ended first (nobody reads an answer then)."""
+        ask = approvals.ask_of(request, self.active_turn_id, str(self.spec.workspace))
+        decision = await self._asks.ask(ask, key=request_id)
+        over = request_id in self._cancelled or self._gone.is_set() or ask.turn_id != self.active_turn_id
+        self._cancelled.discard(request_id)
+        if decision is None and over:
+            return
+        if self._writer is not None:
+            with contextlib.suppress(NotSent, LineLost):
+                await self._writer.send(approvals.answer_line(request_id, request, decision))
 
     # --- delivery -------------------------------------------------------------------------------------
 

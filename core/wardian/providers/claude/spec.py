@@ -47,3 +47,6 @@ class ClaudeSpec:
     pid_path: Path
     credential: FdCredential | None = None
     """The agent's sign-in, handed over on a file descriptor, never in the environment (None: none)."""
+    permission_prompt: bool = False
+    """Start with `--permission-prompt-tool stdio`: a tool call no rule allows is asked of wardian, which hands it to
+    the app as an approval (`approvals`), instead of being refused by Claude Code itself."""
