@@ -21,7 +21,7 @@ from wardian.overrides import ValueSyntax
 from wardian.providers.base import LaunchSpec, ProviderInfo
 from wardian.providers.homes import ProviderHome, end_left_behind, private_dir
 from wardian.providers.mcp_command import write_private
-from wardian.providers.opencode import plugin_deps, registration, settings, shell_env, signin
+from wardian.providers.opencode import approvals, plugin_deps, registration, settings, shell_env, signin
 from wardian.providers.opencode.compat import GATE, capabilities
 from wardian.providers.opencode.runtime import OpenCodeRuntime, ServeSpec
 from wardian.providers.probe import probe
@@ -94,7 +94,11 @@ class OpenCodeProvider:
         # those who give it (docs/providers/opencode.md#sign-in). Our own OPENCODE_AUTH_CONTENT never comes from
         # the app's environment: it is the agent's credentials or nothing. OPENCODE_PURE would drop the plugin that
         # keeps both out of the agent's commands (`shell_env`).
-        return child_env({**spec.env, **extra, **OFFLINE_ENV, "OPENCODE_SERVER_PASSWORD": password},
-                         drop=(*XDG, "OPENCODE_CONFIG", "OPENCODE_CONFIG_CONTENT", "OPENCODE_CONFIG_DIR",
-                               "OPENCODE_SERVER_PASSWORD", "OPENCODE_PERMISSION", "OPENCODE_PURE",
-                               signin.ENV_AUTH_CONTENT))
+        env = child_env({**spec.env, **extra, **OFFLINE_ENV, "OPENCODE_SERVER_PASSWORD": password},
+                        drop=(*XDG, "OPENCODE_CONFIG", "OPENCODE_CONFIG_CONTENT", "OPENCODE_CONFIG_DIR",
+                              "OPENCODE_SERVER_PASSWORD", "OPENCODE_PERMISSION", "OPENCODE_PURE",
+                              signin.ENV_AUTH_CONTENT))
+        # Asking policies: `ask` where the agent's own permission settings say nothing (`approvals`).
+        env.update(approvals.permission_env(spec.approvals, registration.read_config(
+            registration.config_file(config_dir))))
+        return env

@@ -10,6 +10,7 @@ opencode serve --port 0 --hostname 127.0.0.1   (cwd: the workspace; private XDG 
    POST /session/{id}/message         information: {noReply: true}, our chosen msg_ id (no loop)
    GET  /session/{id}/message/{msg}   looks up a submission whose answer was lost
    POST /session/{id}/abort           interrupts the running loop
+   POST /permission/{id}/reply        answers a `permission.asked` of /event (`approvals`)
 ```
 
 Starting serve is `launch`'s; its requests and lookups are `wire`'s; what `/event` says of the session and how a
@@ -35,9 +36,10 @@ import httpx2
 
 from wardian import errors
 from wardian.model import Interaction
+from wardian.providers.asking import OpenAsks
 from wardian.providers.base import Started, TaskDelivery
 from wardian.providers.delivery import inbox_text, task_text
-from wardian.providers.opencode import signin
+from wardian.providers.opencode import approvals, signin
 from wardian.providers.opencode.launch import ServeSpec, drain, listening_url, new_message_id, serve_command
 from wardian.providers.opencode.session import UNKNOWN_ROOT, SessionEvents, outcome_of
 from wardian.providers.opencode.wire import REQUEST_TIMEOUT_S, NotSent, ServeClient
@@ -65,6 +67,9 @@ class OpenCodeRuntime(TurnState):
         self._child: ProviderProcess | None = None
         self._ours: set[str] = set()  # loops we started (our msg_ ids): only these may be interrupted
         self._session = SessionEvents()
+        self._asks = OpenAsks(self.emit)
+        self._replied: set[str] = set()  # permission requests someone replied to (wardian, or a person's TUI)
+        self._tg: anyio.abc.TaskGroup | None = None
         self.warnings: list[str] = []  # for a person: a key the config overrides, a stale auth.json (no secret)
 
     # --- lifecycle ------------------------------------------------------------------------------------
@@ -77,6 +82,7 @@ class OpenCodeRuntime(TurnState):
                                           log_path=spec.stderr_path, pid_path=spec.pid_path, stdin=subprocess.DEVNULL)
             process = await self._child.start()
             async with anyio.create_task_group() as tg:
+                self._tg = tg
                 url = await listening_url(spec, process)
                 tg.start_soon(drain, process)
                 self._client = ServeClient(spec.name, url, spec.password_path, self._stop.set)
@@ -93,6 +99,7 @@ class OpenCodeRuntime(TurnState):
                 tg.cancel_scope.cancel()
         finally:
             self.stopping()
+            self._asks.end()
             with anyio.CancelScope(shield=True):
                 if self._client is not None:
                     with suppress(Exception):
@@ -171,6 +178,12 @@ class OpenCodeRuntime(TurnState):
             await anyio.sleep(0.2)
 
     def _on_event(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        props = event.get("properties")
+        if kind in (approvals.ASKED, approvals.REPLIED) and isinstance(props, dict) \
+                and props.get("sessionID") == self.thread_id:
+            self._permission_event(str(kind), props)
+            return
         signal = self._session.take(event, self.thread_id)
         if signal == "busy" and self.active_turn_id is None:
             # A loop we did not start (someone else's prompt): its root is the latest user message.
@@ -206,6 +219,7 @@ class OpenCodeRuntime(TurnState):
                 # Not a loop of ours, and the session is idle with nothing answering it: whatever ran is over (its
                 # user message was never seen). Only our own loops wait for their answers: an idle may precede
                 # their first step.
+                self._asks.turn_ended(root)
                 self.deactivate()
             return
         last = (await self._request("GET", f"/session/{self.thread_id}/message/{answers[-1]}")).json()
@@ -213,8 +227,40 @@ class OpenCodeRuntime(TurnState):
             return
         if isinstance(last, dict) and isinstance(last.get("info"), dict):
             self._session.took(last["info"])  # its final tokens, should its last update have been missed
+        self._asks.turn_ended(root)
         self.deactivate()
         self.emit(outcome_of(root, last, self._session.usage(root)))
+
+    # --- approvals (`approvals`) -----------------------------------------------------------------------
+
+    def _permission_event(self, kind: str, props: dict[str, Any]) -> None:
+        if kind == approvals.REPLIED:
+            request_id = str(props.get("requestID"))
+            self._replied.add(request_id)
+            self._asks.cancelled(request_id)  # replied to elsewhere (a person's TUI): no answer of ours is read
+        elif self._tg is not None:
+            self._tg.start_soon(self._asked, props)
+
+    async def _asked(self, props: dict[str, Any]) -> None:
+        """A tool call OpenCode asks permission for: the app's decision, replied once; a withdrawn one is rejected
+        unless someone replied already, or its loop ended first (OpenCode took it back)."""
+        request_id = str(props.get("id"))
+        ask = approvals.ask_of(props, self.active_turn_id, str(self.spec.workspace))
+        decision = await self._asks.ask(ask, key=request_id)
+        over = request_id in self._replied or ask.turn_id != self.active_turn_id
+        self._replied.discard(request_id)
+        if decision is None and over:
+            return
+        try:
+            response = await self._request("POST", f"/permission/{request_id}/reply",
+                                           json=approvals.reply_body(decision))
+        except (NotSent, errors.WardianError, httpx2.HTTPError) as exc:
+            log.warning("%s: could not reply to OpenCode's permission request %s (%s)", self.spec.name, request_id,
+                        type(exc).__name__)
+            return
+        if response.status_code != 200:
+            log.warning("%s: OpenCode answered the reply to permission request %s with %s", self.spec.name,
+                        request_id, response.status_code)
 
     # --- delivery -------------------------------------------------------------------------------------
 
