@@ -27,6 +27,7 @@ from wardian.auth.model import Credential
 from wardian.home import ENV_HOME, ENV_MCP_ANNOUNCE
 from wardian.overrides import Override, ValueSyntax, parse_override
 from wardian.providers import journal
+from wardian.providers.asking import policy_asks
 from wardian.providers.base import LaunchSpec, LostDelivery, ProviderInfo, Recovery
 from wardian.providers.homes import ProviderHome, end_left_behind
 from wardian.providers.journal import JSON, json_value
@@ -144,6 +145,8 @@ class PiProvider:
         journal.project(JSON, agent_dir / "models.json", agent_dir / MODELS_JOURNAL,
                         [*((o.path, o.value) for o in settings.models), *key_names])
         wardian = {ENV_HOME: str(spec.home.root), ENV_MCP_ANNOUNCE: "1", "WARDIAN_PI_MCP_COMMAND": json.dumps(serve)}
+        if policy_asks(spec.approvals):
+            wardian[approvals.ENV_APPROVALS] = "ask"  # the extension asks before Pi's own bash, edit and write
         env = child_env({**spec.env, **private.env(), **QUIET_ENV, **settings.env, **keys, **wardian}, drop=DROP)
         resumed = sessions.session_file(session_dir, spec.thread_id) if spec.thread_id else None
         return PiSpec(name=spec.name, argv=[info.executable, "--mode", "rpc", "-e", str(extension.PATH)],

@@ -6,7 +6,8 @@ waits on until the client sends an `extension_ui_response` with its id.
 
 Invariants:
 - One reader: it routes each response to the one waiter of its id, each event to `on_event`, each dialog request to
-  `on_dialog` (whose answer is written back at once). When the output ends, every waiter fails with `Gone`.
+  `on_dialog` (whose answer is written back at once, or later with `answer_dialog` when it returns None: a person
+  deciding never holds up the reader). When the output ends, every waiter fails with `Gone`.
 - Only commands Pi knows are sent: Pi answers an unknown one without its id, so no waiter would ever be woken.
 - Lines are framed, written and read as every stdio provider's are (`wardian.providers.lines`).
 """
@@ -98,6 +99,11 @@ class Peer:
         pending = await self.send(command, fields)
         with anyio.fail_after(timeout_s):
             return await pending.result()
+
+    async def answer_dialog(self, request_id: str, answer: JsonObject) -> None:
+        """Answer a dialog `on_dialog` left open (None), later; nothing when Pi has ended."""
+        with contextlib.suppress(NotSent, LineLost):
+            await self._writer.send(encode({"type": "extension_ui_response", "id": request_id, **answer}))
 
     async def close(self) -> None:
         """Close Pi's input (RPC mode exits at its end)."""

@@ -12,7 +12,8 @@ pi --mode rpc -e <wardian's extension> [--session <file>]   (cwd: the workspace;
                                   still queued in Pi, and a short `prompt` starts the next run for it (`_end`)
        abort                      an interrupt: the run ends `aborted`
   in:  agent_start ... agent_end  the run; `auto_retry_start` after a failed one when retry is on (`turns`)
-       extension_ui_request       a confirmation wardian's extension asks for: answered from the grants (`approvals`)
+       extension_ui_request       a confirmation wardian's extension asks for: answered from the grants, or, for
+                                  Pi's own bash/edit/write under an asking policy, by the app (`approvals`)
 ```
 
 Error classification (what the app may do next): a command whose line certainly did not leave is
@@ -35,6 +36,8 @@ import anyio.abc
 
 from wardian import errors
 from wardian.model import Interaction
+from wardian.providers.approvals import ApprovalAsk
+from wardian.providers.asking import OpenAsks
 from wardian.providers.base import ConversationReplaced, OutcomeStatus, Started, TaskDelivery, TurnOutcome
 from wardian.providers.delivery import inbox_text, task_text
 from wardian.providers.pi import approvals
@@ -70,6 +73,7 @@ class PiRuntime(TurnState):
         self._peer: Peer | None = None
         self._turn: Turn | None = None
         self._tg: anyio.abc.TaskGroup | None = None
+        self._asks = OpenAsks(self.emit)
         self._started = False
         self._timings = Timings.from_env(spec.name)  # off unless WARDIAN_PI_TIMINGS is set
 
@@ -132,6 +136,7 @@ class PiRuntime(TurnState):
         """However `run` ends: the process group is gone; a run still going is left unsettled (the app marks its
         tasks uncertain); then the stream says OFF and ends."""
         self.stopping()
+        self._asks.end()
         if self._child is not None:
             await self._child.stop(STOP_POLICY, polite=self._peer.close if self._peer is not None else None)
         if self._turn is not None:
@@ -188,8 +193,21 @@ class PiRuntime(TurnState):
             if turn.active:
                 self._end(turn)
 
-    def _on_dialog(self, request: dict[str, Any]) -> dict[str, Any]:
+    def _on_dialog(self, request: dict[str, Any]) -> dict[str, Any] | None:
+        tool = approvals.native_tool(request)
+        if tool is not None and self._tg is not None:
+            ask = approvals.native_ask(request, tool, self.active_turn_id, str(self.spec.workspace))
+            self._tg.start_soon(self._asked, str(request.get("id")), ask)
+            return None
         return approvals.answer(self.spec.name, request, self.spec.allowed)
+
+    async def _asked(self, request_id: str, ask: ApprovalAsk) -> None:
+        """Pi's own tool call, asked of the app: confirmed once it allowed it, else refused (the extension blocks the
+        call, and the model reads that it was denied). A withdrawn one is refused too: Pi's dialog waits until
+        answered, even after an abort."""
+        decision = await self._asks.ask(ask, key=request_id)
+        if self._peer is not None:
+            await self._peer.answer_dialog(request_id, {"confirmed": decision is not None and decision.allow})
 
     def _end(self, turn: Turn) -> None:
         """The run's end answers its turn and each steered task it showed. Tasks steered too late for it are still
@@ -197,6 +215,7 @@ class PiRuntime(TurnState):
         first of them was bound to."""
         outcome = turn.outcome
         assert outcome is not None
+        self._asks.turn_ended(turn.turn_id)
         self._timings.ended(turn.turn_id)
         after = Turn(next(iter(turn.steered.values())), retry=self.spec.retry, steered=dict(turn.steered),
                      active=True) if turn.steered else None

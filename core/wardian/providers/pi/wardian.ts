@@ -12,7 +12,9 @@
 // environment, so its bash tool never sees the session.
 //
 // Approvals: before a tool that changes what another agent sees, the `tool_call` hook asks the client to confirm
-// ("Allow wardian's <tool>?"); an app-owned agent's app answers from the agent's `--approve-tools`.
+// ("Allow wardian's <tool>?"); an app-owned agent's app answers from the agent's `--approve-tools`. Under an asking
+// policy (`WARDIAN_PI_APPROVALS=ask`) it also asks before Pi's own bash, edit and write ("Allow <tool>?", with the
+// call's input as JSON), which the app hands to a person or the lead (docs/guide/approvals.md#pi).
 
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { closeSync, readFileSync } from "node:fs";
@@ -314,7 +316,9 @@ class McpServer {
   }
 }
 
-function identity(): { session: string; home: string; command: string[]; announce: string } {
+const NATIVE_ASKS = ["bash", "edit", "write"];
+
+function identity(): { session: string; home: string; command: string[]; announce: string; approvals: string } {
   const env = process.env;
   const g = globalThis as Json;
   if (g.__wardianPi === undefined) {
@@ -325,9 +329,11 @@ function identity(): { session: string; home: string; command: string[]; announc
       closeSync(Number(fd));
     }
     const command = env.WARDIAN_PI_MCP_COMMAND ? JSON.parse(env.WARDIAN_PI_MCP_COMMAND) : DEFAULT_COMMAND;
-    g.__wardianPi = { session, home: env.WARDIAN_HOME ?? "", command, announce: env.WARDIAN_MCP_ANNOUNCE ?? "" };
+    g.__wardianPi = { session, home: env.WARDIAN_HOME ?? "", command, announce: env.WARDIAN_MCP_ANNOUNCE ?? "",
+                      approvals: env.WARDIAN_PI_APPROVALS ?? "" };
     delete env.WARDIAN_MCP_ANNOUNCE;
-    const names = ["WARDIAN_HOME", "WARDIAN_SESSION_ID", "WARDIAN_PI_SESSION_FD", "WARDIAN_PI_MCP_COMMAND"];
+    const names = ["WARDIAN_HOME", "WARDIAN_SESSION_ID", "WARDIAN_PI_SESSION_FD", "WARDIAN_PI_MCP_COMMAND",
+                   "WARDIAN_PI_APPROVALS"];
     for (const name of names) {
       delete env[name];
     }
@@ -336,7 +342,7 @@ function identity(): { session: string; home: string; command: string[]; announc
 }
 
 export default function (pi: Json) {
-  const { session, home, command, announce } = identity();
+  const { session, home, command, announce, approvals } = identity();
   if (!session || !home) return; // a person's Pi started without `wardian agent env`: not a wardian agent
   const env: Record<string, string> = { ...(process.env as Record<string, string>) };
   if (home) env.WARDIAN_HOME = home;
@@ -363,6 +369,10 @@ export default function (pi: Json) {
   }
 
   pi.on("tool_call", async (event: Json, ctx: Json) => {
+    if (approvals === "ask" && NATIVE_ASKS.includes(event.toolName)) {
+      const ok = await ctx.ui.confirm(`Allow ${event.toolName}?`, JSON.stringify(event.input ?? {}));
+      return ok ? undefined : { block: true, reason: `Permission denied: ${event.toolName} was not approved` };
+    }
     if (!ASKS.includes(event.toolName)) return undefined;
     const ok = await ctx.ui.confirm(`Allow wardian's ${event.toolName}?`, JSON.stringify(event.input ?? {}));
     return ok ? undefined : { block: true, reason: `wardian's ${event.toolName} was not approved` };
