@@ -1,6 +1,6 @@
-"""Codex's approval requests reach the app as approvals, and its decision reaches Codex (docs/guide/approvals.md#codex):
-the real Codex app-server on the scripted model, driven by the real runtime, whose events the test reads as the app
-would."""
+"""Codex's approval requests reach the app as approvals, and its decision reaches Codex
+(docs/guide/approvals.md#codex): the real Codex app-server on the scripted model, driven by the real
+runtime, whose events the test reads as the app would."""
 
 from __future__ import annotations
 

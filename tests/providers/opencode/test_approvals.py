@@ -1,6 +1,6 @@
 """OpenCode's permission requests reach the app as approvals, and its decision reaches OpenCode
-(docs/guide/approvals.md#opencode): the real `opencode serve` on the scripted model, prepared by the real provider
-under `--approvals person`, whose runtime's events the test reads as the app would."""
+(docs/guide/approvals.md#opencode): the real `opencode serve` on the scripted model, prepared by the real
+provider under `--approvals person`, whose runtime's events the test reads as the app would."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Pi's own bash, edit and write reach the app as approvals under an asking policy, through wardian's extension's
-`tool_call` hook (docs/guide/approvals.md#pi): the real Pi CLI on the scripted model, prepared by the real provider
-under `--approvals person`, whose runtime's events the test reads as the app would."""
+`tool_call` hook (docs/guide/approvals.md#pi): the real Pi CLI on the scripted model, prepared by the real
+provider under `--approvals person`, whose runtime's events the test reads as the app would."""
 
 from __future__ import annotations
 
