@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.providers.claude.conftest import ClaudeWorld, running
+from tests.providers.claude.conftest import ClaudeApp, ClaudeWorld, records_for, running, settle
 from wardian.model import Party
 from wardian.providers.approvals import ApprovalAsked, Decision
 from wardian.providers.base import OutcomeStatus, TaskDelivery
 from wardian.providers.claude.spec import ClaudeSpec
 from wardian_harness.models.scripted_model import AgentScript, Message, ToolCall
+from wardian_harness.providers.claude_home import ScriptedClaude, claude_overrides
 
 pytestmark = pytest.mark.anyio
 
@@ -107,3 +109,53 @@ async def test_without_an_asking_policy_claude_code_refuses_by_itself_and_nothin
         assert (await run.outcome(started.turn_id)).final_text == "refused"
     assert not any(isinstance(e, ApprovalAsked) for e in run.events)
     assert not made.exists()
+
+
+# --- through the app: a person answers with `wardian approval allow|deny` -------------------------------------------
+
+
+def pending_approval(world: ClaudeApp, agent: str) -> dict[str, Any]:
+    """The agent's one pending approval, once the app shows it (bounded poll of `approval/list`)."""
+    for _ in range(1200):
+        found = [a for a in world.app.call("approval/list", {})["approvals"] if a["agent"]["name"] == agent]
+        if found:
+            assert len(found) == 1, found
+            return dict(found[0])
+        settle()
+    raise AssertionError(f"no approval of {agent} appeared")
+
+
+def test_a_person_allows_then_denies_a_claude_code_workers_command_through_the_app(claude_app: ClaudeApp) -> None:
+    """The issue's person path on a real app: the worker's command waits as a pending `apr_` approval tied to its
+    task; `wardian approval allow` runs it and the task's reply is `done`; `wardian approval deny --reason` keeps the
+    next one from running, and the model reads the reason."""
+    world = claude_app
+    _, lead = world.app.add_agent("lead")
+    worker, _, script = world.agent("worker", start=False)
+    world.app.call("agent/start", {"agent": "worker", "approvals": "person", "config": [
+        *claude_overrides(ScriptedClaude(script.base_url))]}, timeout_s=300)
+    made = world.app.home.default_workspace(worker["uuid"]) / "made"
+    script.add(touch(made), Message("made it"), touch(made), Message("could not"))
+
+    first = world.app.call("task/followup", {"session": lead, "target": "worker", "message": "make a file"})
+    asked = pending_approval(world, "worker")
+    assert (asked["request_id"], asked["kind"], asked["tool"], asked["status"]) == (
+        first["request_id"], "command", "Bash", "pending")
+    assert asked["detail"]["command"] == f"touch {made}"
+    assert not made.exists()
+    assert world.app.cli("approval", "allow", asked["approval_id"]).returncode == 0
+    replies = records_for(world, lead)
+    assert [(r["request_id"], r["status"], r["text"]) for r in replies] == [(first["request_id"], "done", "made it")]
+    assert made.exists()
+    made.unlink()
+
+    second = world.app.call("task/followup", {"session": lead, "target": "worker", "message": "make it again"})
+    asked = pending_approval(world, "worker")
+    assert asked["request_id"] == second["request_id"]
+    assert world.app.cli("approval", "deny", asked["approval_id"], "--reason", "not on a Friday").returncode == 0
+    replies = records_for(world, lead)
+    assert [(r["request_id"], r["status"], r["text"]) for r in replies] == [(second["request_id"], "done", "could not")]
+    assert not made.exists()
+    assert "not on a Friday" in script.requests[-1].function_call_outputs()[-1].text
+    ended = world.app.call("approval/show", {"approval_id": asked["approval_id"]})
+    assert (ended["status"], ended["reason"]) == ("denied", "not on a Friday")

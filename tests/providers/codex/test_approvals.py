@@ -9,12 +9,14 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
 from tests.conftest import short_home
-from tests.providers.codex.conftest import codex_or_skip
+from tests.providers.codex.conftest import CodexWorld, codex_or_skip
+from tests.providers.codex.test_runtime import wait_reply
 from wardian.model import Party
 from wardian.providers.approvals import ApprovalAsked, Decision
 from wardian.providers.base import OutcomeStatus, ProviderEvent, TaskDelivery, TurnOutcome
@@ -23,7 +25,7 @@ from wardian.providers.codex.compat import capabilities, parse_codex_version
 from wardian.providers.codex.launch import AppServerSpec, app_server_env, codex_version
 from wardian.providers.codex.runtime import CodexRuntime
 from wardian_harness.models.scripted_model import AgentScript, Message, ScriptedModel, ToolCall
-from wardian_harness.providers.codex_home import ScriptedProvider, write_codex_config
+from wardian_harness.providers.codex_home import ScriptedProvider, codex_overrides, write_codex_config
 
 KEY_VARIABLE = "WARDIAN_SCRIPTED_MODEL_KEY"
 
@@ -38,10 +40,11 @@ class World:
     def workspace(self) -> Path:
         return self.root / "ws"
 
-    def escalated(self, command: str) -> ToolCall:
-        """The model asks to run `command` outside the sandbox, as a model does under `on-request`."""
-        return ToolCall("exec_command", {"cmd": command, "sandbox_permissions": "require_escalated",
-                                         "justification": "make a file"}, namespace=None)
+
+def escalated(command: str) -> ToolCall:
+    """The model asks to run `command` outside the sandbox, as a model does under `on-request`."""
+    return ToolCall("exec_command", {"cmd": command, "sandbox_permissions": "require_escalated",
+                                     "justification": "make a file"}, namespace=None)
 
 
 @pytest.fixture
@@ -93,7 +96,7 @@ def task(text: str) -> TaskDelivery:
 def test_an_allowed_command_runs_and_the_turn_ends_with_the_models_answer(world: World) -> None:
     """A command Codex asks to run becomes one approval with the command and its directory; allowing it runs it."""
     made = world.workspace / "made"
-    world.script.add(world.escalated(f"touch {made}"), Message("made it"))
+    world.script.add(escalated(f"touch {made}"), Message("made it"))
 
     async def main() -> None:
         async with running(world) as runtime:
@@ -120,7 +123,7 @@ def test_an_allowed_command_runs_and_the_turn_ends_with_the_models_answer(world:
 def test_a_denied_command_does_not_run_and_the_model_is_told(world: World) -> None:
     """Deny: Codex is answered `decline`, the command never runs, and the model reads that it was rejected."""
     made = world.workspace / "made"
-    world.script.add(world.escalated(f"touch {made}"), Message("could not"))
+    world.script.add(escalated(f"touch {made}"), Message("could not"))
 
     async def main() -> None:
         async with running(world) as runtime:
@@ -140,7 +143,7 @@ def test_a_denied_command_does_not_run_and_the_model_is_told(world: World) -> No
 def test_an_approval_whose_turn_is_interrupted_is_withdrawn_and_nothing_runs(world: World) -> None:
     """The turn that asked ends first (interrupted): the approval is withdrawn, and a later answer changes nothing."""
     made = world.workspace / "made"
-    world.script.add(world.escalated(f"touch {made}"), Message("unused"))
+    world.script.add(escalated(f"touch {made}"), Message("unused"))
 
     async def main() -> None:
         async with running(world) as runtime:
@@ -161,7 +164,7 @@ def test_an_approval_whose_turn_is_interrupted_is_withdrawn_and_nothing_runs(wor
 
 def test_an_approval_open_when_the_runtime_stops_is_withdrawn(world: World) -> None:
     """The provider's process goes away with a request open: the approval is withdrawn, never left pending."""
-    world.script.add(world.escalated(f"touch {world.workspace / 'made'}"), Message("unused"))
+    world.script.add(escalated(f"touch {world.workspace / 'made'}"), Message("unused"))
 
     async def main() -> None:
         async with running(world) as runtime:
@@ -181,3 +184,48 @@ def test_the_asking_policies_turn_codex_approvals_on_and_deny_keeps_the_agents_o
     assert approvals.launch_overrides("lead", ('approval_policy="never"',)) == ('approval_policy="on-request"',)
     assert approvals.launch_overrides("person", ("approval_policy=on-failure",)) == ()
     assert approvals.launch_overrides("deny", ()) == ()
+
+
+def pending_approval(world: CodexWorld, agent: str) -> dict[str, Any]:
+    """The agent's one pending approval, once the app shows it (bounded: 600 waits of 100 ms on a mailbox)."""
+    _, idle = world.app.add_agent()
+    for _ in range(600):
+        found = [a for a in world.app.call("approval/list", {})["approvals"] if a["agent"]["name"] == agent]
+        if found:
+            assert len(found) == 1, found
+            return dict(found[0])
+        world.app.call("mailbox/wait", {"session": idle, "timeout_ms": 100})
+    raise AssertionError(f"no approval of {agent} appeared")
+
+
+def test_a_person_allows_then_denies_a_codex_workers_command_through_the_app(codex_world: CodexWorld) -> None:
+    """Through a real app: `--approvals person` runs the worker's Codex on-request over the agent's own `never`; its
+    command waits as a pending approval of the task; `wardian approval allow` runs it (reply `done`), `wardian approval
+    deny` does not, and the model reads that it was rejected."""
+    world = codex_world
+    _, lead = world.app.add_agent("lead")
+    worker, _, script = world.agent("worker", start=False)
+    world.app.call("agent/start", {"agent": "worker", "approvals": "person",
+                                   "config": codex_overrides(ScriptedProvider(base_url=script.base_url))},
+                   timeout_s=300)
+    workspace = world.app.home.default_workspace(worker["uuid"])
+    made = workspace / "made"
+    script.add(escalated(f"touch {made}"), Message("made it"), escalated(f"touch {made}"), Message("could not"))
+
+    first = world.app.call("task/followup", {"session": lead, "target": "worker", "message": "make a file"})
+    asked = pending_approval(world, "worker")
+    assert (asked["request_id"], asked["kind"], asked["status"]) == (first["request_id"], "command", "pending")
+    assert asked["detail"]["cwd"] == str(workspace)
+    assert world.app.cli("approval", "allow", asked["approval_id"]).returncode == 0
+    assert [(r["request_id"], r["status"], r["text"]) for r in wait_reply(world, lead)] == [
+        (first["request_id"], "done", "made it")]
+    assert made.exists()
+    made.unlink()
+
+    second = world.app.call("task/followup", {"session": lead, "target": "worker", "message": "again"})
+    asked = pending_approval(world, "worker")
+    assert world.app.cli("approval", "deny", asked["approval_id"]).returncode == 0
+    assert [(r["request_id"], r["status"], r["text"]) for r in wait_reply(world, lead)] == [
+        (second["request_id"], "done", "could not")]
+    assert not made.exists()
+    assert "rejected by user" in script.requests[-1].function_call_outputs()[-1].text
