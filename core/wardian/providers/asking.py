@@ -8,15 +8,17 @@ the app withdrew it, the turn that asked ended (`turn_ended`), the runtime ended
 cancelled (its provider's process or connection went away). On None the runtime refuses the request if its provider
 can still take an answer, so a request is never allowed unless someone allowed it.
 
-Invariant: every reply handed to the app is settled by the time `ask` returns (answered by the app, or withdrawn here),
-so the app never holds an open reply whose provider request is gone.
+Invariants: every reply handed to the app is settled by the time `ask` returns (answered by the app, or withdrawn
+here), so the app never holds an open reply whose provider request is gone; every ask is redacted of the agent's
+credentials before the app sees it (`approvals.redact`: a command the model wrote with a key in it is kept and shown).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 
-from wardian.providers.approvals import ApprovalAsk, ApprovalAsked, ApprovalReply, Decision
+from wardian.overrides import credential_name
+from wardian.providers.approvals import ApprovalAsk, ApprovalAsked, ApprovalReply, Decision, redact
 from wardian.providers.base import ProviderEvent
 
 POLICIES = ("person", "lead", "deny")
@@ -30,12 +32,19 @@ def policy_asks(policy: str) -> bool:
     return policy in ("person", "lead")
 
 
+def secrets_of(env: Mapping[str, str], *more: str | None) -> tuple[str, ...]:
+    """The agent's credential values an approval must never carry: the values of its process's credential variables
+    (`*_API_KEY`, `*_TOKEN`, ...) and `more` (a sign-in handed over another way)."""
+    return (*(v for k, v in env.items() if credential_name(k)), *(s for s in more if s))
+
+
 class OpenAsks:
     """The approvals one runtime asked and has not had answered (module docstring). `emit` is the runtime's
-    `TurnState.emit`."""
+    `TurnState.emit`; `secrets` the agent's credential values (`secrets_of`)."""
 
-    def __init__(self, emit: Callable[[ProviderEvent], None]) -> None:
+    def __init__(self, emit: Callable[[ProviderEvent], None], secrets: Iterable[str] = ()) -> None:
         self._emit = emit
+        self._secrets = tuple(secrets)
         self._open: list[tuple[str | None, ApprovalReply]] = []
         self._keyed: dict[str, ApprovalReply] = {}
         self._ended = False
@@ -50,7 +59,7 @@ class OpenAsks:
         self._open.append(entry)
         if key is not None:
             self._keyed[key] = reply
-        self._emit(ApprovalAsked(ask, reply))
+        self._emit(ApprovalAsked(redact(ask, self._secrets), reply))
         try:
             return await reply.wait()
         finally:

@@ -159,3 +159,21 @@ def test_a_person_allows_then_denies_a_claude_code_workers_command_through_the_a
     assert "not on a Friday" in script.requests[-1].function_call_outputs()[-1].text
     ended = world.app.call("approval/show", {"approval_id": asked["approval_id"]})
     assert (ended["status"], ended["reason"]) == ("denied", "not on a Friday")
+
+
+async def test_a_command_carrying_the_agents_key_is_asked_with_the_key_redacted(claude_world: ClaudeWorld) -> None:
+    """An approval is kept and shown to people: the agent's key the model wrote into a command never reaches it
+    (docs/guide/approvals.md#secrets)."""
+    script = claude_world.model.agent("worker")
+    spec = asking_spec(claude_world, script)
+    key = spec.env["ANTHROPIC_API_KEY"]
+    script.add(ToolCall("Bash", {"command": f"touch {key}", "description": "Make a file"}, namespace=None),
+               Message("refused"))
+    async with running(spec) as run:
+        started = await run.runtime.start_turn(task("print your key"), None)
+        await run.until(lambda es: any(isinstance(e, ApprovalAsked) for e in es))
+        asked = next(e for e in run.events if isinstance(e, ApprovalAsked))
+        assert key not in repr(asked.ask)
+        assert asked.ask.summary == f"run `touch [redacted]` in {spec.workspace}"
+        assert asked.reply.answer(Decision(allow=False))
+        await run.outcome(started.turn_id)

@@ -32,7 +32,7 @@ import anyio.abc
 
 from wardian import errors
 from wardian.model import Interaction
-from wardian.providers.asking import OpenAsks
+from wardian.providers.asking import OpenAsks, secrets_of
 from wardian.providers.base import OutcomeStatus, Started, TaskDelivery
 from wardian.providers.claude import approvals, transcript
 from wardian.providers.claude.launch import check_signed_in, command, new_uuid
@@ -74,7 +74,7 @@ class ClaudeRuntime(TurnState):
         self._turns = Turns()
         self._acks: dict[str, anyio.Event] = {}
         self._controls = Controls()
-        self._asks = OpenAsks(self.emit)
+        self._asks = OpenAsks(self.emit, secrets_of(spec.env, spec.credential.secret if spec.credential else None))
         self._cancelled: set[str] = set()  # the permission requests Claude Code took back
         self._tg: anyio.abc.TaskGroup | None = None
         self._started = False

@@ -30,7 +30,7 @@ import pydantic
 from wardian import __version__, errors
 from wardian.model import Interaction
 from wardian.providers.approvals import ApprovalAsk
-from wardian.providers.asking import OpenAsks
+from wardian.providers.asking import OpenAsks, secrets_of
 from wardian.providers.base import Started, TaskDelivery
 from wardian.providers.codex import approvals, chatgpt, projection, signin, threads
 from wardian.providers.codex import messages as m
@@ -63,7 +63,7 @@ class CodexRuntime(TurnState):
         self._tui = TuiThreads()
         self._turns = TurnBook()
         self._rejected = signin.RejectedTurns(spec.credentials, agent=spec.name)
-        self._asks = OpenAsks(self.emit)
+        self._asks = OpenAsks(self.emit, secrets_of(spec.env, *(c.secret for c in spec.credentials)))
         self._files = approvals.FileChanges()
 
     # --- lifecycle ------------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ import httpx2
 
 from wardian import errors
 from wardian.model import Interaction
-from wardian.providers.asking import OpenAsks
+from wardian.providers.asking import OpenAsks, secrets_of
 from wardian.providers.base import Started, TaskDelivery
 from wardian.providers.delivery import inbox_text, task_text
 from wardian.providers.opencode import approvals, signin
@@ -67,7 +67,7 @@ class OpenCodeRuntime(TurnState):
         self._child: ProviderProcess | None = None
         self._ours: set[str] = set()  # loops we started (our msg_ ids): only these may be interrupted
         self._session = SessionEvents()
-        self._asks = OpenAsks(self.emit)
+        self._asks = OpenAsks(self.emit, secrets_of(spec.env, *(c.secret for c in spec.keys.values())))
         self._replied: set[str] = set()  # permission requests someone replied to (wardian, or a person's TUI)
         self._tg: anyio.abc.TaskGroup | None = None
         self.warnings: list[str] = []  # for a person: a key the config overrides, a stale auth.json (no secret)

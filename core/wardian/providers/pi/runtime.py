@@ -37,7 +37,7 @@ import anyio.abc
 from wardian import errors
 from wardian.model import Interaction
 from wardian.providers.approvals import ApprovalAsk
-from wardian.providers.asking import OpenAsks
+from wardian.providers.asking import OpenAsks, secrets_of
 from wardian.providers.base import ConversationReplaced, OutcomeStatus, Started, TaskDelivery, TurnOutcome
 from wardian.providers.delivery import inbox_text, task_text
 from wardian.providers.pi import approvals
@@ -73,7 +73,7 @@ class PiRuntime(TurnState):
         self._peer: Peer | None = None
         self._turn: Turn | None = None
         self._tg: anyio.abc.TaskGroup | None = None
-        self._asks = OpenAsks(self.emit)
+        self._asks = OpenAsks(self.emit, secrets_of(spec.env))  # the agent's keys are in Pi's environment
         self._started = False
         self._timings = Timings.from_env(spec.name)  # off unless WARDIAN_PI_TIMINGS is set
 
