@@ -73,7 +73,7 @@ const TOOLS = [
   {
     "name": "followup_task",
     "title": "Assign a task to a peer",
-    "description": "Assign work to one peer agent. Returns at once with a receipt whose request_id (ask_...) identifies the task; it does not wait for the work. The peer completes the task with reply, and that reply reaches your mailbox as a record of kind \"reply\" with the same request_id: collect it with wait_agent, then receive_messages. Use send_message instead for information that needs no work. If an error says delivery \"uncertain\", the task may have been assigned: do not resend it automatically.",
+    "description": "Assign work to one peer agent. Returns at once with a receipt whose request_id (ask_...) identifies the task; it does not wait for the work. The peer completes the task with reply, and that reply reaches your mailbox as a record of kind \"reply\" with the same request_id: collect it with wait_agent, then receive_messages. Use send_message instead for information that needs no work. If an error says delivery \"uncertain\", the task may have been assigned: do not resend it automatically. With deadline_ms, the task fails (deadline_exceeded) if it is not answered in time, and you get that failure as its answer. A task you assign while you work on a task continues that task's chain; a chain too deep (task_depth_exceeded) or too long (chain_budget_exceeded) is refused: then finish your task yourself.",
     "inputSchema": {
       "type": "object",
       "properties": {
@@ -88,6 +88,15 @@ const TOOLS = [
           "minLength": 1,
           "maxLength": 65536,
           "description": "The text, kept exactly (Unicode, line breaks, punctuation); at most 65536 UTF-8 bytes."
+        },
+        "deadline_ms": {
+          "type": [
+            "integer",
+            "null"
+          ],
+          "minimum": 1000,
+          "maximum": 604800000,
+          "description": "Optional: milliseconds from now, 1000..604800000 (1 second to 7 days), by which the task must be answered; then wardian ends it as failed (deadline_exceeded), interrupting the peer's turn that works on it. null or omitted: the team's default deadline, if any."
         }
       },
       "required": [
