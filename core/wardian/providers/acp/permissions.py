@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from wardian.home import ENV_HOME, ENV_MCP_ANNOUNCE, ENV_SESSION, Home
 from wardian.model import PermissionOption
 from wardian.protocol.tools import SERVER_NAME, parse_tool_names
-from wardian.providers.approvals import ApprovalAsk, Decision
+from wardian.providers.acp.rpc import Deferred
+from wardian.providers.approvals import ApprovalAsk, ApprovalAsked, ApprovalReply, Decision, redact
 from wardian.providers.mcp_command import SERVE_ARGS, wardian_executable
 
 log = logging.getLogger("wardian.acp")
@@ -132,3 +135,31 @@ def answer(agent: str, params: dict[str, Any], allowed: frozenset[str], *, cance
         log.warning("%s: the agent offered no allow-once option for %s; cancelled", agent, tool)
         return _CANCELLED
     return {"outcome": {"outcome": "selected", "optionId": choice}}
+
+
+class Asks:
+    """The permission requests the app is deciding for one process: each handed to the app (`ApprovalAsked`, with
+    the agent's credential values redacted) and answered later, from a task of the reader's own (`Deferred`)."""
+
+    def __init__(self, secrets: Sequence[str]) -> None:
+        self._secrets = list(secrets)
+        self._open: set[ApprovalReply] = set()
+
+    def ask(self, params: dict[str, Any], turn_id: str, emit: Callable[[ApprovalAsked], None]) -> Deferred:
+        reply = ApprovalReply()
+        self._open.add(reply)
+        emit(ApprovalAsked(redact(ask_of(params, turn_id), self._secrets), reply))
+        return Deferred(partial(self._answer, params, reply))
+
+    async def _answer(self, params: dict[str, Any], reply: ApprovalReply) -> dict[str, Any]:
+        """Its decision, or `cancelled` once withdrawn (the turn ended or is being cancelled, the process is going)."""
+        try:
+            decision = await reply.wait()
+        finally:
+            reply.withdraw()
+            self._open.discard(reply)
+        return answer_of(params, decision)
+
+    def withdraw_all(self) -> None:
+        for reply in list(self._open):
+            reply.withdraw()

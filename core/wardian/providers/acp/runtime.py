@@ -32,7 +32,6 @@ import logging
 import uuid as uuids
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +48,6 @@ from wardian.providers.acp.rpc import Deferred, Gone, LineLost, MethodNotFound, 
 from wardian.providers.acp.steering import DRAIN, SteeringQueue
 from wardian.providers.acp.timings import START, Timings
 from wardian.providers.acp.turns import Turn
-from wardian.providers.approvals import ApprovalAsked, ApprovalReply, redact
 from wardian.providers.base import Capabilities, ConversationReplaced, HistoryReplayed, Started, TaskDelivery
 from wardian.providers.delivery import inbox_text, task_text
 from wardian.providers.process import ProviderProcess, StopPolicy
@@ -98,7 +96,7 @@ class AcpRuntime(TurnState):
         self._peer: Peer | None = None
         self._turn: Turn | None = None
         self._steering = SteeringQueue()
-        self._asks: set[ApprovalReply] = set()  # the replies of the permission requests the app is deciding
+        self._asks = permissions.Asks([v for k, v in spec.env.items() if credential_name(k)])
         self._started = False
         self._replay: tuple[str, list[dict[str, Any]]] | None = None
         """While `session/load` runs: the session and the history it has replayed so far."""
@@ -202,7 +200,7 @@ class AcpRuntime(TurnState):
         """However `run` ends: the process group is gone; a turn still running is left unsettled (the app marks
         its task uncertain); then the stream says OFF and ends."""
         self.stopping()
-        self._withdraw_asks()
+        self._asks.withdraw_all()
         if self._child is not None:
             await self._child.stop(STOP_POLICY, polite=self._peer.close if self._peer is not None else None)
         if self._turn is not None:
@@ -236,30 +234,12 @@ class AcpRuntime(TurnState):
             if result is not None:
                 return result
             assert turn is not None
-            reply = ApprovalReply()
-            self._asks.add(reply)
-            secrets = [v for k, v in self.spec.env.items() if credential_name(k)]
-            self.emit(ApprovalAsked(redact(permissions.ask_of(params, turn.turn_id), secrets), reply))
-            return Deferred(partial(self._approval, params, reply))
+            return self._asks.ask(params, turn.turn_id, self.emit)
         if method == DRAIN:
             # Only a running turn takes what is queued (a drain outside one hands nothing over).
             handed = await self._steering.drain() if self._turn is not None else []
             return {"messages": handed, "hasQueuedPrompt": False}
         raise MethodNotFound(method)
-
-    async def _approval(self, params: dict[str, Any], reply: ApprovalReply) -> dict[str, Any]:
-        """The answer to one request the app decides: its decision, or `cancelled` once withdrawn (the turn ended or
-        is being cancelled, the process is going)."""
-        try:
-            decision = await reply.wait()
-        finally:
-            reply.withdraw()
-            self._asks.discard(reply)
-        return permissions.answer_of(params, decision)
-
-    def _withdraw_asks(self) -> None:
-        for reply in list(self._asks):
-            reply.withdraw()
 
     # --- delivery -------------------------------------------------------------------------------------
 
@@ -309,7 +289,7 @@ class AcpRuntime(TurnState):
 
     def _end(self, turn: Turn) -> None:
         self._turn = None
-        self._withdraw_asks()  # the turn that asked is over: nobody can answer it now
+        self._asks.withdraw_all()  # the turn that asked is over: nobody can answer it now
         self._steering.take_back()  # not handed over before the turn ended
         self.deactivate()
         assert turn.outcome is not None
@@ -347,7 +327,7 @@ class AcpRuntime(TurnState):
             raise errors.NotActive(f"turn {turn_id} is not a turn this app sees running; nothing was interrupted",
                                    field="target")
         turn.cancelling = True
-        self._withdraw_asks()  # answered `cancelled`, as ACP asks of a client that cancels
+        self._asks.withdraw_all()  # answered `cancelled`, as ACP asks of a client that cancels
         try:
             await self._peer.notify("session/cancel", {"sessionId": self.thread_id})
         except (NotSent, LineLost) as exc:

@@ -18,12 +18,15 @@ session only (never into a settings file of the person's workspace).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from wardian import errors
 from wardian.model import PermissionOption
 from wardian.providers.approvals import ApprovalAsk, Decision
-from wardian.providers.claude.wire import encode
+from wardian.providers.asking import OpenAsks
+from wardian.providers.claude.wire import LineLost, encode
 
 CAN_USE_TOOL = "can_use_tool"
 PROMPT_TOOL_ARGS = ("--permission-prompt-tool", "stdio")
@@ -94,3 +97,33 @@ def answer_line(request_id: str, request: Mapping[str, Any], decision: Decision 
                   "Permission denied" if decision is not None else "Permission denied: nobody answered in time"}
     return encode({"type": "control_response", "response": {"subtype": "success", "request_id": request_id,
                                                             "response": result}})
+
+
+class PermissionDesk:
+    """One process's `can_use_tool` requests: each handed to the app (`OpenAsks`) and its decision written once. A
+    withdrawn one is denied unless Claude Code took the request back, or its turn or process ended first (nobody
+    reads an answer then)."""
+
+    def __init__(self, workspace: str, asks: OpenAsks, send: Callable[[bytes], Awaitable[None]],
+                 active_turn: Callable[[], str | None], gone: Callable[[], bool]) -> None:
+        self._workspace = workspace
+        self._asks = asks
+        self._send = send
+        self._active_turn = active_turn
+        self._gone = gone
+        self._cancelled: set[str] = set()  # the requests Claude Code took back
+
+    def cancelled(self, request_id: str) -> None:
+        """Claude Code took the request back (`control_cancel_request`): its approval is withdrawn."""
+        self._cancelled.add(request_id)
+        self._asks.cancelled(request_id)
+
+    async def asked(self, request_id: str, request: dict[str, Any]) -> None:
+        ask = ask_of(request, self._active_turn(), self._workspace)
+        decision = await self._asks.ask(ask, key=request_id)
+        over = request_id in self._cancelled or self._gone() or ask.turn_id != self._active_turn()
+        self._cancelled.discard(request_id)
+        if decision is None and over:
+            return
+        with contextlib.suppress(errors.ProviderUnavailable, LineLost):
+            await self._send(answer_line(request_id, request, decision))

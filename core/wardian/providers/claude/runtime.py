@@ -22,7 +22,6 @@ in time) is looked up by its uuid: found, it was taken (`Started(confirmed_by_lo
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -75,7 +74,8 @@ class ClaudeRuntime(TurnState):
         self._acks: dict[str, anyio.Event] = {}
         self._controls = Controls()
         self._asks = OpenAsks(self.emit, secrets_of(spec.env, spec.credential.secret if spec.credential else None))
-        self._cancelled: set[str] = set()  # the permission requests Claude Code took back
+        self._desk = approvals.PermissionDesk(str(spec.workspace), self._asks, self._send,
+                                              lambda: self.active_turn_id, self._gone.is_set)
         self._tg: anyio.abc.TaskGroup | None = None
         self._started = False
         self._timings = Timings.from_env(spec.name)  # off unless WARDIAN_CLAUDE_TIMINGS is set
@@ -186,7 +186,7 @@ class ClaudeRuntime(TurnState):
             if line.get("type") == "control_request" and self._writer is not None:
                 request = line.get("request") or {}
                 if request.get("subtype") == approvals.CAN_USE_TOOL and self._tg is not None:
-                    self._tg.start_soon(self._asked, str(line.get("request_id")), request)
+                    self._tg.start_soon(self._desk.asked, str(line.get("request_id")), request)
                 else:
                     await self._writer.refuse(self.spec.name, line)
         log.info("%s: Claude Code's output ended", self.spec.name)
@@ -219,9 +219,7 @@ class ClaudeRuntime(TurnState):
         elif kind == "control_response":
             self._controls.answered(line.get("response") or {})
         elif kind == "control_cancel_request":
-            request_id = str(line.get("request_id"))
-            self._cancelled.add(request_id)
-            self._asks.cancelled(request_id)
+            self._desk.cancelled(str(line.get("request_id")))
 
     def _lifecycle(self, uuid: str, state: str) -> None:
         if state == "queued":
@@ -257,19 +255,6 @@ class ClaudeRuntime(TurnState):
             await self._writer.send(line)
         except NotSent as exc:
             raise errors.ProviderUnavailable(f"{exc}; nothing was sent") from None
-
-    async def _asked(self, request_id: str, request: dict[str, Any]) -> None:
-        """A tool call Claude Code asks permission for: the app's decision, written once; a withdrawn one is denied
-        unless Claude Code took the request back, or its turn or process ended first (nobody reads an answer then)."""
-        ask = approvals.ask_of(request, self.active_turn_id, str(self.spec.workspace))
-        decision = await self._asks.ask(ask, key=request_id)
-        over = request_id in self._cancelled or self._gone.is_set() or ask.turn_id != self.active_turn_id
-        self._cancelled.discard(request_id)
-        if decision is None and over:
-            return
-        if self._writer is not None:
-            with contextlib.suppress(NotSent, LineLost):
-                await self._writer.send(approvals.answer_line(request_id, request, decision))
 
     # --- delivery -------------------------------------------------------------------------------------
 

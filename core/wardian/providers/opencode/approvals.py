@@ -18,13 +18,21 @@ following feedback: …") and the loop goes on (a reject without one would end t
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import logging
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+import anyio.abc
+import httpx2
+
+from wardian import errors
 from wardian.model import PermissionOption
 from wardian.providers.approvals import ApprovalAsk, Decision
-from wardian.providers.asking import policy_asks
+from wardian.providers.asking import OpenAsks, policy_asks
 from wardian.providers.opencode import jsonc
+from wardian.providers.opencode.wire import NotSent
+
+log = logging.getLogger("wardian.opencode")
 
 ASKED = "permission.asked"
 REPLIED = "permission.replied"
@@ -89,3 +97,44 @@ def reply_body(decision: Decision | None) -> dict[str, str]:
         return {"reply": "reject", "message": "Permission denied: nobody answered in time"}
     return {"reply": "reject", "message": f"Permission denied: {decision.reason}" if decision.reason else
             "Permission denied"}
+
+
+class PermissionDesk:
+    """One serve's permission requests: each `permission.asked` handed to the app (`OpenAsks`) and its decision
+    replied once. A request someone else replied to (a person's TUI) is withdrawn and never replied again; a withdrawn
+    one is rejected unless its loop ended first (OpenCode took it back)."""
+
+    def __init__(self, name: str, workspace: str, asks: OpenAsks,
+                 request: Callable[..., Awaitable[httpx2.Response]], active_turn: Callable[[], str | None]) -> None:
+        self._name = name
+        self._workspace = workspace
+        self._asks = asks
+        self._request = request
+        self._active_turn = active_turn
+        self._replied: set[str] = set()  # requests someone replied to (wardian, or a person's TUI)
+
+    def event(self, kind: str, props: dict[str, Any], tg: anyio.abc.TaskGroup | None) -> None:
+        if kind == REPLIED:
+            request_id = str(props.get("requestID"))
+            self._replied.add(request_id)
+            self._asks.cancelled(request_id)  # replied to elsewhere: no answer of ours is read
+        elif tg is not None:
+            tg.start_soon(self._asked, props)
+
+    async def _asked(self, props: dict[str, Any]) -> None:
+        request_id = str(props.get("id"))
+        ask = ask_of(props, self._active_turn(), self._workspace)
+        decision = await self._asks.ask(ask, key=request_id)
+        over = request_id in self._replied or ask.turn_id != self._active_turn()
+        self._replied.discard(request_id)
+        if decision is None and over:
+            return
+        try:
+            response = await self._request("POST", f"/permission/{request_id}/reply", json=reply_body(decision))
+        except (NotSent, errors.WardianError, httpx2.HTTPError) as exc:
+            log.warning("%s: could not reply to OpenCode's permission request %s (%s)", self._name, request_id,
+                        type(exc).__name__)
+            return
+        if response.status_code != 200:
+            log.warning("%s: OpenCode answered the reply to permission request %s with %s", self._name, request_id,
+                        response.status_code)

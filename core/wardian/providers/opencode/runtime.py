@@ -68,7 +68,8 @@ class OpenCodeRuntime(TurnState):
         self._ours: set[str] = set()  # loops we started (our msg_ ids): only these may be interrupted
         self._session = SessionEvents()
         self._asks = OpenAsks(self.emit, secrets_of(spec.env, *(c.secret for c in spec.keys.values())))
-        self._replied: set[str] = set()  # permission requests someone replied to (wardian, or a person's TUI)
+        self._desk = approvals.PermissionDesk(spec.name, str(spec.workspace), self._asks, self._request,
+                                              lambda: self.active_turn_id)
         self._tg: anyio.abc.TaskGroup | None = None
         self.warnings: list[str] = []  # for a person: a key the config overrides, a stale auth.json (no secret)
 
@@ -182,7 +183,7 @@ class OpenCodeRuntime(TurnState):
         props = event.get("properties")
         if kind in (approvals.ASKED, approvals.REPLIED) and isinstance(props, dict) \
                 and props.get("sessionID") == self.thread_id:
-            self._permission_event(str(kind), props)
+            self._desk.event(str(kind), props, self._tg)
             return
         signal = self._session.take(event, self.thread_id)
         if signal == "busy" and self.active_turn_id is None:
@@ -230,37 +231,6 @@ class OpenCodeRuntime(TurnState):
         self._asks.turn_ended(root)
         self.deactivate()
         self.emit(outcome_of(root, last, self._session.usage(root)))
-
-    # --- approvals (`approvals`) -----------------------------------------------------------------------
-
-    def _permission_event(self, kind: str, props: dict[str, Any]) -> None:
-        if kind == approvals.REPLIED:
-            request_id = str(props.get("requestID"))
-            self._replied.add(request_id)
-            self._asks.cancelled(request_id)  # replied to elsewhere (a person's TUI): no answer of ours is read
-        elif self._tg is not None:
-            self._tg.start_soon(self._asked, props)
-
-    async def _asked(self, props: dict[str, Any]) -> None:
-        """A tool call OpenCode asks permission for: the app's decision, replied once; a withdrawn one is rejected
-        unless someone replied already, or its loop ended first (OpenCode took it back)."""
-        request_id = str(props.get("id"))
-        ask = approvals.ask_of(props, self.active_turn_id, str(self.spec.workspace))
-        decision = await self._asks.ask(ask, key=request_id)
-        over = request_id in self._replied or ask.turn_id != self.active_turn_id
-        self._replied.discard(request_id)
-        if decision is None and over:
-            return
-        try:
-            response = await self._request("POST", f"/permission/{request_id}/reply",
-                                           json=approvals.reply_body(decision))
-        except (NotSent, errors.WardianError, httpx2.HTTPError) as exc:
-            log.warning("%s: could not reply to OpenCode's permission request %s (%s)", self.spec.name, request_id,
-                        type(exc).__name__)
-            return
-        if response.status_code != 200:
-            log.warning("%s: OpenCode answered the reply to permission request %s with %s", self.spec.name,
-                        request_id, response.status_code)
 
     # --- delivery -------------------------------------------------------------------------------------
 

@@ -23,6 +23,8 @@ from typing import Any
 from wardian.model import PermissionOption
 from wardian.protocol.tools import parse_tool_names
 from wardian.providers.approvals import ApprovalAsk
+from wardian.providers.asking import OpenAsks
+from wardian.providers.pi.rpc import Peer
 
 log = logging.getLogger("wardian.pi")
 
@@ -97,3 +99,11 @@ def answer(agent: str, request: dict[str, Any], allowed: frozenset[str]) -> dict
     log.warning("%s: Pi asked to confirm %r, which %s; refused", agent, title[:200],
                 "the agent's --approve-tools do not grant" if tool else "nobody may approve here")
     return {"confirmed": False}
+
+
+async def decide(asks: OpenAsks, peer: Peer, request_id: str, ask: ApprovalAsk) -> None:
+    """Pi's own tool call, asked of the app: confirmed once it allowed it, else refused (the extension blocks the
+    call, and the model reads that it was denied). A withdrawn one is refused too: Pi's dialog waits until answered,
+    even after an abort."""
+    decision = await asks.ask(ask, key=request_id)
+    await peer.answer_dialog(request_id, {"confirmed": decision is not None and decision.allow})

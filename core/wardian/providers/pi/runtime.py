@@ -36,7 +36,6 @@ import anyio.abc
 
 from wardian import errors
 from wardian.model import Interaction
-from wardian.providers.approvals import ApprovalAsk
 from wardian.providers.asking import OpenAsks, secrets_of
 from wardian.providers.base import ConversationReplaced, OutcomeStatus, Started, TaskDelivery, TurnOutcome
 from wardian.providers.delivery import inbox_text, task_text
@@ -195,19 +194,11 @@ class PiRuntime(TurnState):
 
     def _on_dialog(self, request: dict[str, Any]) -> dict[str, Any] | None:
         tool = approvals.native_tool(request)
-        if tool is not None and self._tg is not None:
+        if tool is not None and self._tg is not None and self._peer is not None:
             ask = approvals.native_ask(request, tool, self.active_turn_id, str(self.spec.workspace))
-            self._tg.start_soon(self._asked, str(request.get("id")), ask)
+            self._tg.start_soon(approvals.decide, self._asks, self._peer, str(request.get("id")), ask)
             return None
         return approvals.answer(self.spec.name, request, self.spec.allowed)
-
-    async def _asked(self, request_id: str, ask: ApprovalAsk) -> None:
-        """Pi's own tool call, asked of the app: confirmed once it allowed it, else refused (the extension blocks the
-        call, and the model reads that it was denied). A withdrawn one is refused too: Pi's dialog waits until
-        answered, even after an abort."""
-        decision = await self._asks.ask(ask, key=request_id)
-        if self._peer is not None:
-            await self._peer.answer_dialog(request_id, {"confirmed": decision is not None and decision.allow})
 
     def _end(self, turn: Turn) -> None:
         """The run's end answers its turn and each steered task it showed. Tasks steered too late for it are still
