@@ -15,11 +15,12 @@ import anyio
 import pytest
 
 from tests.conftest import short_home
+from tests.providers.approvals_kit import next_event
 from tests.providers.codex.conftest import CodexWorld, codex_or_skip
 from tests.providers.codex.test_runtime import wait_reply
 from wardian.model import Party
 from wardian.providers.approvals import ApprovalAsked, Decision
-from wardian.providers.base import OutcomeStatus, ProviderEvent, TaskDelivery, TurnOutcome
+from wardian.providers.base import OutcomeStatus, TaskDelivery, TurnOutcome
 from wardian.providers.codex import approvals
 from wardian.providers.codex.compat import capabilities, parse_codex_version
 from wardian.providers.codex.launch import AppServerSpec, app_server_env, codex_version
@@ -79,14 +80,6 @@ async def running(world: World, policy: str = "person") -> AsyncIterator[CodexRu
             yield runtime
         finally:
             runtime.stop()
-
-
-async def next_event(runtime: CodexRuntime, kind: type[ProviderEvent]) -> ProviderEvent:
-    with anyio.fail_after(60):
-        async for event in runtime.events:
-            if isinstance(event, kind):
-                return event
-    raise AssertionError(f"the runtime ended before a {kind.__name__}")
 
 
 def task(text: str) -> TaskDelivery:

@@ -8,37 +8,21 @@ import json
 import shutil
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from pathlib import Path
 
 import anyio
 import pytest
 
 from tests.conftest import short_home
+from tests.providers.approvals_kit import World, next_event, task
 from tests.providers.opencode.conftest import opencode_or_skip
 from wardian.home import Home
-from wardian.model import Party
 from wardian.providers.approvals import ApprovalAsked, Decision
-from wardian.providers.base import LaunchSpec, OutcomeStatus, ProviderEvent, TaskDelivery, TurnOutcome
+from wardian.providers.base import LaunchSpec, OutcomeStatus, TurnOutcome
 from wardian.providers.opencode import approvals
 from wardian.providers.opencode.provider import OpenCodeProvider
 from wardian.providers.opencode.runtime import OpenCodeRuntime
-from wardian_harness.models.scripted_model import AgentScript, Message, ScriptedModel, ToolCall
+from wardian_harness.models.scripted_model import Message, ScriptedModel
 from wardian_harness.providers.opencode_home import ScriptedOpenCode, opencode_overrides
-
-
-@dataclass
-class World:
-    root: Path
-    script: AgentScript
-
-    @property
-    def workspace(self) -> Path:
-        return self.root / "ws"
-
-    def touch(self) -> ToolCall:
-        return ToolCall("bash", {"command": f"touch {self.workspace / 'made'}", "description": "Make a file"},
-                        namespace=None)
 
 
 @pytest.fixture
@@ -71,24 +55,12 @@ async def running(world: World) -> AsyncIterator[OpenCodeRuntime]:
             runtime.stop()
 
 
-async def next_event(runtime: OpenCodeRuntime, kind: type[ProviderEvent]) -> ProviderEvent:
-    with anyio.fail_after(60):
-        async for event in runtime.events:
-            if isinstance(event, kind):
-                return event
-    raise AssertionError(f"the runtime ended before a {kind.__name__}")
-
-
-def task(rid: str) -> TaskDelivery:
-    return TaskDelivery(rid, Party("lead", "u-lead"), "make a file")
-
-
 def test_an_allowed_command_runs_and_a_denied_one_does_not_and_the_model_reads_why(world: World) -> None:
     """`permission.asked` for bash becomes one approval with the command and the workspace. Allowing it (`once`)
     runs the command; denying it replies `reject` with the reason as its message, which the model reads, and the
     loop goes on. Both on one serve (OpenCode takes long to start on a loaded machine)."""
     made = world.workspace / "made"
-    world.script.add(world.touch(), Message("made it"), world.touch(), Message("could not"))
+    world.script.add(world.touch("Make a file"), Message("made it"), world.touch("Make a file"), Message("could not"))
 
     async def turn(runtime: OpenCodeRuntime, rid: str, decision: Decision) -> TurnOutcome:
         started = await runtime.start_turn(task(rid))

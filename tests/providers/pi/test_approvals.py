@@ -7,35 +7,20 @@ from __future__ import annotations
 import shutil
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from pathlib import Path
 
 import anyio
 import pytest
 
 from tests.conftest import pinned_npm_tool, short_home
+from tests.providers.approvals_kit import World, task
 from tests.providers.pi.conftest import REPO
 from wardian.home import Home
-from wardian.model import Party
 from wardian.providers.approvals import ApprovalAsked, Decision
-from wardian.providers.base import LaunchSpec, OutcomeStatus, ProviderEvent, TaskDelivery, TurnOutcome
+from wardian.providers.base import LaunchSpec, OutcomeStatus, ProviderEvent, TurnOutcome
 from wardian.providers.pi.provider import PiProvider
 from wardian.providers.pi.runtime import PiRuntime
-from wardian_harness.models.scripted_model import AgentScript, Message, ScriptedModel, ToolCall
+from wardian_harness.models.scripted_model import Message, ScriptedModel
 from wardian_harness.providers.pi_home import pi_settings
-
-
-@dataclass
-class World:
-    root: Path
-    script: AgentScript
-
-    @property
-    def workspace(self) -> Path:
-        return self.root / "ws"
-
-    def touch(self) -> ToolCall:
-        return ToolCall("bash", {"command": f"touch {self.workspace / 'made'}"}, namespace=None)
 
 
 @pytest.fixture
@@ -77,10 +62,6 @@ async def events_until(runtime: PiRuntime, kind: type[ProviderEvent]) -> list[Pr
             if isinstance(event, kind):
                 return seen
     raise AssertionError(f"the runtime ended before a {kind.__name__}")
-
-
-def task(rid: str) -> TaskDelivery:
-    return TaskDelivery(rid, Party("lead", "u-lead"), "make a file")
 
 
 def test_an_allowed_command_runs_and_a_denied_one_is_blocked_and_the_model_is_told(world: World) -> None:
