@@ -272,6 +272,10 @@ class ManagedAgent:
     command: tuple[str, ...] = ()
     """The command line of a generic ACP agent (provider `acp`: `opencode acp`), given at `agent add`; () for
     every other provider, whose executable wardian finds itself."""
+    approvals: str | None = None
+    """Who answers its permission requests (`--approvals`; docs/guide/approvals.md); None: never set (deny)."""
+    approval_timeout_ms: int | None = None
+    """How long an approval of it waits for an answer (`--approval-timeout`); None: never set (10 minutes)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -194,6 +194,33 @@ def test_an_agent_s_env_table_becomes_its_start_s_env_settings_sorted_by_name(tm
     assert start_params(agent)["env"] == ["OPENAI_BASE_URL=http://h/v1", "OPENAI_MODEL=m"]
 
 
+def test_an_agent_s_approvals_and_approval_timeout_are_its_start_s_policy_and_deadline(tmp_path: Path) -> None:
+    """`approvals = "person"` and `approval_timeout = "90s"` are `agent start --approvals person --approval-timeout
+    90`; an agent without them starts with the defaults, deny and 10 minutes (docs/guide/approvals.md)."""
+    from wardian.cli.team_run import start_params
+
+    path = write(tmp_path, '[agents.w]\nprovider = "codex"\napprovals = "person"\napproval_timeout = "90s"\n'
+                           '[agents.v]\nprovider = "claude"\n')
+    w, v = load_team(path, environ={}).agents
+    assert (w.approvals, w.approval_timeout_ms) == ("person", 90_000)
+    assert {k: start_params(w)[k] for k in ("approvals", "approval_timeout_ms")} == {
+        "approvals": "person", "approval_timeout_ms": 90_000}
+    assert {k: start_params(v)[k] for k in ("approvals", "approval_timeout_ms")} == {
+        "approvals": "deny", "approval_timeout_ms": 600_000}
+
+
+def test_a_running_agent_whose_approvals_differ_from_the_file_is_restarted(tmp_path: Path) -> None:
+    """`wardian up` restarts an agent whose kept policy or deadline is not the file's (a restart gives both)."""
+    from wardian.team.plan import changed_fields
+
+    path = write(tmp_path, '[agents.w]\nprovider = "codex"\napprovals = "lead"\napproval_timeout = "1m"\n')
+    (w,) = load_team(path, environ={}).agents
+    kept = {"mode": "background", "settings": [], "auth": None, "env": [], "approve_tools": []}
+    assert changed_fields(w, {"managed": {**kept, "approvals": "deny", "approval_timeout_ms": 600_000}}) == [
+        "approvals: deny → lead", "approval_timeout: 600s → 60s"]
+    assert changed_fields(w, {"managed": {**kept, "approvals": "lead", "approval_timeout_ms": 60_000}}) == []
+
+
 def test_a_generic_acp_agent_takes_its_command_line_as_an_array(tmp_path: Path) -> None:
     """`provider = "acp"` with `command = [...]`: what `agent add --provider acp --command` takes
     (docs/guide/acp.md#any-acp-agent)."""

@@ -11,6 +11,7 @@ import pytest
 from wardian import errors
 from wardian.branches import BRANCH_ALLOWED
 from wardian.cli.exits import exit_code_for
+from wardian.durations import DURATION_ALLOWED
 from wardian.team import TeamFileError, load_team
 
 pytestmark = pytest.mark.fast
@@ -105,7 +106,15 @@ CASES = [
      [f"F/wardian.toml:1: agents.-x: agent name '-x' is not allowed; {NAME_RULE}"]),
     ("unknown agent key", A + "colour = 1\n",
      ["F/wardian.toml:3: agents.a.colour: unknown key 'colour'; allowed: provider, workspace, mode, approve_tools, "
-      "auth, settings, command, env, worktree"]),
+      "auth, settings, command, env, worktree, approvals, approval_timeout"]),
+    ("approvals not a policy", A + 'approvals = "ask"\n',
+     ["F/wardian.toml:3: agents.a.approvals: must be one of deny, person, lead (approvals = \"person\"), not 'ask'"]),
+    ("approval_timeout not text", A + "approval_timeout = 600\n",
+     ['F/wardian.toml:3: agents.a.approval_timeout: must be a duration as text (approval_timeout = "10m"), not an '
+      "integer"]),
+    ("approval_timeout not a duration", A + 'approval_timeout = "soon"\n',
+     ["F/wardian.toml:3: agents.a.approval_timeout: approval_timeout 'soon' is not a duration; allowed: "
+      + DURATION_ALLOWED]),
     ("worktree not true or a branch", A + "worktree = 3\n",
      ['F/wardian.toml:3: agents.a.worktree: must be true or a branch name (worktree = "feature"), not an integer']),
     ("worktree branch git refuses", A + 'worktree = "a..b"\n',
@@ -262,7 +271,7 @@ def test_the_cli_prints_the_error_with_one_problem_a_line(tmp_path: Path, capsys
         f"wardian: invalid_team_file: the team file {path} is not valid (2 problems); nothing was started or "
         f"changed:\n  {path}:3: agents.a.mode: unknown mode 'sideways'; allowed: background, attached\n"
         f"  {path}:4: agents.a.colour: unknown key 'colour'; allowed: provider, workspace, mode, approve_tools, auth, "
-        "settings, command, env, worktree\n")
+        "settings, command, env, worktree, approvals, approval_timeout\n")
 
 
 def test_an_env_table_of_credentials_or_non_text_is_refused_naming_each_key(tmp_path: Path) -> None:

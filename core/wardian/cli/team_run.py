@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from wardian import errors
+from wardian.approvals import DEFAULT_TIMEOUT_MS, Policy
 from wardian.cli.app import start_in_background, stop_and_wait
 from wardian.client import AppClient
 from wardian.console.address import parse_console_address
@@ -96,7 +97,9 @@ def start_params(want: TeamAgent, uuid: str | None = None) -> dict[str, Any]:
     """`agent/start`'s parameters for the file's agent (by its UUID when known: names may repeat in a home):
     everything given, so the saved start is the file's."""
     return {"agent": uuid or want.name, "mode": want.mode or "background", "config": list(want.settings),
-            "approve_tools": list(want.approve_tools), "auth": want.auth or "default", "env": list(want.env)}
+            "approve_tools": list(want.approve_tools), "auth": want.auth or "default", "env": list(want.env),
+            "approvals": want.approvals or Policy.DENY.value,
+            "approval_timeout_ms": want.approval_timeout_ms or DEFAULT_TIMEOUT_MS}
 
 
 def add_params(want: TeamAgent) -> dict[str, Any]:

@@ -296,7 +296,7 @@ def mark_errored(store: Store, agent_id: int) -> None:
 
 _MANAGED_COLS = ("id, uuid, name, provider, workspace, desired, mode, overrides, generation, thread_id, "
                  "previous_thread_id, thread_replaced_at, thread_replaced_reason, auth, approve_tools, env, "
-                 "command")
+                 "command, approvals, approval_timeout_ms")
 
 
 def _managed_of(r: Sequence[Any]) -> ManagedAgent:
@@ -318,4 +318,6 @@ def _managed_of(r: Sequence[Any]) -> ManagedAgent:
         approve_tools=tuple(json.loads(r[14])) if r[14] else (),
         env=tuple(json.loads(r[15])) if r[15] else (),
         command=tuple(json.loads(r[16])) if r[16] else (),
+        approvals=r[17],
+        approval_timeout_ms=r[18],
     )

@@ -274,9 +274,9 @@ def _agent(check: _Checker, name: str, table: Mapping[str, Any],
         check.on((*at, "auth"), why)
     env = _env(check, (*at, "env"), table["env"]) if "env" in table else ()
     command = _command(check, at, provider, table) if provider is not None else ()
-    worktree, why = rules.worktree_branch(name, table.get("worktree", False))
-    if why is not None:
-        check.on((*at, "worktree"), why)
+    worktree, approvals, timeout, problems = rules.agent_extras(name, table)
+    for key, why in problems:
+        check.on((*at, key), why)
     own: dict[Key, Any] = {}
     if "settings" in table:
         settings = check.table((*at, "settings"), table["settings"])
@@ -294,7 +294,7 @@ def _agent(check: _Checker, name: str, table: Mapping[str, Any],
     settings_text = tuple(f"{k}={v}" for k, v in sorted((key_text(k), toml_value(v)) for k, v in merged.items()))
     return TeamAgent(name=name, provider=provider, workspace=workspace or (check.dir if worktree else None),
                      mode=mode, approve_tools=tools, auth=auth, settings=settings_text, env=env, command=command,
-                     line=check.at.line_of(at), worktree=worktree)
+                     line=check.at.line_of(at), worktree=worktree, approvals=approvals, approval_timeout_ms=timeout)
 
 
 def _agents(check: _Checker, data: Mapping[str, Any], defaults: Mapping[str, Mapping[Key, Any]]) -> list[TeamAgent]:

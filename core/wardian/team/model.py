@@ -42,6 +42,10 @@ class TeamAgent:
     worktree: str | None = None
     """The branch of the agent's git worktree (`worktree = true`: `wardian/NAME`); None: no worktree. With one,
     `workspace` is the repository (default: the team file's folder) and the agent works in the worktree."""
+    approvals: str | None = None
+    """Who answers its permission requests (`approvals = "person"`); None: not given (deny, as `agent start`)."""
+    approval_timeout_ms: int | None = None
+    """How long an approval waits for its answer (`approval_timeout = "10m"`); None: not given (10 minutes)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from wardian.approvals import DEFAULT_TIMEOUT_MS, Policy
 from wardian.overrides import masked_setting
 from wardian.team.model import Team, TeamAgent
 
@@ -121,6 +122,13 @@ def changed_fields(want: TeamAgent, have: Mapping[str, Any]) -> list[str]:
     given = tuple(str(t) for t in managed.get("approve_tools") or ())
     if sorted(given) != sorted(want.approve_tools):
         changed.append(f"approve_tools: {','.join(given) or 'none'} → {','.join(want.approve_tools) or 'none'}")
+    policy = want.approvals or Policy.DENY.value
+    if (managed.get("approvals") or Policy.DENY.value) != policy:
+        changed.append(f"approvals: {managed.get('approvals') or Policy.DENY.value} → {policy}")
+    timeout = want.approval_timeout_ms or DEFAULT_TIMEOUT_MS
+    if (managed.get("approval_timeout_ms") or DEFAULT_TIMEOUT_MS) != timeout:
+        changed.append(f"approval_timeout: {(managed.get('approval_timeout_ms') or DEFAULT_TIMEOUT_MS) // 1000}s → "
+                       f"{timeout // 1000}s")
     return changed
 
 

@@ -11,12 +11,14 @@ which reads this module for the capabilities, and a file that fails on its synta
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from wardian import errors
+from wardian.approvals import POLICIES
 from wardian.branches import check_branch, default_branch
 from wardian.console.address import parse_console_address
+from wardian.durations import parse_duration
 from wardian.model import PROVIDERS
 from wardian.overrides import MAX_OVERRIDE_CHARS, parse_override
 from wardian.protocol.tools import parse_tool_names
@@ -68,12 +70,45 @@ def worktree_branch(agent: str, value: object) -> tuple[str | None, str | None]:
     if value is False:
         return None, None
     if value is not True and not isinstance(value, str):
-        kind = {int: "an integer", float: "a float", list: "an array", dict: "a table"}.get(type(value), "a date")
-        return None, f'must be true or a branch name (worktree = "feature"), not {kind}'
+        return None, f'must be true or a branch name (worktree = "feature"), not {_kind(value)}'
     try:
         return check_branch(default_branch(agent) if value is True else value, "worktree"), None
     except errors.WardianError as exc:
         return None, said(exc)
+
+
+def agent_extras(agent: str, table: Mapping[str, Any]
+                 ) -> tuple[str | None, str | None, int | None, list[tuple[str, str]]]:
+    """An agent's `worktree` branch, `approvals` policy and `approval_timeout` (milliseconds), each None when not
+    given, and what is wrong with any of them, by key."""
+    problems: list[tuple[str, str]] = []
+    branch, why = worktree_branch(agent, table.get("worktree", False))
+    if why is not None:
+        problems.append(("worktree", why))
+    policy = table.get("approvals")
+    if policy is not None and policy not in POLICIES:
+        shown = repr(policy) if isinstance(policy, str) else _kind(policy)
+        problems.append(("approvals", f"must be one of {', '.join(POLICIES)} (approvals = \"person\"), not {shown}"))
+        policy = None
+    timeout: int | None = None
+    if "approval_timeout" in table:
+        value = table["approval_timeout"]
+        try:
+            if not isinstance(value, str):
+                raise errors.InvalidArguments(f"must be a duration as text (approval_timeout = \"10m\"), not "
+                                              f"{_kind(value)}")
+            timeout = parse_duration(value, "approval_timeout")
+        except errors.WardianError as exc:
+            problems.append(("approval_timeout", said(exc)))
+    return branch, policy, timeout, problems
+
+
+def _kind(value: object) -> str:
+    """A TOML value's kind, as a problem line names it."""
+    if isinstance(value, bool):
+        return "a boolean"
+    return {int: "an integer", float: "a float", list: "an array", dict: "a table", str: "text"}.get(type(value),
+                                                                                                   "a date")
 
 
 def console_error(text: str) -> str | None:

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from wardian.approvals import POLICIES
 from wardian.durations import DURATION_PATTERN
 from wardian.model import MAX_AGENT_NAME_CHARS, OPERATOR_NAME, PROVIDERS
 from wardian.protocol.tools import TOOL_NAMES
@@ -61,6 +62,12 @@ AGENT_FIELDS: dict[str, str] = {
                 "folder), made under the home on branch `wardian/NAME`; a string: on that branch. Made again when "
                 "gone; `wardian down` and `wardian agent remove` keep it and its branch unless given "
                 "--remove-worktree, and then only when it is clean. Default: false.",
+    "approvals": "Who answers the agent's permission requests (`wardian agent start --approvals`; "
+                 "docs/guide/approvals.md): person (`wardian approval allow|deny`, the console), lead (the agent "
+                 "that sent the task being worked on; a person's task falls back to a person) or deny (each is "
+                 "denied at once, and recorded). Default: deny.",
+    "approval_timeout": "How long an approval waits for its answer before it is denied (`wardian agent start "
+                        "--approval-timeout`), as a duration: `90s`, `10m`, `1h`. Default: 10m.",
 }
 SETTINGS_OF: dict[str, str] = {
     "codex": "Keys of Codex's config.toml, as `codex -c` takes them (model, model_reasoning_effort, features.*, "
@@ -122,6 +129,8 @@ def _agent_schema() -> dict[str, Any]:
         "env": {"type": "object", "additionalProperties": {"type": "string"}},
         "command": {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1},
         "worktree": {"type": ["boolean", "string"], "minLength": 1},
+        "approvals": {"enum": list(POLICIES)},
+        "approval_timeout": {"type": "string", "pattern": DURATION_PATTERN},
     }
     for key, doc in AGENT_FIELDS.items():
         props[key]["description"] = doc + (f" {NAME_ALLOWED}." if key == "auth" else "")

@@ -181,7 +181,10 @@ def test_of_two_answers_racing_exactly_one_reaches_the_agent(person: tuple[AcpAp
 def test_an_unanswered_approval_expires_with_the_default_decision(qwen_console: AcpApp, tmp_path: Path) -> None:
     world = qwen_console
     _, lead, _ = world.agent("hurried-lead", start=False)
-    world.agent("hurried", approvals="person", approval_timeout_ms=1000)
+    agent, _, _ = world.agent("hurried", approvals="person", approval_timeout_ms=1000)
+    # The policy and the deadline are kept with the agent, as `wardian up` compares them with the team file.
+    managed = world.app.call("agent/list")["managed"][agent["uuid"]]
+    assert (managed["approvals"], managed["approval_timeout_ms"]) == ("person", 1000)
     made = tmp_path / "expired"
     request_id = _shell_task(world, lead, "hurried", made, runs=False)
     (answer,) = collect(world, lead, 1)

@@ -9,7 +9,7 @@ from pydantic import Field, field_validator, model_validator, with_config
 from typing_extensions import TypedDict
 
 from wardian import errors
-from wardian.approvals import MAX_TIMEOUT_MS
+from wardian.approvals import DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS, Policy
 from wardian.auth.checks import check_name
 from wardian.branches import check_branch, default_branch
 from wardian.model import PROVIDERS, Agent, InterruptReceipt, ManagedAgent
@@ -244,6 +244,14 @@ class ManagedAgentResult(TypedDict):
     """The `--env NAME=VALUE` settings a plain `agent start` uses again (never a credential: those are refused)."""
     command: list[str]
     """A generic ACP agent's command line (provider `acp`); [] for the other providers."""
+    approvals: PolicyName
+    """Who answers its permission requests (`--approvals`; docs/guide/approvals.md): deny when never set."""
+    approval_timeout_ms: int
+    """How long an approval of it waits for an answer (`--approval-timeout`): 10 minutes when never set."""
+
+
+def _policy(saved: str | None) -> PolicyName:
+    return "person" if saved == Policy.PERSON else "lead" if saved == Policy.LEAD else "deny"
 
 
 def managed_agent_result(a: ManagedAgent) -> ManagedAgentResult:
@@ -252,7 +260,8 @@ def managed_agent_result(a: ManagedAgent) -> ManagedAgentResult:
             "thread_id": a.thread_id, "previous_thread_id": a.previous_thread_id,
             "thread_replaced_at": a.thread_replaced_at, "thread_replaced_reason": a.thread_replaced_reason,
             "auth": a.auth, "approve_tools": list(a.approve_tools), "env": list(a.env),
-            "command": list(a.command)}
+            "command": list(a.command), "approvals": _policy(a.approvals),
+            "approval_timeout_ms": a.approval_timeout_ms or DEFAULT_TIMEOUT_MS}
 
 
 @with_config(CLOSED)
