@@ -19,6 +19,7 @@ from tests.providers.approvals_kit import next_event
 from tests.providers.codex.conftest import CodexWorld, codex_or_skip
 from tests.providers.codex.test_runtime import wait_reply
 from wardian.model import Party
+from wardian.protocol import methods as proto
 from wardian.providers.approvals import ApprovalAsked, Decision
 from wardian.providers.base import OutcomeStatus, TaskDelivery, TurnOutcome
 from wardian.providers.codex import approvals
@@ -209,6 +210,9 @@ def test_a_person_allows_then_denies_a_codex_workers_command_through_the_app(cod
     asked = pending_approval(world, "worker")
     assert (asked["request_id"], asked["kind"], asked["status"]) == (first["request_id"], "command", "pending")
     assert asked["detail"]["cwd"] == str(workspace)
+    # The approval methods' results as declared (tests/providers/codex/test_method_results.py lists them here).
+    for method, params in (("approval/list", {}), ("approval/show", {"approval_id": asked["approval_id"]})):
+        proto.validate_result(method, world.app.call(method, params))
     assert world.app.cli("approval", "allow", asked["approval_id"]).returncode == 0
     assert [(r["request_id"], r["status"], r["text"]) for r in wait_reply(world, lead)] == [
         (first["request_id"], "done", "made it")]
@@ -217,7 +221,9 @@ def test_a_person_allows_then_denies_a_codex_workers_command_through_the_app(cod
 
     second = world.app.call("task/followup", {"session": lead, "target": "worker", "message": "again"})
     asked = pending_approval(world, "worker")
-    assert world.app.cli("approval", "deny", asked["approval_id"]).returncode == 0
+    denied = world.app.call("approval/answer", {"approval_id": asked["approval_id"], "decision": "deny"})
+    proto.validate_result("approval/answer", denied)
+    assert denied["status"] == "denied"
     assert [(r["request_id"], r["status"], r["text"]) for r in wait_reply(world, lead)] == [
         (second["request_id"], "done", "could not")]
     assert not made.exists()
