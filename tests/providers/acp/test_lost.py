@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -46,10 +47,11 @@ def exited(world: AcpApp) -> int:
     raise AssertionError("the app did not die at its crash point")
 
 
-def prompts_of(world: AcpApp, request_id: str) -> int:
-    """How many of the agent's model requests carried the task as a new prompt (the last user message)."""
+def prompts_of(world: AcpApp, request_id: str, since_ns: int = 0) -> int:
+    """How many of the agent's model requests carried the task as a new prompt (the last user message), received
+    after `since_ns` (`time.time_ns`, the scripted model's clock)."""
     script = world.model.agent("worker")
-    return sum(1 for r in script.requests if r.answered_by != "side"
+    return sum(1 for r in script.requests if r.answered_by != "side" and r.received_at_ns > since_ns
                and request_id in json.dumps((r.body.get("messages") or [{}])[-1]))
 
 
@@ -80,6 +82,7 @@ def test_a_turn_the_history_shows_cut_off_stays_uncertain_and_is_never_resent(qw
     os.kill(world.app.proc.pid, signal.SIGKILL)
     world.app.proc.wait(30)
     world.restart_app()  # it ends the Qwen Code the killed app left, its model stream still held
+    restarted_ns = time.time_ns()
     world.wait_status("worker", "idle")
     hold.release()
     # The history shows the prompt taken and never answered (at times with the text Qwen Code had when it was
@@ -95,5 +98,9 @@ def test_a_turn_the_history_shows_cut_off_stays_uncertain_and_is_never_resent(qw
     after = world.app.call("task/followup", {"session": lead, "target": "worker", "message": "next"})
     assert [(r["request_id"], r["text"]) for r in world.app.records_for(lead)] == [
         (after["request_id"], "the next task's answer")]
-    assert prompts_of(world, lost["request_id"]) == 1
+    # Sent once by the app. Under load the Qwen Code the killed app left was seen to send the held prompt's
+    # request a second time before the new app ended it (its own doing, not the app's); a resend by the app could
+    # only come through the new Qwen Code, after the restart.
+    assert prompts_of(world, lost["request_id"]) >= 1
+    assert prompts_of(world, lost["request_id"], since_ns=restarted_ns) == 0
     assert state_of(world, lost["request_id"]) == "uncertain"
