@@ -69,7 +69,8 @@ class Approval:
     deadline_at: int | None
     status: ApprovalStatus
     decided_by: str | None
-    """Who ended it: `person`, the lead's name, `policy`, `deadline`, `provider` (withdrawn), `restart`."""
+    """Who ended it: `person`, the lead's name, `rule` (an allow rule; the reason names it), `policy`, `deadline`,
+    `provider` (withdrawn), `restart`."""
     always: bool
     reason: str | None
     created_at: int

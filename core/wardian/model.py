@@ -276,6 +276,9 @@ class ManagedAgent:
     """Who answers its permission requests (`--approvals`; docs/guide/approvals.md); None: never set (deny)."""
     approval_timeout_ms: int | None = None
     """How long an approval of it waits for an answer (`--approval-timeout`); None: never set (10 minutes)."""
+    allow: tuple[str, ...] = ()
+    """Its allow rules (`--allow`, kept like `-c`), which allow a matching request without asking
+    (docs/guide/approvals.md#allow-rules)."""
 
 
 @dataclass(frozen=True, slots=True)

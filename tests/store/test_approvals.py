@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from tests.store.conftest import Backend
-from tests.store.test_receipts import undo_approvals
+from tests.store.test_receipts import undo_allow_rules, undo_approvals
 from wardian import errors
 from wardian.approvals import DEFAULT_TIMEOUT_MS, MAX_SUMMARY_CHARS, ApprovalStatus, Policy
 from wardian.model import Party, PermissionOption
@@ -88,6 +88,30 @@ def test_an_agent_s_policy_is_kept_and_defaults_to_deny(store: Store) -> None:
     approvals.set_policy(store, a.id, "person", None)
     approvals.set_policy(store, a.id, None, 5000)
     assert approvals.policy_of(store, a.id) == (Policy.PERSON, 5000)
+
+
+def test_an_agent_s_allow_rules_are_kept_with_its_policy_and_an_older_store_s_agent_has_none(
+        backend: Backend) -> None:
+    """Migration 20 of the embedded store, 14 of the shared one: the rules are kept like the policy (None leaves
+    them as they are); an agent of a store from before them has none (docs/guide/approvals.md#allow-rules)."""
+    store = backend.open()
+    a = roster.add_agent(store, "a", "claude", None)
+    approvals.set_policy(store, a.id, "person", None, ["Bash(git status:*)", "edit"])
+    approvals.set_policy(store, a.id, None, 5000)
+    assert approvals.asking_of(store, a.id) == (Policy.PERSON, 5000, ("Bash(git status:*)", "edit"))
+    assert roster.managed_agent(store, a.id).allow == ("Bash(git status:*)", "edit")
+    backend.close_all()
+    if backend.cluster is None:
+        with sqlite3.connect(backend.tmp_path / "wardian.db") as db:
+            undo_allow_rules(db)
+            db.execute("PRAGMA user_version = 19")
+    else:
+        with psycopg.connect(backend.url, autocommit=True) as db:
+            undo_allow_rules(db)
+            db.execute("DELETE FROM wardian_schema WHERE version >= 14")
+    migrated = backend.open()
+    assert approvals.asking_of(migrated, a.id) == (Policy.PERSON, 5000, ())
+    assert roster.managed_agent(migrated, a.id).allow == ()
 
 
 def test_a_store_s_refused_permission_requests_become_approvals_denied_by_the_policy(backend: Backend) -> None:

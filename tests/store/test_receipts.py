@@ -27,9 +27,15 @@ def undo_receipts(db: Any, *, postgresql: bool) -> None:
     db.execute("DROP TABLE receipts")
 
 
+def undo_allow_rules(db: Any) -> None:
+    """The store as a wardian from before agents' allow rules left it."""
+    db.execute("ALTER TABLE agents DROP COLUMN allow_rules")
+
+
 def undo_approvals(db: Any) -> None:
     """The store as a wardian from before approvals left it: the permission requests' table back, empty, and no
-    approval policy column on the agents."""
+    approval policy column on the agents (and, first, without the later allow rules)."""
+    undo_allow_rules(db)
     embedded = isinstance(db, sqlite3.Connection)
     db.execute("DROP TABLE approvals")
     db.execute("ALTER TABLE agents DROP COLUMN approvals")

@@ -221,6 +221,26 @@ def test_a_running_agent_whose_approvals_differ_from_the_file_is_restarted(tmp_p
     assert changed_fields(w, {"managed": {**kept, "approvals": "lead", "approval_timeout_ms": 60_000}}) == []
 
 
+def test_an_agent_s_allow_rules_are_its_start_s_and_up_restarts_it_when_they_change(tmp_path: Path) -> None:
+    """`allow = [...]` is `agent start --allow` for each rule, kept in the file's order; an agent without it starts
+    with none (so `up` clears rules the file dropped), and `up` restarts an agent whose kept rules differ
+    (docs/guide/approvals.md#allow-rules)."""
+    from wardian.cli.team_run import start_params
+    from wardian.team.plan import changed_fields
+
+    path = write(tmp_path, '[agents.w]\nprovider = "claude"\nallow = ["Bash(git status:*)", " edit "]\n'
+                           '[agents.v]\nprovider = "codex"\n')
+    w, v = load_team(path, environ={}).agents
+    assert w.allow == ("Bash(git status:*)", "edit")
+    assert (start_params(w)["allow"], start_params(v)["allow"]) == (["Bash(git status:*)", "edit"], [])
+    kept = {"mode": "background", "settings": [], "auth": None, "env": [], "approve_tools": [], "approvals": "deny",
+            "approval_timeout_ms": 600_000}
+    assert changed_fields(w, {"managed": {**kept, "allow": ["Bash(git status:*)"]}}) == [
+        "allow: Bash(git status:*) → Bash(git status:*), edit"]
+    assert changed_fields(w, {"managed": {**kept, "allow": ["Bash(git status:*)", "edit"]}}) == []
+    assert changed_fields(v, {"managed": {**kept, "allow": ["edit"]}}) == ["allow: edit → none"]
+
+
 def test_a_generic_acp_agent_takes_its_command_line_as_an_array(tmp_path: Path) -> None:
     """`provider = "acp"` with `command = [...]`: what `agent add --provider acp --command` takes
     (docs/guide/acp.md#any-acp-agent)."""

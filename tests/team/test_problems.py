@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from wardian import errors
+from wardian.approval_rules import RULE_ALLOWED
 from wardian.branches import BRANCH_ALLOWED
 from wardian.cli.exits import exit_code_for
 from wardian.durations import DURATION_ALLOWED
@@ -106,7 +107,7 @@ CASES = [
      [f"F/wardian.toml:1: agents.-x: agent name '-x' is not allowed; {NAME_RULE}"]),
     ("unknown agent key", A + "colour = 1\n",
      ["F/wardian.toml:3: agents.a.colour: unknown key 'colour'; allowed: provider, workspace, mode, approve_tools, "
-      "auth, settings, command, env, worktree, approvals, approval_timeout"]),
+      "auth, settings, command, env, worktree, approvals, approval_timeout, allow"]),
     ("approvals not a policy", A + 'approvals = "ask"\n',
      ["F/wardian.toml:3: agents.a.approvals: must be one of deny, person, lead (approvals = \"person\"), not 'ask'"]),
     ("approval_timeout not text", A + "approval_timeout = 600\n",
@@ -115,6 +116,13 @@ CASES = [
     ("approval_timeout not a duration", A + 'approval_timeout = "soon"\n',
      ["F/wardian.toml:3: agents.a.approval_timeout: approval_timeout 'soon' is not a duration; allowed: "
       + DURATION_ALLOWED]),
+    ("allow rule not a rule", A + 'allow = ["Bash(ls *)", "Bash(git status"]\n',
+     ["F/wardian.toml:3: agents.a.allow: 'Bash(git status' is not an allow rule; allowed: " + RULE_ALLOWED]),
+    ("allow not an array of text", A + 'allow = "edit"\n',
+     ['F/wardian.toml:3: agents.a.allow: must be an array of rules (allow = ["Bash(git status:*)"]), not text']),
+    ("allow holding a number", A + 'allow = ["edit", 3]\n',
+     ['F/wardian.toml:3: agents.a.allow: must be an array of rules (allow = ["Bash(git status:*)"]), not an array '
+      "holding an integer"]),
     ("worktree not true or a branch", A + "worktree = 3\n",
      ['F/wardian.toml:3: agents.a.worktree: must be true or a branch name (worktree = "feature"), not an integer']),
     ("worktree branch git refuses", A + 'worktree = "a..b"\n',
@@ -271,7 +279,7 @@ def test_the_cli_prints_the_error_with_one_problem_a_line(tmp_path: Path, capsys
         f"wardian: invalid_team_file: the team file {path} is not valid (2 problems); nothing was started or "
         f"changed:\n  {path}:3: agents.a.mode: unknown mode 'sideways'; allowed: background, attached\n"
         f"  {path}:4: agents.a.colour: unknown key 'colour'; allowed: provider, workspace, mode, approve_tools, auth, "
-        "settings, command, env, worktree, approvals, approval_timeout\n")
+        "settings, command, env, worktree, approvals, approval_timeout, allow\n")
 
 
 def test_an_env_table_of_credentials_or_non_text_is_refused_naming_each_key(tmp_path: Path) -> None:

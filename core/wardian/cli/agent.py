@@ -84,6 +84,9 @@ def _start_parser(p: argparse.ArgumentParser) -> None:
                    "sent its task, or nobody (deny, the first default); kept for later starts")
     p.add_argument("--approval-timeout", dest="approval_timeout", type=float, default=None, metavar="SECONDS",
                    help="how long an approval waits for its answer before it is denied (first default 600); kept")
+    p.add_argument("--allow", action="append", default=None, metavar="RULE",
+                   help="an allow rule as Claude Code writes them (`Bash(git status:*)`, `shell(ls *)`, `edit`): a "
+                   "request it matches is allowed without asking; repeatable, kept like -c (docs/guide/approvals.md)")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for the conversation")
 
 
@@ -159,6 +162,8 @@ def cmd_agent_start(args: argparse.Namespace) -> int:
         params["approvals"] = args.approvals
     if args.approval_timeout is not None:
         params["approval_timeout_ms"] = round(args.approval_timeout * 1000)
+    if args.allow is not None:
+        params["allow"] = list(args.allow)
     with client(args) as app:
         # Codex may index a long history before the conversation is ready: no short deadline here.
         result = app.call("agent/start", params, timeout_s=args.timeout)

@@ -99,7 +99,7 @@ def start_params(want: TeamAgent, uuid: str | None = None) -> dict[str, Any]:
     return {"agent": uuid or want.name, "mode": want.mode or "background", "config": list(want.settings),
             "approve_tools": list(want.approve_tools), "auth": want.auth or "default", "env": list(want.env),
             "approvals": want.approvals or Policy.DENY.value,
-            "approval_timeout_ms": want.approval_timeout_ms or DEFAULT_TIMEOUT_MS}
+            "approval_timeout_ms": want.approval_timeout_ms or DEFAULT_TIMEOUT_MS, "allow": list(want.allow)}
 
 
 def add_params(want: TeamAgent) -> dict[str, Any]:

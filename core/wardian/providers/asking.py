@@ -26,10 +26,21 @@ POLICIES = ("person", "lead", "deny")
 app denies each at once, and records it)."""
 
 
+RULES_ONLY = "rules"
+"""What the launcher gives a provider for an agent under `deny` with allow rules of its own: its requests are asked
+all the same, so that a rule may allow one (the app denies the rest, as under `deny`)."""
+
+
+def launch_policy(policy: str, has_rules: bool) -> str:
+    """What a provider is told for an agent under `policy`: `RULES_ONLY` for `deny` with allow rules, else `policy`."""
+    return RULES_ONLY if policy == "deny" and has_rules else policy
+
+
 def policy_asks(policy: str) -> bool:
-    """Whether an agent under `policy` should run with its provider's own approval step turned on: someone may allow
-    a request (`person`, `lead`), so the provider must ask instead of refusing (or running) by itself."""
-    return policy in ("person", "lead")
+    """Whether an agent under `policy` should run with its provider's own approval step turned on: someone or a rule
+    may allow a request (`person`, `lead`, `rules`), so the provider must ask instead of refusing (or running) by
+    itself."""
+    return policy in ("person", "lead", RULES_ONLY)
 
 
 def secrets_of(env: Mapping[str, str], *more: str | None) -> tuple[str, ...]:

@@ -155,9 +155,10 @@ class LaunchSpec:
     (`session/announce`, sent when its registration sets `WARDIAN_MCP_ANNOUNCE=1`): a provider whose agent connects
     its MCP servers only after its conversation exists (ACP agents) waits for it before the first task."""
     approvals: str = "deny"
-    """Who answers the agent's permission requests (`agent start --approvals`: `person`, `lead` or `deny`): under
-    `person` or `lead` the provider turns its agent's own approval step on, and hands each request to the app as an
-    `ApprovalAsked` (`wardian.providers.asking`; docs/guide/approvals.md)."""
+    """Who answers the agent's permission requests (`agent start --approvals`: `person`, `lead` or `deny`; `rules`:
+    deny, with allow rules that may allow some): under any but `deny` the provider turns its agent's own approval step
+    on, and hands each request to the app as an `ApprovalAsked` (`wardian.providers.asking`;
+    docs/guide/approvals.md)."""
 
 
 class ProviderRuntime(Protocol):

@@ -40,9 +40,19 @@ def policy_of(store: Store, agent_id: int) -> tuple[Policy, int]:
     return Policy(row[0] or Policy.DENY), int(row[1] or DEFAULT_TIMEOUT_MS)
 
 
-def set_policy(store: Store, agent_id: int, policy: str | None, timeout_ms: int | None) -> None:
-    """Keep the agent's policy and deadline; None leaves the saved one as it is."""
+def asking_of(store: Store, agent_id: int) -> tuple[Policy, int, tuple[str, ...]]:
+    """The agent's approval policy, deadline (ms) and allow rules, defaults filled in: what routes a request."""
+    row = store.db.execute("SELECT approvals, approval_timeout_ms, allow_rules FROM agents WHERE id = ?",
+                           (agent_id,)).fetchone()
+    return Policy(row[0] or Policy.DENY), int(row[1] or DEFAULT_TIMEOUT_MS), tuple(json.loads(row[2] or "[]"))
+
+
+def set_policy(store: Store, agent_id: int, policy: str | None, timeout_ms: int | None,
+               allow: Sequence[str] | None = None) -> None:
+    """Keep the agent's policy, deadline and allow rules; None leaves the saved one as it is."""
     with store.atomic():
+        if allow is not None:
+            store.db.write("UPDATE agents SET allow_rules = ? WHERE id = ?", (json.dumps(list(allow)), agent_id))
         if policy is not None:
             store.db.write("UPDATE agents SET approvals = ? WHERE id = ?", (policy, agent_id))
         if timeout_ms is not None:

@@ -296,7 +296,7 @@ def mark_errored(store: Store, agent_id: int) -> None:
 
 _MANAGED_COLS = ("id, uuid, name, provider, workspace, desired, mode, overrides, generation, thread_id, "
                  "previous_thread_id, thread_replaced_at, thread_replaced_reason, auth, approve_tools, env, "
-                 "command, approvals, approval_timeout_ms")
+                 "command, approvals, approval_timeout_ms, allow_rules")
 
 
 def _managed_of(r: Sequence[Any]) -> ManagedAgent:
@@ -320,4 +320,5 @@ def _managed_of(r: Sequence[Any]) -> ManagedAgent:
         command=tuple(json.loads(r[16])) if r[16] else (),
         approvals=r[17],
         approval_timeout_ms=r[18],
+        allow=tuple(json.loads(r[19])) if r[19] else (),
     )

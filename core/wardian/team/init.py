@@ -106,7 +106,8 @@ def _agent(name: str, provider: str, lead: bool) -> list[str]:
     if not lead:
         return [f"# {name} ({provider}): takes the lead's tasks and replies; its keys mean what the lead's do.",
                 f"[agents.{name}]", f'provider = "{provider}"', *command, '# workspace = "."', "# worktree = true",
-                grants, '# approvals = "lead"', '# auth = "work"', f"[agents.{name}.settings]", model, ""]
+                grants, '# approvals = "lead"', '# allow = ["Bash(git status:*)", "edit"]',
+                '# auth = "work"', f"[agents.{name}.settings]", model, ""]
     return [f"# {name} ({provider}): hands out the work and answers you.", f"[agents.{name}]",
             *_comment(AGENT_FIELDS["provider"]), f'provider = "{provider}"',
             *(_comment(AGENT_FIELDS["command"]) if command else []), *command,
@@ -116,6 +117,7 @@ def _agent(name: str, provider: str, lead: bool) -> list[str]:
             *_comment(AGENT_FIELDS["approve_tools"]), grants,
             *_comment(AGENT_FIELDS["approvals"]), '# approvals = "person"',
             *_comment(AGENT_FIELDS["approval_timeout"]), '# approval_timeout = "10m"',
+            *_comment(AGENT_FIELDS["allow"]), '# allow = ["Bash(git status:*)", "Bash(git diff:*)"]',
             *_comment(AGENT_FIELDS["auth"]), '# auth = "work"',
             *_comment(AGENT_FIELDS["settings"]), f"[agents.{name}.settings]", model, ""]
 

@@ -274,7 +274,7 @@ def _agent(check: _Checker, name: str, table: Mapping[str, Any],
         check.on((*at, "auth"), why)
     env = _env(check, (*at, "env"), table["env"]) if "env" in table else ()
     command = _command(check, at, provider, table) if provider is not None else ()
-    worktree, approvals, timeout, problems = rules.agent_extras(name, table)
+    extras, problems = rules.agent_extras(name, table)
     for key, why in problems:
         check.on((*at, key), why)
     own: dict[Key, Any] = {}
@@ -292,9 +292,9 @@ def _agent(check: _Checker, name: str, table: Mapping[str, Any],
     if len(check.problems) > before or provider is None:
         return None
     settings_text = tuple(f"{k}={v}" for k, v in sorted((key_text(k), toml_value(v)) for k, v in merged.items()))
-    return TeamAgent(name=name, provider=provider, workspace=workspace or (check.dir if worktree else None),
+    return TeamAgent(name=name, provider=provider, workspace=workspace or (check.dir if extras["worktree"] else None),
                      mode=mode, approve_tools=tools, auth=auth, settings=settings_text, env=env, command=command,
-                     line=check.at.line_of(at), worktree=worktree, approvals=approvals, approval_timeout_ms=timeout)
+                     line=check.at.line_of(at), **extras)
 
 
 def _agents(check: _Checker, data: Mapping[str, Any], defaults: Mapping[str, Mapping[Key, Any]]) -> list[TeamAgent]:

@@ -46,6 +46,8 @@ class TeamAgent:
     """Who answers its permission requests (`approvals = "person"`); None: not given (deny, as `agent start`)."""
     approval_timeout_ms: int | None = None
     """How long an approval waits for its answer (`approval_timeout = "10m"`); None: not given (10 minutes)."""
+    allow: tuple[str, ...] = ()
+    """Its allow rules (`allow = ["Bash(git status:*)"]`, `agent start --allow`), checked, in the file's order."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -129,6 +129,9 @@ def changed_fields(want: TeamAgent, have: Mapping[str, Any]) -> list[str]:
     if (managed.get("approval_timeout_ms") or DEFAULT_TIMEOUT_MS) != timeout:
         changed.append(f"approval_timeout: {(managed.get('approval_timeout_ms') or DEFAULT_TIMEOUT_MS) // 1000}s → "
                        f"{timeout // 1000}s")
+    kept = [str(r) for r in managed.get("allow") or ()]
+    if kept != list(want.allow):
+        changed.append(f"allow: {', '.join(kept) or 'none'} → {', '.join(want.allow) or 'none'}")
     return changed
 
 

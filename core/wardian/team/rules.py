@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from wardian import errors
+from wardian.approval_rules import check_rules
 from wardian.approvals import POLICIES
 from wardian.branches import check_branch, default_branch
 from wardian.console.address import parse_console_address
@@ -77,10 +78,18 @@ def worktree_branch(agent: str, value: object) -> tuple[str | None, str | None]:
         return None, said(exc)
 
 
-def agent_extras(agent: str, table: Mapping[str, Any]
-                 ) -> tuple[str | None, str | None, int | None, list[tuple[str, str]]]:
+class AgentExtras(TypedDict):
+    """The `TeamAgent` fields `agent_extras` reads."""
+
+    worktree: str | None
+    approvals: str | None
+    approval_timeout_ms: int | None
+    allow: tuple[str, ...]
+
+
+def agent_extras(agent: str, table: Mapping[str, Any]) -> tuple[AgentExtras, list[tuple[str, str]]]:
     """An agent's `worktree` branch, `approvals` policy and `approval_timeout` (milliseconds), each None when not
-    given, and what is wrong with any of them, by key."""
+    given, and its `allow` rules; and what is wrong with any of them, by key."""
     problems: list[tuple[str, str]] = []
     branch, why = worktree_branch(agent, table.get("worktree", False))
     if why is not None:
@@ -100,7 +109,22 @@ def agent_extras(agent: str, table: Mapping[str, Any]
             timeout = parse_duration(value, "approval_timeout")
         except errors.WardianError as exc:
             problems.append(("approval_timeout", said(exc)))
-    return branch, policy, timeout, problems
+    allow, why = allow_rules(table["allow"]) if "allow" in table else ((), None)
+    if why is not None:
+        problems.append(("allow", why))
+    return {"worktree": branch, "approvals": policy, "approval_timeout_ms": timeout, "allow": allow}, problems
+
+
+def allow_rules(value: object) -> tuple[tuple[str, ...], str | None]:
+    """An agent's `allow` rules, as `agent start --allow` keeps them, and what is wrong with them (None: nothing)."""
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):  # pyright: ignore[reportUnknownVariableType]
+        held = _kind(value) if not isinstance(value, list) else "an array holding " + next(
+            _kind(v) for v in value if not isinstance(v, str))  # pyright: ignore[reportUnknownVariableType,reportUnknownArgumentType]
+        return (), f'must be an array of rules (allow = ["Bash(git status:*)"]), not {held}'
+    try:
+        return tuple(check_rules(value, "allow")), None  # pyright: ignore[reportUnknownArgumentType]
+    except errors.WardianError as exc:
+        return (), said(exc)
 
 
 def _kind(value: object) -> str:

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from wardian.approval_rules import MAX_RULE_CHARS, MAX_RULES
 from wardian.approvals import POLICIES
 from wardian.durations import DURATION_PATTERN
 from wardian.model import MAX_AGENT_NAME_CHARS, OPERATOR_NAME, PROVIDERS
@@ -68,6 +69,11 @@ AGENT_FIELDS: dict[str, str] = {
                  "denied at once, and recorded). Default: deny.",
     "approval_timeout": "How long an approval waits for its answer before it is denied (`wardian agent start "
                         "--approval-timeout`), as a duration: `90s`, `10m`, `1h`. Default: 10m.",
+    "allow": "Allow rules, as Claude Code writes them (`wardian agent start --allow`; "
+             "docs/guide/approvals.md#allow-rules): a permission request one matches is allowed without asking, "
+             "whatever `approvals` says: `Bash(git status:*)` (a command and its arguments; also Codex's `shell`, "
+             "OpenCode's and Pi's `bash`), `shell(ls *)`, `Edit(docs/*)` (file changes), `edit`, "
+             "`mcp__github__create_issue`. Default: none.",
 }
 SETTINGS_OF: dict[str, str] = {
     "codex": "Keys of Codex's config.toml, as `codex -c` takes them (model, model_reasoning_effort, features.*, "
@@ -131,6 +137,8 @@ def _agent_schema() -> dict[str, Any]:
         "worktree": {"type": ["boolean", "string"], "minLength": 1},
         "approvals": {"enum": list(POLICIES)},
         "approval_timeout": {"type": "string", "pattern": DURATION_PATTERN},
+        "allow": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": MAX_RULE_CHARS},
+                  "maxItems": MAX_RULES},
     }
     for key, doc in AGENT_FIELDS.items():
         props[key]["description"] = doc + (f" {NAME_ALLOWED}." if key == "auth" else "")

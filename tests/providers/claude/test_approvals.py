@@ -177,3 +177,36 @@ async def test_a_command_carrying_the_agents_key_is_asked_with_the_key_redacted(
         assert asked.ask.summary == f"run `touch [redacted]` in {spec.workspace}"
         assert asked.reply.answer(Decision(allow=False))
         await run.outcome(started.turn_id)
+
+
+def test_an_allow_rule_runs_its_command_without_asking_and_the_policy_denies_the_rest(claude_app: ClaudeApp) -> None:
+    """`--allow 'Bash(touch *)'` under the default `deny`: Claude Code asks (a rule turns its prompt tool on), the
+    touch is allowed by `rule` before any routing and runs, the mkdir no rule matches is denied by the policy; both
+    are recorded. A rule that is not one is refused naming it, and changes nothing
+    (docs/guide/approvals.md#allow-rules)."""
+    world = claude_app
+    _, lead = world.app.add_agent("lead")
+    worker, _, script = world.agent("worker", start=False)
+    refused = world.app.cli("agent", "start", "worker", "--allow", "Bash(touch")
+    assert refused.returncode == 2
+    assert b"invalid_arguments" in refused.stderr
+    assert b"'Bash(touch'" in refused.stderr
+    assert world.app.call("agent/list", {})["managed"][worker["uuid"]]["allow"] == []
+    world.app.call("agent/start", {"agent": "worker", "allow": ["Bash(touch *)"], "config": [
+        *claude_overrides(ScriptedClaude(script.base_url))]}, timeout_s=300)
+    made, other = (world.app.home.default_workspace(worker["uuid"]) / n for n in ("made", "other"))
+    script.add(touch(made), ToolCall("Bash", {"command": f"mkdir {other}", "description": "Make a dir"},
+                                     namespace=None), Message("made one"))
+
+    sent = world.app.call("task/followup", {"session": lead, "target": "worker", "message": "make a file"})
+    replies = records_for(world, lead)
+    assert [(r["request_id"], r["status"], r["text"]) for r in replies] == [(sent["request_id"], "done", "made one")]
+    assert made.exists()
+    assert not other.exists()
+    ended = world.app.call("approval/list", {"pending": False})["approvals"]
+    assert sorted((a["detail"]["command"], a["status"], a["decided_by"], a["reason"], a["request_id"])
+                  for a in ended) == [
+        (f"mkdir {other}", "denied", "policy", "the agent's approval policy is deny: nobody may approve this",
+         sent["request_id"]),
+        (f"touch {made}", "allowed", "rule", "allowed by rule Bash(touch *)", sent["request_id"])]
+    assert world.app.call("agent/list", {})["managed"][worker["uuid"]]["allow"] == ["Bash(touch *)"]

@@ -32,6 +32,7 @@ from wardian.home import Home
 from wardian.model import AgentStatus, ManagedAgent
 from wardian.overrides import check_override, env_mapping
 from wardian.providers import Capabilities, LaunchSpec, Provider
+from wardian.providers.asking import launch_policy
 from wardian.providers.base import CommandProvider, ProviderInfo
 from wardian.store import Store, approvals, ledger, roster, worktrees
 
@@ -221,13 +222,14 @@ class Launcher:
         await anyio.to_thread.run_sync(worktree.prepare, workspace, tree)
         key = (agent.uuid, generation)
         connected = self._mcp_connected[key] = anyio.Event()
-        policy, _ = await self.writer.call(approvals.policy_of, agent.id)  # asking turns the provider's own step on
+        policy, _, allow = await self.writer.call(approvals.asking_of, agent.id)  # asking, or rules, turn it on
         spec = LaunchSpec(
             name=agent.name, uuid=agent.uuid, agent_dir=self.home.agent_dir(agent.uuid), workspace=workspace,
             mode=mode, overrides=agent.overrides, approve_tools=approve_tools, home=self.home, session=session,
             thread_id=agent.thread_id, log_path=self.home.provider_log_path(provider.name, agent.uuid),
             pid_path=self.home.provider_pid_path(provider.name, agent.uuid), credentials=credentials,
-            env=env_mapping(agent.env), mcp_connected=connected, approvals=policy.value)
+            env=env_mapping(agent.env), mcp_connected=connected,
+            approvals=launch_policy(policy.value, bool(allow)))
         try:
             runtime = await provider.prepare(spec, info)
             handle = AgentHandle(agent.id, agent.uuid, agent.name, generation, runtime, info)

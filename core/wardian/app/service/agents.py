@@ -130,7 +130,9 @@ async def start_agent(app: AppService, p: AgentStartParams) -> AgentStartResult:
         info = await app.runtime.launcher.check_start(agent.id, mode, config, grants, env)
         if p.auth is not None:
             await app.writer.call(roster.set_auth, agent.id, auth)
-        await app.writer.call(approvals.set_policy, agent.id, p.approvals, p.approval_timeout_ms)
+        # Allow rules are kept like the -c settings: given, they replace the saved ones; reset_settings drops them.
+        allow = [] if p.reset_settings and p.allow is None else p.allow
+        await app.writer.call(approvals.set_policy, agent.id, p.approvals, p.approval_timeout_ms, allow)
         started = await app.runtime.launcher.start_agent(agent.id, mode, config, grants, env, info)
     current = await app.writer.call(roster.agent, agent.id)
     return {"agent": agent_result(current), "thread_id": started["thread_id"],

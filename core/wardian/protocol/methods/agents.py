@@ -9,6 +9,7 @@ from pydantic import Field, field_validator, model_validator, with_config
 from typing_extensions import TypedDict
 
 from wardian import errors
+from wardian.approval_rules import MAX_RULES, check_rules
 from wardian.approvals import DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS, Policy
 from wardian.auth.checks import check_name
 from wardian.branches import check_branch, default_branch
@@ -131,6 +132,10 @@ class AgentStartParams(Params):
     approval_timeout_ms: Annotated[int, Field(ge=1000, le=MAX_TIMEOUT_MS)] | None = None
     """How long an approval waits for its answer before the default (deny) applies; kept like `approvals`; None
     (absent): the saved one (at first 10 minutes)."""
+    allow: Annotated[list[str], Field(max_length=MAX_RULES)] | None = None
+    """Allow rules (`Bash(git status:*)`, `edit`): a request one matches is allowed without asking
+    (docs/guide/approvals.md#allow-rules). Kept like `config`, replacing the saved ones; None (absent): the saved ones
+    (`reset_settings`: none)."""
 
     @field_validator("env")
     @classmethod
@@ -146,6 +151,11 @@ class AgentStartParams(Params):
     @classmethod
     def _tools(cls, v: list[str]) -> list[str]:
         return list(parse_tool_names(v))
+
+    @field_validator("allow")
+    @classmethod
+    def _allow(cls, v: list[str] | None) -> list[str] | None:
+        return None if v is None else check_rules(v)
 
     @field_validator("config")
     @classmethod
@@ -248,6 +258,8 @@ class ManagedAgentResult(TypedDict):
     """Who answers its permission requests (`--approvals`; docs/guide/approvals.md): deny when never set."""
     approval_timeout_ms: int
     """How long an approval of it waits for an answer (`--approval-timeout`): 10 minutes when never set."""
+    allow: list[str]
+    """Its allow rules (`--allow`; docs/guide/approvals.md#allow-rules): [] when none."""
 
 
 def _policy(saved: str | None) -> PolicyName:
@@ -261,7 +273,7 @@ def managed_agent_result(a: ManagedAgent) -> ManagedAgentResult:
             "thread_replaced_at": a.thread_replaced_at, "thread_replaced_reason": a.thread_replaced_reason,
             "auth": a.auth, "approve_tools": list(a.approve_tools), "env": list(a.env),
             "command": list(a.command), "approvals": _policy(a.approvals),
-            "approval_timeout_ms": a.approval_timeout_ms or DEFAULT_TIMEOUT_MS}
+            "approval_timeout_ms": a.approval_timeout_ms or DEFAULT_TIMEOUT_MS, "allow": list(a.allow)}
 
 
 @with_config(CLOSED)

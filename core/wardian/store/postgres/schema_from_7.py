@@ -108,4 +108,8 @@ FROM_7: tuple[str, ...] = (
     ALTER TABLE agents ADD COLUMN approvals TEXT;
     ALTER TABLE agents ADD COLUMN approval_timeout_ms BIGINT;
     """,
+    # 14: the embedded store's migration 20: an agent's allow rules (NULL: none).
+    """
+    ALTER TABLE agents ADD COLUMN allow_rules TEXT;
+    """,
 )

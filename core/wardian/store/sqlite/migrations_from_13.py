@@ -113,4 +113,9 @@ FROM_13: tuple[str, ...] = (
     ALTER TABLE agents ADD COLUMN approvals TEXT;
     ALTER TABLE agents ADD COLUMN approval_timeout_ms INTEGER;
     """,
+    # 20: an agent's allow rules (a JSON array; docs/guide/approvals.md#allow-rules), kept with it like its
+    # approval policy; NULL (an agent of an older store, or never given) reads as none.
+    """
+    ALTER TABLE agents ADD COLUMN allow_rules TEXT;
+    """,
 )
