@@ -18,6 +18,8 @@ from wardian.model import Party, PermissionOption
 ID_PREFIX = "apr_"
 DEFAULT_TIMEOUT_MS = 10 * 60_000
 """How long a pending approval waits for its answer unless the agent's start says otherwise."""
+MIN_TIMEOUT_MS = 1000
+"""The shortest deadline an agent's start takes (`--approval-timeout 1`): a person cannot answer in less."""
 MAX_TIMEOUT_MS = 7 * 24 * 3_600_000
 MAX_REASON_CHARS = 2000
 MAX_SUMMARY_CHARS = 2000

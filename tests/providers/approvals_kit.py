@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import anyio
 import anyio.abc
 
+from tests.conftest import AppHandle
+from wardian.app.runtime.approvals import EXPIRED
 from wardian.model import Party
 from wardian.providers.base import ProviderEvent, TaskDelivery
 from wardian_harness.models.scripted_model import AgentScript, ToolCall
@@ -48,3 +50,12 @@ async def next_event(runtime: Runtime, kind: type[ProviderEvent]) -> ProviderEve
 
 def task(request_id: str, text: str = "make a file") -> TaskDelivery:
     return TaskDelivery(request_id, Party("lead", "u-lead"), text)
+
+
+def the_expired_approval(app: AppHandle, agent: str, request_id: str) -> dict[str, Any]:
+    """`agent`'s one approval, checked ended `expired` by the deadline while it worked on `request_id`, the policy's
+    default (a denial) given (docs/guide/approvals.md#how-an-approval-ends)."""
+    (ended,) = [a for a in app.call("approval/list", {"pending": False})["approvals"] if a["agent"]["name"] == agent]
+    assert (ended["request_id"], ended["kind"], ended["status"], ended["decided_by"], ended["reason"]) == (
+        request_id, "command", "expired", "deadline", EXPIRED)
+    return dict(ended)

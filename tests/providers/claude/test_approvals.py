@@ -10,7 +10,10 @@ from typing import Any
 
 import pytest
 
+from tests.providers.approvals_kit import the_expired_approval
 from tests.providers.claude.conftest import ClaudeApp, ClaudeWorld, records_for, running, settle
+from wardian.app.runtime.approvals import EXPIRED
+from wardian.approvals import MIN_TIMEOUT_MS
 from wardian.model import Party
 from wardian.providers.approvals import ApprovalAsked, Decision
 from wardian.providers.base import OutcomeStatus, TaskDelivery
@@ -210,3 +213,21 @@ def test_an_allow_rule_runs_its_command_without_asking_and_the_policy_denies_the
          sent["request_id"]),
         (f"touch {made}", "allowed", "rule", "allowed by rule Bash(touch *)", sent["request_id"])]
     assert world.app.call("agent/list", {})["managed"][worker["uuid"]]["allow"] == ["Bash(touch *)"]
+
+
+def test_an_approval_nobody_answers_expires_and_claude_code_is_denied(claude_app: ClaudeApp) -> None:
+    """The deadline passes (the shortest a start takes): the approval ends `expired` by `deadline`, Claude Code is
+    answered deny with the reason, the command never runs, and the task ends with the model's answer."""
+    world = claude_app
+    _, lead = world.app.add_agent("lead")
+    worker, _, script = world.agent("worker", start=False)
+    world.app.call("agent/start", {"agent": "worker", "approvals": "person", "approval_timeout_ms": MIN_TIMEOUT_MS,
+                                   "config": [*claude_overrides(ScriptedClaude(script.base_url))]}, timeout_s=300)
+    made = world.app.home.default_workspace(worker["uuid"]) / "made"
+    script.add(touch(made), Message("could not"))
+    sent = world.app.call("task/followup", {"session": lead, "target": "worker", "message": "make a file"})
+    replies = records_for(world, lead)
+    assert [(r["request_id"], r["status"], r["text"]) for r in replies] == [(sent["request_id"], "done", "could not")]
+    assert not made.exists()
+    the_expired_approval(world.app, "worker", sent["request_id"])
+    assert EXPIRED in script.requests[-1].function_call_outputs()[-1].text

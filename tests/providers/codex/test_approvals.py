@@ -18,6 +18,8 @@ from tests.conftest import short_home
 from tests.providers.approvals_kit import next_event
 from tests.providers.codex.conftest import CodexWorld, codex_or_skip
 from tests.providers.codex.test_runtime import wait_reply
+from wardian.app.runtime.approvals import EXPIRED
+from wardian.approvals import MIN_TIMEOUT_MS
 from wardian.model import Party
 from wardian.protocol import methods as proto
 from wardian.providers.approvals import ApprovalAsked, Decision
@@ -228,3 +230,36 @@ def test_a_person_allows_then_denies_a_codex_workers_command_through_the_app(cod
         (second["request_id"], "done", "could not")]
     assert not made.exists()
     assert "rejected by user" in script.requests[-1].function_call_outputs()[-1].text
+
+
+def test_a_rule_allows_a_codex_command_and_one_nobody_answers_expires(codex_world: CodexWorld) -> None:
+    """One Codex worker, `--approvals person --approval-timeout 1 --allow 'Bash(touch *)'`: the escalated `touch`
+    (Codex reports it as `bash -lc '…'`) is allowed by the rule without anyone asked and runs; the `mkdir` no rule
+    matches waits until its deadline, ends `expired`, Codex is declined, it never runs, and the task ends."""
+    world = codex_world
+    _, lead = world.app.add_agent("lead")
+    worker, _, script = world.agent("worker", start=False)
+    world.app.call("agent/start", {"agent": "worker", "approvals": "person", "approval_timeout_ms": MIN_TIMEOUT_MS,
+                                   "allow": ["Bash(touch *)"],
+                                   "config": codex_overrides(ScriptedProvider(base_url=script.base_url))},
+                   timeout_s=300)
+    made, other = (world.app.home.default_workspace(worker["uuid"]) / n for n in ("made", "other"))
+    script.add(escalated(f"touch {made}"), Message("made it"), escalated(f"mkdir {other}"), Message("could not"))
+
+    first = world.app.call("task/followup", {"session": lead, "target": "worker", "message": "make a file"})
+    assert [(r["request_id"], r["status"], r["text"]) for r in wait_reply(world, lead)] == [
+        (first["request_id"], "done", "made it")]
+    assert made.exists()
+    (allowed,) = world.app.call("approval/list", {"pending": False})["approvals"]
+    assert (allowed["request_id"], allowed["status"], allowed["decided_by"], allowed["reason"]) == (
+        first["request_id"], "allowed", "rule", "allowed by rule Bash(touch *)")
+
+    second = world.app.call("task/followup", {"session": lead, "target": "worker", "message": "make a dir"})
+    assert [(r["request_id"], r["status"], r["text"]) for r in wait_reply(world, lead)] == [
+        (second["request_id"], "done", "could not")]
+    assert not other.exists()
+    ended = [a for a in world.app.call("approval/list", {"pending": False})["approvals"]
+             if a["request_id"] == second["request_id"]]
+    assert [(a["status"], a["decided_by"], a["reason"]) for a in ended] == [("expired", "deadline", EXPIRED)]
+    assert "rejected by user" in script.requests[-1].function_call_outputs()[-1].text
+

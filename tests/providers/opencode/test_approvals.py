@@ -13,15 +13,17 @@ import anyio
 import pytest
 
 from tests.conftest import short_home
-from tests.providers.approvals_kit import World, next_event, task
-from tests.providers.opencode.conftest import opencode_or_skip
+from tests.providers.approvals_kit import World, next_event, task, the_expired_approval
+from tests.providers.opencode.conftest import MixedWorld, opencode_or_skip
+from wardian.app.runtime.approvals import EXPIRED
+from wardian.approvals import MIN_TIMEOUT_MS
 from wardian.home import Home
 from wardian.providers.approvals import ApprovalAsked, Decision
 from wardian.providers.base import LaunchSpec, OutcomeStatus, TurnOutcome
 from wardian.providers.opencode import approvals
 from wardian.providers.opencode.provider import OpenCodeProvider
 from wardian.providers.opencode.runtime import OpenCodeRuntime
-from wardian_harness.models.scripted_model import Message, ScriptedModel
+from wardian_harness.models.scripted_model import Message, ScriptedModel, ToolCall
 from wardian_harness.providers.opencode_home import ScriptedOpenCode, opencode_overrides
 
 
@@ -96,3 +98,23 @@ def test_an_asking_policy_asks_only_where_the_agents_own_permission_settings_are
     assert json.loads(approvals.permission_env("lead", own)[approvals.ENV_PERMISSION]) == {"edit": "ask"}
     assert approvals.permission_env("person", '{"permission": "allow"}') == {}
     assert approvals.permission_env("deny", "") == {}
+
+
+def test_an_approval_nobody_answers_expires_and_opencode_is_denied(mixed_world: MixedWorld) -> None:
+    """Through a real app, the deadline passes (the shortest a start takes): the approval ends `expired` by
+    `deadline`, OpenCode is replied `reject` with the reason, which the model reads; the command never runs and the
+    task ends."""
+    world = mixed_world
+    _, lead = world.app.add_agent("lead")
+    worker, _, script = world.agent("worker", start=False)
+    world.app.call("agent/start", {"agent": "worker", "approvals": "person", "approval_timeout_ms": MIN_TIMEOUT_MS,
+                                   "config": opencode_overrides(ScriptedOpenCode(script.base_url))}, timeout_s=300)
+    made = world.app.home.default_workspace(worker["uuid"]) / "made"
+    script.add(ToolCall("bash", {"command": f"touch {made}", "description": "Make a file"}, namespace=None),
+               Message("could not"))
+    sent = world.app.call("task/followup", {"session": lead, "target": "worker", "message": "make a file"})
+    replies = world.app.records_for(lead)
+    assert [(r["request_id"], r["status"], r["text"]) for r in replies] == [(sent["request_id"], "done", "could not")]
+    assert not made.exists()
+    the_expired_approval(world.app, "worker", sent["request_id"])
+    assert EXPIRED in script.requests[-1].function_call_outputs()[-1].text

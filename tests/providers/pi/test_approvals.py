@@ -12,14 +12,15 @@ import anyio
 import pytest
 
 from tests.conftest import pinned_npm_tool, short_home
-from tests.providers.approvals_kit import World, task
-from tests.providers.pi.conftest import REPO
+from tests.providers.approvals_kit import World, task, the_expired_approval
+from tests.providers.pi.conftest import REPO, PiApp
+from wardian.approvals import MIN_TIMEOUT_MS
 from wardian.home import Home
 from wardian.providers.approvals import ApprovalAsked, Decision
 from wardian.providers.base import LaunchSpec, OutcomeStatus, ProviderEvent, TurnOutcome
 from wardian.providers.pi.provider import PiProvider
 from wardian.providers.pi.runtime import PiRuntime
-from wardian_harness.models.scripted_model import Message, ScriptedModel
+from wardian_harness.models.scripted_model import Message, ScriptedModel, ToolCall
 from wardian_harness.providers.pi_home import pi_settings
 
 
@@ -95,3 +96,22 @@ def test_an_allowed_command_runs_and_a_denied_one_is_blocked_and_the_model_is_to
     assert not made.exists()
     assert "Permission denied: bash was not approved" in world.script.requests[-1].function_call_outputs()[-1].text
 
+
+
+def test_an_approval_nobody_answers_expires_and_pi_is_refused(pi_app: PiApp) -> None:
+    """Through a real app, the deadline passes (the shortest a start takes): the approval ends `expired` by
+    `deadline`, the extension's confirmation is refused, the command never runs, the model is told, and the task
+    ends."""
+    world = pi_app
+    _, lead = world.app.add_agent("lead")
+    worker, _, script = world.agent("worker", start=False)
+    world.app.call("agent/start", {"agent": "worker", "approvals": "person", "approval_timeout_ms": MIN_TIMEOUT_MS,
+                                   "config": pi_settings(script.base_url)}, timeout_s=300)
+    made = world.app.home.default_workspace(worker["uuid"]) / "made"
+    script.add(ToolCall("bash", {"command": f"touch {made}"}, namespace=None), Message("could not"))
+    sent = world.app.call("task/followup", {"session": lead, "target": "worker", "message": "make a file"})
+    replies = world.app.records_for(lead)
+    assert [(r["request_id"], r["status"], r["text"]) for r in replies] == [(sent["request_id"], "done", "could not")]
+    assert not made.exists()
+    the_expired_approval(world.app, "worker", sent["request_id"])
+    assert "Permission denied: bash was not approved" in script.requests[-1].function_call_outputs()[-1].text

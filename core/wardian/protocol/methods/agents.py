@@ -10,7 +10,7 @@ from typing_extensions import TypedDict
 
 from wardian import errors
 from wardian.approval_rules import MAX_RULES, check_rules
-from wardian.approvals import DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS, Policy
+from wardian.approvals import DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS, MIN_TIMEOUT_MS, Policy
 from wardian.auth.checks import check_name
 from wardian.branches import check_branch, default_branch
 from wardian.model import PROVIDERS, Agent, InterruptReceipt, ManagedAgent
@@ -129,7 +129,7 @@ class AgentStartParams(Params):
     approvals: PolicyName | None = None
     """Who answers the agent's permission requests (docs/guide/approvals.md), kept with the agent like `config`;
     None (absent): the saved policy (at first `deny`)."""
-    approval_timeout_ms: Annotated[int, Field(ge=1000, le=MAX_TIMEOUT_MS)] | None = None
+    approval_timeout_ms: Annotated[int, Field(ge=MIN_TIMEOUT_MS, le=MAX_TIMEOUT_MS)] | None = None
     """How long an approval waits for its answer before the default (deny) applies; kept like `approvals`; None
     (absent): the saved one (at first 10 minutes)."""
     allow: Annotated[list[str], Field(max_length=MAX_RULES)] | None = None
