@@ -263,3 +263,42 @@ def test_a_rule_allows_a_codex_command_and_one_nobody_answers_expires(codex_worl
     assert [(a["status"], a["decided_by"], a["reason"]) for a in ended] == [("expired", "deadline", EXPIRED)]
     assert "rejected by user" in script.requests[-1].function_call_outputs()[-1].text
 
+
+def patch(path: Path, text: str) -> ToolCall:
+    """The model edits a file the way Codex's models do: `apply_patch` with a patch, which Codex applies itself (a
+    file change, not a command), asking first where the sandbox does not let it write."""
+    body = f"*** Begin Patch\n*** Add File: {path}\n+{text}\n*** End Patch\n"
+    return ToolCall("exec_command", {"cmd": f"apply_patch <<'EOF'\n{body}EOF\n"}, namespace=None)
+
+
+def test_a_file_change_codex_asks_for_is_allowed_then_denied(world: World) -> None:
+    """`item/fileChange/requestApproval`: one approval with the file and its `+/-` count. Allowed, Codex writes the
+    file; denied (`decline`), it does not, and the model reads that it was rejected; the turn goes on each time."""
+    made = world.workspace / "made.txt"
+    world.script.add(patch(made, "hello"), Message("wrote it"), patch(made, "again"), Message("could not"))
+
+    async def turn(runtime: CodexRuntime, decision: Decision) -> TurnOutcome:
+        started = await runtime.start_turn(task("write a file"))
+        asked = await next_event(runtime, ApprovalAsked)
+        assert isinstance(asked, ApprovalAsked)
+        ask = asked.ask
+        assert (ask.turn_id, ask.kind, ask.tool) == (started.turn_id, "file_change", "apply_patch")
+        assert ask.detail["files"] == [str(made)]
+        assert ask.detail["diff_summary"] == "+1 -0"
+        assert asked.reply.answer(decision)
+        outcome = await next_event(runtime, TurnOutcome)
+        assert isinstance(outcome, TurnOutcome)
+        return outcome
+
+    async def main() -> None:
+        async with running(world) as runtime:
+            allowed = await turn(runtime, Decision(allow=True))
+            assert (allowed.status, allowed.final_text) == (OutcomeStatus.DONE, "wrote it")
+            assert made.read_text(encoding="utf-8") == "hello\n"
+            made.unlink()
+            denied = await turn(runtime, Decision(allow=False))
+            assert (denied.status, denied.final_text) == (OutcomeStatus.DONE, "could not")
+
+    anyio.run(main)
+    assert not made.exists()
+    assert "rejected by user" in world.script.requests[-1].function_call_outputs()[-1].text
