@@ -1,7 +1,7 @@
 """The command line and the one registry of subjects.
 
 Each subject is a name, its figure on the default store, whether it is opt-in (it needs a frozen build, the Codex,
-OpenCode, Claude Code or Qwen Code CLI, or chromium, so it runs only when named with `--only`), and, for the
+OpenCode, Claude Code, Qwen Code or Pi CLI, or chromium, so it runs only when named with `--only`), and, for the
 store-bound ones, its figure on both backends side by side (`--store postgresql`). The order of the registry is the
 order of a run.
 """
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from benchmarks import (
     acp,
+    approvals,
     claude,
     cli,
     codex,
@@ -63,6 +64,7 @@ SUBJECTS: tuple[Subject, ...] = (
     Subject("claude", claude.bench_claude, opt_in=True),
     Subject("pi", pi.bench_pi, opt_in=True),
     Subject("acp", acp.bench_acp, opt_in=True),
+    Subject("approvals", approvals.bench_approvals, opt_in=True),
     Subject("console", console.bench_console, opt_in=True),
 )
 BY_NAME = {s.name: s for s in SUBJECTS}
