@@ -302,6 +302,20 @@ class Published:
 
 
 @dataclass(frozen=True, slots=True)
+class TaskEnd:
+    """A task the operator (a person) sent was answered: its reply or Wardian notice (`record_id`, at store order
+    `seq`)."""
+
+    seq: int
+    request_id: str
+    record_id: str
+    agent: Party
+    """The agent the task was for."""
+    status: ReplyStatus
+    ended_at: int
+
+
+@dataclass(frozen=True, slots=True)
 class RecordDelivery:
     """How a record reached (or is reaching) its recipient: returned by a receive, or pushed into its live
     conversation; never both (reliability row D12, docs/decisions/0015-one-path-per-record.md). Times are Unix ms."""

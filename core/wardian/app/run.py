@@ -20,7 +20,7 @@ import secrets
 import signal
 import socket
 import sys
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import IO, TYPE_CHECKING, Any
 
@@ -28,6 +28,7 @@ import anyio
 import anyio.abc
 
 from wardian import errors, filelock
+from wardian.app.notify import Notifier
 from wardian.app.ports import ConsoleSetup, WebConsole
 from wardian.app.runtime import Runtime
 from wardian.app.server import ControlServer
@@ -187,8 +188,10 @@ def run_app(
     console: ConsoleSetup | None = None,
     host_name: str | None = None,
     store_url: str | None = None,
+    notify: Sequence[str] | None = None,
 ) -> None:
-    """Run the app in the foreground until it is told to stop; with `console`, serve that web console too.
+    """Run the app in the foreground until it is told to stop; with `console`, serve that web console too; with
+    `notify`, run that command for each notification (`wardian.app.notify`).
 
     Raises:
         HomeError (AlreadyRunning, InsecureRuntimeDir, HomePathTooLong), StorageError, InvalidArguments (the console's
@@ -210,7 +213,7 @@ def run_app(
         if tightened:
             log.warning("made these paths of the home private (they were open to other users): %s",
                         ", ".join(str(p) for p in tightened))
-        _serve_store(home, url, host_name or default_host_name(), on_ready, console)
+        _serve_store(home, url, host_name or default_host_name(), on_ready, console, notify)
     finally:
         with suppress(OSError):
             home.pid_path.unlink()
@@ -228,7 +231,7 @@ def _open_store(home: Home, url: str | None) -> tuple[Store, Announcements | Non
 
 
 def _serve_store(home: Home, url: str | None, name: str, on_ready: Callable[[], None] | None,
-                 console: ConsoleSetup | None) -> None:
+                 console: ConsoleSetup | None, notify: Sequence[str] | None = None) -> None:
     """Open the store, claim the host `name` in it, serve until stopped, then give the host up and close the store."""
     store, announcements = _open_store(home, url)
     try:
@@ -248,7 +251,7 @@ def _serve_store(home: Home, url: str | None, name: str, on_ready: Callable[[], 
         if url is not None:
             _remember_store(home, url)
             log.info("serving host %s of the shared store %s", name, redact_url(url))
-        anyio.run(_serve, home, store, on_ready, console, announcements)
+        anyio.run(_serve, home, store, on_ready, console, announcements, notify)
         if url is not None:
             with suppress(errors.WardianError):
                 hosts.release_host(store)  # a clean stop: the host shows offline at once
@@ -269,6 +272,7 @@ async def _serve(
     on_ready: Callable[[], None] | None,
     console_setup: ConsoleSetup | None = None,
     announcements: Announcements | None = None,
+    notify: Sequence[str] | None = None,
 ) -> None:
     writer = StoreWriter(store)
     stopping = anyio.Event()
@@ -276,6 +280,10 @@ async def _serve(
     runtime = Runtime(home, writer, signals_)
     service = AppService(home, writer, signals_, stopping.set, runtime)
     server = ControlServer(service)
+    notifier = None
+    if notify is not None:
+        notifier = Notifier(notify, home.root, writer, signals_)
+        runtime.approvals.on_waiting = notifier.approval_waiting
     console: WebConsole | None = None
     if console_setup is not None:
         feed = ChangeFeed()
@@ -296,7 +304,8 @@ async def _serve(
     # The handlers are installed before readiness is reported, so a SIGTERM right after start is clean.
     with _stop_signals() as signals:
         await _serve_until_stopped(
-            home, writer, runtime, (serve, close, channel), stopping, signals, on_ready, console, announcements
+            home, writer, runtime, (serve, close, channel), stopping, signals, on_ready, console, announcements,
+            notifier,
         )
 
 
@@ -342,6 +351,7 @@ async def _serve_until_stopped(
     on_ready: Callable[[], None] | None,
     console: WebConsole | None = None,
     announcements: Announcements | None = None,
+    notifier: Notifier | None = None,
 ) -> None:
     async with anyio.create_task_group() as outer:
         await outer.start(writer.run)
@@ -349,6 +359,8 @@ async def _serve_until_stopped(
             reader = writer.wait_reader
             if reader is not None:
                 await providers.start(_keep_wait_reader, reader)
+            if notifier is not None:
+                await providers.start(notifier.run)  # following the person's tasks before recovery ends any
             # Recovery (lost bindings -> uncertain, captured outcomes -> published) runs before readiness.
             await providers.start(runtime.run)
             if announcements is not None:

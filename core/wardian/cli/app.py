@@ -17,6 +17,7 @@ from wardian.cli.exits import EXIT_APP, EXIT_OK
 from wardian.cli.output import dump, out
 from wardian.home import ENV_STORE, Home, resolve_home
 from wardian.home_setup import adopt_home
+from wardian.notifications import parse_notify_command
 
 if TYPE_CHECKING:
     import subprocess
@@ -31,6 +32,8 @@ STORE_HELP = (
     "home served before, else the home's own SQLite file)"
 )
 HOST_HELP = "the host this app serves (default: the machine's hostname); agents added here belong to it"
+NOTIFY_HELP = ("run CMD with one JSON event on its stdin when an approval waits for a person and when a task a person "
+               "sent ends (split like a shell would, run without one; e.g. \"notify-send wardian\")")
 
 
 def register(commands: Commands) -> None:
@@ -50,6 +53,7 @@ def _serving_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--console", nargs="?", const="", default=None, metavar="ADDR", help=CONSOLE_HELP)
     p.add_argument("--store", default=None, metavar="URL", help=STORE_HELP)
     p.add_argument("--host-name", dest="host_name", default=None, metavar="NAME", help=HOST_HELP)
+    p.add_argument("--notify-command", dest="notify_command", default=None, metavar="CMD", help=NOTIFY_HELP)
 
 
 def _start_args(args: argparse.Namespace) -> list[str]:
@@ -61,6 +65,9 @@ def _start_args(args: argparse.Namespace) -> list[str]:
 
         parse_console_address(args.console)  # a refused address changes nothing, not even the home
         extra += ["--console", args.console]
+    if args.notify_command is not None:
+        parse_notify_command(args.notify_command)  # refused here: nothing of the home changes
+        extra += ["--notify-command", args.notify_command]
     store_url = store_arg(args)
     if args.host_name is not None or store_url is not None:
         # Their checks are the app's own (pydantic, anyio, the store; ~200 ms): only for a start that names them.

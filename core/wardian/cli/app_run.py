@@ -22,6 +22,7 @@ from wardian.cli.exits import EXIT_OK
 from wardian.console import login_page
 from wardian.console.address import ConsoleAddress, parse_console_address
 from wardian.home import resolve_home
+from wardian.notifications import parse_notify_command
 
 if TYPE_CHECKING:
     from wardian.app.ports import WebConsole
@@ -33,6 +34,7 @@ def cmd_app_run(args: argparse.Namespace) -> int:
     """Run the app; reports readiness, or the startup error, on `--ready-fd` when given (`app start` reads it)."""
     home, ready_fd = resolve_home(args.home), args.ready_fd
     try:
+        notify = None if args.notify_command is None else parse_notify_command(args.notify_command)
         run_app(
             home,
             on_ready=lambda: report_ready(ready_fd, READY),
@@ -40,6 +42,7 @@ def cmd_app_run(args: argparse.Namespace) -> int:
             console=None if args.console is None else WebConsoleSetup(args.console),
             host_name=args.host_name,
             store_url=store_arg(args),
+            notify=notify,
         )
     except errors.WardianError as exc:
         report_ready(ready_fd, orjson.dumps(exc.to_data()).decode("utf-8"))

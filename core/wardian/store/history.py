@@ -14,6 +14,7 @@ from wardian import errors
 from wardian.model import (
     EXCHANGE_PREVIEW_CHARS,
     EXCHANGE_WINDOW,
+    OPERATOR_UUID,
     ExchangePage,
     ExchangeRecord,
     Interaction,
@@ -23,11 +24,22 @@ from wardian.model import (
     Party,
     RecordDelivery,
     RecordStory,
+    ReplyStatus,
     RequestTrace,
+    TaskEnd,
     TaskStory,
 )
 from wardian.store import usage
-from wardian.store._sql import KINDS, STATUSES, TASK_FACT_COLS, TASK_FACT_COUNT, facts_of, party_by_id, party_of_id
+from wardian.store._sql import (
+    KINDS,
+    STATUSES,
+    TASK_FACT_COLS,
+    TASK_FACT_COUNT,
+    facts_of,
+    of_this_host,
+    party_by_id,
+    party_of_id,
+)
 from wardian.store.engine import Store
 from wardian.taskpolicy import Lineage, TaskBounds
 
@@ -236,3 +248,23 @@ def _exchange_filter(participant: int | None, kind: InteractionKind | None) -> t
         where += " AND +i.kind = ?"
         args.append(kind.value)
     return where, args
+
+
+def last_interaction_id(store: Store) -> int:
+    """The newest record's store order (0: none yet): what `person_task_ends` reads past."""
+    row = store.db.execute("SELECT MAX(id) FROM interactions").fetchone()
+    return int(row[0] or 0)
+
+
+def person_task_ends(store: Store, after: int, limit: int) -> list[TaskEnd]:
+    """The answers (reply or notice) to tasks the operator sent, past store order `after`, oldest first, for tasks
+    whose agent belongs to this host; agent-to-agent tasks are not among them."""
+    mine, args = of_this_host(store, "t.recipient_id")
+    rows = store.db.execute(
+        "SELECT i.id, i.request_id, i.public_id, a.name, a.uuid, i.status, i.created_at FROM interactions i "
+        "JOIN tasks t ON t.request_id = i.request_id AND t.reply_id = i.public_id "
+        "JOIN agents a ON a.id = t.recipient_id "
+        "WHERE i.recipient_id = (SELECT id FROM agents WHERE uuid = ?) AND i.id > ? AND i.kind IN (?, ?)"
+        f"{mine} ORDER BY i.id LIMIT ?",
+        (OPERATOR_UUID, after, InteractionKind.REPLY.value, InteractionKind.NOTICE.value, *args, limit)).fetchall()
+    return [TaskEnd(r[0], r[1], r[2], Party(r[3], r[4]), ReplyStatus(r[5]), r[6]) for r in rows]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Callable
 
 import anyio
 
@@ -39,6 +40,8 @@ class Approvals:
     def __init__(self, writer: StoreWriter) -> None:
         self.writer = writer
         self._open: dict[str, ApprovalReply] = {}
+        self.on_waiting: Callable[[Approval], None] | None = None
+        """Told of each approval that waits for a person, without waiting itself (the notifier, `app.notify`)."""
 
     async def asked(self, handle: AgentHandle, event: ApprovalAsked) -> Approval:
         """Record the request (pending) and route it by the agent's policy; returns the record as it stands."""
@@ -67,6 +70,8 @@ class Approvals:
         self._open[record.approval_id] = event.reply
         assert handle.background is not None
         handle.background.start_soon(self._watch, record.approval_id, event.reply, timeout_ms)
+        if lead is None and self.on_waiting is not None:
+            self.on_waiting(record)
         return record
 
     async def answer(self, approval_id: str, decision: Decision, decided_by: str,
