@@ -6,19 +6,23 @@ is tested where a real agent asks (tests/providers/claude/test_notify.py)."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import shutil
 import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import psutil
 import pytest
 
-from tests.conftest import AppHandle, app_on_a_fresh_home, wardian_cmd
+from tests.conftest import AppHandle, app_on_a_fresh_home, short_home, wardian_cmd
+from wardian.client import AppClient
+from wardian.home import Home
 from wardian.model import OPERATOR_NAME
 
 RECORDER = Path(__file__).with_name("notify_recorder.py")
@@ -155,3 +159,28 @@ def test_a_notify_command_naming_nothing_is_refused_before_the_home_is_touched(t
         if error is not None:
             assert (error["code"], error["field"]) == ("invalid_arguments", "notify_command")
         assert not home.exists()
+
+
+def test_the_app_wardian_up_starts_runs_the_team_files_notify_command(tmp_path: Path) -> None:
+    """`wardian up` starts the app with the team file's `notify` list (`ensure_app`, which `up` calls), each word
+    exactly as the file gives it."""
+    folder = tmp_path / "events with space"
+    folder.mkdir()
+    root = short_home("wu")
+    home = Home(root)
+    try:
+        # In a process of its own, as `wardian up` runs it: the app it starts outlives it.
+        notify = (sys.executable, str(RECORDER), str(folder))
+        snippet = ("import sys, pathlib; from wardian.cli.team_run import ensure_app; from wardian.home import Home; "
+                   "assert ensure_app(Home(pathlib.Path(sys.argv[1])), None, tuple(sys.argv[2:])) is not None")
+        subprocess.run([sys.executable, "-c", snippet, str(root), *notify], check=True, timeout=90,
+                       env={**os.environ, "WARDIAN_HOME": str(root)})
+        app = AppHandle(home, cast(subprocess.Popen[bytes], None), AppClient(home))
+        _, token = app.add_agent("worker", "claude")
+        task = person_task(app, token, "worker")
+        (got,) = wait_events(folder, 1)
+        assert (got["event"], got["task"]) == ("task_ended", task)
+    finally:
+        subprocess.run([*wardian_cmd(), "app", "stop"], env={**os.environ, "WARDIAN_HOME": str(root)},
+                       capture_output=True, timeout=60, check=False)
+        shutil.rmtree(root, ignore_errors=True)

@@ -37,6 +37,17 @@ def test_init_writes_wardian_toml_here_with_a_codex_lead_and_worker(tmp_path: Pa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["wardian.toml"]
 
 
+def test_init_writes_the_notify_command_commented_and_uncommented_it_loads(tmp_path: Path) -> None:
+    """docs/guide/approvals.md#notifications: the file shows the key, off until the person turns it on."""
+    assert init(tmp_path, "init").returncode == 0
+    path = tmp_path / "wardian.toml"
+    text = path.read_text(encoding="utf-8")
+    assert '\n# notify = ["notify-send", "wardian"]\n' in text
+    assert load_team(path, environ={}).notify is None
+    path.write_text(text.replace('# notify = ["notify-send"', 'notify = ["notify-send"'), encoding="utf-8")
+    assert load_team(path, environ={}).notify == ("notify-send", "wardian")
+
+
 def test_two_providers_make_a_lead_of_the_first_and_a_worker_of_the_second(tmp_path: Path) -> None:
     proc = init(tmp_path, "--json", "init", "--providers", "claude,opencode", "team.toml")
     assert proc.returncode == 0, proc.stderr

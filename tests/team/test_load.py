@@ -55,6 +55,14 @@ settings.provider = { wardian = { npm = "x" } }
     assert worker.settings == ('model="wardian/scripted"', 'provider={ wardian = { npm = "x" } }')
 
 
+def test_the_teams_notify_command_is_kept_as_the_list_the_file_gives(tmp_path: Path) -> None:
+    """docs/guide/approvals.md#notifications: `wardian up` starts the app with it as `--notify-command`."""
+    path = write(tmp_path, '[team]\nnotify = ["curl", "--data-binary", "@-", "https://h/x?a=1 b"]\n'
+                           '[agents.a]\nprovider = "claude"\n')
+    assert load_team(path, environ={}).notify == ("curl", "--data-binary", "@-", "https://h/x?a=1 b")
+    assert load_team(write(tmp_path, '[agents.a]\nprovider = "claude"\n'), environ={}).notify is None
+
+
 def test_the_home_is_the_files_else_wardian_home_else_beside_the_file(tmp_path: Path) -> None:
     path = write(tmp_path, '[agents.a]\nprovider = "claude"\n')
     assert load_team(path, environ={"WARDIAN_HOME": str(tmp_path / "h")}).home == tmp_path / "h"
@@ -76,8 +84,8 @@ provider = "goose"
     with pytest.raises(TeamFileError) as caught:
         load_team(path, environ={})
     assert [str(p) for p in caught.value.problems] == [
-        f"{path}:2: team.colour: unknown key 'colour'; allowed: home, console, task_deadline, max_task_depth, "
-        "max_chain_tasks",
+        f"{path}:2: team.colour: unknown key 'colour'; allowed: home, console, notify, task_deadline, "
+        "max_task_depth, max_chain_tasks",
         f"{path}:6: agents.lead.mode: unknown mode 'sideways'; allowed: background, attached",
         f"{path}:9: agents.worker.provider: unknown provider 'goose'; allowed: codex, opencode, claude, qwen, "
         "gemini, pi, acp",

@@ -52,8 +52,20 @@ CASES = [
     ("unknown top key", "colour = 1\n" + A, ["F/wardian.toml:1: colour: unknown key 'colour'; allowed: team, "
                                              "defaults, agents"]),
     ("unknown team key", "[team]\ncolour = 1\n" + A,
-     ["F/wardian.toml:2: team.colour: unknown key 'colour'; allowed: home, console, task_deadline, max_task_depth, "
-      "max_chain_tasks"]),
+     ["F/wardian.toml:2: team.colour: unknown key 'colour'; allowed: home, console, notify, task_deadline, "
+      "max_task_depth, max_chain_tasks"]),
+    ("notify a string", '[team]\nnotify = "notify-send wardian"\n' + A,
+     ['F/wardian.toml:2: team.notify: must be an array of strings (the program and its arguments: ["notify-send", '
+      '"wardian"]), not text']),
+    ("notify empty", "[team]\nnotify = []\n" + A,
+     ['F/wardian.toml:2: team.notify: notify names no command; allowed: a command and its arguments: "notify-send '
+      'wardian", or in a team file a list ["notify-send", "wardian"]']),
+    ("notify a blank program", '[team]\nnotify = ["", "x"]\n' + A,
+     ['F/wardian.toml:2: team.notify: notify names no command; allowed: a command and its arguments: "notify-send '
+      'wardian", or in a team file a list ["notify-send", "wardian"]']),
+    ("notify not strings", "[team]\nnotify = [1, 2]\n" + A,
+     ['F/wardian.toml:2: team.notify: notify must be a command line or a list of strings; allowed: a command and its '
+      'arguments: "notify-send wardian", or in a team file a list ["notify-send", "wardian"]']),
     ("deadline not a duration", '[team]\ntask_deadline = "soon"\n' + A,
      ["F/wardian.toml:2: team.task_deadline: task_deadline 'soon' is not a duration; allowed: a duration of 1s..7d, "
       "as digits and a unit (ms, s, m, h, d), e.g. 90s, 10m, 1h30m"]),

@@ -8,6 +8,7 @@ a refused setting) is that agent's outcome, and the others still start.
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -76,13 +77,15 @@ def app_status(home: Home) -> dict[str, Any] | None:
             return None
 
 
-def ensure_app(home: Home, console: str | None) -> AppMark | None:
+def ensure_app(home: Home, console: str | None, notify: Sequence[str] | None = None) -> AppMark | None:
     """Start the home's app in the background unless one runs (as `wardian app start` does; it outlives this
-    command); the mark of the app started, None when one ran already."""
+    command), with the team's console and notify command; the mark of the app started, None when one ran already."""
     extra: list[str] = []
     if console is not None:
         parse_console_address(console)
         extra = ["--console", console]
+    if notify is not None:
+        extra += ["--notify-command", shlex.join(notify)]  # split back into exactly this list by the app
     inspect_home(home)  # a folder that is not a wardian home is refused as such, before its socket is looked at
     if app_status(home) is not None:
         return None

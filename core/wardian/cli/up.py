@@ -51,7 +51,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     team = _load(args)
     home = Home(team.home)
     state = read_state(home.root)
-    mark = ensure_app(home, team.console)
+    mark = ensure_app(home, team.console, team.notify)
     if mark is not None:
         state.app = mark
         write_state(home.root, state)

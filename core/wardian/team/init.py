@@ -81,6 +81,7 @@ def _header(schema: bool) -> list[str]:
             "# `wardian auth login PROVIDER`: the key stays in the home's credential store, never in this file.",
             "", "[team]", *_comment(TEAM_FIELDS["home"]), '# home = ".wardian"',
             *_comment(TEAM_FIELDS["console"]), '# console = "127.0.0.1:8765"',
+            *_comment(TEAM_FIELDS["notify"]), '# notify = ["notify-send", "wardian"]',
             *_comment(TEAM_FIELDS["task_deadline"]), '# task_deadline = "30m"',
             *_comment(TEAM_FIELDS["max_task_depth"]), f"# max_task_depth = {DEFAULT_MAX_TASK_DEPTH}",
             *_comment(TEAM_FIELDS["max_chain_tasks"]), f"# max_chain_tasks = {DEFAULT_MAX_CHAIN_TASKS}", ""]

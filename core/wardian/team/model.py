@@ -64,6 +64,8 @@ class Team:
     """In the order of the file."""
     policy: TaskPolicy = DEFAULT_POLICY
     """`[team].task_deadline`, `max_task_depth` and `max_chain_tasks`: what `wardian up` sets (`team/policy`)."""
+    notify: tuple[str, ...] | None = None
+    """`[team].notify`: the command `wardian app run --notify-command` runs; None: no notifications."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from wardian.branches import check_branch, default_branch
 from wardian.console.address import parse_console_address
 from wardian.durations import parse_duration
 from wardian.model import PROVIDERS
+from wardian.notifications import parse_notify_command
 from wardian.overrides import MAX_OVERRIDE_CHARS, parse_override
 from wardian.protocol.tools import parse_tool_names
 from wardian.providers.acp import compat as acp
@@ -138,6 +139,18 @@ def _kind(value: object) -> str:
 def console_error(text: str) -> str | None:
     try:
         parse_console_address(text)
+    except errors.WardianError as exc:
+        return said(exc)
+    return None
+
+
+def notify_error(value: object) -> str | None:
+    """`[team].notify`: a list (the program and its arguments), as `--notify-command` takes it once split."""
+    if not isinstance(value, list):
+        return ('must be an array of strings (the program and its arguments: ["notify-send", "wardian"]), not '
+                f"{_kind(value)}")
+    try:
+        parse_notify_command(value, "notify")
     except errors.WardianError as exc:
         return said(exc)
     return None

@@ -30,6 +30,9 @@ TEAM_FIELDS: dict[str, str] = {
             "paths are read from this file's directory. Default: $WARDIAN_HOME, else `.wardian` beside this file.",
     "console": "Also serve the web console on this loopback address, as `wardian app run --console` takes it "
                "(`127.0.0.1:8765`, `8765`, `[::1]:8765`; port 0 picks a free one). Left out: no console.",
+    "notify": "Run this command (a list: the program and its arguments; no shell unless you name one) with one JSON "
+              "event on its stdin when an approval waits for a person and when a task a person sent ends, as `wardian "
+              "app run --notify-command` does (docs/guide/approvals.md#notifications). Left out: no notifications.",
     "task_deadline": "How long an agent has to answer a task whose sender gave no deadline (`followup_task`'s "
                      "deadline_ms, `wardian message task --deadline`): a duration of 1s..7d (`90s`, `30m`, `1h30m`). "
                      "At it wardian ends the task as failed (deadline_exceeded), interrupting the turn that works on "
@@ -166,6 +169,8 @@ def schema() -> dict[str, Any]:
     team = {"type": "object", "additionalProperties": False, "description": TEAM_DOC,
             "properties": {"home": {"type": "string", "minLength": 1, "description": TEAM_FIELDS["home"]},
                            "console": {"type": "string", "minLength": 1, "description": TEAM_FIELDS["console"]},
+                           "notify": {"type": "array", "minItems": 1, "items": {"type": "string"},
+                                      "description": TEAM_FIELDS["notify"]},
                            "task_deadline": {"type": "string", "pattern": DURATION_PATTERN,
                                              "description": TEAM_FIELDS["task_deadline"]},
                            "max_task_depth": {"type": "integer", "minimum": 1, "maximum": MAX_TASK_DEPTH_LIMIT,
