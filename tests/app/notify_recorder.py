@@ -1,6 +1,7 @@
 """A notify command for the tests (docs/guide/approvals.md#notifications): it reads its one event from stdin and
-writes it to `<folder>/<n>.json` (whole, by a rename), its pid to `<n>.pid`, then, with `--sleep S`, sleeps S seconds
-before writing `<n>.done`. Its stdout and stderr carry a line each, which the app must not show."""
+writes it to `<folder>/<n>.json` (whole, by a rename), its pid to `<n>.pid`, then, with `--sleep S`, sleeps S seconds,
+or while a file `<folder>/hold` exists (at most 300 s), before writing `<n>.done`. Its stdout and stderr carry a line
+each, which the app must not show."""
 
 from __future__ import annotations
 
@@ -21,8 +22,12 @@ def main() -> None:
     tmp.rename(folder / f"{name}.json")
     print("notify-recorder stdout line")
     print("notify-recorder stderr line", file=sys.stderr)
-    if sleep:
+    held = (folder / "hold").exists()
+    if sleep or held:
         time.sleep(sleep)
+        deadline = time.monotonic() + 300
+        while (folder / "hold").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
         (folder / f"{name}.done").write_text("", encoding="utf-8")
 
 

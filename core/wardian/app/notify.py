@@ -9,7 +9,7 @@ Rules, each for a reason:
 - Bounded: a command still running after NOTIFY_TIMEOUT_S is killed with its process group.
 - Quiet: its stdout and stderr go nowhere. A failure (not found, non-zero exit, timeout) is logged with the command's
   name only, never its arguments: a webhook URL there may hold a token.
-- Nothing secret: an event carries what `approval list` and `request show` show a person (an approval's summary is
+- Nothing secret: an event carries what `approval show` and `message show` show a person (an approval's summary is
   already redacted by its provider runtime, `wardian.providers.approvals.redact`) and never a reply's text, which is
   the agent's words unredacted and could reach a third party (a chat webhook).
 - No shell unless the person wrote one: the command is an argv list; a string is split with `shlex`.

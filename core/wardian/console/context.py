@@ -84,9 +84,9 @@ def form_text(form: FormData, key: str) -> str:
 
 def status_of(exc: errors.WardianError) -> int:
     """The HTTP status of a page or action the app refused."""
-    if isinstance(exc, errors.UnknownTarget | errors.UnknownAgent | errors.UnknownRequest):
+    if isinstance(exc, errors.UnknownTarget | errors.UnknownAgent | errors.UnknownRequest | errors.UnknownApproval):
         return 404
-    if isinstance(exc, errors.NotActive):
+    if isinstance(exc, errors.NotActive | errors.ApprovalEnded):
         return 409
     if isinstance(exc, errors.RequestError):
         return 400

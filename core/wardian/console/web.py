@@ -33,6 +33,7 @@ from wardian.console.context import ConsoleContext
 from wardian.console.guard import Guard
 from wardian.console.pages.act import ActPage
 from wardian.console.pages.agents import AgentsPage
+from wardian.console.pages.approvals import ApprovalsPage
 from wardian.console.pages.exchange import ExchangePage
 from wardian.console.pages.login import LoginPages
 from wardian.console.pages.record import RecordPage
@@ -52,6 +53,7 @@ class ConsoleWeb:
             *exchange.routes(),
             *RecordPage(self.context).routes(),
             *ActPage(self.context, agents, exchange).routes(),
+            *ApprovalsPage(self.context).routes(),
             Mount("/static", StaticFiles(directory=str(STATIC)), name="static"),
         ])
         self.app.add_middleware(Guard)

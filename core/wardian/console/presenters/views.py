@@ -40,6 +40,14 @@ def agents_view(macros: Any, overview: proto.AgentOverviewListResult, csrf: str)
     return View(rows=tuple(rows))
 
 
+def approvals_view(macros: Any, listing: proto.ApprovalListResult, csrf: str) -> View:
+    """One row per pending approval, oldest first (its answers carry the session's CSRF token), or the row saying
+    none is pending."""
+    rows = tuple(Row(a["approval_id"], i, str(macros.approval_row(a, i, csrf)))
+                 for i, a in enumerate(listing["approvals"])) or (Row("-", 0, str(macros.no_approvals())),)
+    return View(rows=rows)
+
+
 def exchange_view(macros: Any, page: proto.ExchangePageResult, params: dict[str, Any]) -> View:
     """One row per record of an exchange page, newest first, and the pager of the filters `params`."""
     rows = tuple(Row(r["id"], r["seq"], str(macros.exchange_row(r))) for r in page["records"]) or (

@@ -92,13 +92,15 @@
       const submitter = event.submitter;
       const action = submitter && submitter.hasAttribute("formaction") ? submitter.formAction : form.action;
       const target = document.querySelector(form.dataset.result || "#flash");
+      // Read before the buttons are disabled: a disabled submitter's name=value is left out of the form data.
+      const body = new FormData(form, submitter);
       const buttons = form.querySelectorAll("button");
       buttons.forEach((b) => { b.disabled = true; });
       form.classList.add("busy");
       try {
         const response = await fetch(action, {
           method: "POST",
-          body: new FormData(form),
+          body, // with the pressed button's name=value, as a plain post sends it
           headers: { "X-Console-Fragment": "1" },
           credentials: "same-origin",
         });
