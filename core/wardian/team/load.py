@@ -144,8 +144,6 @@ def _team(check: _Checker, data: Mapping[str, Any], environ: Mapping[str, str]) 
     if table is None:
         return check.dir / ".wardian", None
     check.keys(("team",), table, TEAM_KEYS)
-    if "notify" in table and (why := rules.notify_error(table["notify"])) is not None:
-        check.on(("team", "notify"), why)
     console = None
     if "console" in table:
         console = check.string(("team", "console"), table["console"])
@@ -323,12 +321,9 @@ def _check(check: _Checker, environ: Mapping[str, str]) -> Team | None:
     if data is None:
         return None
     check.keys((), data, TOP_KEYS)
-    home, console = _team(check, data, environ)
-    table = data.get("team")
-    notify = table.get("notify") if isinstance(table, dict) else None  # pyright: ignore[reportUnknownMemberType]
-    agents = _agents(check, data, _defaults(check, data))
-    return Team(check.path, home, console, tuple(agents), policy=policy.read_policy(check.on, table),
-                notify=tuple(str(a) for a in notify) if isinstance(notify, list) else None)
+    home, console, team = *_team(check, data, environ), data.get("team")
+    return Team(check.path, home, console, tuple(_agents(check, data, _defaults(check, data))),
+                policy=policy.read_policy(check.on, team), notify=rules.read_notify(check.on, team))
 
 
 def load_team(path: Path, *, environ: Mapping[str, str] | None = None) -> Team:

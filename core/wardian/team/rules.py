@@ -11,7 +11,7 @@ which reads this module for the capabilities, and a file that fails on its synta
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from wardian import errors
@@ -144,16 +144,21 @@ def console_error(text: str) -> str | None:
     return None
 
 
-def notify_error(value: object) -> str | None:
-    """`[team].notify`: a list (the program and its arguments), as `--notify-command` takes it once split."""
+def read_notify(on: Callable[[tuple[str, ...], str], None], table: object) -> tuple[str, ...] | None:
+    """`[team].notify`: a list (the program and its arguments), as `--notify-command` takes it once split; None when
+    left out, or wrong (reported with `on`), or when [team] is not a table (the loader reports that)."""
+    if not isinstance(table, dict) or "notify" not in table:
+        return None
+    value: object = table["notify"]
     if not isinstance(value, list):
-        return ('must be an array of strings (the program and its arguments: ["notify-send", "wardian"]), not '
-                f"{_kind(value)}")
+        on(("team", "notify"), 'must be an array of strings (the program and its arguments: ["notify-send", '
+                               f'"wardian"]), not {_kind(value)}')
+        return None
     try:
-        parse_notify_command(value, "notify")
+        return parse_notify_command(value, "notify")
     except errors.WardianError as exc:
-        return said(exc)
-    return None
+        on(("team", "notify"), said(exc))
+        return None
 
 
 def tools_error(names: Sequence[str]) -> tuple[tuple[str, ...], str | None]:
