@@ -12,8 +12,10 @@ import pytest
 
 from tests.store.conftest import Backend
 from tests.store.test_receipts import undo_allow_rules, undo_approvals
+from tests.store.test_restart_lost import _task, caller_for
+from tests.store.test_usage import _bound
 from wardian import errors
-from wardian.approvals import DEFAULT_TIMEOUT_MS, MAX_SUMMARY_CHARS, ApprovalStatus, Policy
+from wardian.approvals import DEFAULT_TIMEOUT_MS, MAX_SUMMARY_CHARS, Approval, ApprovalStatus, Policy
 from wardian.model import Party, PermissionOption
 from wardian.store import Store, approvals, roster
 
@@ -80,6 +82,52 @@ def test_withdrawing_ends_only_the_pending_ones_of_the_agent(store: Store) -> No
     tallies = approvals.tallies(store)
     assert {k: (t.count, t.pending, t.last.approval_id) for k, t in tallies.items()} == {
         a.id: (2, 0, second), b.id: (1, 0, of_b)}
+
+
+def _asked(store: Store, agent_id: int, turn_id: str | None, command: str = "git status") -> tuple[
+        Approval, str | None, int]:
+    return approvals.ask(store, agent_id, turn_id, "command", "Bash", f"run `{command}` in /w",
+                         {"command": command, "cwd": "/w"}, OPTIONS)
+
+
+def test_a_request_is_recorded_with_its_turn_s_task_and_routed_by_the_agent_s_policy(store: Store) -> None:
+    """docs/guide/approvals.md: the task is the one the asking turn works on; under `lead` its sender may answer; the
+    deadline is the agent's approval timeout from now. One operation (docs/guide/approvals.md#speed)."""
+    lead, worker = caller_for(store, "lead"), caller_for(store, "worker")
+    gen = roster.begin_generation(store, worker.agent.id)
+    by_lead = _task(store, lead, worker, "check the tree")
+    _bound(store, by_lead, gen, "turn_1")
+    approvals.set_policy(store, worker.agent.id, "lead", 5000)
+    record, rule, timeout_ms = _asked(store, worker.agent.id, "turn_1")
+    assert (rule, timeout_ms) == (None, 5000)
+    assert (record.request_id, record.turn_id, record.policy, record.answerer, record.status, record.tool) == (
+        by_lead, "turn_1", Policy.LEAD, Party("lead", lead.agent.uuid), ApprovalStatus.PENDING, "Bash")
+    assert record.deadline_at is not None
+    assert 0 < record.deadline_at - record.created_at <= 5000
+    assert approvals.get(store, record.approval_id) == record
+
+    by_person = _task(store, roster.operator(store), worker, "and again")
+    _bound(store, by_person, gen, "turn_2")
+    of_person, _, _ = _asked(store, worker.agent.id, "turn_2")
+    assert (of_person.request_id, of_person.answerer) == (by_person, None)  # a person's task: a person answers
+    outside, _, _ = _asked(store, worker.agent.id, None)
+    assert (outside.request_id, outside.answerer) == (None, None)
+
+
+def test_a_request_an_allow_rule_matches_or_the_deny_policy_refuses_has_no_lead_and_no_deadline(
+        store: Store) -> None:
+    """docs/guide/approvals.md#allow-rules: a rule decides before any routing; under `deny` nobody answers."""
+    lead, worker = caller_for(store, "lead"), caller_for(store, "worker")
+    gen = roster.begin_generation(store, worker.agent.id)
+    _bound(store, _task(store, lead, worker, "check the tree"), gen, "turn_1")
+    approvals.set_policy(store, worker.agent.id, "lead", None, ["Bash(git status:*)"])
+    ruled, rule, _ = _asked(store, worker.agent.id, "turn_1")
+    assert (rule, ruled.answerer, ruled.deadline_at) == ("Bash(git status:*)", None, None)
+    asked, rule, _ = _asked(store, worker.agent.id, "turn_1", "git push")
+    assert (rule, asked.answerer is not None, asked.deadline_at is not None) == (None, True, True)
+    approvals.set_policy(store, worker.agent.id, "deny", None)
+    denied, rule, _ = _asked(store, worker.agent.id, "turn_1", "git push")
+    assert (rule, denied.policy, denied.answerer, denied.deadline_at) == (None, Policy.DENY, None, None)
 
 
 def test_an_agent_s_policy_is_kept_and_defaults_to_deny(store: Store) -> None:

@@ -5,6 +5,8 @@ Invariants:
 - An approval is written `pending` once and ended once: every end is a conditional UPDATE from `pending`, checked
   by its rowcount, so of two answers racing exactly one ends it and the other learns it had already ended.
 - An ended approval never changes again; its end is committed before the provider is told (the app's order).
+- A request is recorded by one operation (`ask`): what routes it (the agent's policy and rules, the turn's task, its
+  lead) is read in the transaction that inserts it, so the app pays one writer call and one commit for it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from wardian import errors
+from wardian.approval_rules import matching_rule
 from wardian.approvals import (
     DEFAULT_TIMEOUT_MS,
     ID_PREFIX,
@@ -27,6 +30,7 @@ from wardian.approvals import (
     Policy,
 )
 from wardian.model import Party, PermissionOption, now_ms
+from wardian.store import ledger
 from wardian.store._sql import of_this_host, party_by_id, party_of_id
 from wardian.store.engine import Store
 
@@ -65,6 +69,25 @@ def lead_of(store: Store, request_id: str) -> int | None:
         "SELECT a.id FROM tasks t JOIN agents a ON a.id = t.requester_id WHERE t.request_id = ? "
         "AND a.kind != 'operator'", (request_id,)).fetchone()
     return int(row[0]) if row else None
+
+
+def ask(store: Store, agent_id: int, turn_id: str | None, kind: str, tool: str | None, summary: str,
+        detail: Mapping[str, Any], options: Sequence[PermissionOption]) -> tuple[Approval, str | None, int]:
+    """Record the agent's request, routed as its policy says (docs/guide/approvals.md): its task is the one its turn
+    `turn_id` works on; under `lead` (and no allow rule matching) the sender of that task may answer it; a request an
+    allow rule decides or the `deny` policy refuses has no deadline. Returns the pending record, the allow rule that
+    matched (None: someone must answer) and the deadline's length (ms)."""
+    policy, timeout_ms, allow = asking_of(store, agent_id)
+    # An allow rule decides before any routing (docs/guide/approvals.md#allow-rules): no lead, no deadline.
+    rule = matching_rule(allow, kind, tool, detail)
+    request_ids = ledger.tasks_of_turn(store, turn_id) if turn_id else []
+    request_id = request_ids[0] if request_ids else None
+    # The lead is the sender of the task being worked on; a person's task (or none) has no lead: a person.
+    lead = lead_of(store, request_id) if policy is Policy.LEAD and request_id and rule is None else None
+    deadline_at = None if policy is Policy.DENY or rule is not None else now_ms() + timeout_ms
+    record = open_approval(store, agent_id, request_id, turn_id, kind, tool, summary, detail, options, policy, lead,
+                           deadline_at)
+    return record, rule, timeout_ms
 
 
 def open_approval(store: Store, agent_id: int, request_id: str | None, turn_id: str | None, kind: str,

@@ -20,11 +20,9 @@ import anyio
 from wardian import errors
 from wardian.app.runtime.handle import AgentHandle
 from wardian.app.writer import StoreWriter
-from wardian.approval_rules import matching_rule
 from wardian.approvals import Approval, ApprovalStatus, Policy
-from wardian.model import now_ms
 from wardian.providers.approvals import ApprovalAsked, ApprovalReply, Decision
-from wardian.store import approvals, ledger
+from wardian.store import approvals
 
 log = logging.getLogger("wardian.app.approvals")
 
@@ -46,20 +44,12 @@ class Approvals:
     async def asked(self, handle: AgentHandle, event: ApprovalAsked) -> Approval:
         """Record the request (pending) and route it by the agent's policy; returns the record as it stands."""
         ask = event.ask
-        policy, timeout_ms, allow = await self.writer.call(approvals.asking_of, handle.agent_id)
-        # An allow rule decides before any routing (docs/guide/approvals.md#allow-rules): no lead, no deadline.
-        rule = matching_rule(allow, ask.kind, ask.tool, ask.detail)
-        request_ids = await self.writer.call(ledger.tasks_of_turn, ask.turn_id) if ask.turn_id else []
-        request_id = request_ids[0] if request_ids else None
-        # The lead is the sender of the task being worked on; a person's task (or none) has no lead: a person.
-        lead = None
-        if policy is Policy.LEAD and request_id and rule is None:
-            lead = await self.writer.call(approvals.lead_of, request_id)
-        deadline_at = None if policy is Policy.DENY or rule is not None else now_ms() + timeout_ms
-        record = await self.writer.call(approvals.open_approval, handle.agent_id, request_id, ask.turn_id, ask.kind,
-                                        ask.tool, ask.summary, ask.detail, ask.options, policy, lead, deadline_at)
-        log.warning("agent %s asks approval %s (%s): %s", handle.name, record.approval_id, request_id or "no task",
-                    ask.summary)
+        # One writer call, one transaction and one commit: routing and recording (`approvals.ask`).
+        record, rule, timeout_ms = await self.writer.call(approvals.ask, handle.agent_id, ask.turn_id, ask.kind,
+                                                          ask.tool, ask.summary, ask.detail, ask.options)
+        policy = record.policy
+        log.warning("agent %s asks approval %s (%s): %s", handle.name, record.approval_id,
+                    record.request_id or "no task", ask.summary)
         if rule is not None:
             self._open[record.approval_id] = event.reply
             return await self._settle(record.approval_id, Decision(allow=True, reason=f"allowed by rule {rule}"),

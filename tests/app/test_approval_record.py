@@ -1,0 +1,68 @@
+"""Recording a permission request costs one store operation: the app routes and records it in one writer call, one
+transaction and one commit (`store.approvals.ask`), so a request waits for one durable write before a person can see
+it, not for one per lookup (docs/guide/approvals.md#speed). Through the in-process app and its real writer."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from tests.app.inprocess import World, world
+from wardian.approvals import Approval, Policy
+from wardian.model import Party, PermissionOption, TaskState
+from wardian.providers.approvals import ApprovalAsk, ApprovalAsked, ApprovalReply
+from wardian.store import approvals, ledger, roster
+
+pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
+
+OPTIONS = (PermissionOption("yes", "Allow", "allow_once"), PermissionOption("no", "Deny", "reject_once"))
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+async def _quiet(w: World) -> tuple[int, int]:
+    """The writer's operation and transaction counts once nothing else runs (every task blocked, no batch open)."""
+    writer = w.service.writer
+    with anyio.fail_after(10):
+        while True:
+            await anyio.wait_all_tasks_blocked()
+            counts = (writer.operations, writer.batches)
+            await anyio.wait_all_tasks_blocked()
+            if counts == (writer.operations, writer.batches):
+                return counts
+
+
+async def _pending(w: World) -> list[Approval]:
+    return approvals.listing(w.store, True, 10)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("policy", [Policy.PERSON, Policy.LEAD])
+async def test_a_request_is_routed_and_recorded_by_one_store_operation(policy: Policy) -> None:
+    """Our choice (docs/guide/approvals.md#speed): the agent's policy, the turn's task and its lead are read in the
+    transaction that inserts the approval, so recording it is one writer call."""
+    async with world() as w:
+        await w.call("agent/start", agent="worker", approvals=policy.value)
+        rid = (await w.call("task/followup", session=w.lead, target="worker", message="list the files"))["request_id"]
+        fake = w.worker()
+        await w.until(lambda: _true(ledger.task(w.store, rid).state is TaskState.SUBMITTED), "never bound")
+        turn_id = ledger.task(w.store, rid).turn_id
+        assert turn_id is not None
+        before = await _quiet(w)
+        ask = ApprovalAsk(turn_id, "command", "run `ls` in /w", {"command": "ls", "cwd": "/w"}, OPTIONS, tool="bash")
+        fake.emit(ApprovalAsked(ask, ApprovalReply()))
+        (got,) = await w.until(lambda: _pending(w), "the request was never recorded")
+        after = await _quiet(w)
+        assert (after[0] - before[0], after[1] - before[1]) == (1, 1)
+        lead = roster.resolve_agent(w.store, "lead")
+        assert (got.request_id, got.turn_id, got.policy, got.answerer) == (
+            rid, turn_id, policy, Party("lead", lead.uuid) if policy is Policy.LEAD else None)
+        assert got.deadline_at is not None
+        assert got.deadline_at > got.created_at
+
+
+async def _true(value: bool) -> bool:
+    return value
