@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+# The reason's bound lives with the limits, which the MCP server's tool table reads without loading wardian.model.
+from wardian.limits import MAX_REASON_CHARS as MAX_REASON_CHARS
 from wardian.model import Party, PermissionOption
 
 ID_PREFIX = "apr_"
@@ -21,7 +23,6 @@ DEFAULT_TIMEOUT_MS = 10 * 60_000
 MIN_TIMEOUT_MS = 1000
 """The shortest deadline an agent's start takes (`--approval-timeout 1`): a person cannot answer in less."""
 MAX_TIMEOUT_MS = 7 * 24 * 3_600_000
-MAX_REASON_CHARS = 2000
 MAX_SUMMARY_CHARS = 2000
 MAX_DETAIL_CHARS = 8000
 """An approval's detail (JSON) longer than this is cut: it is the agent's words, shown to a person, not a payload."""

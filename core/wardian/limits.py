@@ -13,6 +13,8 @@ MAX_TARGET_CHARS = 256
 MAX_AGENT_NAME_CHARS = 64
 MAX_CURSOR_CHARS = 512
 MAX_REQUEST_ID_CHARS = 128
+MAX_REASON_CHARS = 2000
+"""The longest reason an approval's answer keeps (`wardian.approvals`)."""
 # A receive page stops adding records once their text passes this many bytes (at least one record is
 # always returned), so a page of 100 records of 64 KiB each cannot build a 6 MiB response.
 MAX_PAGE_TEXT_BYTES = 1024 * 1024

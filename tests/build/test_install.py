@@ -23,6 +23,7 @@ import pytest
 
 from tests.conftest import unavailable
 from wardian import __version__
+from wardian.protocol.tools import TOOL_NAMES
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = {"wardian": REPO / "core" / "wardian", "wardian_harness": REPO / "harness" / "wardian_harness"}
@@ -173,7 +174,7 @@ def test_the_installed_cli_works_without_the_checkout(built: tuple[Path, Path, P
             lines = [orjson.loads(line) for line in run("mcp", "serve", session=lead, input_=frames).splitlines()]
             assert [m["id"] for m in lines] == [1, 2]
             assert lines[0]["result"]["serverInfo"]["name"] == "wardian"
-            assert len(lines[1]["result"]["tools"]) == 7
+            assert len(lines[1]["result"]["tools"]) == len(TOOL_NAMES)
         finally:
             run("app", "stop")
     finally:

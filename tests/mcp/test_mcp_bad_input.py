@@ -37,6 +37,7 @@ def valid_arguments(target: str) -> dict[str, dict[str, Any]]:
         "reply": {"request_id": "ask_unknown", "status": "done", "message": "done"},
         "interrupt_agent": {"target": target},
         "list_agents": {},
+        "answer_approval": {"approval_id": "apr_0123456789abcdef", "decision": "allow"},
     }
 
 

@@ -24,6 +24,7 @@ from wardian.mcp._book import Outstanding
 from wardian.mcp._frames import cancelled_request
 from wardian.mcp._quick import QUICK_WAIT_WORKERS
 from wardian.mcp.server import ENV_QUICK_PATH, StdioServer
+from wardian.protocol.tools import TOOLS
 
 pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
 
@@ -316,7 +317,7 @@ def test_a_cancelled_wait_is_never_answered_and_stdin_eof_ends_the_server(
         assert server.request(6, "ping")["result"] == {}
         server.send_raw(_cancel(5) + b"\n")
         assert server.request(7, "ping")["result"] == {}
-        assert len(server.request(8, "tools/list")["result"]["tools"]) == 7
+        assert len(server.request(8, "tools/list")["result"]["tools"]) == len(TOOLS)
         _wake(app, me, peer_token)
         code, rest, stderr = server.close(timeout=20)
     assert code == 0

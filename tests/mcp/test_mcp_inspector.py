@@ -1,6 +1,6 @@
 """A third-party client: the MCP Inspector CLI (npm `@modelcontextprotocol/inspector`, pinned in package.json).
 
-docs/guide/development.md#test-tiers: `mcp-inspector --cli wardian mcp serve --method tools/list` lists the seven tools,
+docs/guide/development.md#test-tiers: `mcp-inspector --cli wardian mcp serve --method tools/list` lists the eight tools,
 and calls list_agents and send_message successfully against a running app. `npm ci` installs it; without
 node_modules the tests fail under CI and are skipped elsewhere.
 """
@@ -44,9 +44,9 @@ def run_inspector(inspector: Path, home: Path, *args: str, env: dict[str, str] |
     return orjson.loads(proc.stdout)
 
 
-def test_the_inspector_lists_the_seven_tools_with_no_schema_portability_problem(
+def test_the_inspector_lists_the_eight_tools_with_no_schema_portability_problem(
         inspector: Path, tmp_path: Path) -> None:
-    """TOOL-1: the Inspector's tools/list shows the seven tools; `--strict` reports no portability error."""
+    """TOOL-1: the Inspector's tools/list shows the eight tools; `--strict` reports no portability error."""
     listed = run_inspector(inspector, tmp_path, "--method", "tools/list", "--strict")
     assert sorted(t["name"] for t in listed["tools"]) == sorted(TOOL_NAMES)
     assert all(t["inputSchema"]["additionalProperties"] is False for t in listed["tools"])

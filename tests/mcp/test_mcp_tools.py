@@ -1,4 +1,4 @@
-"""Contract tests of the seven tools through the SDK's own client: the success path of each.
+"""Contract tests of the eight tools through the SDK's own client: the success path of each.
 
 docs/design/contract.md, TOOL-1 ... RCV-7. Each test drives real `wardian mcp serve` processes against a real app.
 """
@@ -14,12 +14,12 @@ from wardian.protocol.tools import TOOL_NAMES
 pytestmark = pytest.mark.fast  # the fast tier (scripts/check test-fast)
 
 
-def test_tools_list_offers_exactly_the_seven_tools_of_the_seed(peers: Peers) -> None:
+def test_tools_list_offers_exactly_the_eight_tools(peers: Peers) -> None:
     """TOOL-1: wait_agent, send_message, followup_task, receive_messages, reply, interrupt_agent,
-    list_agents."""
+    list_agents (the seed's seven), and answer_approval (docs/guide/approvals.md#the-lead-answers)."""
     names = [t.name for t in peers.alice.mcp.list_tools().tools]
     assert sorted(names) == sorted(TOOL_NAMES)
-    assert len(names) == 7
+    assert len(names) == 8
 
 
 def test_list_agents_shows_names_uuids_providers_status_and_the_caller(peers: Peers) -> None:
@@ -172,3 +172,18 @@ def test_interrupt_agent_of_an_idle_peer_is_a_not_active_error_that_records_noth
     error = peers.alice.mcp.error("interrupt_agent", {"target": peers.bob.name})
     assert error["code"] == "not_active"
     assert error["delivery"] == "not_admitted"
+
+
+@pytest.mark.parametrize(("arguments", "code", "field"), [
+    ({"approval_id": "apr_0123456789abcdef", "decision": "allow"}, "unknown_approval", "approval_id"),
+    ({"approval_id": "ask_0123456789abcdef", "decision": "allow"}, "invalid_arguments", "approval_id"),
+    ({"approval_id": "apr_0123456789abcdef", "decision": "maybe"}, "invalid_arguments", "decision"),
+    ({"approval_id": "apr_0123456789abcdef", "decision": "deny", "reason": "x" * 2001}, "invalid_arguments",
+     "reason"),
+])
+def test_answer_approval_refuses_an_unknown_approval_and_bad_input_with_typed_errors(
+        peers: Peers, arguments: dict[str, object], code: str, field: str) -> None:
+    """docs/guide/approvals.md#the-lead-answers: the tool reaches `approval/answer` as the calling agent; an id nobody
+    asked under, or input the schema refuses, is a typed error naming its field."""
+    error = peers.alice.mcp.error("answer_approval", arguments)
+    assert (error["code"], error["field"]) == (code, field)

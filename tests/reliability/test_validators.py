@@ -1,7 +1,7 @@
 """Property test of the argument validators (docs/reliability.md row P4): a validator never raises anything but a
 typed WardianError, and whatever it accepts satisfies the schema, unchanged.
 
-For the seven MCP tools the validator is the MCP server's (`wardian.mcp._calls.tool_params`: the app's
+For the eight MCP tools the validator is the MCP server's (`wardian.mcp._calls.tool_params`: the app's
 `parse_params` plus the server-supplied session) and the schema is the tool's published `inputSchema`, exactly,
 with no leniency; for every app method it is `parse_params` against the params model's own JSON Schema.
 """
@@ -127,7 +127,8 @@ def test_null_is_accepted_as_the_default_exactly_where_the_schema_admits_it(spec
     null for exactly those arguments, and the validator refuses a null required one with a typed error."""
     schema = validator(json.dumps(spec.input_schema, sort_keys=True))
     required = set(spec.input_schema["required"])
-    base = {"target": "bob", "message": "hi", "request_id": "ask_1", "status": "done"}
+    base = {"target": "bob", "message": "hi", "request_id": "ask_1", "status": "done", "approval_id": "apr_1",
+            "decision": "allow"}
     for name in spec.input_schema["properties"]:
         args = {**{k: base[k] for k in required}, name: None}
         admitted = schema.is_valid(args)

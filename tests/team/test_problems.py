@@ -21,7 +21,8 @@ A = '[agents.a]\nprovider = "codex"\n'
 TOML = "; allowed: TOML 1.0 (https://toml.io/en/v1.0.0)"
 NAME_RULE = ("allowed: 1..64 characters of A-Z a-z 0-9 . _ -, starting with a letter or digit; not a UUID and not "
              "all/everyone/wardian/operator")
-TOOLS = "wait_agent, send_message, followup_task, receive_messages, reply, interrupt_agent, list_agents"
+TOOLS = ("wait_agent, send_message, followup_task, receive_messages, reply, interrupt_agent, list_agents, "
+         "answer_approval")
 BAD_KEY = ('a key given to -c is dotted segments of A-Z a-z 0-9 _ -, or double-quoted text without " or =; this '
            "one cannot be passed on")
 NO_AGENT = 'the file names no agent; add one: [agents.NAME] with provider = "codex"'

@@ -1,6 +1,6 @@
 """The app on Windows (docs/guide/windows.md): started and stopped by the frozen `wardian-cli.exe` on a home it makes
 private by ACL, its control channel a named pipe that admits this user alone, and the CLI's message commands and
-the seven MCP tools (through `wardian-mcp.exe`) served by it."""
+the eight MCP tools (through `wardian-mcp.exe`) served by it."""
 
 from __future__ import annotations
 
@@ -150,7 +150,7 @@ def test_a_client_refuses_a_pipe_served_by_another_user(app: RunningApp, monkeyp
     assert app.call("agent/list") == before
 
 
-async def _use_the_seven_tools(env_lead: dict[str, str], env_reviewer: dict[str, str]) -> dict[str, Any]:
+async def _use_the_eight_tools(env_lead: dict[str, str], env_reviewer: dict[str, str]) -> dict[str, Any]:
     seen: dict[str, Any] = {}
 
     async def session_of(env: dict[str, str]) -> Any:
@@ -176,21 +176,26 @@ async def _use_the_seven_tools(env_lead: dict[str, str], env_reviewer: dict[str,
             assert not reply.is_error, reply.content
             interrupt = await lead.call_tool("interrupt_agent", {"target": "reviewer"})
             seen["interrupt_agent"] = interrupt
+            seen["answer_approval"] = await lead.call_tool("answer_approval",
+                                                           {"approval_id": "apr_0", "decision": "allow"})
             got = await lead.call_tool("receive_messages", {"timeout_ms": 5000})
             seen["reply"] = got.structured_content
     return seen
 
 
-def test_the_seven_mcp_tools_reach_the_app_through_the_launcher(app: RunningApp) -> None:
+def test_the_eight_mcp_tools_reach_the_app_through_the_launcher(app: RunningApp) -> None:
     """MCP-1 on Windows: the official client drives `wardian-mcp.exe mcp serve` for two agents; every tool reaches
-    the app over its pipe (interrupt_agent answers not_active: no provider runs for the reviewer)."""
+    the app over its pipe (interrupt_agent answers not_active: no provider runs for the reviewer; answer_approval
+    unknown_approval: nobody asked)."""
     _, tl = app.add_agent("lead")
     _, tr = app.add_agent("reviewer")
-    seen = anyio.run(_use_the_seven_tools, app.env(tl), app.env(tr))
+    seen = anyio.run(_use_the_eight_tools, app.env(tl), app.env(tr))
     assert {a["name"] for a in seen["list_agents"]["agents"]} == {"lead", "reviewer"}
     assert [r["kind"] for r in seen["receive_messages"]["records"]] == ["information", "task"]
     assert seen["interrupt_agent"].is_error
     assert "not_active" in str(seen["interrupt_agent"].content)
+    assert seen["answer_approval"].is_error
+    assert "unknown_approval" in str(seen["answer_approval"].content)
     assert [(r["kind"], r["text"]) for r in seen["reply"]["records"]] == [("reply", "ok")]
 
 

@@ -61,7 +61,7 @@ async def _initialize_and_list(env: dict[str, str]) -> tuple[str, list[str]]:
 
 def test_the_official_mcp_client_talks_to_the_server_through_the_launcher() -> None:
     """MCP-1 and CFG-5: the SDK's stdio client (its Windows process code, Job Object included) initializes the
-    server behind `wardian-mcp.exe mcp serve` and lists the seven tools; every frame crossed the launcher."""
+    server behind `wardian-mcp.exe mcp serve` and lists the eight tools; every frame crossed the launcher."""
     assert anyio.run(_initialize_and_list, clean_env()) == ("wardian", list(TOOL_NAMES))
 
 

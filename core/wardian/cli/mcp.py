@@ -9,7 +9,7 @@ from wardian.cli.common import Commands
 
 def register(commands: Commands) -> None:
     mcp = commands.group("mcp", "the MCP server")
-    commands.add(mcp, "serve", cmd_mcp_serve, "serve the seven tools over stdio MCP")
+    commands.add(mcp, "serve", cmd_mcp_serve, "serve the eight tools over stdio MCP")
 
 
 def cmd_mcp_serve(args: argparse.Namespace) -> int:

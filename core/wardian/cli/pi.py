@@ -50,7 +50,7 @@ def _report(reg: Registration) -> list[str]:
 
 COMMAND = RegisterCommand(
     "pi", "Pi integration",
-    "install wardian's extension (the seven tools) for a Pi you run yourself",
+    "install wardian's extension (the eight tools) for a Pi you run yourself",
     Target("--extensions-dir", "Pi's extensions dir to install into (~/.pi/agent/extensions, or the extensions/ of "
                                "your PI_CODING_AGENT_DIR); what is there is kept. Left out, only how is printed",
            required=False),

@@ -1,3 +1,3 @@
-"""`wardian mcp serve`: the stdio MCP server of the seven messaging tools (entry point: `wardian.mcp.server.main`)."""
+"""`wardian mcp serve`: the stdio MCP server of the eight messaging tools (entry point: `wardian.mcp.server.main`)."""
 
 __all__: list[str] = []

@@ -21,7 +21,7 @@ Invariants:
 - `ping` and `tools/list` are answered here only after a constant `initialize` and only while no request
   handed to the SDK is unanswered (a request the host cancelled no longer counts: it gets no answer), so a
   constant answer never overtakes the SDK's answer to an earlier request and nothing is answered twice.
-- A plain `tools/call` of any of the seven tools (`QUICK_TOOLS`), waits included, is routed to the server's quick
+- A plain `tools/call` of any of the eight tools (`QUICK_TOOLS`), waits included, is routed to the server's quick
   path (`Route.quick`): the same result code as the SDK's handler, written in the SDK's form, without the SDK's
   per-call machinery and without waiting for the SDK's import. Like the SDK's own concurrent handlers, its answer
   may overtake a wait still running. Anything else about a `tools/call` (an unknown tool, odd params or `_meta`,
@@ -210,7 +210,7 @@ class Front:
     def _quick_call(self, message: dict[str, Any]) -> QuickCall | None:
         """The quick form of a `tools/call`, or None when the SDK must serve it.
 
-        Quick: after a constant `initialize`, a request of one of the seven tools, whose arguments are an object
+        Quick: after a constant `initialize`, a request of one of the eight tools, whose arguments are an object
         or absent and whose `_meta`, if any, the SDK accepts (an object; a progress token a string or an integer).
         `_meta` changes nothing in the answer: no tool reports progress, on either path (Codex 0.171.0 sends a
         `progressToken` and its turn metadata with every call). Its result is built by the same code as the SDK

@@ -1,4 +1,4 @@
-"""The quick path of `wardian mcp serve`: a plain `tools/call` of any of the seven tools, run on thread pools of the
+"""The quick path of `wardian mcp serve`: a plain `tools/call` of any of the eight tools, run on thread pools of the
 server instead of the SDK's (no `mcp` import).
 
 The SDK's per-call machinery cost ~1.5 ms of CPU per call here, more than the app's durable send, and a first wait

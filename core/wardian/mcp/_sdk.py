@@ -1,4 +1,4 @@
-"""The SDK's side of `wardian mcp serve`: the official SDK's low-level server of the seven tools, and one session of
+"""The SDK's side of `wardian mcp serve`: the official SDK's low-level server of the eight tools, and one session of
 it fed by the stdin thread and answering through the server's writes.
 
 Importing this module imports the SDK (over a second): only the SDK thread (`_bridge.run_sdk`) and tests do.
@@ -48,7 +48,7 @@ SDK_BUFFER = 16
 
 
 def build_server(caller: Caller, waits: SdkWaits | None = None) -> Server[Any]:
-    """The SDK's low-level server of the seven tools, calling the app for `caller`; its waits are tracked in `waits`
+    """The SDK's low-level server of the eight tools, calling the app for `caller`; its waits are tracked in `waits`
     (a private tracker when None)."""
     listed = types.ListToolsResult(tools=[types.Tool.model_validate(t.definition(), by_name=False)
                                           for t in TOOLS])

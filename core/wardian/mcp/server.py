@@ -1,4 +1,4 @@
-"""`wardian mcp serve`: the seven messaging tools over stdio MCP, on the official SDK's low-level server.
+"""`wardian mcp serve`: the eight messaging tools over stdio MCP, on the official SDK's low-level server.
 
 ```
 stdin (dup of fd 0) -> stdin thread: decode_line -> Front --- constant answer -----------------------> writes
@@ -19,7 +19,7 @@ death). This module wires them together.
 
 The SDK costs over a second to import, and a host's handshake needs none of it: the stdin thread answers
 `initialize`, `tools/list` and `ping` from constant data (`_front`) while the SDK server is imported and
-started on its own thread. A plain `tools/call` of any of the seven tools runs on the quick path (`_quick`), with
+started on its own thread. A plain `tools/call` of any of the eight tools runs on the quick path (`_quick`), with
 the same result code as the SDK's handler: the SDK's per-call machinery cost more CPU per call than the app's
 durable send, and a first wait served by the SDK waited for its import. Waits (`wait_agent`, `receive_messages`)
 have a pool of their own, so a 60 s wait never delays a send. Every other message waits in the `Inbox`, in

@@ -1,4 +1,4 @@
-"""The seven MCP tools of `wardian mcp serve`: names, model-facing descriptions, input schemas, annotations.
+"""The eight MCP tools of `wardian mcp serve`: names, model-facing descriptions, input schemas, annotations.
 
 Everything here is constant data (no I/O, no `mcp` import), so `tools/list` costs nothing and a test can
 check every schema statically (docs/reliability.md, row M8). Each tool maps onto one app method; its arguments
@@ -28,6 +28,7 @@ from wardian.limits import (
     DEFAULT_WAIT_MS,
     MAX_CURSOR_CHARS,
     MAX_MESSAGE_BYTES,
+    MAX_REASON_CHARS,
     MAX_RECEIVE_LIMIT,
     MAX_REQUEST_FRAME_BYTES,
     MAX_REQUEST_ID_CHARS,
@@ -268,6 +269,33 @@ TOOLS: tuple[ToolSpec, ...] = (
         input_schema=_object({}),
         read_only=True, destructive=False, idempotent=True, open_world=False,
     ),
+    ToolSpec(
+        name="answer_approval",
+        method="approval/answer",
+        title="Answer a worker's approval",
+        description=(
+            "Answer a permission request (approval, apr_...) of an agent working on a task you assigned: Wardian "
+            "sends you such a request as information from wardian, with what the agent asks to do and by when. "
+            "decision \"allow\" lets the agent do it; \"deny\" refuses it, and reason (optional) tells the agent "
+            "why. always (optional, with allow) also allows requests like it for the rest of the agent's session, "
+            "when the agent offered that. Only the agent a request was sent to may answer it, and only once; an "
+            "approval that already ended (answered by a person, expired, withdrawn) fails with approval_ended."
+        ),
+        input_schema=_object({
+            "approval_id": {"type": "string", "minLength": 5, "maxLength": 64, "pattern": "^apr_[0-9A-Za-z]+$",
+                            "description": "The approval's id (apr_...), from the request Wardian sent you."},
+            "decision": {"type": "string", "enum": ["allow", "deny"],
+                         "description": "allow: the agent may do what it asked; deny: it may not."},
+            "reason": {"type": ["string", "null"], "minLength": 1, "maxLength": MAX_REASON_CHARS,
+                       "description": "Optional, with deny: why, told to the agent where its provider can carry "
+                                      "it; kept with the approval."},
+            "always": {"type": ["boolean", "null"],
+                       "description": "Optional, with allow: allow requests like this one for the rest of the "
+                                      "agent's session, when its provider offered that (else: once)."},
+        }, ("approval_id", "decision")),
+        # Allowing lets another agent run what it asked, beyond Wardian: like send_message, it reaches out.
+        read_only=False, destructive=False, idempotent=False, open_world=True,
+    ),
 )
 
 TOOLS_BY_NAME: dict[str, ToolSpec] = {t.name: t for t in TOOLS}
@@ -280,7 +308,7 @@ def parse_tool_names(names: str | Sequence[str] | None) -> tuple[str, ...]:
     The one reading of such a list, for `wardian agent start`, `wardian codex register` and the app's `agent/start`.
 
     Raises:
-        InvalidArguments: an empty or unknown name (the error lists the seven tools).
+        InvalidArguments: an empty or unknown name (the error lists the eight tools).
     """
     if names is None:
         return ()

@@ -23,7 +23,8 @@ NO_ATTACHED = {"opencode": "OpenCode", "claude": "Claude Code", "qwen": "Qwen Co
 """The providers without an attached TUI in wardian, by the name a person knows them by."""
 PROVIDERS_ENV = "WARDIAN_E2E_MESSAGING_V2_PROVIDERS"
 SIX_TOOLS = ("send_message", "followup_task", "wait_agent", "receive_messages", "reply", "list_agents")
-"""What WARDIAN_E2E_MESSAGING_V2_APPROVE_TOOLS=1 grants: every tool but the destructive `interrupt_agent`."""
+"""What WARDIAN_E2E_MESSAGING_V2_APPROVE_TOOLS=1 grants: every tool of the seed but the destructive `interrupt_agent`
+(the acceptance has no approvals to answer: `answer_approval` is not granted)."""
 SENDER_TOOLS = ("followup_task",)
 """The default grant (our choice): the sender's one open-world call; receive_messages needs no grant."""
 

@@ -95,9 +95,9 @@ def run_turn(server: AppServer, agent: Registered, text: str) -> dict[str, Any]:
     return server.wait_turn_completed(server.start_turn(thread_id, text))
 
 
-def test_codex_lists_the_seven_tools_of_the_registered_server(app: AppHandle, model: ScriptedModel,
+def test_codex_lists_the_eight_tools_of_the_registered_server(app: AppHandle, model: ScriptedModel,
                                                               private_dir: Path) -> None:
-    """CFG-1, TOOL-1: after `wardian codex register` into a fresh private home, `codex app-server` reports the seven
+    """CFG-1, TOOL-1: after `wardian codex register` into a fresh private home, `codex app-server` reports the eight
     tools (mcpServerStatus/list) with our annotations."""
     alice = register(app, model, private_dir, "alice")
     with codex_app_server(alice) as server:
@@ -141,6 +141,7 @@ CALLS: dict[str, dict[str, Any]] = {
     "followup_task": {"target": "bob", "message": "probe"},
     "reply": {"request_id": "ask_none", "status": "done", "message": "probe"},
     "interrupt_agent": {"target": "bob"},
+    "answer_approval": {"approval_id": "apr_0", "decision": "deny"},
 }
 
 
@@ -148,7 +149,7 @@ def test_without_a_grant_only_the_read_only_and_closed_world_tools_run_under_app
         app: AppHandle, model: ScriptedModel, private_dir: Path) -> None:
     """APR-1 (verified on the real binary, docs/guide/codex.md#tool-approval): with no --approve-tools and
     approval_policy = "never", Codex runs list_agents and wait_agent (read-only) and receive_messages (neither
-    destructive nor open-world) and refuses send_message, followup_task, reply and interrupt_agent."""
+    destructive nor open-world) and refuses send_message, followup_task, reply, interrupt_agent and answer_approval."""
     alice = register(app, model, private_dir, "alice")
     app.add_agent("bob")
     config = tomlkit.parse((alice.codex_home / "config.toml").read_text(encoding="utf-8"))
@@ -162,7 +163,7 @@ def test_without_a_grant_only_the_read_only_and_closed_world_tools_run_under_app
     outputs = {o.name: o.text for request in alice.script.requests for o in request.function_call_outputs()}
     assert set(outputs) == set(CALLS)
     refused = {name for name, text in outputs.items() if APPROVAL_REFUSAL in text}
-    assert refused == {"send_message", "followup_task", "reply", "interrupt_agent"}
+    assert refused == {"send_message", "followup_task", "reply", "interrupt_agent", "answer_approval"}
     ran = set(CALLS) - refused
     assert ran == {"list_agents", "wait_agent", "receive_messages"}
     assert '"caller"' in outputs["list_agents"]  # wardian answered: the call really ran

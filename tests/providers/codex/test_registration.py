@@ -158,7 +158,7 @@ def test_approve_tools_grants_only_the_named_tools(app: AppHandle, tmp_path: Pat
 @pytest.mark.parametrize("value", ["send_message,post_message", "send_message,", "SEND_MESSAGE", ""])
 def test_unknown_tool_names_are_rejected_with_a_clear_error_and_nothing_is_written(
         app: AppHandle, tmp_path: Path, value: str) -> None:
-    """APR-2: an --approve-tools name that is not one of the seven tools is refused before anything changes."""
+    """APR-2: an --approve-tools name that is not one of the eight tools is refused before anything changes."""
     app.add_agent("strict")
     proc = register(app, tmp_path, "strict", "--json", "--approve-tools", value)
     assert proc.returncode == 2

@@ -1,4 +1,4 @@
-"""Wardian's seven tools inside Pi, through wardian's extension and its `wardian mcp serve` child
+"""Wardian's eight tools inside Pi, through wardian's extension and its `wardian mcp serve` child
 (docs/guide/pi.md#the-tools): the same tools, results and attribution as the MCP server's, and the approval hook
 answered from the agent's `--approve-tools`."""
 
@@ -15,7 +15,7 @@ def _outputs(requests: Sequence[RecordedRequest], call: str) -> list[str]:
     return [o.text for r in requests for o in r.function_call_outputs() if o.call_id == call]
 
 
-def test_the_model_is_offered_the_seven_tools_as_the_mcp_server_lists_them(pi_app: PiApp) -> None:
+def test_the_model_is_offered_the_eight_tools_as_the_mcp_server_lists_them(pi_app: PiApp) -> None:
     world = pi_app
     _, lead, _ = world.agent("lead", start=False)
     _, _, script = world.agent("worker")

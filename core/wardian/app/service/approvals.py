@@ -1,4 +1,5 @@
-"""Approvals for a person (docs/guide/approvals.md): `approval/list`, `approval/show`, `approval/answer`."""
+"""Approvals (docs/guide/approvals.md): `approval/list`, `approval/show`, and `approval/answer` for a person or for
+the lead agent an approval is routed to."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from wardian.protocol.methods.approvals import (
     approval_result,
 )
 from wardian.providers.approvals import Decision
-from wardian.store import approvals
+from wardian.store import approvals, roster
 
 if TYPE_CHECKING:
     from wardian.app.service.app import AppService
@@ -36,7 +37,14 @@ async def show_approval(app: AppService, p: ApprovalShowParams) -> ApprovalResul
 
 @handlers.serves("approval/answer")
 async def answer_approval(app: AppService, p: ApprovalAnswerParams) -> ApprovalResult:
-    """A person's answer. Raises: UnknownApproval, ApprovalEnded (nothing changed), InvalidArguments."""
+    """A person's answer, or with a session the answer of the lead the approval is routed to (`decided_by` its name).
+
+    Raises: UnknownApproval, ApprovalEnded (nothing changed), NotRecipient (the session's agent is not the
+    approval's lead: nothing changed), InvalidArguments, what `roster.authenticate` raises."""
     allow = p.decision == "allow"
-    decision = Decision(allow=allow, always=allow and p.always, reason=None if allow else p.reason)
-    return approval_result(await app.runtime.approvals.answer(p.approval_id, decision, PERSON))
+    decision = Decision(allow=allow, always=allow and bool(p.always), reason=None if allow else p.reason)
+    if p.session is None:
+        return approval_result(await app.runtime.approvals.answer(p.approval_id, decision, PERSON))
+    caller = await app.writer.call(roster.authenticate, p.session)
+    ended = await app.runtime.approvals.answer(p.approval_id, decision, caller.agent.name, caller.agent.id)
+    return approval_result(ended)

@@ -1,5 +1,6 @@
-"""Approvals (docs/guide/approvals.md): `approval/list`, `approval/show` and `approval/answer` for a person, and the
-approval records `mailbox/records` and `agent/overview` carry."""
+"""Approvals (docs/guide/approvals.md): `approval/list`, `approval/show` and `approval/answer` for a person,
+`approval/answer` for a lead agent too (the `answer_approval` tool), and the approval records `mailbox/records` and
+`agent/overview` carry."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing_extensions import TypedDict
 
 from wardian import errors
 from wardian.approvals import ID_PREFIX, MAX_REASON_CHARS, POLICIES, Approval, ApprovalTally
-from wardian.protocol.methods.base import CLOSED, LimitField, Params, PartyResult, party_result
+from wardian.protocol.methods.base import CLOSED, LimitField, Params, PartyResult, Session, party_result
 
 ApprovalIdField = Annotated[str, Field(min_length=1, max_length=64)]
 PolicyName = Literal["person", "lead", "deny"]
@@ -18,7 +19,8 @@ assert set(POLICIES) == {"person", "lead", "deny"}
 
 
 def check_approval_id(v: str) -> str:
-    if not v.startswith(ID_PREFIX) or not v[len(ID_PREFIX):].isalnum():
+    rest = v[len(ID_PREFIX):]
+    if not v.startswith(ID_PREFIX) or not (rest.isascii() and rest.isalnum()):
         raise errors.InvalidArguments(f"{v[:80]!r} is no approval id", field="approval_id",
                                       allowed="an apr_ id of `wardian approval list`")
     return v
@@ -40,14 +42,17 @@ class ApprovalShowParams(Params):
 
 
 class ApprovalAnswerParams(Params):
-    """A person's answer (`wardian approval allow|deny`, the console)."""
+    """A person's answer (`wardian approval allow|deny`, the console: no session) or a lead agent's (the
+    `answer_approval` tool: the session of the agent that may answer it)."""
 
+    session: Session | None = None
+    """The answering agent's session; None: a person."""
     approval_id: ApprovalIdField
     decision: Literal["allow", "deny"]
-    always: bool = False
-    """Allow always, when the provider offered it (only with `allow`)."""
-    reason: Annotated[str, Field(max_length=MAX_REASON_CHARS)] | None = None
-    """Told to the model with a deny, when its provider can carry it."""
+    always: bool | None = None
+    """Allow always, when the provider offered it (only with `allow`); None: once."""
+    reason: Annotated[str, Field(min_length=1, max_length=MAX_REASON_CHARS)] | None = None
+    """Told to the model with a deny, when its provider can carry it; an empty one is refused (omit it)."""
 
     @field_validator("approval_id")
     @classmethod

@@ -18,7 +18,7 @@ END = "// END GENERATED tool table\n"
 
 
 def table() -> str:
-    """The generated part: the seven tools as `tools/list` shows them (without annotations), and those it asks about."""
+    """The generated part: the eight tools as `tools/list` shows them (without annotations), and those it asks about."""
     tools = [{"name": t.name, "title": t.title, "description": t.description, "inputSchema": t.input_schema}
              for t in TOOLS]
     asks = [t.name for t in TOOLS if t.name not in UNGRANTED]

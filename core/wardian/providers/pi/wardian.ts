@@ -1,4 +1,4 @@
-// Wardian's seven tools inside Pi (docs/guide/pi.md#the-tools).
+// Wardian's eight tools inside Pi (docs/guide/pi.md#the-tools).
 //
 // Each tool is forwarded to one long-lived `wardian mcp serve` child over stdio (MCP, one JSON-RPC object per line),
 // so a tool here has the MCP server's arguments, errors, attribution and limits exactly: the same code path. The
@@ -223,9 +223,55 @@ const TOOLS = [
       "required": [],
       "additionalProperties": false
     }
+  },
+  {
+    "name": "answer_approval",
+    "title": "Answer a worker's approval",
+    "description": "Answer a permission request (approval, apr_...) of an agent working on a task you assigned: Wardian sends you such a request as information from wardian, with what the agent asks to do and by when. decision \"allow\" lets the agent do it; \"deny\" refuses it, and reason (optional) tells the agent why. always (optional, with allow) also allows requests like it for the rest of the agent's session, when the agent offered that. Only the agent a request was sent to may answer it, and only once; an approval that already ended (answered by a person, expired, withdrawn) fails with approval_ended.",
+    "inputSchema": {
+      "type": "object",
+      "properties": {
+        "approval_id": {
+          "type": "string",
+          "minLength": 5,
+          "maxLength": 64,
+          "pattern": "^apr_[0-9A-Za-z]+$",
+          "description": "The approval's id (apr_...), from the request Wardian sent you."
+        },
+        "decision": {
+          "type": "string",
+          "enum": [
+            "allow",
+            "deny"
+          ],
+          "description": "allow: the agent may do what it asked; deny: it may not."
+        },
+        "reason": {
+          "type": [
+            "string",
+            "null"
+          ],
+          "minLength": 1,
+          "maxLength": 2000,
+          "description": "Optional, with deny: why, told to the agent where its provider can carry it; kept with the approval."
+        },
+        "always": {
+          "type": [
+            "boolean",
+            "null"
+          ],
+          "description": "Optional, with allow: allow requests like this one for the rest of the agent's session, when its provider offered that (else: once)."
+        }
+      },
+      "required": [
+        "approval_id",
+        "decision"
+      ],
+      "additionalProperties": false
+    }
   }
 ];
-const ASKS: string[] = ["send_message", "followup_task", "reply", "interrupt_agent"];
+const ASKS: string[] = ["send_message", "followup_task", "reply", "interrupt_agent", "answer_approval"];
 // END GENERATED tool table
 
 type Json = any;
