@@ -16,8 +16,8 @@ from tests.store.test_restart_lost import _task, caller_for
 from tests.store.test_usage import _bound
 from wardian import errors
 from wardian.approvals import DEFAULT_TIMEOUT_MS, MAX_SUMMARY_CHARS, Approval, ApprovalStatus, Policy
-from wardian.model import Party, PermissionOption
-from wardian.store import Store, approvals, roster
+from wardian.model import InteractionKind, Party, PermissionOption
+from wardian.store import Store, approvals, history, mailbox, roster
 
 OPTIONS = (PermissionOption("proceed_once", "Allow", "allow_once"), PermissionOption("cancel", "Reject", "reject_once"))
 
@@ -187,3 +187,28 @@ def test_a_store_s_refused_permission_requests_become_approvals_denied_by_the_po
         "a", "ask_1", "run_shell_command", "mkdir x", ApprovalStatus.DENIED, "policy", Policy.DENY)
     assert got.options == OPTIONS
     assert got.created_at == got.ended_at == 1_700_000_000_000
+
+
+def test_a_lead_s_pending_approval_reaches_the_lead_s_mailbox_as_information_from_wardian(store: Store) -> None:
+    """docs/guide/approvals.md#the-lead-answers: one information record from Wardian (no sender) for the lead, on its
+    receive path unless the push says yes; nothing for an approval that ended or that a person answers."""
+    a = roster.add_agent(store, "a", "claude", None)
+    lead = roster.add_agent(store, "lead", "codex", None)
+    approval_id = approvals.open_approval(store, a.id, "ask_1", None, "command", "Bash", "run `mkdir x`", {}, (),
+                                          Policy.LEAD, lead.id, 123).approval_id
+    asked: list[str] = []
+    told = approvals.tell_lead(store, approval_id, f"approval {approval_id}", lambda uuid: asked.append(uuid) or False)
+    assert told is not None
+    record_id, lead_uuid, pushing = told
+    assert (lead_uuid, pushing, asked) == (lead.uuid, False, [lead.uuid])
+    record = history.interaction(store, record_id)
+    assert (record.kind, record.sender, record.recipient, record.text, record.request_id) == (
+        InteractionKind.INFORMATION, None, Party("lead", lead.uuid), f"approval {approval_id}", None)
+    assert mailbox.has_unacked(store, lead.id)
+    pushed = approvals.tell_lead(store, approval_id, "again", lambda uuid: True)
+    assert pushed is not None
+    assert history.interaction(store, pushed[0]).text == "again"
+    assert pushed[2]  # admitted for a push: hidden from receive until the push settles
+    approvals.end(store, approval_id, ApprovalStatus.ALLOWED, "person")
+    assert approvals.tell_lead(store, approval_id, "too late") is None
+    assert approvals.tell_lead(store, _open(store, a.id), "a person's") is None

@@ -8,6 +8,10 @@ outcome publishes nothing: its tasks stay uncertain, never replayed.
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime
+
+from wardian.approvals import Approval
 from wardian.model import MAX_MESSAGE_BYTES, ReplyStatus
 from wardian.providers.base import OutcomeStatus, TurnOutcome
 
@@ -86,3 +90,17 @@ def removed_notice(agent_name: str) -> str:
 
 
 REMOVED_UNCERTAIN = "its recipient was removed before this task's turn was seen to end"
+
+
+def approval_for_lead(approval: Approval) -> str:
+    """What a lead reads of an approval routed to it (docs/guide/approvals.md#the-lead-answers): who asks what, for
+    which of its tasks, by when, and how to answer. Summary and detail are already redacted by the provider runtime."""
+    task = f"your task {approval.request_id}" if approval.request_id else "a task of yours"
+    by = "" if approval.deadline_at is None else (
+        " Unanswered by " + datetime.fromtimestamp(approval.deadline_at / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        + ", it is denied.")
+    return (f"Wardian: approval {approval.approval_id}. Agent {approval.agent.name}, working on {task}, asks "
+            f"permission: {approval.summary}\n"
+            f"detail: {json.dumps(approval.detail, ensure_ascii=False, sort_keys=True)}\n"
+            f"Answer with the answer_approval tool: approval_id \"{approval.approval_id}\", decision \"allow\" or "
+            f"\"deny\" (with deny, a reason the agent reads).{by}")

@@ -29,10 +29,12 @@ from wardian.approvals import (
     ApprovalTally,
     Policy,
 )
-from wardian.model import Party, PermissionOption, now_ms
+from wardian.model import InteractionKind, Party, PermissionOption, now_ms
 from wardian.store import ledger
-from wardian.store._sql import of_this_host, party_by_id, party_of_id
+from wardian.store._sql import new_public_id, of_this_host, party_by_id, party_of_id
+from wardian.store.api import Pushable
 from wardian.store.engine import Store
+from wardian.store.mailbox import INSERT_INTERACTION, PUSH_SENDING
 
 _COLS = ("public_id, agent_id, request_id, turn_id, kind, tool, summary, detail, options, policy, answerer_id, "
          "deadline_at, status, decided_by, always, reason, created_at, ended_at")
@@ -88,6 +90,24 @@ def ask(store: Store, agent_id: int, turn_id: str | None, kind: str, tool: str |
     record = open_approval(store, agent_id, request_id, turn_id, kind, tool, summary, detail, options, policy, lead,
                            deadline_at)
     return record, rule, timeout_ms
+
+
+def tell_lead(store: Store, approval_id: str, text: str, push: Pushable | None = None) -> tuple[str, str, bool] | None:
+    """Admit the information record from Wardian (no sender) that brings a pending approval to its lead, as any
+    information reaches an agent; `push` says whether it is admitted for a push into the lead's live conversation.
+    Returns (record id, the lead's uuid, pushing); None when the approval has no lead or has ended already."""
+    with store.atomic():
+        row = store.db.execute(
+            "SELECT p.answerer_id, a.uuid FROM approvals p JOIN agents a ON a.id = p.answerer_id "
+            "WHERE p.public_id = ? AND p.status = 'pending'", (approval_id,)).fetchone()
+        if row is None:
+            return None
+        lead_id, lead_uuid = int(row[0]), str(row[1])
+        pushing = push is not None and push(lead_uuid)
+        record_id = new_public_id(InteractionKind.INFORMATION)
+        store.db.write(INSERT_INTERACTION, (record_id, InteractionKind.INFORMATION.value, None, lead_id, text, None,
+                                            now_ms(), PUSH_SENDING if pushing else None))
+    return record_id, lead_uuid, pushing
 
 
 def open_approval(store: Store, agent_id: int, request_id: str | None, turn_id: str | None, kind: str,

@@ -61,7 +61,7 @@ class Runtime:
         self.hosts = HostScope()
         self.pushes = PushQueue(writer, signals, self.owners)
         self.dispatcher = Dispatcher(writer, self.pushes)
-        self.approvals = Approvals(writer)
+        self.approvals = Approvals(writer, self.pushes)
         self.launcher = Launcher(home, writer, self.providers, self.owners, self.hosts, self.dispatcher,
                                  Observer(writer, self.pushes, self.approvals))
         self.deadlines = Deadlines(writer, self.owners, self.pushes)

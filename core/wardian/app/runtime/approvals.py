@@ -1,6 +1,7 @@
 """The app's side of approvals (docs/guide/approvals.md): a provider's `ApprovalAsked` becomes a durable approval,
 routed by the agent's policy, and the one answer it gets (a person, the lead, the policy, the deadline) reaches the
-provider once.
+provider once. An approval routed to a lead reaches the lead as information from Wardian, by the push queue like any
+information (`_tell_lead`); the lead answers with `answer_approval`.
 
 Order, so that an answer reaches the provider exactly once and the record never says what the provider did not get:
 the store ends the approval first (a conditional UPDATE from `pending`: of two racing answers one wins, the other
@@ -18,7 +19,9 @@ from collections.abc import Callable
 import anyio
 
 from wardian import errors
+from wardian.app import outcomes
 from wardian.app.runtime.handle import AgentHandle
+from wardian.app.runtime.push import PushQueue
 from wardian.app.writer import StoreWriter
 from wardian.approvals import Approval, ApprovalStatus, Policy
 from wardian.providers.approvals import ApprovalAsked, ApprovalReply, Decision
@@ -35,8 +38,9 @@ RULE = "rule"
 class Approvals:
     """The pending approvals of this app's agents, by id, each with the reply its provider awaits."""
 
-    def __init__(self, writer: StoreWriter) -> None:
+    def __init__(self, writer: StoreWriter, pushes: PushQueue) -> None:
         self.writer = writer
+        self.pushes = pushes
         self._open: dict[str, ApprovalReply] = {}
         self.on_waiting: Callable[[Approval], None] | None = None
         """Told of each approval that waits for a person, without waiting itself (the notifier, `app.notify`)."""
@@ -60,9 +64,27 @@ class Approvals:
         self._open[record.approval_id] = event.reply
         assert handle.background is not None
         handle.background.start_soon(self._watch, record.approval_id, event.reply, timeout_ms)
-        if lead is None and self.on_waiting is not None:
+        if record.answerer is not None:
+            # Beside the runtime, not in its event loop: a push into the lead's conversation may take its time.
+            handle.background.start_soon(self._tell_lead, record)
+        elif self.on_waiting is not None:
             self.on_waiting(record)
         return record
+
+    async def _tell_lead(self, record: Approval) -> None:
+        """Bring the approval to its lead (the module docstring). A failure is logged: the approval stays pending
+        for a person (`wardian approval list`) until its deadline."""
+        try:
+            told = await self.writer.call(approvals.tell_lead, record.approval_id, outcomes.approval_for_lead(record),
+                                          self.pushes.can_push)
+            if told is None:
+                return  # it ended before it could be told
+            record_id, lead_uuid, pushing = told
+            await self.pushes.deliver(lead_uuid, record_id, pushing)
+            log.info("approval %s: told its lead %s (record %s)", record.approval_id, lead_uuid, record_id)
+        except errors.WardianError as exc:
+            log.warning("approval %s: telling its lead failed (%s); a person may answer it", record.approval_id,
+                        exc.code)
 
     async def answer(self, approval_id: str, decision: Decision, decided_by: str,
                      answerer_id: int | None = None) -> Approval:
