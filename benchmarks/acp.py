@@ -7,6 +7,12 @@ Qwen Code in the same run, each a minimal ACP client (newline-delimited JSON-RPC
   session of an agent of the same app that the app does not run), and ready only once that server said it listed its
   tools (`session/announce`, seen in the app's log): what any client must wait for before a task may use the tools.
 
+Each floor's turn is the app's turn: it prompts the text the app wrote for the same task (the app's own envelope,
+`wardian.providers.delivery.task_text`, of the task's request id, sender and text) and its model answers with the
+same text, so at every turn a floor's conversation holds the same earlier turns as the app's agent's. The bench
+checks that on the model's side: each floor's first request of a turn carries the same messages after the system
+prompt as the app's (the paths in the agent's context aside), else it stops.
+
 Metrics:
 - `acp_admitted_to_first_model_request`: task receipt returned -> the scripted model received the turn's first
   request (its `received_at_ns`), agent idle; beside `acp_raw_prompt_to_first_model_request`
@@ -38,6 +44,9 @@ from benchmarks.codex import followup, wait_reply
 from benchmarks.config import QUICK, Config
 from benchmarks.figures import emit, latency_fields, ms, pct
 from wardian.client import AppClient
+from wardian.model import Party
+from wardian.providers.base import TaskDelivery
+from wardian.providers.delivery import task_text
 
 WARM = 2
 """Turns of each side not counted."""
@@ -58,7 +67,7 @@ def bench_acp(cfg: Config) -> None:
         with ScriptedModel() as model, bench_app(root, {"WARDIAN_QWEN": qwen,
                                                        "WARDIAN_ACP_TIMINGS": str(timings)}) as app, \
                 AppClient(app.home) as client:
-            (_, lead), = add_agents(client, "lead", 1)
+            (lead_agent, lead), = add_agents(client, "lead", 1)
             (_, floor_token), = add_agents(client, "rawmcp", 1)
             floor: MCPFloor = (app.home, floor_token, app.home.root / "logs" / "app.log")
             colds, floor_steps = _cold_starts(client, model, qwen, root, floor, starts)
@@ -68,7 +77,8 @@ def bench_acp(cfg: Config) -> None:
             raw_mcp = RawAcp(qwen, model.agent("rawmcp").base_url, root / "rawmcp", floor)
             raw_mcp.script = model.agent("rawmcp")
             try:
-                sides, marks = _interleaved(client, lead, model, raw, raw_mcp, n)
+                sender = Party(str(lead_agent["name"]), str(lead_agent["uuid"]))
+                sides, marks = _interleaved(client, (lead, sender), model, raw, raw_mcp, n)
                 answers = {"raw": raw.answers[WARM:], "raw_mcp": raw_mcp.answers[WARM:]}
             finally:
                 raw.stop()
@@ -120,47 +130,67 @@ def _cold_starts(client: AppClient, model: Any, qwen: str, root: Path, floor: MC
     return out, steps
 
 
-def _first_request_ns(script: Any, before: int) -> int:
-    """The Unix ns of the first turn request (not a side request) after the first `before`."""
+def _first_request(script: Any, before: int) -> Any:
+    """The first turn request (not a side request) after the first `before` (a `RecordedRequest`)."""
     deadline = time.monotonic() + TIMEOUT_S
     while time.monotonic() < deadline:
         turn = [r for r in script.requests[before:] if r.answered_by != "side"]
         if turn:
-            return int(turn[0].received_at_ns)
+            return turn[0]
         time.sleep(0.005)
     raise RuntimeError("no model request came")
 
 
+def _conversation(body: dict[str, Any]) -> list[tuple[str, str]]:
+    """A Chat Completions request's turns after the system prompt: each message's role and last text (the first
+    user message also carries the agent's context, whose paths differ between homes, before the prompt)."""
+    from wardian_harness.models.scripted_model.reading import content_texts
+
+    return [(str(m.get("role")), (content_texts(m) or [""])[-1]) for m in body.get("messages") or []
+            if isinstance(m, dict) and m.get("role") != "system"]
+
+
 Sides = dict[str, list[float]]
+LOAD: list[float] = []
+"""The host's 1-minute load average when the interleaved turns began and when they ended."""
 
 
-def _interleaved(client: AppClient, lead: str, model: Any, raw: RawAcp, raw_mcp: RawAcp,
+def _interleaved(client: AppClient, lead: tuple[str, Party], model: Any, raw: RawAcp, raw_mcp: RawAcp,
                  n: int) -> tuple[Sides, list[tuple[int, int, int]]]:
     """`n` counted turns of each side, in turn: the seconds to the first model request of each, and the app's
-    marks (receipt returned, first model request, reply received; Unix ns) for its timing record."""
+    marks (receipt returned, first model request, reply received; Unix ns) for its timing record. Each floor then
+    prompts the app's envelope of the same task, answered with the same text (module docstring)."""
     from wardian_harness.models.scripted_model import Message
 
+    token, sender = lead
     script = model.agent("worker0")
     sides: Sides = {"app": [], "raw": [], "raw_mcp": []}
     marks: list[tuple[int, int, int]] = []
+    LOAD[:] = [round(os.getloadavg()[0], 1)]
     for i in range(n + WARM):
-        script.add(Message(f"answer {i}"))
+        text, answer = f"q{i}", f"answer {i}"
+        script.add(Message(answer))
         before = len(script.requests)
-        rid = followup(client, lead, f"q{i}")
+        rid = followup(client, token, text)
         admitted = time.time_ns()
-        wait_reply(client, lead, rid)
+        wait_reply(client, token, rid)
         received = time.time_ns()
-        first = _first_request_ns(script, before)
-        measured = {"app": (first - admitted) / 1e9}
+        first = _first_request(script, before)
+        measured = {"app": (first.received_at_ns - admitted) / 1e9}
+        prompt = task_text(TaskDelivery(request_id=rid, sender=sender, text=text))
         for side, floor in (("raw", raw), ("raw_mcp", raw_mcp)):
-            floor.script.add(Message(f"raw answer {i}"))
+            floor.script.add(Message(answer))
             before = len(floor.script.requests)
-            sent = floor.prompt(f"raw q{i}")
-            measured[side] = (_first_request_ns(floor.script, before) - sent) / 1e9
+            sent = floor.prompt(prompt)
+            request = _first_request(floor.script, before)
+            if _conversation(request.body) != _conversation(first.body):
+                raise RuntimeError(f"turn {i}: the {side} floor's conversation is not the app's agent's")
+            measured[side] = (request.received_at_ns - sent) / 1e9
         if i >= WARM:
             for side, value in measured.items():
                 sides[side].append(value)
-            marks.append((admitted, first, received))
+            marks.append((admitted, first.received_at_ns, received))
+    LOAD.append(round(os.getloadavg()[0], 1))
     return sides, marks
 
 
@@ -243,6 +273,9 @@ class RawAcp:
         except subprocess.TimeoutExpired:
             os.killpg(self._proc.pid, 9)
             self._proc.wait(10)
+        finally:
+            if self._proc.stdout is not None:
+                self._proc.stdout.close()
 
 
 class LogWatch:
@@ -273,16 +306,22 @@ def _answer(method: str) -> dict[str, Any]:
 
 def _emit(sides: Sides, colds: dict[str, list[float]], floor_steps: dict[str, list[float]], answers: Sides) -> None:
     ours, raw, raw_mcp = (pct(sides[k], 0.5) for k in ("app", "raw", "raw_mcp"))
+    ours90, raw90, raw_mcp90 = (pct(sides[k], 0.9) for k in ("app", "raw", "raw_mcp"))
+    paired = statistics.median(a / f for a, f in zip(sides["app"], sides["raw_mcp"], strict=True))
     emit("acp_admitted_to_first_model_request", **latency_fields([sides["app"]]), unit="ms",
          target="p50 <= 1.2 x acp_raw_prompt_to_first_model_request p50", met=ours / raw <= 1.2,
          ratio_to_floor=round(ours / raw, 3), floor_p50_ms=ms(raw),
          ratio_to_mcp_floor=round(ours / raw_mcp, 3), mcp_floor_p50_ms=ms(raw_mcp),
+         p90_ms=ms(ours90), p90_ratio_to_floor=round(ours90 / raw90, 3),
+         p90_ratio_to_mcp_floor=round(ours90 / raw_mcp90, 3), mcp_floor_p90_ms=ms(raw_mcp90),
+         paired_ratio_to_mcp_floor_p50=round(paired, 3), load_1m=list(LOAD),
          how="task receipt returned -> the scripted model received the turn's first request, "
              f"real Qwen Code agent idle (the first {WARM} turns not counted)")
     emit("acp_raw_prompt_to_first_model_request", **latency_fields([sides["raw"]]), unit="ms",
          prompt_to_stop_reason_p50_ms=ms(pct(answers["raw"], 0.5)),
          how="a minimal ACP client writes session/prompt to its own qwen --acp (same binary and flags, no MCP "
-             "server) -> the model received the turn's first request; interleaved with the app's tasks")
+             "server) -> the model received the turn's first request; the app's prompt text and answers, so the "
+             "same conversation at each turn; interleaved with the app's tasks")
     emit("acp_raw_mcp_prompt_to_first_model_request", **latency_fields([sides["raw_mcp"]]), unit="ms",
          prompt_to_stop_reason_p50_ms=ms(pct(answers["raw_mcp"], 0.5)),
          how="the same minimal client, its qwen --acp given wardian's MCP server in session/new and ready once "
