@@ -3,12 +3,16 @@ stream (`wardian.providers.events.EventStream`), on real processes."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import anyio
+import psutil
 import pytest
 
 from wardian.model import AgentStatus
@@ -56,9 +60,47 @@ async def test_a_stop_ends_the_whole_group_even_when_sigterm_is_ignored(tmp_path
         await child.stop(StopPolicy(polite_s=0.0, term_s=0.2, kill_s=5.0))
     assert process.returncode is not None
     assert not group_alive(process.pid)
+    assert not psutil.pid_exists(grandchild) or psutil.Process(grandchild).status() == psutil.STATUS_ZOMBIE
+    assert not (tmp_path / "provider.pid").exists()
+
+
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+
+
+@contextmanager
+def adopting_orphans() -> Iterator[None]:
+    """This process as the subreaper of its descendants (Linux's PR_SET_CHILD_SUBREAPER): an orphan is reparented here,
+    not to init, and stays a zombie until this process reaps it."""
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    if prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "PR_SET_CHILD_SUBREAPER")
+    try:
+        yield
+    finally:
+        prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+
+
+@pytest.mark.anyio
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the orphan's reaper is held by a Linux subreaper")
+async def test_a_stop_does_not_wait_for_a_zombie_member_to_be_reaped(tmp_path: Path) -> None:
+    """A member whose parent was killed first is a zombie until its new parent reaps it (init, which on some machines
+    takes a second or more): it runs nothing, so the stop is over without it. The test holds that reaping back (as this
+    process's subreaper) until the stop has returned."""
+    with adopting_orphans():
+        child = _process(tmp_path, STUBBORN)
+        process = await child.start()
+        assert process.stdout is not None
+        with anyio.fail_after(30):
+            grandchild = int((await process.stdout.receive()).split()[0])
+        try:
+            with anyio.fail_after(30):
+                await child.stop(StopPolicy(polite_s=0.0, term_s=0.2, kill_s=5.0))
+            assert psutil.Process(grandchild).status() == psutil.STATUS_ZOMBIE  # not reaped: still in the group
+            assert not group_alive(process.pid)
+        finally:
+            await anyio.to_thread.run_sync(os.waitpid, grandchild, 0)
     with pytest.raises(ProcessLookupError):
         os.kill(grandchild, 0)
-    assert not (tmp_path / "provider.pid").exists()
 
 
 @pytest.mark.anyio

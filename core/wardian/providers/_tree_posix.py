@@ -8,6 +8,8 @@ import signal
 from contextlib import suppress
 from typing import Any
 
+import psutil
+
 SPAWN_OPTIONS: dict[str, Any] = {"start_new_session": True}
 
 
@@ -18,14 +20,31 @@ def killpg(pid: int, sig: int) -> None:
 
 
 def group_alive(pgid: int) -> bool:
-    """Whether any process of the group still exists (signal 0; EPERM means one exists but is not ours)."""
+    """Whether any process of the group still runs (signal 0; EPERM means one exists but is not ours). A group of
+    zombies only runs nothing (`_runs_a_member`)."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    return _runs_a_member(pgid)
+
+
+def _runs_a_member(pgid: int) -> bool:
+    """Whether a member of the group is more than a zombie. A member whose parent died first (a provider's MCP
+    server, killed with it) is reparented and stays a zombie, still answering signal 0 for its group, until init
+    reaps it, which some inits do only a second or two later; waiting for that would only wait for init. A member
+    that cannot be looked at counts as running."""
+    for pid in psutil.pids():
+        try:
+            if os.getpgid(pid) == pgid and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                return True
+        except (ProcessLookupError, psutil.NoSuchProcess):
+            continue  # gone meanwhile
+        except (PermissionError, psutil.AccessDenied):
+            return True
+    return False
 
 
 class Tree:
