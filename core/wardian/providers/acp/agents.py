@@ -42,6 +42,9 @@ class AcpAgent:
     """Variables of the person's environment the agent never gets (a prefix ends with `_`): their own config."""
     credential: str
     """The variable the agent reads its API key from (the sign-in reaches its environment only)."""
+    exits_at_eof: bool = True
+    """Whether the agent exits once its input closes (a stop's polite step, waited for); one that does not is sent
+    SIGTERM right after instead."""
     finished: Callable[[Mapping[str, Path], str], Callable[[dict[str, Any]], bool]] | None = None
     """How to read, from the agent's files under its directories, which replayed answers of a session its turns
     finished (`replay`); None: the agent marks none, so its lost tasks stay uncertain."""
@@ -72,7 +75,10 @@ GEMINI = AcpAgent(
     quiet_settings=((("privacy", "usageStatisticsEnabled"), False), (("telemetry", "enabled"), False),
                     (("general", "enableAutoUpdate"), False), (("general", "enableAutoUpdateNotification"), False)),
     drop=("GEMINI_", "GOOGLE_", "XDG_RUNTIME_DIR"),
-    credential="GEMINI_API_KEY")
+    credential="GEMINI_API_KEY",
+    # Gemini CLI 0.61 keeps running once its input closes while an MCP server (wardian's) is connected: waiting for
+    # it would only delay the SIGTERM that ends it.
+    exits_at_eof=False)
 
 GENERIC = AcpAgent(
     name="acp", gate=VersionGate("ACP agent", "acp", "an ACP agent", "", Version(0, 0, 0), pinned=False),

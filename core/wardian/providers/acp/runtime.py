@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 import uuid as uuids
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -202,7 +202,8 @@ class AcpRuntime(TurnState):
         self.stopping()
         self._asks.withdraw_all()
         if self._child is not None:
-            await self._child.stop(STOP_POLICY, polite=self._peer.close if self._peer is not None else None)
+            policy = STOP_POLICY if self.spec.agent.exits_at_eof else replace(STOP_POLICY, polite_s=0.0)
+            await self._child.stop(policy, polite=self._peer.close if self._peer is not None else None)
         if self._turn is not None:
             log.warning("%s: the agent ended during turn %s; its outcome is unknown", self.spec.name,
                         self._turn.turn_id)
