@@ -7,6 +7,7 @@ Discovery: the provider's variable (`WARDIAN_CLAUDE`, `WARDIAN_OPENCODE`) when s
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -54,12 +55,20 @@ def find_cli(name: str, variable: str, not_found: type[CliNotFound], env: Mappin
         candidates.append(Path(found))
     for path in candidates:
         if path.is_file() and os.access(path, os.X_OK):
-            done = subprocess.run([str(path), "--version"], capture_output=True, text=True, encoding="utf-8",
-                                  timeout=60, check=False, stdin=subprocess.DEVNULL)
-            out = done.stdout.strip() or done.stderr.strip()  # Pi 0.73.1 prints its version on stderr
+            built = path.stat()
+            out = _version_output(path, built.st_mtime_ns, built.st_size)
             try:
                 return CliInstall(path, Version.parse(out), out)
             except ValueError:
                 raise not_found(f"{path} --version printed {out[:80]!r}, not a version") from None
     raise not_found(f"{not_found.cli} CLI not found; tried " + ", ".join(map(str, candidates))
                     + f". Install it (npm install in the repo) or set {variable}.")
+
+
+@functools.cache
+def _version_output(path: Path, mtime_ns: int, size: int) -> str:
+    """What `path --version` prints, once per build of the executable (its time and size): the tests look a CLI up
+    for each world, and OpenCode's answer alone takes a second of CPU."""
+    done = subprocess.run([str(path), "--version"], capture_output=True, text=True, encoding="utf-8",
+                          timeout=60, check=False, stdin=subprocess.DEVNULL)
+    return done.stdout.strip() or done.stderr.strip()  # Pi 0.73.1 prints its version on stderr
