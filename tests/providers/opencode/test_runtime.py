@@ -17,12 +17,24 @@ def records_for(world: MixedWorld, token: str, rounds: int = 600) -> list[dict[s
     return world.app.records_for(token, rounds)
 
 
-def test_an_idle_opencode_agent_answers_a_task_with_its_final_text(mixed_world: MixedWorld) -> None:
-    """DLV-2, DLV-9: task, agent idle -> prompt_async with a structured wardian_task_delivery part under the msg_ id the
-    app chose and persisted; the loop's final assistant text comes back as reply `done`."""
+def test_an_idle_agent_takes_information_without_a_model_request_answers_a_task_and_stops_leaving_no_process(
+        mixed_world: MixedWorld) -> None:
+    """One agent start for three facts. DLV-1: information for an idle OpenCode agent is a `noReply` message: receipt
+    provider_visible, no model request (the scripted model's log proves it), off the receive path, and in the
+    history of the next turn. DLV-2, DLV-9: a task for the idle agent is a prompt_async with a structured
+    wardian_task_delivery part under the msg_ id the app chose and persisted; the loop's final assistant text comes
+    back as reply `done`. A stop then leaves none of the agent's processes."""
     world = mixed_world
     _, lead, _ = world.agent("lead", start=False)
-    _, _, script = world.agent("worker")
+    _, worker, script = world.agent("worker")
+    children = {p.pid for p in psutil.Process(world.app.proc.pid).children(recursive=True)}
+    assert children, "opencode serve is not a child of the app"
+    receipt = world.app.call("message/send", {"session": lead, "target": "worker", "message": "FYI: main is green"})
+    assert receipt["delivery"] == "provider_visible"
+    assert script.requests == []
+    waited = world.app.call("mailbox/wait", {"session": worker, "timeout_ms": 0})
+    assert waited["wake_reason"] == "provider_context_available"
+    assert world.app.call("mailbox/receive", {"session": worker})["records"] == []
     script.add(Message("The answer is 42."))
     task = world.app.call("task/followup", {"session": lead, "target": "worker", "message": "What is 6 x 7?"})
     replies = records_for(world, lead)
@@ -35,35 +47,9 @@ def test_an_idle_opencode_agent_answers_a_task_with_its_final_text(mixed_world: 
     assert story["task"]["facts"]["thread_id"].startswith("ses_")
     sent = script.requests[0].user_texts()
     assert any("wardian_task_delivery" in t and "What is 6 x 7?" in t and task["request_id"] in t for t in sent)
-
-
-def test_stopping_an_opencode_agent_leaves_no_process(mixed_world: MixedWorld) -> None:
-    world = mixed_world
-    world.agent("worker")
-    children = {p.pid for p in psutil.Process(world.app.proc.pid).children(recursive=True)}
-    assert children, "opencode serve is not a child of the app"
+    assert any("wardian_inbox_delivery" in t and "FYI: main is green" in t for t in sent)
     assert world.app.call("agent/stop", {"agent": "worker"}, timeout_s=60)["stopped"] is True
     assert not [p for p in psutil.Process(world.app.proc.pid).children(recursive=True) if p.pid in children]
-
-
-def test_information_reaches_an_idle_agent_without_a_model_request_and_shows_in_its_next_turn(
-        mixed_world: MixedWorld) -> None:
-    """DLV-1: information for an idle OpenCode agent is a `noReply` message: receipt provider_visible, no model request
-    (the scripted model's log proves it), off the receive path, and in the history of the next turn."""
-    world = mixed_world
-    _, lead, _ = world.agent("lead", start=False)
-    _, worker, script = world.agent("worker")
-    receipt = world.app.call("message/send", {"session": lead, "target": "worker", "message": "FYI: main is green"})
-    assert receipt["delivery"] == "provider_visible"
-    assert script.requests == []
-    waited = world.app.call("mailbox/wait", {"session": worker, "timeout_ms": 0})
-    assert waited["wake_reason"] == "provider_context_available"
-    assert world.app.call("mailbox/receive", {"session": worker})["records"] == []
-    script.add(Message("noted"))
-    world.app.call("task/followup", {"session": lead, "target": "worker", "message": "Anything new?"})
-    records_for(world, lead)
-    history = script.requests[0].user_texts()
-    assert any("wardian_inbox_delivery" in t and "FYI: main is green" in t for t in history)
 
 
 def test_a_task_for_a_busy_agent_waits_and_gets_its_own_turn(mixed_world: MixedWorld) -> None:
