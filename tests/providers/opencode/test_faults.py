@@ -145,8 +145,10 @@ def test_a_refused_password_is_provider_unavailable_and_nothing_is_admitted_twic
     assert sum(second in t for t in set(deliveries)) == 1
 
 
-def test_model_errors_that_opencode_retries_do_not_duplicate_the_task(mixed_world: MixedWorld) -> None:
-    """F6: a model HTTP 500 is retried by OpenCode itself; the task is submitted once and answered once."""
+def test_model_errors_that_opencode_retries_do_not_duplicate_the_task_and_one_it_does_not_fails_it(
+        mixed_world: MixedWorld) -> None:
+    """F6: a model HTTP 500 is retried by OpenCode itself; the task is submitted once and answered once. Then a model
+    error OpenCode does not retry (401) ends the next loop with an error: that task's reply is `failed`."""
     world = mixed_world
     _, lead, _ = world.agent("lead", start=False)
     _, _, script = world.agent("worker")
@@ -157,13 +159,6 @@ def test_model_errors_that_opencode_retries_do_not_duplicate_the_task(mixed_worl
     assert len(script.requests) == 2
     last = script.requests[-1].user_texts()
     assert sum("retry me" in t for t in last) == 1
-
-
-def test_a_failed_loop_returns_failed(mixed_world: MixedWorld) -> None:
-    """A model error OpenCode does not retry ends the loop with an error: the task's reply is `failed`."""
-    world = mixed_world
-    _, lead, _ = world.agent("lead", start=False)
-    _, _, script = world.agent("worker")
     script.add(HttpError(401, "scripted refusal"))
     rid = world.app.call("task/followup", {"session": lead, "target": "worker", "message": "fail"})["request_id"]
     notices = records_for(world, lead)
