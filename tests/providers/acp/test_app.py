@@ -15,10 +15,19 @@ from wardian import errors
 from wardian_harness.models.scripted_model import Hold, HttpError, Message, ToolCall
 
 
-def test_a_task_is_one_prompt_and_its_end_turn_text_is_the_reply(acp_app: AcpApp) -> None:
+def test_information_never_starts_a_turn_and_a_task_is_one_prompt_whose_end_turn_text_is_the_reply(
+        acp_app: AcpApp) -> None:
+    """One agent start for both: information waits in the mailbox and starts no turn; then a task is one prompt, and
+    its end-turn text is the reply."""
     world = acp_app
     _, lead, _ = world.agent("lead", start=False)
-    _, _, script = world.agent("worker")
+    _, worker, script = world.agent("worker")
+    sent = world.app.call("message/send", {"session": lead, "target": "worker", "message": "FYI: the build is green"})
+    assert sent["delivery"] == "admitted"
+    (record,) = world.app.records_for(worker)
+    assert (record["id"], record["text"]) == (sent["interaction_id"], "FYI: the build is green")
+    assert script.requests == []
+    assert world.row("worker")["status"] == "idle"
     script.add(ToolCall("list_agents", {}), Message("I see my peers. Done."))
     task = world.app.call("task/followup", {"session": lead, "target": "worker", "message": "Look around."})
     (reply,) = world.app.records_for(lead)
@@ -29,7 +38,6 @@ def test_a_task_is_one_prompt_and_its_end_turn_text_is_the_reply(acp_app: AcpApp
     outputs = [o for r in script.requests for o in r.function_call_outputs() if o.name == "list_agents"]
     assert outputs
     assert '"lead"' in outputs[0].text
-
 
 
 def test_a_task_for_a_busy_agent_waits_for_the_turn_to_end_and_is_never_a_second_prompt(acp_app: AcpApp) -> None:
@@ -49,17 +57,6 @@ def test_a_task_for_a_busy_agent_waits_for_the_turn_to_end_and_is_never_a_second
     hold.release()
     got = {r["request_id"]: (r["status"], r["text"]) for r in collect(world, lead, 2)}
     assert got == {first["request_id"]: ("done", "first done"), second["request_id"]: ("done", "second done")}
-
-
-def test_information_never_starts_a_turn_and_waits_in_the_mailbox(acp_app: AcpApp) -> None:
-    world = acp_app
-    _, lead, _ = world.agent("lead", start=False)
-    _, worker, script = world.agent("worker")
-    sent = world.app.call("message/send", {"session": lead, "target": "worker", "message": "FYI: the build is green"})
-    (record,) = world.app.records_for(worker)
-    assert (record["id"], record["text"]) == (sent["interaction_id"], "FYI: the build is green")
-    assert script.requests == []
-    assert world.row("worker")["status"] == "idle"
 
 
 def test_an_interrupt_cancels_the_exact_turn_and_the_requester_gets_a_blocked_notice(acp_app: AcpApp) -> None:

@@ -6,15 +6,24 @@ from __future__ import annotations
 
 import pytest
 
+from tests.conftest import AppHandle
 from tests.providers.acp.conftest import AcpApp, collect
 from wardian import errors
 from wardian_harness.models.scripted_model import Hold, Message, ToolCall
 
 
-def test_a_task_to_a_generic_acp_agent_is_answered_by_its_turn(generic_app: AcpApp) -> None:
+def test_information_never_starts_a_turn_of_a_generic_acp_agent_and_a_task_is_answered_by_its_turn(
+        generic_app: AcpApp) -> None:
+    """One agent start for both: information waits in the mailbox and starts no turn; then a task is answered by the
+    turn it starts."""
     world = generic_app
     _, lead, _ = world.agent("lead", start=False)
-    worker, _, script = world.agent("worker")
+    worker, worker_token, script = world.agent("worker")
+    world.app.call("message/send", {"session": lead, "target": "worker", "message": "FYI: the build is green"})
+    (record,) = world.app.records_for(worker_token)
+    assert record["text"] == "FYI: the build is green"
+    assert script.requests == []
+    assert world.row("worker")["status"] == "idle"
     script.add(ToolCall("list_agents", {}), Message("I see my peers. Done."))
     task = world.app.call("task/followup", {"session": lead, "target": "worker", "message": "Look around."})
     (reply,) = world.app.records_for(lead)
@@ -27,17 +36,6 @@ def test_a_task_to_a_generic_acp_agent_is_answered_by_its_turn(generic_app: AcpA
     assert managed["command"] == world.command
     home = world.app.home.agent_dir(worker["uuid"]) / "acp"
     assert (home / "data" / "opencode").is_dir()  # OpenCode's data went to the agent's private XDG home
-
-
-def test_information_never_starts_a_turn_of_a_generic_acp_agent(generic_app: AcpApp) -> None:
-    world = generic_app
-    _, lead, _ = world.agent("lead", start=False)
-    _, worker, script = world.agent("worker")
-    world.app.call("message/send", {"session": lead, "target": "worker", "message": "FYI: the build is green"})
-    (record,) = world.app.records_for(worker)
-    assert record["text"] == "FYI: the build is green"
-    assert script.requests == []
-    assert world.row("worker")["status"] == "idle"
 
 
 def test_an_interrupt_cancels_the_turn_of_a_generic_acp_agent(generic_app: AcpApp) -> None:
@@ -66,8 +64,9 @@ def test_an_interrupt_cancels_the_turn_of_a_generic_acp_agent(generic_app: AcpAp
     ("qwen", ["qwen", "--acp"], "invalid_arguments"),
 ])
 def test_a_missing_empty_unknown_or_misplaced_command_is_refused_and_adds_nothing(
-        generic_app: AcpApp, provider: str, command: list[str] | None, code: str) -> None:
+        shared_app: AppHandle, provider: str, command: list[str] | None, code: str) -> None:
+    """On one app for all the cases: each is refused at `agent/add`, so none adds an agent."""
     with pytest.raises(errors.WardianError) as caught:
-        generic_app.app.add_agent("worker", provider, command)
+        shared_app.add_agent("worker", provider, command)
     assert (caught.value.code, caught.value.field) == (code, "command")
-    assert generic_app.app.call("agent/list")["agents"] == []
+    assert shared_app.call("agent/list")["agents"] == []

@@ -90,17 +90,6 @@ def test_information_for_a_busy_qwen_agent_joins_the_turn_at_its_next_tool_bound
     assert world.app.call("mailbox/receive", {"session": worker, "limit": 100})["records"] == []
 
 
-def test_information_for_an_idle_qwen_agent_waits_in_the_mailbox(qwen_app: AcpApp) -> None:
-    world = qwen_app
-    _, lead, _ = world.agent("lead", start=False)
-    _, worker, script = world.agent("worker")
-    sent = world.app.call("message/send", {"session": lead, "target": "worker", "message": "FYI at idle"})
-    assert sent["delivery"] == "admitted"
-    (record,) = world.app.records_for(worker)
-    assert record["id"] == sent["interaction_id"]
-    assert script.requests == []
-
-
 def test_a_reply_for_a_qwen_lead_waiting_in_receive_messages_is_received_at_once(qwen_app: AcpApp) -> None:
     """A record offered to a running turn stays on the receive path until a tool boundary takes it, so a lead whose
     turn waits in `receive_messages` gets the reply from that receive (and sees it once)."""
