@@ -87,6 +87,9 @@ PROVIDERS = ("codex", "opencode", "claude", "qwen", "gemini", "pi", "acp")
 
 # Why a wait or a receive with a timeout woke: a record arrived, or context was pushed into the live conversation.
 WakeReason = Literal["mailbox_activity", "provider_context_available"]
+# Why a wait (`mailbox/wait`) ended before its time: as WakeReason, or the deadlock guard found that no reply could
+# ever end it (docs/guide/teams.md).
+WaitReason = Literal["mailbox_activity", "provider_context_available", "deadlock"]
 
 
 def now_ms() -> int:

@@ -58,3 +58,31 @@ class Expired:
     recipient_uuid: str
     turn_id: str | None
     generation: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class OpenTask:
+    """A task not answered yet, as the deadlock guard sees it: who assigned it, who holds it, and whether its
+    recipient's model has it (taken by a receive, or the task its running turn `turn_id` started with)."""
+
+    request_id: str
+    requester_id: int
+    requester: str
+    recipient_id: int
+    recipient: str
+    recipient_uuid: str
+    received: bool
+    """Taken by a receive of its recipient, not answered, no outcome captured."""
+    turn_id: str | None
+    """The turn it is bound to when it started that turn (the first task of it) and has no outcome yet; else None."""
+
+
+@dataclass(frozen=True, slots=True)
+class Deadlock:
+    """What the deadlock guard tells one waiting agent: every agent of the deadlock, each of their tasks that the
+    next holds, and which of those the waiting agent holds itself (it can answer them)."""
+
+    agents: tuple[str, ...]
+    tasks: tuple[OpenTask, ...]
+    holding: tuple[str, ...]
+    waiting_for: tuple[str, ...]

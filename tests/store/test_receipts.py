@@ -27,8 +27,14 @@ def undo_receipts(db: Any, *, postgresql: bool) -> None:
     db.execute("DROP TABLE receipts")
 
 
+def undo_open_tasks_index(db: Any) -> None:
+    """The store as a wardian from before the deadlock guard's index of open tasks by requester left it."""
+    db.execute("DROP INDEX tasks_open_by_requester")
+
+
 def undo_allow_rules(db: Any) -> None:
-    """The store as a wardian from before agents' allow rules left it."""
+    """The store as a wardian from before agents' allow rules left it (and, first, without the later index)."""
+    undo_open_tasks_index(db)
     db.execute("ALTER TABLE agents DROP COLUMN allow_rules")
 
 

@@ -26,23 +26,32 @@ from typing import Final
 
 import anyio
 
-from wardian.model import WakeReason
+from wardian.model import WaitReason, WakeReason
+from wardian.taskpolicy import Deadlock
 
 MAILBOX_ACTIVITY: Final = "mailbox_activity"
 PROVIDER_CONTEXT: Final = "provider_context_available"
+DEADLOCK: Final = "deadlock"
 
 
 class Waiter:
-    __slots__ = ("abandoned", "event", "reason")
+    __slots__ = ("abandoned", "deadlock", "event", "reason")
 
     def __init__(self) -> None:
         self.event = anyio.Event()
-        self.reason: WakeReason = MAILBOX_ACTIVITY
+        self.reason: WaitReason = MAILBOX_ACTIVITY
         self.abandoned = False  # its connection has gone: the wait ends now, reading and writing nothing more
+        self.deadlock: Deadlock | None = None  # why the deadlock guard ended it (app/runtime/deadlocks.py)
 
     def abandon(self) -> None:
         self.abandoned = True
         self.event.set()
+
+    def end_deadlocked(self, found: Deadlock) -> None:
+        """The deadlock guard found that no reply can end this wait: it ends now with `found`, unless it woke."""
+        if not self.event.is_set():
+            self.reason, self.deadlock = DEADLOCK, found
+            self.event.set()
 
     async def wait(self) -> None:
         await self.event.wait()
@@ -131,7 +140,7 @@ class MailboxSignals:
         """Wake every wait of this recipient. Mailbox activity wins over provider context when both land."""
         self.sent += 1
         for waiter in self._waiters.get(agent_uuid, ()):
-            if not waiter.event.is_set() or reason == MAILBOX_ACTIVITY:
+            if not waiter.event.is_set() or reason == MAILBOX_ACTIVITY or waiter.reason == DEADLOCK:
                 waiter.reason = reason
             waiter.event.set()
 

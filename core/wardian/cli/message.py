@@ -124,8 +124,13 @@ def cmd_message_wait(args: argparse.Namespace) -> int:
     timeout = 60_000 if args.timeout_ms is None else args.timeout_ms
     with client(args) as app:
         result = app.call_wait("mailbox/wait", params, max(0, timeout))
+    deadlock = result.get("deadlock")
     if args.json:
         out(dump(result))
+    elif deadlock is not None:
+        # The deadlock guard ended the wait (docs/guide/teams.md): say who holds what, so the caller can answer.
+        out(f"deadlock: {', '.join(deadlock['agents'])} wait for each other's replies; you hold "
+            f"{', '.join(deadlock['holding']) or 'none'}, you wait for {', '.join(deadlock['waiting_for'])}")
     else:
         out("mailbox activity" if result["woke"] else "timed out")
     return EXIT_OK if result["woke"] else EXIT_NOTHING

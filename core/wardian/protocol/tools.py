@@ -153,7 +153,10 @@ TOOLS: tuple[ToolSpec, ...] = (
             f"activity is already waiting; otherwise waits up to timeout_ms (default and maximum {MAX_WAIT_MS}; "
             "0 checks immediately). The result carries no message body: call receive_messages next to read "
             "the records. An expired wait (timed_out: true) is a normal result and cancels nothing. Waiting "
-            "never starts or interrupts any agent."
+            "never starts or interrupts any agent. If you and other agents wait for tasks that only you hold "
+            "(each took a task of another and waits for its own), the wait ends at once with wake_reason "
+            "\"deadlock\" and a deadlock object naming the agents and tasks: answer the tasks in its holding list "
+            "with reply instead of waiting again."
         ),
         input_schema=_object({"timeout_ms": _TIMEOUT_WAIT}),
         read_only=True, destructive=False, idempotent=True, open_world=False,

@@ -23,7 +23,7 @@ from wardian.store._sql import now_ms, of_this_host
 from wardian.store.api import Pushable
 from wardian.store.engine import Store
 from wardian.store.mailbox import NOT_RECEIVED, UNACKED
-from wardian.taskpolicy import Expired, Lineage, TaskPolicy
+from wardian.taskpolicy import Expired, Lineage, OpenTask, TaskPolicy
 
 DEADLINE_EXCEEDED = "deadline_exceeded"
 MAX_EXPIRED_PER_PASS = 100
@@ -79,6 +79,24 @@ def lineage(store: Store, caller: Caller, limits: TaskPolicy) -> Lineage:
             "delegating further", field="target", limit=limits.max_chain_tasks, tasks=count,
             root_request_id=root, parent_request_id=parent)
     return Lineage(parent, root, depth)
+
+
+# --- the deadlock guard ----------------------------------------------------------------------------
+def open_tasks_of(store: Store, requester_ids: tuple[int, ...]) -> list[OpenTask]:
+    """Every task these agents assigned that is not answered yet (index `tasks_open_by_requester`), with whether its
+    recipient's model has it: taken by a receive, or the first task of the turn it is bound to."""
+    marks = ", ".join("?" for _ in requester_ids)
+    rows = store.db.execute(
+        "SELECT t.request_id, t.requester_id, q.name, t.recipient_id, r.name, r.uuid, "
+        "CASE WHEN t.state = 'claimed' AND t.claimed_by = 'receive' AND t.outcome_status IS NULL THEN 1 ELSE 0 END, "
+        "CASE WHEN t.state = 'submitted' AND t.outcome_status IS NULL AND NOT EXISTS (SELECT 1 FROM tasks f "
+        "WHERE f.turn_id = t.turn_id AND f.recipient_id = t.recipient_id AND f.interaction_id < t.interaction_id) "
+        "THEN t.turn_id END "
+        "FROM tasks t JOIN agents q ON q.id = t.requester_id JOIN agents r ON r.id = t.recipient_id "
+        f"WHERE t.requester_id IN ({marks}) AND t.reply_id IS NULL ORDER BY t.interaction_id",
+        requester_ids).fetchall()
+    return [OpenTask(str(r[0]), int(r[1]), str(r[2]), int(r[3]), str(r[4]), str(r[5]), bool(r[6]), r[7])
+            for r in rows]
 
 
 # --- deadlines --------------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from wardian import errors
 from wardian.app import outcomes
 from wardian.app.runtime.approvals import Approvals
 from wardian.app.runtime.deadlines import Deadlines
+from wardian.app.runtime.deadlocks import Deadlocks
 from wardian.app.runtime.dispatch import Dispatcher
 from wardian.app.runtime.handle import AgentHandle, Owners
 from wardian.app.runtime.hosts import HostScope, OtherHosts, served_host
@@ -65,6 +66,7 @@ class Runtime:
         self.launcher = Launcher(home, writer, self.providers, self.owners, self.hosts, self.dispatcher,
                                  Observer(writer, self.pushes, self.approvals))
         self.deadlines = Deadlines(writer, self.owners, self.pushes)
+        self.deadlocks = Deadlocks(writer, self.owners)
         self.other_hosts = OtherHosts(writer, signals, self.owners, self.pushes, self.hosts,
                                       self._task_from_another_app, self.interrupt)
 

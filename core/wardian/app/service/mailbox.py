@@ -9,7 +9,7 @@ import anyio
 
 from wardian.app.service.messages import caller_of
 from wardian.app.service.registry import handlers
-from wardian.app.signals import CONNECTION, MAILBOX_ACTIVITY, PROVIDER_CONTEXT, ConnectionWaits, Waiter
+from wardian.app.signals import CONNECTION, DEADLOCK, MAILBOX_ACTIVITY, PROVIDER_CONTEXT, ConnectionWaits, Waiter
 from wardian.approvals import Approval
 from wardian.model import (
     DEFAULT_RECEIVE_LIMIT,
@@ -27,6 +27,7 @@ from wardian.protocol.methods import (
     OperatorReceiveParams,
     ReceiveResult,
     WaitResult,
+    deadlock_result,
     log_record_result,
     receive_result,
 )
@@ -113,7 +114,8 @@ async def _wait_for_records(
                 await waiter.wait()
                 if waiter.abandoned:
                     break
-                reason = waiter.reason
+                # A receive's wait is never the deadlock guard's (only `mailbox/wait` blocks with it).
+                reason = MAILBOX_ACTIVITY if waiter.reason == DEADLOCK else waiter.reason
     # Expired (or abandoned): an empty wait cancels nothing; later messages and replies remain available.
     return ReceivePage(records=(), cursor=None, acked=acked, more=False), True, None
 
@@ -171,10 +173,19 @@ async def wait(app: AppService, p: MailboxWaitParams) -> WaitResult:
             found = await app.writer.call(_look, me, connection)
             if found is not None:
                 return {"woke": True, "timed_out": False, "wake_reason": found}
-        if timeout_ms > 0 and await waiter.wait_for(timeout_ms / 1000) and not waiter.abandoned:
-            if waiter.reason == PROVIDER_CONTEXT:
-                await app.writer.call(_take_context, waiter, me)
-            return {"woke": True, "timed_out": False, "wake_reason": waiter.reason}
+        if timeout_ms == 0:
+            return expired
+        deadlocks = app.runtime.deadlocks
+        with deadlocks.blocking(me, caller.agent.name, waiter):
+            # Blocked from here: the last agent of a cycle to wait is the one that closes it (runtime/deadlocks.py).
+            await deadlocks.check()
+            if await waiter.wait_for(timeout_ms / 1000) and not waiter.abandoned:
+                if waiter.reason == DEADLOCK and waiter.deadlock is not None:
+                    return {"woke": False, "timed_out": False, "wake_reason": DEADLOCK,
+                            "deadlock": deadlock_result(waiter.deadlock)}
+                if waiter.reason == PROVIDER_CONTEXT:
+                    await app.writer.call(_take_context, waiter, me)
+                return {"woke": True, "timed_out": False, "wake_reason": waiter.reason}
     return expired
 
 

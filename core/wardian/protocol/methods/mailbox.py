@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, NotRequired
 
 from pydantic import Field, ValidationInfo, field_validator, with_config
 from typing_extensions import TypedDict
 
-from wardian.model import LogRecord, ReceivedRecord, ReceivePage, WakeReason
+from wardian.model import LogRecord, ReceivedRecord, ReceivePage, WaitReason, WakeReason
 from wardian.protocol.methods.approvals import ApprovalResult
 from wardian.protocol.methods.base import (
     CLOSED,
@@ -24,6 +24,11 @@ from wardian.protocol.methods.base import (
     sender_kind,
 )
 from wardian.protocol.methods.tasks import TaskFactsResult, task_facts_result
+from wardian.taskpolicy import Deadlock
+
+DEADLOCK_NEXT = ("No reply can end these waits: each agent named waits for a task another one holds. Answer the tasks "
+                 "in holding now (reply with their request_id: done, or blocked/failed to give up); waiting again "
+                 "changes nothing.")
 
 
 class MailboxReceiveParams(SessionParams):
@@ -91,10 +96,38 @@ def receive_result(p: ReceivePage, *, cursor: str | None, timed_out: bool,
 
 
 @with_config(CLOSED)
+class DeadlockTaskResult(TypedDict):
+    request_id: str
+    requester: str
+    recipient: str
+
+
+@with_config(CLOSED)
+class DeadlockResult(TypedDict):
+    """Why the deadlock guard ended a wait (docs/guide/teams.md): the agents waiting on each other, the tasks each
+    waits for that another holds, which of them the caller holds (`holding`) and assigned (`waiting_for`)."""
+
+    agents: list[str]
+    tasks: list[DeadlockTaskResult]
+    holding: list[str]
+    waiting_for: list[str]
+    next: str
+
+
+def deadlock_result(d: Deadlock) -> DeadlockResult:
+    return {"agents": list(d.agents),
+            "tasks": [{"request_id": t.request_id, "requester": t.requester, "recipient": t.recipient}
+                      for t in d.tasks],
+            "holding": list(d.holding), "waiting_for": list(d.waiting_for), "next": DEADLOCK_NEXT}
+
+
+@with_config(CLOSED)
 class WaitResult(TypedDict):
     woke: bool
     timed_out: bool
-    wake_reason: WakeReason | None
+    wake_reason: WaitReason | None
+    deadlock: NotRequired[DeadlockResult]
+    """Only when the deadlock guard ended the wait (`wake_reason: "deadlock"`, `woke` and `timed_out` false)."""
 
 
 @with_config(CLOSED)

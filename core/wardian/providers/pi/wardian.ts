@@ -24,7 +24,7 @@ const TOOLS = [
   {
     "name": "wait_agent",
     "title": "Wait for mailbox activity",
-    "description": "Wait until your Wardian mailbox has unacknowledged activity (information, tasks or replies addressed to you), without reading, claiming or acknowledging anything. Returns at once if activity is already waiting; otherwise waits up to timeout_ms (default and maximum 60000; 0 checks immediately). The result carries no message body: call receive_messages next to read the records. An expired wait (timed_out: true) is a normal result and cancels nothing. Waiting never starts or interrupts any agent.",
+    "description": "Wait until your Wardian mailbox has unacknowledged activity (information, tasks or replies addressed to you), without reading, claiming or acknowledging anything. Returns at once if activity is already waiting; otherwise waits up to timeout_ms (default and maximum 60000; 0 checks immediately). The result carries no message body: call receive_messages next to read the records. An expired wait (timed_out: true) is a normal result and cancels nothing. Waiting never starts or interrupts any agent. If you and other agents wait for tasks that only you hold (each took a task of another and waits for its own), the wait ends at once with wake_reason \"deadlock\" and a deadlock object naming the agents and tasks: answer the tasks in its holding list with reply instead of waiting again.",
     "inputSchema": {
       "type": "object",
       "properties": {

@@ -112,4 +112,8 @@ FROM_7: tuple[str, ...] = (
     """
     ALTER TABLE agents ADD COLUMN allow_rules TEXT;
     """,
+    # 15: the embedded store's migration 21: the open tasks by requester, for the deadlock guard.
+    """
+    CREATE INDEX tasks_open_by_requester ON tasks(requester_id) WHERE reply_id IS NULL;
+    """,
 )

@@ -118,4 +118,9 @@ FROM_13: tuple[str, ...] = (
     """
     ALTER TABLE agents ADD COLUMN allow_rules TEXT;
     """,
+    # 21: the deadlock guard reads the open tasks an agent waiting in `mailbox/wait` assigned (`chains.open_tasks_of`):
+    # by requester, among the open ones only, so its cost follows the waiting agents' open tasks, not the store.
+    """
+    CREATE INDEX tasks_open_by_requester ON tasks(requester_id) WHERE reply_id IS NULL;
+    """,
 )
