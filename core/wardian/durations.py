@@ -52,3 +52,14 @@ def parse_duration(text: str, field: str = "deadline") -> int:
         raise errors.InvalidArguments(f"{field} {text[:40]!r} is outside 1s..7d", field=field,
                                       allowed=DURATION_ALLOWED)
     return total
+
+
+def duration_text(ms: int) -> str:
+    """A duration as `parse_duration` reads it, largest units first (`5400000` -> `1h30m`), for what a person reads
+    back (`wardian status`)."""
+    parts = []
+    for unit in ("d", "h", "m", "s", "ms"):
+        count, ms = divmod(ms, _UNITS_MS[unit])
+        if count:
+            parts.append(f"{count}{unit}")
+    return "".join(parts) or "0s"

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 from wardian.cli.output import out
+from wardian.durations import duration_text
 
 
 class PlainLines:
@@ -80,3 +81,10 @@ def worktree_line(w: Mapping[str, Any]) -> str:
     state = {"clean": "clean", "dirty": f"dirty ({w['changed']} changed file(s))",
              "missing": "missing (its next start makes it again)"}.get(w["state"], f"unknown ({w['reason']})")
     return f"worktree {w['path']} on {w['branch']}{ahead}, {state}"
+
+
+def policy_line(p: Mapping[str, Any]) -> str:
+    """The team's task policy (`app/status`' `task_policy`) in one line of `wardian status` (docs/guide/teams.md)."""
+    deadline = p["task_deadline_ms"]
+    return (f"task policy: task_deadline {'none' if deadline is None else duration_text(deadline)}, "
+            f"max_task_depth {p['max_task_depth']}, max_chain_tasks {p['max_chain_tasks']}")

@@ -28,7 +28,7 @@ from wardian.cli.team_run import (
     stop_agents,
     stop_app,
 )
-from wardian.cli.team_show import progress, table, worktree_line
+from wardian.cli.team_show import policy_line, progress, table, worktree_line
 from wardian.home import Home
 from wardian.team import DEFAULT_FILE, Team, load_team
 from wardian.team.plan import plan_team
@@ -190,6 +190,7 @@ def _print_status(team: Team, root: Path, status: Mapping[str, Any] | None, agen
     else:
         out(f"app running for {root} (pid {status['pid']}, version {status['version']})"
             + (f"; web console at {status['console']}" if status.get("console") else ""))
+        out(policy_line(status["task_policy"]))
     rows = [("NAME", "PROVIDER", "STATUS", "CREDENTIAL", "PENDING", "IN-FLIGHT", "CONVERSATION", "TOKENS")]
     for a in agents:
         state = a["status"] or ("-" if status is None else "not added")

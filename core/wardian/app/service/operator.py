@@ -30,9 +30,11 @@ from wardian.protocol.methods import (
     ReceiveResult,
     SendResult,
     agent_overview_result,
+    team_policy_result,
 )
-from wardian.store import Store, approvals, hosts, roster, usage, worktrees
+from wardian.store import Store, approvals, chains, hosts, roster, usage, worktrees
 from wardian.store.worktrees import Worktree
+from wardian.taskpolicy import TaskPolicy
 
 if TYPE_CHECKING:
     from wardian.app.service.app import AppService
@@ -95,11 +97,17 @@ async def console_login(app: AppService, p: EmptyParams) -> ConsoleLoginResult:
 
 @handlers.serves("app/status")
 async def status(app: AppService, p: EmptyParams) -> AppStatusResult:
-    agents = len(await app.writer.call(roster.list_agents))
+    agents, policy = await app.writer.call(_status_reads)
     return {"running": True, "version": __version__, "protocol": PROTOCOL_VERSION, "pid": os.getpid(),
             "home": str(app.home.root), "started_at": app.started_at, "agents": agents,
             "waiting": app.signals.waiting(), "console": app.console.address if app.console else None,
-            "store_batches": app.writer.batches, "store_operations": app.writer.operations}
+            "store_batches": app.writer.batches, "store_operations": app.writer.operations,
+            "task_policy": team_policy_result(policy)}
+
+
+def _status_reads(store: Store) -> tuple[int, TaskPolicy]:
+    """`app/status`'s reads, in one store operation: how many agents, and the team's task policy."""
+    return len(roster.list_agents(store)), chains.policy(store)
 
 
 @handlers.serves("app/stop")

@@ -78,8 +78,6 @@ from wardian.protocol.methods.base import (
 from wardian.protocol.methods.chains import (
     OperatorFollowupParams,
     TeamPolicyParams,
-    TeamPolicyResult,
-    team_policy_result,
 )
 from wardian.protocol.methods.mailbox import (
     LogRecordResult,
@@ -108,7 +106,9 @@ from wardian.protocol.methods.operator import (
     OperatorInterruptParams,
     OperatorReceiveParams,
     OperatorSendParams,
+    TeamPolicyResult,
     agent_overview_result,
+    team_policy_result,
 )
 from wardian.protocol.methods.story import (
     AnswerResult,

@@ -1,15 +1,15 @@
 """Task deadlines and the loop guard's policy: `operator/followup` with a deadline, and `team/policy`, which `wardian
-up` calls with the team file's `task_deadline`, `max_task_depth` and `max_chain_tasks` (docs/guide/teams.md)."""
+up` calls with the team file's `task_deadline`, `max_task_depth` and `max_chain_tasks` (docs/guide/teams.md). Its
+result, `TeamPolicyResult`, lives with `app/status`'s in `operator`, which shows it too."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field, field_validator, with_config
-from typing_extensions import TypedDict
+from pydantic import Field, field_validator
 
 from wardian.durations import check_deadline_ms
-from wardian.protocol.methods.base import CLOSED, Params
+from wardian.protocol.methods.base import Params
 from wardian.protocol.methods.operator import OperatorSendParams
 from wardian.taskpolicy import MAX_CHAIN_TASKS_LIMIT, MAX_TASK_DEPTH_LIMIT, TaskPolicy
 
@@ -40,14 +40,3 @@ class TeamPolicyParams(Params):
         return TaskPolicy(self.task_deadline_ms, self.max_task_depth or default.max_task_depth,
                           self.max_chain_tasks or default.max_chain_tasks)
 
-
-@with_config(CLOSED)
-class TeamPolicyResult(TypedDict):
-    task_deadline_ms: int | None
-    max_task_depth: int
-    max_chain_tasks: int
-
-
-def team_policy_result(p: TaskPolicy) -> TeamPolicyResult:
-    return {"task_deadline_ms": p.task_deadline_ms, "max_task_depth": p.max_task_depth,
-            "max_chain_tasks": p.max_chain_tasks}

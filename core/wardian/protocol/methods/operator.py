@@ -23,6 +23,7 @@ from wardian.protocol.methods.base import (
 )
 from wardian.protocol.methods.usage import AgentUsageResult, agent_usage_result
 from wardian.protocol.methods.worktrees import WorktreeResult
+from wardian.taskpolicy import TaskPolicy
 
 
 class OperatorSendParams(Params):
@@ -104,6 +105,18 @@ class ConsoleLoginResult(TypedDict):
 
 
 @with_config(CLOSED)
+class TeamPolicyResult(TypedDict):
+    task_deadline_ms: int | None
+    max_task_depth: int
+    max_chain_tasks: int
+
+
+def team_policy_result(p: TaskPolicy) -> TeamPolicyResult:
+    return {"task_deadline_ms": p.task_deadline_ms, "max_task_depth": p.max_task_depth,
+            "max_chain_tasks": p.max_chain_tasks}
+
+
+@with_config(CLOSED)
 class AppStatusResult(TypedDict):
     running: bool
     version: str
@@ -118,3 +131,4 @@ class AppStatusResult(TypedDict):
     # group-commit batch (docs/benchmarks.md).
     store_batches: int
     store_operations: int
+    task_policy: TeamPolicyResult  # the team's task deadline and loop-guard limits (`team/policy`)

@@ -99,7 +99,7 @@ METHODS: dict[str, Method] = {
                               "Allow or deny a pending approval as a person (operator)."),
     "console/login": Method(EmptyParams, op.ConsoleLoginResult, False,
                             "A fresh one-time login URL of the web console (operator)."),
-    "team/policy": Method(ch.TeamPolicyParams, ch.TeamPolicyResult, False,
+    "team/policy": Method(ch.TeamPolicyParams, op.TeamPolicyResult, False,
                           "Set the team's task deadline and loop-guard limits (operator; `wardian up`)."),
 }
 
