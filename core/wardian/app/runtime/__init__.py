@@ -85,6 +85,7 @@ class Runtime:
             # Tasks whose deadline passed while the app was down end now, before any agent starts and takes them.
             await self.deadlines.settle()
             await tg.start(self.deadlines.run)
+            await tg.start(self.deadlocks.run)
             task_status.started()
             for agent_id in await self.writer.call(roster.agents_desired_on):
                 agent = await self.writer.call(roster.managed_agent, agent_id)

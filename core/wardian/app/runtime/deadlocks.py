@@ -13,8 +13,9 @@ agents closed under that rule (`deadlocked`), empty unless the agents' tasks clo
 agent not waiting, or at a task that may still be delivered, is never touched.
 
 When it is checked: as a wait begins to block, once at least one other agent is blocked too. A cycle closes only when
-its last agent starts to wait, because every other change either wakes a wait (a record, a reply, a steered task, an
-answered task) or cannot make a task held by an agent that is already blocked (it took its tasks before it waited).
+its last agent starts to wait, because every other change either wakes a wait (a record, a reply, an answered task)
+or cannot make a task held by an agent that is already blocked (it took its tasks before it waited). The look runs in
+the guard's own task (`run`), kicked by the waits, so a wait never waits for it and a burst of waits costs one look.
 Cost: nothing while fewer than two agents are blocked; otherwise one indexed read of the blocked agents' open tasks.
 
 Known gap: the guard sees the waits of this app only. On a shared store, a cycle through agents served by apps on
@@ -27,6 +28,9 @@ import logging
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+
+import anyio
+import anyio.abc
 
 from wardian import errors
 from wardian.app.runtime.handle import Owners
@@ -49,6 +53,7 @@ class Deadlocks:
         self.writer = writer
         self.owners = owners
         self._blocked: dict[Waiter, _Blocked] = {}
+        self._kick = anyio.Event()
 
     @contextmanager
     def blocking(self, agent_id: int, name: str, waiter: Waiter) -> Iterator[None]:
@@ -67,9 +72,35 @@ class Deadlocks:
                 agents.setdefault(blocked.agent_id, []).append(waiter)
         return agents
 
+    def _two_blocked(self) -> bool:
+        """Whether at least two agents are blocked: the one question every blocking wait asks, so it stops at the
+        second agent rather than grouping every wait (a hundred waits on one mailbox are one agent)."""
+        first: int | None = None
+        for waiter, blocked in self._blocked.items():
+            if not waiter.event.is_set():
+                if first is None:
+                    first = blocked.agent_id
+                elif blocked.agent_id != first:
+                    return True
+        return False
+
+    def blocked(self) -> None:
+        """A wait began to block: look for a deadlock soon (the guard's task; the wait does not wait for it)."""
+        if self._two_blocked():
+            self._kick.set()
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """The guard, for as long as the app runs: one look per burst of waits that began to block, so a hundred
+        agents arming their waits at once cost a few reads, not a hundred."""
+        task_status.started()
+        while True:
+            await self._kick.wait()
+            self._kick = anyio.Event()
+            await self.check()
+
     async def check(self) -> None:
-        """End every deadlocked wait with its `deadlock` result (a wait that begins to block calls this)."""
-        if len(self._waiting()) < 2:
+        """End every deadlocked wait with its `deadlock` result."""
+        if not self._two_blocked():
             return
         try:
             tasks = await self.writer.call(chains.open_tasks_of, tuple(sorted(self._waiting())))

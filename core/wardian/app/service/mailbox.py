@@ -178,7 +178,7 @@ async def wait(app: AppService, p: MailboxWaitParams) -> WaitResult:
         deadlocks = app.runtime.deadlocks
         with deadlocks.blocking(me, caller.agent.name, waiter):
             # Blocked from here: the last agent of a cycle to wait is the one that closes it (runtime/deadlocks.py).
-            await deadlocks.check()
+            deadlocks.blocked()
             if await waiter.wait_for(timeout_ms / 1000) and not waiter.abandoned:
                 if waiter.reason == DEADLOCK and waiter.deadlock is not None:
                     return {"woke": False, "timed_out": False, "wake_reason": DEADLOCK,
