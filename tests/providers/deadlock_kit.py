@@ -6,6 +6,7 @@ holds when a wait tells it that nobody else will (docs/guide/teams.md)."""
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,9 +39,16 @@ class Player:
     mine: str | None = None
     answer: str | None = None
     seen: set[str] = field(default_factory=set)
+    gate: threading.Barrier | None = None
+    """Shared by players whose turns must all be running before any assigns its task (each waits at its first step)."""
 
     def steps(self, count: int = 40) -> list[Any]:
-        return [self.assign(), *[self.step] * count]
+        return [self.first, *[self.step] * count]
+
+    def first(self, body: dict[str, Any]) -> ToolCall:
+        if self.gate is not None:
+            self.gate.wait(timeout=120)  # a bounded rendezvous of the model's request threads, not a sleep
+        return self.assign()
 
     def assign(self) -> ToolCall:
         return ToolCall("followup_task", {"target": self.peer, "message": f"{self.name} asks {self.peer}"})

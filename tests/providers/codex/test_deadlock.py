@@ -4,11 +4,19 @@ reads it once its wait returns (docs/guide/teams.md)."""
 
 from __future__ import annotations
 
+import threading
+
+import pytest
+
 from tests.providers.codex.conftest import CodexWorld
 from tests.providers.codex.test_runtime import wait_reply
 from tests.providers.deadlock_kit import Player
 
 TOOLS = ("followup_task", "receive_messages", "reply")
+
+# A hang guard, not a measure: starting two real Codex agents and running their turns took 13-22 s at a load average
+# of about 22 on a 2-core machine; the OpenCode pair of tests/providers/opencode/test_deadlock.py took up to 144 s.
+pytestmark = pytest.mark.timeout(300)
 
 
 def test_two_codex_agents_waiting_on_each_others_tasks_are_not_called_deadlocked(codex_world: CodexWorld) -> None:
@@ -18,7 +26,8 @@ def test_two_codex_agents_waiting_on_each_others_tasks_are_not_called_deadlocked
     _, human, _ = codex_world.agent("human", start=False)
     _, _, a_script = codex_world.agent("a", approve=TOOLS)
     _, _, b_script = codex_world.agent("b", approve=TOOLS)
-    a, b = Player("a", "b", 4_000, patience=5), Player("b", "a", 4_000, patience=5)
+    both = threading.Barrier(2)  # both turns run before either assigns its task: each task is steered
+    a, b = Player("a", "b", 4_000, patience=5, gate=both), Player("b", "a", 4_000, patience=5, gate=both)
     a_script.add(*a.steps())
     b_script.add(*b.steps())
     for name in ("a", "b"):
