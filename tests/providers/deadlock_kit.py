@@ -39,6 +39,8 @@ class Player:
     mine: str | None = None
     answer: str | None = None
     seen: set[str] = field(default_factory=set)
+    trace: list[str] = field(default_factory=list)
+    """What the model read and did, step by step (shown when a test fails)."""
     gate: threading.Barrier | None = None
     """Shared by players whose turns must all be running before any assigns its task (each waits at its first step)."""
 
@@ -54,6 +56,13 @@ class Player:
         return ToolCall("followup_task", {"target": self.peer, "message": f"{self.name} asks {self.peer}"})
 
     def step(self, body: dict[str, Any]) -> Any:
+        answer = self._step(body)
+        outputs = function_call_outputs(body)
+        read = f"{outputs[-1].name}: {outputs[-1].text[-160:]}" if outputs else "no tool output"
+        self.trace.append(f"{read} -> {getattr(answer, 'name', None) or getattr(answer, 'text', answer)}")
+        return answer
+
+    def _step(self, body: dict[str, Any]) -> Any:
         outputs = function_call_outputs(body)
         if not outputs:  # a steer cut the first answer short (Codex asks again): the task is not assigned yet
             return self.assign()

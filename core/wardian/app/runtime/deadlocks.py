@@ -27,7 +27,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 import anyio
 import anyio.abc
@@ -42,23 +41,17 @@ from wardian.taskpolicy import Deadlock, OpenTask
 log = logging.getLogger("wardian.app.runtime")
 
 
-@dataclass(frozen=True, slots=True)
-class _Blocked:
-    agent_id: int
-    name: str
-
-
 class Deadlocks:
     def __init__(self, writer: StoreWriter, owners: Owners) -> None:
         self.writer = writer
         self.owners = owners
-        self._blocked: dict[Waiter, _Blocked] = {}
+        self._blocked: dict[Waiter, int] = {}  # each blocked wait, and its agent's id
         self._kick = anyio.Event()
 
     @contextmanager
-    def blocking(self, agent_id: int, name: str, waiter: Waiter) -> Iterator[None]:
+    def blocking(self, agent_id: int, waiter: Waiter) -> Iterator[None]:
         """`waiter` (a wait of agent `agent_id`, subscribed) is blocked until the block ends."""
-        self._blocked[waiter] = _Blocked(agent_id, name)
+        self._blocked[waiter] = agent_id
         try:
             yield
         finally:
@@ -67,20 +60,20 @@ class Deadlocks:
     def _waiting(self) -> dict[int, list[Waiter]]:
         """The agents blocked now (a wait neither woken nor abandoned), with their waits."""
         agents: dict[int, list[Waiter]] = {}
-        for waiter, blocked in self._blocked.items():
+        for waiter, agent_id in self._blocked.items():
             if not waiter.event.is_set():
-                agents.setdefault(blocked.agent_id, []).append(waiter)
+                agents.setdefault(agent_id, []).append(waiter)
         return agents
 
     def _two_blocked(self) -> bool:
         """Whether at least two agents are blocked: the one question every blocking wait asks, so it stops at the
         second agent rather than grouping every wait (a hundred waits on one mailbox are one agent)."""
         first: int | None = None
-        for waiter, blocked in self._blocked.items():
+        for waiter, agent_id in self._blocked.items():
             if not waiter.event.is_set():
                 if first is None:
-                    first = blocked.agent_id
-                elif blocked.agent_id != first:
+                    first = agent_id
+                elif agent_id != first:
                     return True
         return False
 

@@ -176,7 +176,7 @@ async def wait(app: AppService, p: MailboxWaitParams) -> WaitResult:
         if timeout_ms == 0:
             return expired
         deadlocks = app.runtime.deadlocks
-        with deadlocks.blocking(me, caller.agent.name, waiter):
+        with deadlocks.blocking(me, waiter):
             # Blocked from here: the last agent of a cycle to wait is the one that closes it (runtime/deadlocks.py).
             deadlocks.blocked()
             if await waiter.wait_for(timeout_ms / 1000) and not waiter.abandoned:
