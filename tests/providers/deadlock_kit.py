@@ -75,9 +75,9 @@ class Player:
         if out.name == "wait_agent":
             return self._after_wait(body, result)
         if out.name == "receive_messages":
-            return self._after_receive(result)
+            return self._after_receive(body, result)
         if out.name == "reply":
-            return self._wait()
+            return self._next(body) or self._wait()
         raise AssertionError(f"{self.name}: unexpected tool result {out.name}: {out.text[:200]}")
 
     def _wait(self) -> ToolCall:
@@ -89,25 +89,34 @@ class Player:
             return self._answer(result["deadlock"]["holding"][0])
         if result["wake_reason"] == "mailbox_activity":
             return ToolCall("receive_messages", {})
-        # What the app put into the conversation instead of the mailbox: a task steered into this turn, a reply pushed.
-        for item in deliveries(body):
-            if item.get("kind") == "reply" and item.get("request_id") == self.mine:
-                return Message(f"{self.name} done: {item['text']}")
-            sender = item.get("from") or {}
-            rid = str(item.get("request_id"))
-            fresh = rid not in {*self.seen, *self.held}
-            if item.get("kind", TASK) == TASK and sender.get("name") == self.peer and fresh:
-                return self._answer(rid)
+        if (late := self._next(body)) is not None:
+            return late
         if sum(w["timed_out"] for w in self.waits) >= self.patience:
             return Message(f"{self.name} gave up waiting")
         return self._wait()
+
+    def _next(self, body: dict[str, Any]) -> Any:
+        """What a diligent model does next with what the app put into its conversation instead of its mailbox (a task
+        steered into this turn, a reply pushed): answer the peer's task it has not answered, else finish once its own
+        answer is in, else wait (None from a wait's result: the caller decides whether to wait again)."""
+        for item in deliveries(body):
+            if item.get("kind") == "reply" and item.get("request_id") == self.mine:
+                self.answer = str(item["text"])
+        for item in deliveries(body):
+            sender, rid = item.get("from") or {}, str(item.get("request_id"))
+            if item.get("kind", TASK) == TASK and sender.get("name") == self.peer and rid not in {*self.seen,
+                                                                                                  *self.held}:
+                return self._answer(rid)
+        if self.answer is not None:
+            return Message(f"{self.name} done: {self.answer}")
+        return None
 
     def _answer(self, request_id: str) -> ToolCall:
         self.held.append(request_id)
         return ToolCall("reply", {"request_id": request_id, "status": "done",
                                   "message": f"{self.name} answers {request_id}"})
 
-    def _after_receive(self, result: dict[str, Any]) -> Any:
+    def _after_receive(self, body: dict[str, Any], result: dict[str, Any]) -> Any:
         for record in result["records"]:
             if record["kind"] == "reply" and record["request_id"] == self.mine:
                 self.answer = record["text"]
@@ -115,6 +124,4 @@ class Player:
                 self.seen.add(record["request_id"])
         if result["records"]:
             return ToolCall("receive_messages", {"ack_cursor": result["cursor"]})
-        if self.answer is not None:
-            return Message(f"{self.name} done: {self.answer}")
-        return self._wait()
+        return self._next(body) or self._wait()
