@@ -95,3 +95,13 @@ def collect(world: AcpApp, token: str, count: int) -> list[dict[str, Any]]:
         got.extend(world.app.records_for(token))
     assert len(got) == count, f"more records than expected: {got}"
     return got
+
+
+def pending_approval(world: AcpApp, request_id: str) -> dict[str, Any]:
+    """The pending approval the task's turn asked, once `approval list` shows it (bounded poll)."""
+    for _ in range(2400):
+        found = [a for a in world.app.call("approval/list", {})["approvals"] if a["request_id"] == request_id]
+        if found:
+            return found[0]
+        settle()
+    raise AssertionError(f"no approval pending for {request_id}")

@@ -9,13 +9,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.conftest import app_on_a_fresh_home, pinned_npm_tool
 from tests.console.conftest import ConsoleApp
-from tests.providers.acp.conftest import REPO, AcpApp, collect, settle
+from tests.providers.acp.conftest import REPO, AcpApp, collect, pending_approval
 from wardian import errors
 from wardian_harness.models.scripted_model import Message, ScriptedModel, ToolCall
 
@@ -48,15 +47,6 @@ def _shell_task(world: AcpApp, lead: str, agent: str, made: Path, *, runs: bool 
     task = world.app.call("task/followup", {"session": lead, "target": agent, "message": f"make {made}"})
     return str(task["request_id"])
 
-
-def _pending(world: AcpApp, request_id: str) -> dict[str, Any]:
-    """The pending approval the task's turn asked, once `approval list` shows it (bounded poll)."""
-    for _ in range(2400):
-        found = [a for a in world.app.call("approval/list", {})["approvals"] if a["request_id"] == request_id]
-        if found:
-            return found[0]
-        settle()
-    raise AssertionError(f"no approval pending for {request_id}")
 
 
 def _told(world: AcpApp, agent: str) -> list[str]:
@@ -112,7 +102,7 @@ def test_a_person_allows_and_the_command_runs_once_and_the_task_is_done(person: 
     world, lead = person
     made = tmp_path / "allowed"
     request_id = _shell_task(world, lead, "asker", made)
-    asked = _pending(world, request_id)
+    asked = pending_approval(world, request_id)
     assert (asked["status"], asked["answerer"], asked["policy"]) == ("pending", None, "person")
     assert asked["deadline_at"] > asked["created_at"]
     assert not made.exists()  # nothing runs while the approval waits
@@ -133,7 +123,7 @@ def test_a_person_denies_with_a_reason_and_the_command_never_runs_and_the_model_
     world, lead = person
     made = tmp_path / "denied"
     request_id = _shell_task(world, lead, "asker", made, runs=False)
-    asked = _pending(world, request_id)
+    asked = pending_approval(world, request_id)
     world.app.cli("approval", "deny", asked["approval_id"], "--reason", "not on this machine", check=True)
     (answer,) = collect(world, lead, 1)
     assert answer["request_id"] == request_id
@@ -154,7 +144,7 @@ def test_of_two_answers_racing_exactly_one_reaches_the_agent(person: tuple[AcpAp
     world.agent("racer", approvals="person")
     made = tmp_path / "raced"
     request_id = _shell_task(world, lead, "racer", made)
-    approval_id = _pending(world, request_id)["approval_id"]
+    approval_id = pending_approval(world, request_id)["approval_id"]
     outcomes: list[object] = []
     gate = threading.Barrier(2)
 
@@ -211,7 +201,7 @@ def test_interrupting_the_turn_withdraws_its_pending_approval(person: tuple[AcpA
     world, lead = person
     made = tmp_path / "interrupted"
     request_id = _shell_task(world, lead, "asker", made, runs=False)
-    asked = _pending(world, request_id)
+    asked = pending_approval(world, request_id)
     world.app.call("operator/interrupt", {"target": "asker"})
     (answer,) = collect(world, lead, 1)
     assert (answer["request_id"], answer["status"]) == (request_id, "blocked")
@@ -229,7 +219,7 @@ def test_an_app_restart_withdraws_a_pending_approval_and_never_answers_it(qwen_c
     world.agent("restarted", approvals="person")
     made = tmp_path / "restarted"
     request_id = _shell_task(world, lead, "restarted", made, runs=False)
-    asked = _pending(world, request_id)
+    asked = pending_approval(world, request_id)
     world.restart_app()
     ended = world.app.call("approval/show", {"approval_id": asked["approval_id"]})
     assert (ended["status"], ended["decided_by"]) == ("withdrawn", "restart")

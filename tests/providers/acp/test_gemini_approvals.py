@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.conftest import pinned_npm_tool
-from tests.providers.acp.conftest import REPO, AcpApp, app_on_root, collect, settle, short_home
+from tests.providers.acp.conftest import REPO, AcpApp, app_on_root, collect, pending_approval, short_home
 from wardian_harness.models.scripted_model import Message, ScriptedModel, ToolCall
 
 SHELL = "run_shell_command"
@@ -37,14 +36,6 @@ def _shell_task(world: AcpApp, lead: str, made: Path, then: str) -> str:
     return str(task["request_id"])
 
 
-def _pending(world: AcpApp, request_id: str) -> dict[str, Any]:
-    for _ in range(2400):
-        found = [a for a in world.app.call("approval/list", {})["approvals"] if a["request_id"] == request_id]
-        if found:
-            return found[0]
-        settle()
-    raise AssertionError(f"no approval pending for {request_id}")
-
 
 def _told(world: AcpApp) -> list[str]:
     """What the model was given back for its shell calls."""
@@ -57,7 +48,7 @@ def test_a_person_allows_one_command_and_denies_the_next_on_gemini_cli(gemini: t
     world, lead = gemini
     made = tmp_path / "allowed"
     request_id = _shell_task(world, lead, made, "done after the shell")
-    asked = _pending(world, request_id)
+    asked = pending_approval(world, request_id)
     # Gemini CLI names no tool in its request: the kind (`execute`) and the command line, which it titles the call with.
     assert (asked["status"], asked["policy"], asked["kind"], asked["tool"]) == ("pending", "person", "command", None)
     assert asked["detail"]["command"] == f"mkdir {made}"
@@ -70,7 +61,7 @@ def test_a_person_allows_one_command_and_denies_the_next_on_gemini_cli(gemini: t
 
     refused = tmp_path / "denied"
     request_id = _shell_task(world, lead, refused, "the shell was refused")
-    asked = _pending(world, request_id)
+    asked = pending_approval(world, request_id)
     world.app.cli("approval", "deny", asked["approval_id"], "--reason", "not in this repository", check=True)
     (answer,) = collect(world, lead, 1)
     # Gemini CLI tells the model the call was refused and goes on with the turn (Qwen Code ends it instead); ACP's
