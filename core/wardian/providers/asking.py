@@ -3,19 +3,24 @@ waits for its answer, written once (docs/guide/approvals.md).
 
 A runtime calls `await asks.ask(ApprovalAsk(...))` in the task that answers its provider's native request (never in
 its reader loop): the ask is emitted as `ApprovalAsked`, and the call returns the app's `Decision`, or None when the
-approval was withdrawn. The runtime then writes its provider's native answer once. Withdrawn means nobody will answer:
-the app withdrew it, the turn that asked ended (`turn_ended`), the runtime ended (`end`), or the waiting task was
-cancelled (its provider's process or connection went away). On None the runtime refuses the request if its provider
-can still take an answer, so a request is never allowed unless someone allowed it.
+approval was withdrawn. A runtime whose reader sees the request may split the call: `asks.open(...)` in the reader
+emits at once (the app records the request a loop turn sooner than a task started for it would emit it), and
+`await asks.decision(...)` in the task it starts waits for the answer. The runtime then writes its provider's native
+answer once. Withdrawn means nobody will answer: the app withdrew it, the turn that asked ended (`turn_ended`), the
+runtime ended (`end`), or the waiting task was cancelled (its provider's process or connection went away). On None
+the runtime refuses the request if its provider can still take an answer, so a request is never allowed unless
+someone allowed it.
 
-Invariants: every reply handed to the app is settled by the time `ask` returns (answered by the app, or withdrawn
-here), so the app never holds an open reply whose provider request is gone; every ask is redacted of the agent's
-credentials before the app sees it (`approvals.redact`: a command the model wrote with a key in it is kept and shown).
+Invariants: every reply handed to the app is settled by the time `ask` or `decision` returns (answered by the app, or
+withdrawn here), or by `end`, so the app never holds an open reply whose provider request is gone; every ask is
+redacted of the agent's credentials before the app sees it (`approvals.redact`: a command the model wrote with a key
+in it is kept and shown).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 
 from wardian.overrides import credential_name
 from wardian.providers.approvals import ApprovalAsk, ApprovalAsked, ApprovalReply, Decision, redact
@@ -49,6 +54,15 @@ def secrets_of(env: Mapping[str, str], *more: str | None) -> tuple[str, ...]:
     return (*(v for k, v in env.items() if credential_name(k)), *(s for s in more if s))
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class Asked:
+    """One request handed to the app (`OpenAsks.open`): the turn that asked, its answer slot, the provider's key."""
+
+    turn_id: str | None
+    reply: ApprovalReply
+    key: str | None
+
+
 class OpenAsks:
     """The approvals one runtime asked and has not had answered (module docstring). `emit` is the runtime's
     `TurnState.emit`; `secrets` the agent's credential values (`secrets_of`)."""
@@ -56,28 +70,39 @@ class OpenAsks:
     def __init__(self, emit: Callable[[ProviderEvent], None], secrets: Iterable[str] = ()) -> None:
         self._emit = emit
         self._secrets = tuple(secrets)
-        self._open: list[tuple[str | None, ApprovalReply]] = []
+        self._open: list[Asked] = []
         self._keyed: dict[str, ApprovalReply] = {}
         self._ended = False
 
     async def ask(self, ask: ApprovalAsk, *, key: str | None = None) -> Decision | None:
         """Hand `ask` to the app and wait for its decision; None once withdrawn (module docstring). `key` is the
         provider's own id of the request, for a provider that may take a request back (`cancelled`)."""
-        reply = ApprovalReply()
+        return await self.decision(self.open(ask, key=key))
+
+    def open(self, ask: ApprovalAsk, *, key: str | None = None) -> Asked | None:
+        """Hand `ask` to the app now, without waiting: for a runtime's reader, so that the app sees the request
+        before the task that waits for its answer (`decision`) has even started. None: the runtime has ended (never
+        asked). The caller must pass what this returns to `decision`, or the reply stays open until `end`."""
         if self._ended:
             return None
-        entry = (ask.turn_id, reply)
-        self._open.append(entry)
+        asked = Asked(ask.turn_id, ApprovalReply(), key)
+        self._open.append(asked)
         if key is not None:
-            self._keyed[key] = reply
-        self._emit(ApprovalAsked(redact(ask, self._secrets), reply))
+            self._keyed[key] = asked.reply
+        self._emit(ApprovalAsked(redact(ask, self._secrets), asked.reply))
+        return asked
+
+    async def decision(self, asked: Asked | None) -> Decision | None:
+        """The app's decision on a request `open` handed over; None once withdrawn (or never asked)."""
+        if asked is None:
+            return None
         try:
-            return await reply.wait()
+            return await asked.reply.wait()
         finally:
-            reply.withdraw()  # cancelled (the provider went away): the app's pending approval ends as withdrawn
-            self._open.remove(entry)
-            if key is not None:
-                self._keyed.pop(key, None)
+            asked.reply.withdraw()  # cancelled (the provider went away): the app's pending approval ends as withdrawn
+            self._open.remove(asked)
+            if asked.key is not None:
+                self._keyed.pop(asked.key, None)
 
     def cancelled(self, key: str) -> bool:
         """The provider took its request `key` back: withdrawn. False: no such open request."""
@@ -86,15 +111,15 @@ class OpenAsks:
 
     def turn_ended(self, turn_id: str | None) -> None:
         """The turn `turn_id` ended: its requests can no longer be answered."""
-        for asked_in, reply in list(self._open):
-            if asked_in == turn_id:
-                reply.withdraw()
+        for asked in list(self._open):
+            if asked.turn_id == turn_id:
+                asked.reply.withdraw()
 
     def end(self) -> None:
         """The runtime ended: every open request is withdrawn, and any later one is never asked."""
         self._ended = True
-        for _, reply in list(self._open):
-            reply.withdraw()
+        for asked in list(self._open):
+            asked.reply.withdraw()
 
     @property
     def count(self) -> int:

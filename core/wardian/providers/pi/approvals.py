@@ -23,7 +23,7 @@ from typing import Any
 from wardian.model import PermissionOption
 from wardian.protocol.tools import parse_tool_names
 from wardian.providers.approvals import ApprovalAsk
-from wardian.providers.asking import OpenAsks
+from wardian.providers.asking import Asked, OpenAsks
 from wardian.providers.pi.rpc import Peer
 
 log = logging.getLogger("wardian.pi")
@@ -101,9 +101,9 @@ def answer(agent: str, request: dict[str, Any], allowed: frozenset[str]) -> dict
     return {"confirmed": False}
 
 
-async def decide(asks: OpenAsks, peer: Peer, request_id: str, ask: ApprovalAsk) -> None:
-    """Pi's own tool call, asked of the app: confirmed once it allowed it, else refused (the extension blocks the
-    call, and the model reads that it was denied). A withdrawn one is refused too: Pi's dialog waits until answered,
-    even after an abort."""
-    decision = await asks.ask(ask, key=request_id)
+async def decide(asks: OpenAsks, peer: Peer, request_id: str, asked: Asked | None) -> None:
+    """Pi's own tool call, asked of the app (by the reader, `OpenAsks.open`): confirmed once it allowed it, else
+    refused (the extension blocks the call, and the model reads that it was denied). A withdrawn one is refused too:
+    Pi's dialog waits until answered, even after an abort."""
+    decision = await asks.decision(asked)
     await peer.answer_dialog(request_id, {"confirmed": decision is not None and decision.allow})

@@ -196,7 +196,10 @@ class PiRuntime(TurnState):
         tool = approvals.native_tool(request)
         if tool is not None and self._tg is not None and self._peer is not None:
             ask = approvals.native_ask(request, tool, self.active_turn_id, str(self.spec.workspace))
-            self._tg.start_soon(approvals.decide, self._asks, self._peer, str(request.get("id")), ask)
+            request_id = str(request.get("id"))
+            # Handed to the app here, in the reader: the task that waits for the answer starts a loop turn later.
+            asked = self._asks.open(ask, key=request_id)
+            self._tg.start_soon(approvals.decide, self._asks, self._peer, request_id, asked)
             return None
         return approvals.answer(self.spec.name, request, self.spec.allowed)
 
