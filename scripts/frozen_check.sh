@@ -19,12 +19,15 @@ fi
 WARDIAN_TEST_CLI="$cli" WARDIAN_FROZEN_CLI="$cli" \
   .venv/bin/python -m pytest -n auto -p no:cacheprovider tests/mcp tests/providers/test_process.py \
   tests/providers/codex/test_registration.py tests/providers/opencode/test_registration.py tests/build "$@"
-# Discovery needs no home or session; the Inspector must list the seven tools from the frozen server.
+# Discovery needs no home or session; the Inspector must list every tool of protocol/tools.py, by name, from the
+# frozen server.
 listed="$(env -u WARDIAN_HOME -u WARDIAN_SESSION_ID timeout 300 \
   node_modules/.bin/mcp-inspector --cli "$cli" mcp serve --method tools/list)"
-count="$(printf '%s' "$listed" | .venv/bin/python -c 'import json, sys; print(len(json.load(sys.stdin)["tools"]))')"
-if [ "$count" != 7 ]; then
-  echo "frozen_check: mcp-inspector listed $count tools, expected 7" >&2
+names="$(printf '%s' "$listed" | .venv/bin/python -c 'import json, sys; print(" ".join(sorted(t["name"] for t in json.load(sys.stdin)["tools"])))')"
+expected="$(.venv/bin/python -c 'from wardian.protocol.tools import TOOL_NAMES; print(" ".join(sorted(TOOL_NAMES)))')"
+count="$(wc -w <<< "$names")"
+if [ "$names" != "$expected" ]; then
+  echo "frozen_check: mcp-inspector listed the tools [$names], expected [$expected]" >&2
   printf '%s\n' "$listed" >&2
   exit 1
 fi
