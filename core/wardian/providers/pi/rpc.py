@@ -32,6 +32,10 @@ __all__ = ["Gone", "LineLost", "NotSent", "Peer", "Pending", "Refused"]
 JsonObject = dict[str, Any]
 EventHandler = Callable[[JsonObject], None]
 DialogHandler = Callable[[JsonObject], "JsonObject | None"]
+IGNORED = (b'{"type":"message_update"', b'{"type":"tool_execution_update"')
+"""The starts of the lines of Pi's streaming events, which the runtime never reads: each carries the whole message or
+tool output so far, so they are dropped undecoded (`wardian.providers.lines`). Pi writes `type` first
+(`JSON.stringify` of an object made with it first); were it not, the line is decoded and then ignored all the same."""
 DIALOGS = ("select", "confirm", "input", "editor")
 """The `extension_ui_request` methods that wait for an answer (the others are fire-and-forget)."""
 
@@ -73,7 +77,7 @@ class Peer:
                  on_event: EventHandler, on_dialog: DialogHandler) -> None:
         self._name = name
         self._writer = LineWriter(stdin, "Pi")
-        self._reader = LineReader(name, "Pi", stdout)
+        self._reader = LineReader(name, "Pi", stdout, ignore=IGNORED)
         self._on_event = on_event
         self._on_dialog = on_dialog
         self._count = 0
