@@ -4,6 +4,7 @@ could fill the disk."""
 
 from __future__ import annotations
 
+import io
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,3 +46,28 @@ def test_the_app_log_rotates_at_its_bound_and_keeps_a_bounded_number_of_files(ap
     assert sum(sizes) <= (APP_LOG_BACKUPS + 1) * APP_LOG_MAX_BYTES
     last = (app_log.log_dir / "app.log").read_text(encoding="utf-8").splitlines()[-1]
     assert last.endswith(line)  # the newest lines are in app.log
+
+
+def test_the_terminal_of_app_run_gets_each_line_the_log_file_gets_across_a_rotation(tmp_path: Path) -> None:
+    """One handler writes both (`wardian.app.logfile`): each line formatted once, the same text in both places."""
+    home = Home(tmp_path / "home")
+    prepare_home(home)
+    logger = logging.getLogger("wardian")
+    before = list(logger.handlers)
+    terminal = io.StringIO()
+    configure_logging(home, terminal)
+    try:
+        log = logging.getLogger("wardian.app")
+        line = "é" * 500  # two bytes each in the file: the bound is in bytes
+        for i in range(APP_LOG_MAX_BYTES // 1000 + 10):
+            log.warning("%d %s", i, line)
+    finally:
+        for handler in logger.handlers[len(before):]:
+            handler.close()
+            logger.removeHandler(handler)
+    rotated = (home.log_dir / "app.log.1").read_text(encoding="utf-8").splitlines()
+    current = (home.log_dir / "app.log").read_text(encoding="utf-8").splitlines()
+    assert terminal.getvalue().splitlines() == rotated + current
+    assert current
+    assert (home.log_dir / "app.log.1").stat().st_size <= APP_LOG_MAX_BYTES
+    assert all(" WARNING wardian.app: " in text for text in rotated + current)

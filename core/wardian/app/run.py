@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import logging.handlers
 import os
 import secrets
 import signal
@@ -28,6 +27,7 @@ import anyio
 import anyio.abc
 
 from wardian import errors, filelock
+from wardian.app.logfile import AppLog
 from wardian.app.notify import Notifier
 from wardian.app.ports import ConsoleSetup, WebConsole
 from wardian.app.runtime import Runtime
@@ -105,15 +105,9 @@ def configure_logging(home: Home, stream: IO[str] | None) -> None:
     disk; and `stream` (the terminal of `app run`) when given."""
     root = logging.getLogger("wardian")
     root.setLevel(logging.INFO)
-    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
-    handler = logging.handlers.RotatingFileHandler(
-        home.log_dir / "app.log", maxBytes=APP_LOG_MAX_BYTES, backupCount=APP_LOG_BACKUPS, encoding="utf-8")
-    handler.setFormatter(fmt)
+    handler = AppLog(home.log_dir / "app.log", APP_LOG_MAX_BYTES, APP_LOG_BACKUPS, stream)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root.addHandler(handler)
-    if stream is not None:
-        console = logging.StreamHandler(stream)
-        console.setFormatter(fmt)
-        root.addHandler(console)
 
 
 def default_host_name() -> str:
