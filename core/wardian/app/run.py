@@ -13,6 +13,7 @@ never loads Starlette, uvicorn or Jinja2.
 from __future__ import annotations
 
 import functools
+import gc
 import logging
 import os
 import secrets
@@ -268,6 +269,10 @@ async def _serve(
     announcements: Announcements | None = None,
     notify: Sequence[str] | None = None,
 ) -> None:
+    # What the start made (modules, classes, the store) lives as long as the app: out of the collector's sight, a
+    # full collection, which stops the event loop while it runs, walks only what serving made since. Measured with
+    # `scripts/bench.py --only approvals` (2-core VM): the one full collection of the run 18.3 ms before, 4.8 after.
+    gc.freeze()
     writer = StoreWriter(store)
     stopping = anyio.Event()
     signals_ = MailboxSignals()
