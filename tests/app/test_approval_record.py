@@ -4,6 +4,8 @@ it, not for one per lookup (docs/guide/approvals.md#speed). Through the in-proce
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import anyio
 import pytest
 
@@ -69,3 +71,19 @@ async def test_a_request_is_routed_and_recorded_by_one_store_operation(policy: P
 
 async def _true(value: bool) -> bool:
     return value
+
+
+@pytest.mark.anyio
+async def test_a_request_asked_before_the_app_bound_the_turn_s_task_is_recorded_with_that_task_and_its_lead() -> None:
+    """A provider may ask as its turn starts, before the app has bound the task to the turn: the record waits for the
+    binding (the dispatcher's submit lock), so it still names the task and, under `lead`, its lead."""
+    async with world() as w:
+        await w.call("agent/start", agent="worker", approvals="lead")
+        fake = w.worker()
+        ask = ApprovalAsk(None, "command", "run `ls` in /w", {"command": "ls", "cwd": "/w"}, OPTIONS, tool="bash")
+        fake.ask_at_start = lambda turn_id: ApprovalAsked(replace(ask, turn_id=turn_id), ApprovalReply())
+        rid = (await w.call("task/followup", session=w.lead, target="worker", message="list the files"))["request_id"]
+        (got,) = await w.until(lambda: _pending(w), "the request was never recorded")
+        lead = roster.resolve_agent(w.store, "lead")
+        assert (got.request_id, got.turn_id, got.answerer) == (rid, ledger.task(w.store, rid).turn_id,
+                                                               Party("lead", lead.uuid))

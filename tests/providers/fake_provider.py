@@ -9,7 +9,7 @@ providers' own (`TurnState`), as a new provider's would be.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +20,7 @@ import anyio.lowlevel
 from wardian import errors
 from wardian.model import Interaction
 from wardian.overrides import ValueSyntax
+from wardian.providers.approvals import ApprovalAsked
 from wardian.providers.base import (
     Capabilities,
     LaunchSpec,
@@ -49,6 +50,9 @@ class FakeRuntime(TurnState):
         self.push_faults: list[str | None] = []  # per push: None, "unavailable" or "lost"
         self._stop = anyio.Event()
         self._turn_ids = itertools.count(1)
+        # When set, a turn asks this approval as it starts, before `start_turn` returns (the app has not yet bound the
+        # task to the turn), and `start_turn` returns only once every other task of the app waits.
+        self.ask_at_start: Callable[[str], ApprovalAsked] | None = None
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[str | None] = anyio.TASK_STATUS_IGNORED) -> None:
         self.became_ready(self.thread_id or f"fake-thread-{self.spec.uuid[:8]}")
@@ -74,6 +78,9 @@ class FakeRuntime(TurnState):
         self.activate(turn_id)
         self.turn_started.set()
         self.turn_started = anyio.Event()
+        if self.ask_at_start is not None:
+            self.emit(self.ask_at_start(turn_id))
+            await anyio.wait_all_tasks_blocked()  # as a provider's acknowledgement takes its time
         return Started(turn_id)
 
     async def steer(self, task: TaskDelivery, expected_turn_id: str) -> str:

@@ -48,9 +48,12 @@ class Approvals:
     async def asked(self, handle: AgentHandle, event: ApprovalAsked) -> Approval:
         """Record the request (pending) and route it by the agent's policy; returns the record as it stands."""
         ask = event.ask
-        # One writer call, one transaction and one commit: routing and recording (`approvals.ask`).
-        record, rule, timeout_ms = await self.writer.call(approvals.ask, handle.agent_id, ask.turn_id, ask.kind,
-                                                          ask.tool, ask.summary, ask.detail, ask.options)
+        # One writer call, one transaction and one commit: routing and recording (`approvals.ask`). Under the submit
+        # lock: a provider may ask as its turn starts, before the dispatcher, which holds the lock from the start of
+        # the turn to the binding of its task, has bound the task, and the record names that task and its lead.
+        async with handle.runtime.submit_lock:
+            record, rule, timeout_ms = await self.writer.call(approvals.ask, handle.agent_id, ask.turn_id, ask.kind,
+                                                              ask.tool, ask.summary, ask.detail, ask.options)
         policy = record.policy
         log.warning("agent %s asks approval %s (%s): %s", handle.name, record.approval_id,
                     record.request_id or "no task", ask.summary)
