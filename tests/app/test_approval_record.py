@@ -87,3 +87,28 @@ async def test_a_request_asked_before_the_app_bound_the_turn_s_task_is_recorded_
         lead = roster.resolve_agent(w.store, "lead")
         assert (got.request_id, got.turn_id, got.answerer) == (rid, ledger.task(w.store, rid).turn_id,
                                                                Party("lead", lead.uuid))
+
+
+@pytest.mark.anyio
+async def test_the_agent_s_answer_leaves_before_the_person_s_call_returns() -> None:
+    """The agent is what waits on an answer (docs/guide/approvals.md#speed): the runtime's task that writes it to the
+    provider, woken by the answer, has run by the time `approval/answer` returns to the person."""
+    async with world() as w:
+        await w.call("agent/start", agent="worker", approvals="person")
+        await w.call("task/followup", session=w.lead, target="worker", message="list the files")
+        fake = w.worker()
+        await w.until(lambda: _true(fake.active_turn_id is not None), "the turn never started")
+        reply = ApprovalReply()
+        written: list[bool] = []
+
+        async def provider_side() -> None:  # as a runtime's task answering its provider's request
+            decision = await reply.wait()
+            written.append(decision is not None and decision.allow)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(provider_side)
+            ask = ApprovalAsk(fake.active_turn_id, "command", "run `ls` in /w", {"command": "ls"}, OPTIONS, tool="bash")
+            fake.emit(ApprovalAsked(ask, reply))
+            (got,) = await w.until(lambda: _pending(w), "the request was never recorded")
+            await w.call("approval/answer", approval_id=got.approval_id, decision="allow")
+            assert written == [True]

@@ -118,6 +118,9 @@ class Approvals:
                 await self.writer.call(approvals.restate, approval_id, ApprovalStatus.WITHDRAWN, "provider")
             raise errors.ApprovalEnded(f"approval {approval_id} was withdrawn: its agent can no longer take an answer",
                                        field="approval_id", status=ApprovalStatus.WITHDRAWN.value)
+        # The agent waits on this answer; whoever answered only on the response: the runtime's task that writes it
+        # to the provider, woken just now, runs before the log line and the response (docs/guide/approvals.md#speed).
+        await anyio.lowlevel.cancel_shielded_checkpoint()
         log.warning("approval %s: %s by %s", approval_id, status.value, decided_by)
         return ended
 
