@@ -17,10 +17,18 @@ Pi's side is read by a relay between Pi and the app (the agent's executable, `WA
 starts Pi and copies its input and output): it stamps each confirmation request it reads from Pi and each answer it
 reads from the app on the monotonic clock the bench reads too (CLOCK_MONOTONIC, shared by the processes of a
 host). The relay's hop is counted in the first figure (the request reaches the app through it), not in the second.
+The stamps reach the bench through a named pipe, not a file: a file's appended block would be flushed by the very
+commit that records the request (ext4 orders an fsync after the data written before it), which no real agent's
+approval pays.
+
+The scripted model waits `THINK_S` before it answers with the tool call, as any model takes its time: answered at
+once, Pi would ask while the app is still committing the turn's own start (the task bound to its turn, the agent
+active), and the figure would measure that queue (docs/guide/approvals.md#speed).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import time
@@ -38,6 +46,8 @@ WARM = 2
 LIST_ROUNDS = 50
 """Round trips of `approval/list` with nothing pending, taken after each approval: the app's own round trip."""
 DEADLINE_S = 60.0
+THINK_S = 0.02
+"""How long the scripted model takes before it answers with the tool call (a real model: seconds)."""
 
 RELAY = '''#!{python}
 """Pi between the app and a tap: stamps the confirmation requests Pi writes and the answers it is given."""
@@ -79,12 +89,12 @@ def bench_approvals(cfg: Config) -> None:
     """Pi's approvals through the app beside the app's own round trip, interleaved."""
     from wardian_harness.models.scripted_model import ScriptedModel
 
-    n = 10 if cfg is QUICK else 60
+    n = 10 if cfg is QUICK else 200  # a p99 of 200: the third largest, not the second of 60
     root = new_home()
     try:
-        tap = root / "pi-tap.txt"
+        tap = Tap(root / "pi-tap")
         relay = root / "pi-relay"
-        relay.write_text(RELAY.format(python=sys.executable, pi=find_pi(), tap=str(tap)), encoding="utf-8")
+        relay.write_text(RELAY.format(python=sys.executable, pi=find_pi(), tap=str(tap.path)), encoding="utf-8")
         relay.chmod(0o755)
         with ScriptedModel() as model, bench_app(root, {"WARDIAN_PI": str(relay)}) as app, \
                 AppClient(app.home) as client:
@@ -95,6 +105,7 @@ def bench_approvals(cfg: Config) -> None:
                                         "config": settings(script.base_url)}, timeout_s=300)
             (_, sink), = add_agents(client, "sink", 1)
             visible, received, listed, sent = _rounds(client, script, (lead, sink), tap, n)
+        tap.close()
     finally:
         shutil.rmtree(root, ignore_errors=True)
     list_p99, send_p99 = pct(listed, 0.99), pct(sent, 0.99)
@@ -117,13 +128,19 @@ def bench_approvals(cfg: Config) -> None:
              ratio_to_roundtrip=round(pct(values, 0.99) / list_p99, 2),
              target="p99 <= 2 x approvals_send_roundtrip p99 (the app's durable write, one commit as here)",
              met=ratio <= 2, how=how,
-             agent=f"real Pi on the scripted model, --approvals person, one bash call a task (the first {WARM} not "
-                   "counted)")
+             agent=f"real Pi on the scripted model (answering after {THINK_S * 1000:g} ms), --approvals person, one "
+                   f"bash call a task (the first {WARM} not counted)")
 
 
-def _rounds(client: AppClient, script: Any, tokens: tuple[str, str], tap: Path,
+def _rounds(client: AppClient, script: Any, tokens: tuple[str, str], tap: Tap,
             n: int) -> tuple[list[float], list[float], list[float], list[float]]:
     from wardian_harness.models.scripted_model import Message, ToolCall
+
+    call = ToolCall("bash", {"command": "true"}, namespace=None)
+
+    def thinking(_body: object) -> ToolCall:
+        time.sleep(THINK_S)  # on the scripted model's handler thread: this request's answer only
+        return call
 
     lead, sink = tokens
     visible: list[float] = []
@@ -131,13 +148,13 @@ def _rounds(client: AppClient, script: Any, tokens: tuple[str, str], tap: Path,
     listed: list[float] = []
     sent: list[float] = []
     for i in range(n + WARM):
-        script.add(ToolCall("bash", {"command": "true"}, namespace=None), Message(f"ran {i}"))
+        script.add(thinking, Message(f"ran {i}"))
         rid = followup(client, lead, f"run true {i}")
         approval_id, seen = _first_visible(client)
-        asked = _stamp(tap, "request", i)
+        asked = tap.stamp("request", i)
         answered = time.monotonic_ns()
         client.call("approval/answer", {"approval_id": approval_id, "decision": "allow"})
-        reached = _stamp(tap, "answer", i)
+        reached = tap.stamp("answer", i)
         wait_reply(client, lead, rid)
         for _ in range(LIST_ROUNDS):
             t0 = time.monotonic_ns()
@@ -165,13 +182,38 @@ def _first_visible(client: AppClient) -> tuple[str, int]:
     raise RuntimeError(f"no approval appeared within {DEADLINE_S} s")
 
 
-def _stamp(tap: Path, kind: str, index: int) -> int:
-    """The relay's stamp of the `index`-th line of `kind` (bounded wait: the relay writes it as the line passes)."""
-    deadline = time.monotonic() + DEADLINE_S
-    while time.monotonic() < deadline:
-        stamps = [int(line.split()[1]) for line in tap.read_text(encoding="utf-8").splitlines()
-                  if line.startswith(kind + " ")] if tap.exists() else []
-        if len(stamps) > index:
-            return stamps[index]
-        time.sleep(0.001)  # a bounded poll of a file another process appends to, not a synchronisation point
-    raise RuntimeError(f"the relay stamped no {kind} #{index} within {DEADLINE_S} s")
+class Tap:
+    """The relay's stamps, read from a named pipe at `path` only when the bench asks for one: never while it waits
+    for an approval to show, where a thread of its own woken by each stamp would take the interpreter from the
+    poller at the very moment measured."""
+
+    def __init__(self, path: Path) -> None:
+        os.mkfifo(path, 0o600)
+        self.path = path
+        # Non-blocking: opened before the relay opens it to write, and read only what is there.
+        self._fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        self._pending = b""
+        self._stamps: dict[str, list[int]] = {"request": [], "answer": []}
+
+    def stamp(self, kind: str, index: int) -> int:
+        """The relay's stamp of the `index`-th line of `kind` (bounded wait: it writes it as the line passes)."""
+        deadline = time.monotonic() + DEADLINE_S
+        while len(self._stamps[kind]) <= index:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the relay stamped no {kind} #{index} within {DEADLINE_S} s")
+            try:
+                chunk = os.read(self._fd, 1 << 16)
+            except BlockingIOError:
+                chunk = b""
+            if not chunk:  # nothing yet (or the relay has not opened it yet)
+                time.sleep(0.001)  # a bounded poll of a pipe another process writes to, not a synchronisation point
+                continue
+            self._pending += chunk
+            *lines, self._pending = self._pending.split(b"\n")
+            for line in lines:
+                name, ns = line.decode().split()
+                self._stamps[name].append(int(ns))
+        return self._stamps[kind][index]
+
+    def close(self) -> None:
+        os.close(self._fd)
