@@ -15,7 +15,15 @@ from tests.store.test_receipts import undo_allow_rules, undo_approvals
 from tests.store.test_restart_lost import _task, caller_for
 from tests.store.test_usage import _bound
 from wardian import errors
-from wardian.approvals import DEFAULT_TIMEOUT_MS, MAX_SUMMARY_CHARS, Approval, ApprovalStatus, Policy
+from wardian.approvals import (
+    DEFAULT_TIMEOUT_MS,
+    MAX_DETAIL_CHARS,
+    MAX_REASON_CHARS,
+    MAX_SUMMARY_CHARS,
+    Approval,
+    ApprovalStatus,
+    Policy,
+)
 from wardian.model import InteractionKind, Party, PermissionOption
 from wardian.store import Store, approvals, history, mailbox, roster
 
@@ -212,3 +220,25 @@ def test_a_lead_s_pending_approval_reaches_the_lead_s_mailbox_as_information_fro
     approvals.end(store, approval_id, ApprovalStatus.ALLOWED, "person")
     assert approvals.tell_lead(store, approval_id, "too late") is None
     assert approvals.tell_lead(store, _open(store, a.id), "a person's") is None
+
+
+def test_what_ask_and_end_return_is_what_the_store_reads_back(store: Store) -> None:
+    """`ask` and `end` make the record they return from the values they wrote instead of reading it again (fewer
+    statements while a person waits: docs/guide/approvals.md#speed): it must be the record `get` reads, cut where
+    the store cuts (a long summary, tool, detail and reason) and with the options as the store keeps them."""
+    worker = caller_for(store, "worker")
+    approvals.set_policy(store, worker.agent.id, "person", 7000)
+    detail = {"command": "x" * (MAX_DETAIL_CHARS + 10), "cwd": "/w", "n": 3}
+    record, rule, _ = approvals.ask(store, worker.agent.id, None, "tool", "T" * (MAX_SUMMARY_CHARS + 5),
+                                    "s" * (MAX_SUMMARY_CHARS + 5), detail, OPTIONS)
+    assert rule is None
+    assert record == approvals.get(store, record.approval_id)
+    assert "trimmed" in record.detail
+    plain, _, _ = approvals.ask(store, worker.agent.id, None, "other", None, "use x", {"path": "/w/é"}, ())
+    assert plain == approvals.get(store, plain.approval_id)
+    ended = approvals.end(store, record.approval_id, ApprovalStatus.DENIED, "person", False, "r" * 5000)
+    assert ended == approvals.get(store, record.approval_id)
+    assert ended.reason is not None
+    assert len(ended.reason) == MAX_REASON_CHARS
+    allowed = approvals.end(store, plain.approval_id, ApprovalStatus.ALLOWED, "person", True)
+    assert allowed == approvals.get(store, plain.approval_id)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from wardian import errors
@@ -48,9 +49,15 @@ def policy_of(store: Store, agent_id: int) -> tuple[Policy, int]:
 
 def asking_of(store: Store, agent_id: int) -> tuple[Policy, int, tuple[str, ...]]:
     """The agent's approval policy, deadline (ms) and allow rules, defaults filled in: what routes a request."""
-    row = store.db.execute("SELECT approvals, approval_timeout_ms, allow_rules FROM agents WHERE id = ?",
+    return _asking(store, agent_id)[:3]
+
+
+def _asking(store: Store, agent_id: int) -> tuple[Policy, int, tuple[str, ...], Party]:
+    """`asking_of` and the agent as a party, in one statement."""
+    row = store.db.execute("SELECT approvals, approval_timeout_ms, allow_rules, name, uuid FROM agents WHERE id = ?",
                            (agent_id,)).fetchone()
-    return Policy(row[0] or Policy.DENY), int(row[1] or DEFAULT_TIMEOUT_MS), tuple(json.loads(row[2] or "[]"))
+    return (Policy(row[0] or Policy.DENY), int(row[1] or DEFAULT_TIMEOUT_MS), tuple(json.loads(row[2] or "[]")),
+            Party(row[3], row[4]))
 
 
 def set_policy(store: Store, agent_id: int, policy: str | None, timeout_ms: int | None,
@@ -78,17 +85,21 @@ def ask(store: Store, agent_id: int, turn_id: str | None, kind: str, tool: str |
     """Record the agent's request, routed as its policy says (docs/guide/approvals.md): its task is the one its turn
     `turn_id` works on; under `lead` (and no allow rule matching) the sender of that task may answer it; a request an
     allow rule decides or the `deny` policy refuses has no deadline. Returns the pending record, the allow rule that
-    matched (None: someone must answer) and the deadline's length (ms)."""
-    policy, timeout_ms, allow = asking_of(store, agent_id)
+    matched (None: someone must answer) and the deadline's length (ms).
+
+    Where nothing routes to a lead, three statements (a person waits to see it: docs/guide/approvals.md#speed): the
+    agent's row, the turn's task, the insert; the record is made from what they gave, not read back."""
+    policy, timeout_ms, allow, agent = _asking(store, agent_id)
     # An allow rule decides before any routing (docs/guide/approvals.md#allow-rules): no lead, no deadline.
     rule = matching_rule(allow, kind, tool, detail)
     request_ids = ledger.tasks_of_turn(store, turn_id) if turn_id else []
     request_id = request_ids[0] if request_ids else None
     # The lead is the sender of the task being worked on; a person's task (or none) has no lead: a person.
     lead = lead_of(store, request_id) if policy is Policy.LEAD and request_id and rule is None else None
-    deadline_at = None if policy is Policy.DENY or rule is not None else now_ms() + timeout_ms
-    record = open_approval(store, agent_id, request_id, turn_id, kind, tool, summary, detail, options, policy, lead,
-                           deadline_at)
+    created_at = now_ms()
+    deadline_at = None if policy is Policy.DENY or rule is not None else created_at + timeout_ms
+    record = _insert(store, agent, agent_id, request_id, turn_id, kind, tool, summary, detail, options,
+                     policy, lead, deadline_at, created_at)
     return record, rule, timeout_ms
 
 
@@ -114,18 +125,32 @@ def open_approval(store: Store, agent_id: int, request_id: str | None, turn_id: 
                   tool: str | None, summary: str, detail: Mapping[str, Any], options: Sequence[PermissionOption],
                   policy: Policy, answerer_id: int | None, deadline_at: int | None) -> Approval:
     """Record a new pending approval; returns it."""
-    approval_id = f"{ID_PREFIX}{now_ms():011x}{secrets.token_hex(8)}"
+    return _insert(store, party_of_id(store.db, agent_id, {}), agent_id, request_id, turn_id, kind, tool, summary,
+                   detail, options, policy, answerer_id, deadline_at, now_ms())
+
+
+def _insert(store: Store, agent: Party, agent_id: int, request_id: str | None, turn_id: str | None, kind: str,
+            tool: str | None, summary: str, detail: Mapping[str, Any], options: Sequence[PermissionOption],
+            policy: Policy, answerer_id: int | None, deadline_at: int | None, created_at: int) -> Approval:
+    """Insert a pending approval; the record it wrote, made from the same values (as `_of` would read them back)."""
+    approval_id = f"{ID_PREFIX}{created_at:011x}{secrets.token_hex(8)}"
     shown = json.dumps(dict(detail), ensure_ascii=False, default=str)
     if len(shown) > MAX_DETAIL_CHARS:
         shown = json.dumps({"trimmed": shown[:MAX_DETAIL_CHARS]}, ensure_ascii=False)
+    kept_tool = (tool or None) and tool[:MAX_SUMMARY_CHARS]
+    kept_options = json.dumps([list(o) for o in options])
     with store.atomic():
         store.db.write(
             f"INSERT INTO approvals ({_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', NULL, 0, NULL, "
             "?, NULL)",
-            (approval_id, agent_id, request_id, turn_id, kind, (tool or None) and tool[:MAX_SUMMARY_CHARS],
-             summary[:MAX_SUMMARY_CHARS], shown, json.dumps([list(o) for o in options]), policy.value,
-             answerer_id, deadline_at, now_ms()))
-    return get(store, approval_id)
+            (approval_id, agent_id, request_id, turn_id, kind, kept_tool, summary[:MAX_SUMMARY_CHARS], shown,
+             kept_options, policy.value, answerer_id, deadline_at, created_at))
+    return Approval(
+        approval_id=approval_id, agent=agent, request_id=request_id, turn_id=turn_id, kind=kind, tool=kept_tool,
+        summary=summary[:MAX_SUMMARY_CHARS], detail=json.loads(shown),
+        options=tuple(PermissionOption(*map(str, o)) for o in json.loads(kept_options)), policy=policy,
+        answerer=party_by_id(store.db, answerer_id, {}), deadline_at=deadline_at, status=ApprovalStatus.PENDING,
+        decided_by=None, always=False, reason=None, created_at=created_at, ended_at=None)
 
 
 def end(store: Store, approval_id: str, status: ApprovalStatus, decided_by: str, always: bool = False,
@@ -139,15 +164,17 @@ def end(store: Store, approval_id: str, status: ApprovalStatus, decided_by: str,
         current = get(store, approval_id)
         if answerer_id is not None and (current.answerer is None or current.answerer.uuid != _uuid(store, answerer_id)):
             raise errors.NotRecipient(f"approval {approval_id} is not yours to answer", field="approval_id")
+        kept_reason, ended_at = reason and reason[:MAX_REASON_CHARS], now_ms()
         changed = store.db.write(
             "UPDATE approvals SET status = ?, decided_by = ?, always = ?, reason = ?, ended_at = ? "
             "WHERE public_id = ? AND status = 'pending'",
-            (status.value, decided_by, int(always), reason and reason[:MAX_REASON_CHARS], now_ms(),
-             approval_id)).rowcount
+            (status.value, decided_by, int(always), kept_reason, ended_at, approval_id)).rowcount
         if changed != 1:
             raise errors.ApprovalEnded(f"approval {approval_id} already ended: {current.status.value}",
                                        field="approval_id", status=current.status.value)
-    return get(store, approval_id)
+    # Read before the update in this transaction, ended by it: the record as `get` would read it now.
+    return replace(current, status=status, decided_by=decided_by, always=always, reason=kept_reason,
+                   ended_at=ended_at)
 
 
 def restate(store: Store, approval_id: str, status: ApprovalStatus, decided_by: str) -> None:
