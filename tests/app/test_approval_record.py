@@ -112,3 +112,47 @@ async def test_the_agent_s_answer_leaves_before_the_person_s_call_returns() -> N
             (got,) = await w.until(lambda: _pending(w), "the request was never recorded")
             await w.call("approval/answer", approval_id=got.approval_id, decision="allow")
             assert written == [True]
+
+
+async def _asks_for_the_lead(w: World) -> Approval:
+    """The worker (under `lead`) asks while it works on the lead's task; the request as recorded."""
+    await w.call("agent/start", agent="worker", approvals="lead")
+    rid = (await w.call("task/followup", session=w.lead, target="worker", message="list the files"))["request_id"]
+    await w.until(lambda: _true(ledger.task(w.store, rid).turn_id is not None), "never bound")
+    turn_id = ledger.task(w.store, rid).turn_id
+    ask = ApprovalAsk(turn_id, "command", "run `ls` in /w", {"command": "ls", "cwd": "/w"}, OPTIONS, tool="bash")
+    w.runtime_of("worker").emit(ApprovalAsked(ask, ApprovalReply()))
+    (got,) = await w.until(lambda: _pending(w), "the request was never recorded")
+    assert got.answerer is not None
+    return got
+
+
+@pytest.mark.anyio
+async def test_a_lead_not_in_a_turn_is_told_and_the_person_too() -> None:
+    """docs/guide/approvals.md#the-lead-answers: the record starts no turn, so a lead that is idle or stopped may not
+    read it before the deadline; the person is told as well (the notify command's `approval_waiting`)."""
+    async with world() as w:  # the lead is never started
+        told: list[Approval] = []
+        w.runtime.approvals.on_waiting = told.append
+        got = await _asks_for_the_lead(w)
+        await w.until(lambda: _true(bool(told)), "the person was never told")
+        assert [a.approval_id for a in told] == [got.approval_id]
+
+
+@pytest.mark.anyio
+async def test_a_lead_in_a_turn_is_told_and_nobody_else() -> None:
+    async with world(lead_provider="fake") as w:
+        told: list[Approval] = []
+        w.runtime.approvals.on_waiting = told.append
+        await w.call("agent/start", agent="lead")
+        await w.call("operator/followup", target="lead", message="lead the work")
+        await w.until(lambda: _true(w.runtime_of("lead").active_turn_id is not None), "the lead's turn never began")
+        got = await _asks_for_the_lead(w)
+        await w.until(lambda: _told_lead(w, got), "the lead was never told")
+        await anyio.wait_all_tasks_blocked()
+        assert told == []
+
+
+async def _told_lead(w: World, approval: Approval) -> bool:
+    """The record from Wardian pushed into the lead's turn (the fake provider takes pushes while active)."""
+    return any(approval.approval_id in r.text for r in w.runtime_of("lead").pushed)

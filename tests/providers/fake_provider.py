@@ -73,7 +73,7 @@ class FakeRuntime(TurnState):
             raise errors.ProviderUnavailable("the fake runtime is not running; nothing was sent")
         if self.active_turn_id is not None:
             raise errors.DeliveryUncertain("the fake runtime was asked to start a turn while one is active")
-        turn_id = f"fake-turn-{next(self._turn_ids)}"
+        turn_id = f"fake-turn-{self.spec.name}-{next(self._turn_ids)}"  # unique in the store, as a provider's are
         self.turns_started.append((turn_id, task))
         self.activate(turn_id)
         self.turn_started.set()

@@ -70,13 +70,13 @@ class Approvals:
         if record.answerer is not None:
             # Beside the runtime, not in its event loop: a push into the lead's conversation may take its time.
             handle.background.start_soon(self._tell_lead, record)
-        elif self.on_waiting is not None:
-            self.on_waiting(record)
+        else:
+            self._tell_person(record)
         return record
 
     async def _tell_lead(self, record: Approval) -> None:
-        """Bring the approval to its lead (the module docstring). A failure is logged: the approval stays pending
-        for a person (`wardian approval list`) until its deadline."""
+        """Bring the approval to its lead (the module docstring). The person is told too (the notify command) when
+        telling the lead failed, or when the lead is not in a turn on this host to read it now; either may answer."""
         try:
             told = await self.writer.call(approvals.tell_lead, record.approval_id, outcomes.approval_for_lead(record),
                                           self.pushes.can_push)
@@ -88,6 +88,23 @@ class Approvals:
         except errors.WardianError as exc:
             log.warning("approval %s: telling its lead failed (%s); a person may answer it", record.approval_id,
                         exc.code)
+            self._tell_person(record)
+            return
+        if not self._in_turn(lead_uuid):
+            # The record starts no turn: an idle or stopped lead reads it only in its next turn, which may never come
+            # before the deadline. The person is told as well, and whoever answers first decides.
+            log.warning("approval %s: its lead %s is not in a turn here; a person is told too", record.approval_id,
+                        record.answerer.name if record.answerer else lead_uuid)
+            self._tell_person(record)
+
+    def _in_turn(self, agent_uuid: str) -> bool:
+        """Whether this app runs the agent and it is in a turn now."""
+        handle = self.pushes.owners.get(agent_uuid)
+        return handle is not None and handle.runtime.ready and handle.runtime.active_turn_id is not None
+
+    def _tell_person(self, record: Approval) -> None:
+        if self.on_waiting is not None:
+            self.on_waiting(record)
 
     async def answer(self, approval_id: str, decision: Decision, decided_by: str,
                      answerer_id: int | None = None) -> Approval:
