@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from tests.app.test_notify import events, recorder, until, wait_events
+from tests.app.test_notify import events, recorder, until
 from tests.conftest import app_on_a_fresh_home
 from tests.console.conftest import ConsoleApp, log_in, shoot
 from tests.providers.claude.conftest import ClaudeApp, claude_or_skip, records_for
@@ -28,6 +28,13 @@ from wardian_harness.providers.claude_home import DUMMY_KEY, ScriptedClaude, cla
 pytestmark = pytest.mark.timeout(600)
 
 KEY = "sk-ant-api03-canary-notify-5b7e2d9c41"
+
+
+def event_of(folder: Path, approval_id: str) -> dict[str, Any]:
+    """The notify command's event of `approval_id` (bounded wait): other tests of the module leave events of their
+    own in the folder, and the commands run side by side, so it is found by its id, not by a count."""
+    return dict(until(lambda: next((e for e in events(folder) if e.get("approval_id") == approval_id), None),
+                      f"the event of {approval_id}"))
 
 
 @dataclass
@@ -98,7 +105,7 @@ def test_a_pending_approval_appears_live_and_allow_in_the_browser_runs_the_comma
         offered = "allow_always" in {o["kind"] for o in asked["options"]}
         expect(row.locator('button[data-action="always"]')).to_have_count(1 if offered else 0)
         shoot(page, evidence, "pending")
-        (event,) = [e for e in wait_events(world.events, 1) if e.get("approval_id") == asked["approval_id"]]
+        event = event_of(world.events, asked["approval_id"])
         assert not made.exists()
         row.locator('button[data-action="allow"]').click()
         expect(page.locator("#flash .result.ok")).to_contain_text(f"{asked['approval_id']} allowed")
@@ -188,11 +195,9 @@ def test_an_answer_without_its_token_or_from_another_origin_is_refused_and_chang
 def test_the_notification_of_an_approval_never_carries_the_agents_key(world: World) -> None:
     """docs/guide/approvals.md#secrets: the model writes the agent's key into its command; the approval, its page and
     its notification show `[redacted]`."""
-    before = len(events(world.events))
     request_id = world.task("print your key", touch(world.workspace / KEY), Message("refused"))
     asked = world.pending(request_id)
-    got = wait_events(world.events, before + 1)
-    (event,) = [e for e in got if e.get("approval_id") == asked["approval_id"]]
+    event = event_of(world.events, asked["approval_id"])
     assert "[redacted]" in event["summary"]
     cookie = world.web.login_cookie()
     _, _, page = world.web.http("GET", "/approvals", {"Cookie": cookie})
