@@ -138,17 +138,16 @@ def _insert(store: Store, agent: Party, agent_id: int, request_id: str | None, t
     if len(shown) > MAX_DETAIL_CHARS:
         shown = json.dumps({"trimmed": shown[:MAX_DETAIL_CHARS]}, ensure_ascii=False)
     kept_tool = (tool or None) and tool[:MAX_SUMMARY_CHARS]
-    kept_options = json.dumps([list(o) for o in options])
     with store.atomic():
         store.db.write(
             f"INSERT INTO approvals ({_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', NULL, 0, NULL, "
             "?, NULL)",
             (approval_id, agent_id, request_id, turn_id, kind, kept_tool, summary[:MAX_SUMMARY_CHARS], shown,
-             kept_options, policy.value, answerer_id, deadline_at, created_at))
+             json.dumps([list(o) for o in options]), policy.value, answerer_id, deadline_at, created_at))
     return Approval(
         approval_id=approval_id, agent=agent, request_id=request_id, turn_id=turn_id, kind=kind, tool=kept_tool,
         summary=summary[:MAX_SUMMARY_CHARS], detail=json.loads(shown),
-        options=tuple(PermissionOption(*map(str, o)) for o in json.loads(kept_options)), policy=policy,
+        options=tuple(PermissionOption(*map(str, o)) for o in options), policy=policy,
         answerer=party_by_id(store.db, answerer_id, {}), deadline_at=deadline_at, status=ApprovalStatus.PENDING,
         decided_by=None, always=False, reason=None, created_at=created_at, ended_at=None)
 

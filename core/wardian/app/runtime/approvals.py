@@ -94,7 +94,7 @@ class Approvals:
             # The record starts no turn: an idle or stopped lead reads it only in its next turn, which may never come
             # before the deadline. The person is told as well, and whoever answers first decides.
             log.warning("approval %s: its lead %s is not in a turn here; a person is told too", record.approval_id,
-                        record.answerer.name if record.answerer else lead_uuid)
+                        lead_uuid)
             self._tell_person(record)
 
     def _in_turn(self, agent_uuid: str) -> bool:
